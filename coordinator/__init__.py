@@ -1,2 +1,77 @@
-"""Vnode assignment: pure registry, routing, placement and round identities, plus coordinators."""
+"""Vnode assignment: pure registry, routing, placement and round identities, plus coordinators.
+
+The names re-exported here come from the pure modules (no I/O), which :mod:`kafka_source` may import:
+
+- :mod:`coordinator.errors`: ``CoordinatorError`` and its subclasses.
+- :mod:`coordinator.registry`: ``NodeId``, ``UNASSIGNED``, ``AssignmentSnapshot``, ``VnodeRegistry``, ...
+- :mod:`coordinator.routing`: ``partition_vnode`` (LaminarDB routing ABI v1) and grouping helpers.
+- :mod:`coordinator.placement`: ``rendezvous``, ``balanced``, ``place``.
+- :mod:`coordinator.rounds`: ``AssignmentDrainId``, ``drain_digest``, ``round_id``.
+"""
 from __future__ import annotations
+
+from coordinator.errors import (
+    ConfigurationError,
+    CoordinatorError,
+    FencedError,
+    PlacementError,
+    RegistryError,
+    RoundError,
+    RoutingError,
+    SessionLostError,
+)
+from coordinator.placement import DEFAULT_STRATEGY, STRATEGIES, balanced, place, rendezvous
+from coordinator.registry import (
+    DEFAULT_VNODE_COUNT,
+    UNASSIGNED,
+    AssignmentSnapshot,
+    NodeId,
+    PendingTarget,
+    VnodeRegistry,
+    moved_vnodes,
+)
+from coordinator.rounds import (
+    AssignmentDrainId,
+    drain_digest,
+    parse_round_id,
+    round_id,
+)
+from coordinator.routing import (
+    TopicPartition,
+    owned_partitions,
+    partition_vnode,
+    partitions_by_vnode,
+    vnode_loads,
+)
+
+__all__ = [
+    "AssignmentDrainId",
+    "AssignmentSnapshot",
+    "ConfigurationError",
+    "CoordinatorError",
+    "DEFAULT_STRATEGY",
+    "DEFAULT_VNODE_COUNT",
+    "FencedError",
+    "NodeId",
+    "PendingTarget",
+    "PlacementError",
+    "RegistryError",
+    "RoundError",
+    "RoutingError",
+    "STRATEGIES",
+    "SessionLostError",
+    "TopicPartition",
+    "UNASSIGNED",
+    "VnodeRegistry",
+    "balanced",
+    "drain_digest",
+    "moved_vnodes",
+    "owned_partitions",
+    "parse_round_id",
+    "partition_vnode",
+    "partitions_by_vnode",
+    "place",
+    "rendezvous",
+    "round_id",
+    "vnode_loads",
+]

@@ -1,0 +1,66 @@
+"""The coordinator package's exception hierarchy.
+
+Every exception raised on purpose by :mod:`coordinator` derives from :class:`CoordinatorError`, so
+callers can catch the whole package with one clause. When an error wraps a lower-level failure (a kazoo
+exception, an ``OSError``), the original is kept as ``.cause`` and also chained as ``__cause__``.
+"""
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CoordinatorError",
+    "RegistryError",
+    "RoutingError",
+    "PlacementError",
+    "RoundError",
+    "FencedError",
+    "SessionLostError",
+    "ConfigurationError",
+]
+
+
+class CoordinatorError(Exception):
+    """Root of every error the coordinator package raises.
+
+    ``cause`` is the underlying exception, if any (``None`` otherwise). Passing it does not replace
+    ``raise ... from cause``; it makes the cause available to code that only receives the error object.
+    """
+
+    def __init__(self, message: str, *, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.message: str = message
+        self.cause: BaseException | None = cause
+        if cause is not None and self.__cause__ is None:
+            self.__cause__ = cause
+
+
+class RegistryError(CoordinatorError):
+    """A snapshot or publication is malformed: wrong vnode count, negative owner, non-increasing version."""
+
+
+class RoutingError(CoordinatorError):
+    """Invalid routing input: partition outside ``0..2**31-1``, vnode count below one, bad identity."""
+
+
+class PlacementError(CoordinatorError):
+    """Placement cannot run: unknown strategy, invalid node id, or load map outside the vnode range."""
+
+
+class RoundError(CoordinatorError):
+    """A round identity is non-canonical, stale (its predecessor is not the published version),
+    superseded by another round, or fails to decode."""
+
+
+class FencedError(CoordinatorError):
+    """A fenced write was rejected: the writer is no longer the leader, or the expected version moved."""
+
+
+class SessionLostError(CoordinatorError):
+    """The coordination session was lost; the node must retire its work and rejoin with a new boot id."""
+
+
+class ConfigurationError(CoordinatorError):
+    """Coordinator configuration is invalid (missing hosts, non-positive timeouts, bad paths, ...)."""
