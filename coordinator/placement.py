@@ -29,8 +29,10 @@ set or dict iteration order):
     4. Unloaded vnodes are balanced the same way as a separate unit-load class: each live node holds
        ``floor(U/N)`` or ``ceil(U/N)`` of the ``U`` unloaded vnodes, moving the fewest. (So total vnode
        counts per node differ by at most two.)
-    5. Nothing changes when nothing needs to: if ``current`` is already balanced over exactly the live
-       nodes, the result equals ``current``.
+    5. Nothing changes when nothing needs to: the result is a fixed point
+       (``balanced(balanced(c, N, L), N, L) == balanced(c, N, L)``), and any ``current`` that already
+       meets the end condition of the algorithm below (every vnode on a live node, no improving move)
+       is returned unchanged.
 
     Algorithm (per class): keep every vnode owned by a live node; hand the orphans (vnodes of dead or
     no nodes), heaviest first, each to a currently least-loaded node; then, while some node ``d``

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import pytest
+
+import coordinator
+from coordinator.errors import (
+    ConfigurationError,
+    CoordinatorError,
+    FencedError,
+    PlacementError,
+    RegistryError,
+    RoundError,
+    RoutingError,
+    SessionLostError,
+)
+
+SUBCLASSES = [
+    RegistryError,
+    RoutingError,
+    PlacementError,
+    RoundError,
+    FencedError,
+    SessionLostError,
+    ConfigurationError,
+]
+
+
+@pytest.mark.parametrize("cls", SUBCLASSES)
+def test_every_error_derives_from_the_root(cls: type[CoordinatorError]) -> None:
+    assert issubclass(cls, CoordinatorError)
+    err = cls("boom")
+    assert str(err) == "boom"
+    assert err.message == "boom"
+    assert err.cause is None
+
+
+def test_cause_is_kept_and_chained() -> None:
+    underlying = OSError("disk gone")
+    err = FencedError("write rejected", cause=underlying)
+    assert err.cause is underlying
+    assert err.__cause__ is underlying
+
+
+def test_raise_from_keeps_explicit_chain() -> None:
+    underlying = ValueError("inner")
+    with pytest.raises(SessionLostError) as info:
+        try:
+            raise underlying
+        except ValueError as exc:
+            raise SessionLostError("lost", cause=exc) from exc
+    assert info.value.cause is underlying
+    assert info.value.__cause__ is underlying
+
+
+def test_package_reexports_every_public_name() -> None:
+    for name in coordinator.__all__:
+        assert hasattr(coordinator, name), name
+    assert coordinator.CoordinatorError is CoordinatorError
