@@ -47,8 +47,10 @@ node_sets = st.lists(node_ids, min_size=1, max_size=6, unique=True)
 @st.composite
 def scenarios(draw: st.DrawFn, unit: bool) -> tuple[list[int], list[int], dict[int, int]]:
     n = draw(st.integers(min_value=1, max_value=96))
-    current = draw(st.lists(st.integers(0, 12), min_size=n, max_size=n))
     nodes = draw(node_sets)
+    # Mostly live owners (so there is something to keep), plus dead nodes (13, 14) and UNASSIGNED.
+    owner_pool = sorted(set(nodes)) + [UNASSIGNED, 13, 14]
+    current = draw(st.lists(st.sampled_from(owner_pool) | st.integers(0, 12), min_size=n, max_size=n))
     loaded = draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
     weights = st.just(1) if unit else st.integers(0, 9)
     load = {v: draw(weights) for v in loaded}
