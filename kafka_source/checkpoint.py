@@ -1,0 +1,215 @@
+"""`SourceCheckpoint`: the exact Kafka cursor of a source, and its strict codec.
+
+Cursor convention (the one place it is stated): for every ``"topic:partition"`` key the checkpoint
+holds the **next offset to read**, i.e. ``last emitted offset + 1``. A partition that was assigned
+but has emitted nothing holds its resolved start offset. With transactional topics the next offset
+may lie past transaction markers (it is the consumer position), so it can exceed
+``last emitted + 1``; it is never smaller.
+
+Encoding (UTF-8 JSON object, exactly these keys)::
+
+    {"connector": "kafka", "format_version": 1, "assignment_version": <u64>,
+     "offsets": {"<topic>:<partition>": <offset>, ...}}
+
+Decoding is strict: unknown or missing keys, wrong JSON types, booleans used as numbers, negative
+or out-of-range integers, non-canonical partition numbers and invalid topic names all raise
+:class:`~kafka_source.errors.CheckpointError`. This module does no I/O.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from kafka_source.errors import CheckpointError
+
+__all__ = [
+    "CHECKPOINT_FORMAT_VERSION",
+    "CONNECTOR_NAME",
+    "SourceCheckpoint",
+    "TopicPartitionKey",
+    "format_key",
+    "parse_key",
+]
+
+CONNECTOR_NAME: str = "kafka"
+CHECKPOINT_FORMAT_VERSION: int = 1
+_I64_MAX: int = 2**63 - 1
+_U64_MAX: int = 2**64 - 1
+_PARTITION_MAX: int = 2**31 - 1
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,9}")
+_KEYS: frozenset[str] = frozenset({"connector", "format_version", "assignment_version", "offsets"})
+
+#: ``(topic, partition)``
+TopicPartitionKey = tuple[str, int]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def format_key(topic: str, partition: int) -> str:
+    """The checkpoint key ``"topic:partition"``. Pre: valid Kafka topic name, 0 <= partition < 2**31."""
+    if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic) or topic in (".", ".."):
+        raise CheckpointError(f"invalid topic name {topic!r}")
+    if not _is_int(partition) or not 0 <= partition <= _PARTITION_MAX:
+        raise CheckpointError(f"invalid partition {partition!r} for topic {topic!r}")
+    return f"{topic}:{partition}"
+
+
+def parse_key(key: str) -> TopicPartitionKey:
+    """Inverse of :func:`format_key`; raises :class:`CheckpointError` on any non-canonical key."""
+    if not isinstance(key, str):
+        raise CheckpointError(f"checkpoint key {key!r} is not a string")
+    topic, sep, part = key.rpartition(":")
+    if not sep or not _PARTITION_RE.fullmatch(part):
+        raise CheckpointError(f"checkpoint key {key!r} is not 'topic:partition'")
+    partition = int(part)
+    format_key(topic, partition)  # validates the topic and the partition range
+    return topic, partition
+
+
+@dataclass(frozen=True, eq=True)
+class SourceCheckpoint:
+    """The cursor of exactly the rows a source has emitted.
+
+    ``offsets`` maps ``"topic:partition"`` to the next offset to read (``last emitted + 1``);
+    ``assignment_version`` is the published vnode-assignment version the cursor was taken under
+    (``0`` = unassigned / single node). Instances are immutable; ``offsets`` is a read-only mapping
+    sorted by key, so equal cursors compare and encode identically.
+    """
+
+    offsets: Mapping[str, int] = field(default_factory=dict)
+    assignment_version: int = 0
+    connector: str = CONNECTOR_NAME
+    format_version: int = CHECKPOINT_FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.connector != CONNECTOR_NAME:
+            raise CheckpointError(f"checkpoint belongs to connector {self.connector!r}, not 'kafka'")
+        if not _is_int(self.format_version) or self.format_version != CHECKPOINT_FORMAT_VERSION:
+            raise CheckpointError(f"unsupported checkpoint format_version {self.format_version!r}")
+        if not _is_int(self.assignment_version) or not 0 <= self.assignment_version <= _U64_MAX:
+            raise CheckpointError(f"invalid assignment_version {self.assignment_version!r}")
+        if not isinstance(self.offsets, Mapping):
+            raise CheckpointError("checkpoint offsets must be a mapping")
+        for key, offset in self.offsets.items():
+            parse_key(key)
+            if not _is_int(offset) or not 0 <= offset <= _I64_MAX:
+                raise CheckpointError(f"invalid offset {offset!r} for {key!r}")
+        object.__setattr__(self, "offsets", MappingProxyType(dict(sorted(self.offsets.items()))))
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.offsets.items()), self.assignment_version))
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def empty(cls, assignment_version: int = 0) -> SourceCheckpoint:
+        """A checkpoint with no partitions (``notify_epoch_committed`` treats it as a no-op)."""
+        return cls({}, assignment_version)
+
+    @classmethod
+    def from_partitions(
+        cls, offsets: Mapping[TopicPartitionKey, int], assignment_version: int = 0
+    ) -> SourceCheckpoint:
+        """Build from ``{(topic, partition): next_offset}``."""
+        return cls({format_key(t, p): o for (t, p), o in offsets.items()}, assignment_version)
+
+    # -- access ---------------------------------------------------------------------------------
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.offsets
+
+    def partitions(self) -> dict[TopicPartitionKey, int]:
+        """``{(topic, partition): next_offset}`` (a fresh dict)."""
+        return {parse_key(k): o for k, o in self.offsets.items()}
+
+    def next_offset(self, topic: str, partition: int) -> int | None:
+        """The next offset to read for one partition, or ``None`` if the checkpoint lacks it."""
+        return self.offsets.get(format_key(topic, partition))
+
+    def __iter__(self) -> Iterator[tuple[TopicPartitionKey, int]]:
+        return iter(self.partitions().items())
+
+    # -- codec ----------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "format_version": self.format_version,
+            "assignment_version": self.assignment_version,
+            "offsets": dict(self.offsets),
+        }
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no whitespace): equal checkpoints give equal text."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def to_bytes(self) -> bytes:
+        return self.to_json().encode("utf-8")
+
+    @classmethod
+    def from_dict(cls, data: object) -> SourceCheckpoint:
+        """Strict inverse of :meth:`to_dict`; raises :class:`CheckpointError` on any deviation."""
+        if not isinstance(data, dict):
+            raise CheckpointError(f"checkpoint must be a JSON object, got {type(data).__name__}")
+        keys = set(data)
+        if keys != _KEYS:
+            unknown = sorted(map(str, keys - _KEYS))
+            missing = sorted(_KEYS - keys)
+            raise CheckpointError(f"checkpoint keys mismatch: unknown={unknown} missing={missing}")
+        if not isinstance(data["connector"], str):
+            raise CheckpointError("checkpoint 'connector' must be a string")
+        if not _is_int(data["format_version"]):
+            raise CheckpointError("checkpoint 'format_version' must be an integer")
+        if not _is_int(data["assignment_version"]):
+            raise CheckpointError("checkpoint 'assignment_version' must be an integer")
+        offsets = data["offsets"]
+        if not isinstance(offsets, dict):
+            raise CheckpointError("checkpoint 'offsets' must be a JSON object")
+        return cls(
+            offsets=offsets,
+            assignment_version=data["assignment_version"],
+            connector=data["connector"],
+            format_version=data["format_version"],
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> SourceCheckpoint:
+        def reject_constant(name: str) -> Any:
+            raise CheckpointError(f"checkpoint contains non-standard JSON constant {name}")
+
+        def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            result: dict[str, Any] = {}
+            for key, value in pairs:
+                if key in result:
+                    raise CheckpointError(f"checkpoint contains duplicate key {key!r}")
+                result[key] = value
+            return result
+
+        try:
+            data = json.loads(
+                text,
+                parse_constant=reject_constant,
+                parse_float=lambda s: reject_constant(f"float {s}"),
+                object_pairs_hook=no_duplicates,
+            )
+        except (ValueError, RecursionError) as exc:
+            raise CheckpointError(f"checkpoint is not valid JSON: {exc}", cause=exc) from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SourceCheckpoint:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise CheckpointError(f"checkpoint bytes expected, got {type(data).__name__}")
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CheckpointError("checkpoint is not UTF-8", cause=exc) from exc
+        return cls.from_json(text)

@@ -1,0 +1,347 @@
+"""Typed, validated configuration of :class:`~kafka_source.KafkaSource`, built from properties.
+
+Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
+
+=================================  ==========================================================
+``bootstrap.servers``              required; passed to librdkafka
+``topic``                          required; one topic or a comma-separated list
+``group.id``                       required; group for advisory offset commits only
+``format``                         ``raw`` (default; binary ``value`` column) or ``json``
+``json.schema``                    ``name:type,...`` with pyarrow type aliases (``int64``,
+                                   ``string``, ``double``, ``timestamp[ms]``...)
+``startup.mode``                   ``earliest`` (default) | ``latest`` | ``timestamp`` |
+                                   ``specific-offsets``
+``startup.timestamp.ms``           required iff ``startup.mode=timestamp``
+``startup.specific-offsets``       ``topic:partition:offset,...``; required iff mode is
+                                   ``specific-offsets`` (unlisted partitions start at earliest)
+``include.metadata``               ``false`` (default), ``true`` (all) or a list of
+                                   ``_topic,_partition,_offset,_timestamp,_key,_headers``
+``isolation.level``                ``read_committed`` (default) | ``read_uncommitted``
+``max.fetched.bytes``              cap on fetched-but-not-emitted payload bytes (64 MiB)
+``consume.chunk.records``          records per client ``consume()`` call (10000)
+``partition.discovery.interval.ms``  new-partition check period; ``0`` disables (30000)
+``max.error.rate``                 best-effort only: max fraction of bad records (0.01)
+``kafka.<librdkafka key>``         passed through; ``enable.auto.commit`` cannot be enabled
+=================================  ==========================================================
+
+Unknown keys raise :class:`ConfigurationError` naming the nearest valid key. This module does no I/O.
+"""
+from __future__ import annotations
+
+import difflib
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import pyarrow as pa
+
+from kafka_source.errors import ConfigurationError
+
+__all__ = [
+    "METADATA_COLUMNS",
+    "Format",
+    "IsolationLevel",
+    "KafkaSourceConfig",
+    "StartupMode",
+    "VALID_KEYS",
+]
+
+METADATA_COLUMNS: tuple[str, ...] = (
+    "_topic",
+    "_partition",
+    "_offset",
+    "_timestamp",
+    "_key",
+    "_headers",
+)
+
+
+class Format(enum.Enum):
+    RAW = "raw"
+    JSON = "json"
+
+
+class StartupMode(enum.Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    TIMESTAMP = "timestamp"
+    SPECIFIC_OFFSETS = "specific-offsets"
+
+
+class IsolationLevel(enum.Enum):
+    READ_COMMITTED = "read_committed"
+    READ_UNCOMMITTED = "read_uncommitted"
+
+
+VALID_KEYS: tuple[str, ...] = (
+    "bootstrap.servers",
+    "topic",
+    "group.id",
+    "format",
+    "json.schema",
+    "startup.mode",
+    "startup.timestamp.ms",
+    "startup.specific-offsets",
+    "include.metadata",
+    "isolation.level",
+    "max.fetched.bytes",
+    "consume.chunk.records",
+    "partition.discovery.interval.ms",
+    "max.error.rate",
+)
+KAFKA_PREFIX = "kafka."
+#: librdkafka keys the source owns; setting them through ``kafka.*`` is an error.
+_OWNED_KAFKA_KEYS: frozenset[str] = frozenset(
+    {"bootstrap.servers", "group.id", "isolation.level", "enable.auto.offset.store"}
+)
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_FALSE = frozenset({"false", "0", "no", "off"})
+_TRUE = frozenset({"true", "1", "yes", "on"})
+
+
+def _enum(cls: type[enum.Enum], key: str, value: str) -> enum.Enum:
+    try:
+        return cls(value.strip().lower())
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
+        raise ConfigurationError(f"{key}={value!r}: expected one of {allowed}") from None
+
+
+def _int(key: str, value: str, *, minimum: int) -> int:
+    try:
+        result = int(value.strip())
+    except ValueError:
+        raise ConfigurationError(f"{key}={value!r} is not an integer") from None
+    if result < minimum:
+        raise ConfigurationError(f"{key}={value!r} must be >= {minimum}")
+    return result
+
+
+def _topic(name: str, key: str) -> str:
+    if not _TOPIC_RE.fullmatch(name) or name in (".", ".."):
+        raise ConfigurationError(f"{key}: invalid topic name {name!r}")
+    return name
+
+
+def parse_json_schema(text: str) -> pa.Schema:
+    """Parse ``name:type,name:type`` (pyarrow type aliases) into a schema of nullable fields."""
+    fields: list[pa.Field] = []
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, type_name = item.partition(":")
+        name, type_name = name.strip(), type_name.strip()
+        if not sep or not name or not type_name:
+            raise ConfigurationError(f"json.schema: {item!r} is not 'name:type'")
+        try:
+            arrow_type = pa.type_for_alias(type_name)
+        except (ValueError, KeyError):
+            raise ConfigurationError(f"json.schema: unknown type {type_name!r} for {name!r}") from None
+        fields.append(pa.field(name, arrow_type, nullable=True))
+    if not fields:
+        raise ConfigurationError("json.schema is empty")
+    names = [f.name for f in fields]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"json.schema has duplicate field names: {names}")
+    if any(n in METADATA_COLUMNS for n in names):
+        raise ConfigurationError("json.schema fields may not use the metadata column names")
+    return pa.schema(fields)
+
+
+def _metadata(value: str) -> tuple[str, ...]:
+    text = value.strip().lower()
+    if text in _TRUE:
+        return METADATA_COLUMNS
+    if text in _FALSE or text == "":
+        return ()
+    wanted = set()
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        column = item if item.startswith("_") else f"_{item}"
+        if column not in METADATA_COLUMNS:
+            raise ConfigurationError(
+                f"include.metadata: unknown column {item!r}; valid: {', '.join(METADATA_COLUMNS)}"
+            )
+        wanted.add(column)
+    return tuple(c for c in METADATA_COLUMNS if c in wanted)
+
+
+def _specific_offsets(value: str, topics: tuple[str, ...]) -> dict[tuple[str, int], int]:
+    result: dict[tuple[str, int], int] = {}
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        parts = item.rsplit(":", 2)
+        if len(parts) != 3:
+            raise ConfigurationError(f"startup.specific-offsets: {item!r} is not topic:partition:offset")
+        topic, partition, offset = parts
+        if topic not in topics:
+            raise ConfigurationError(f"startup.specific-offsets: topic {topic!r} is not configured")
+        key = (topic, _int("startup.specific-offsets partition", partition, minimum=0))
+        if key in result:
+            raise ConfigurationError(f"startup.specific-offsets: {topic}:{key[1]} listed twice")
+        result[key] = _int("startup.specific-offsets offset", offset, minimum=0)
+    if not result:
+        raise ConfigurationError("startup.specific-offsets is empty")
+    return result
+
+
+@dataclass(frozen=True)
+class KafkaSourceConfig:
+    """Validated source configuration. Build it with :meth:`from_properties`."""
+
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    group_id: str
+    format: Format = Format.RAW
+    json_schema: pa.Schema | None = None
+    startup_mode: StartupMode = StartupMode.EARLIEST
+    startup_timestamp_ms: int | None = None
+    startup_specific_offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    include_metadata: tuple[str, ...] = ()
+    isolation_level: IsolationLevel = IsolationLevel.READ_COMMITTED
+    max_fetched_bytes: int = 64 * 1024 * 1024
+    consume_chunk_records: int = 10_000
+    partition_discovery_interval_ms: int = 30_000
+    max_error_rate: float = 0.01
+    kafka_properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "startup_specific_offsets", MappingProxyType(dict(self.startup_specific_offsets))
+        )
+        object.__setattr__(self, "kafka_properties", MappingProxyType(dict(self.kafka_properties)))
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> KafkaSourceConfig:
+        """Validate ``properties``; raises :class:`ConfigurationError` naming the first problem."""
+        props = {str(k).strip(): str(v) for k, v in properties.items()}
+        kafka_props: dict[str, str] = {}
+        for key, value in props.items():
+            if key.startswith(KAFKA_PREFIX):
+                inner = key[len(KAFKA_PREFIX):]
+                if not inner:
+                    raise ConfigurationError("'kafka.' needs a librdkafka property name after it")
+                if inner in _OWNED_KAFKA_KEYS:
+                    raise ConfigurationError(
+                        f"{key} is owned by the source; use {inner!r} at top level"
+                        if inner in VALID_KEYS
+                        else f"{key} is owned by the source and cannot be overridden"
+                    )
+                if inner == "enable.auto.commit" and value.strip().lower() not in _FALSE:
+                    raise ConfigurationError(
+                        "kafka.enable.auto.commit cannot be enabled: offsets are committed only "
+                        "after an epoch is durable (notify_epoch_committed)"
+                    )
+                kafka_props[inner] = value
+            elif key not in VALID_KEYS:
+                near = difflib.get_close_matches(key, VALID_KEYS, n=1, cutoff=0.4)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise ConfigurationError(f"unknown property {key!r}{hint}")
+
+        def required(key: str) -> str:
+            value = props.get(key, "").strip()
+            if not value:
+                raise ConfigurationError(f"missing required property {key!r}")
+            return value
+
+        bootstrap = required("bootstrap.servers")
+        topics = tuple(_topic(t.strip(), "topic") for t in required("topic").split(",") if t.strip())
+        if len(set(topics)) != len(topics):
+            raise ConfigurationError(f"topic lists a topic twice: {props['topic']!r}")
+        group_id = required("group.id")
+        fmt = _enum(Format, "format", props.get("format", "raw"))
+        schema = None
+        if "json.schema" in props:
+            if fmt is not Format.JSON:
+                raise ConfigurationError("json.schema is only valid with format=json")
+            schema = parse_json_schema(props["json.schema"])
+        mode = _enum(StartupMode, "startup.mode", props.get("startup.mode", "earliest"))
+        timestamp = None
+        if "startup.timestamp.ms" in props:
+            if mode is not StartupMode.TIMESTAMP:
+                raise ConfigurationError("startup.timestamp.ms requires startup.mode=timestamp")
+            timestamp = _int("startup.timestamp.ms", props["startup.timestamp.ms"], minimum=0)
+        elif mode is StartupMode.TIMESTAMP:
+            raise ConfigurationError("startup.mode=timestamp requires startup.timestamp.ms")
+        specific: dict[tuple[str, int], int] = {}
+        if "startup.specific-offsets" in props:
+            if mode is not StartupMode.SPECIFIC_OFFSETS:
+                raise ConfigurationError(
+                    "startup.specific-offsets requires startup.mode=specific-offsets"
+                )
+            specific = _specific_offsets(props["startup.specific-offsets"], topics)
+        elif mode is StartupMode.SPECIFIC_OFFSETS:
+            raise ConfigurationError(
+                "startup.mode=specific-offsets requires startup.specific-offsets"
+            )
+        try:
+            error_rate = float(props.get("max.error.rate", "0.01"))
+        except ValueError:
+            raise ConfigurationError(f"max.error.rate={props['max.error.rate']!r} is not a number") from None
+        if not 0.0 <= error_rate <= 1.0:
+            raise ConfigurationError(f"max.error.rate={error_rate} must be within [0, 1]")
+        return cls(
+            bootstrap_servers=bootstrap,
+            topics=topics,
+            group_id=group_id,
+            format=fmt,  # type: ignore[arg-type]
+            json_schema=schema,
+            startup_mode=mode,  # type: ignore[arg-type]
+            startup_timestamp_ms=timestamp,
+            startup_specific_offsets=specific,
+            include_metadata=_metadata(props.get("include.metadata", "false")),
+            isolation_level=_enum(  # type: ignore[arg-type]
+                IsolationLevel, "isolation.level", props.get("isolation.level", "read_committed")
+            ),
+            max_fetched_bytes=_int(
+                "max.fetched.bytes", props.get("max.fetched.bytes", str(64 * 1024 * 1024)), minimum=1024
+            ),
+            consume_chunk_records=_int(
+                "consume.chunk.records", props.get("consume.chunk.records", "10000"), minimum=1
+            ),
+            partition_discovery_interval_ms=_int(
+                "partition.discovery.interval.ms",
+                props.get("partition.discovery.interval.ms", "30000"),
+                minimum=0,
+            ),
+            max_error_rate=error_rate,
+            kafka_properties=kafka_props,
+        )
+
+    def consumer_config(self, *, guaranteed: bool) -> dict[str, str | int | bool]:
+        """The librdkafka configuration of the source's consumer.
+
+        Auto commit and auto offset store are off; under guaranteed delivery an out-of-range
+        position is reported (``auto.offset.reset=error``) instead of being reset silently.
+        """
+        conf: dict[str, str | int | bool] = {
+            "enable.partition.eof": False,
+            "auto.offset.reset": "earliest",
+            **self.kafka_properties,
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self.group_id,
+            "isolation.level": self.isolation_level.value,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
+        if guaranteed:
+            conf["auto.offset.reset"] = "error"
+        return conf
+
+    def identity_options(self) -> dict[str, str]:
+        """Semantic identity: topics, format, schema and startup; no endpoints or credentials."""
+        options = {
+            "connector": "kafka",
+            "topic": ",".join(self.topics),
+            "format": self.format.value,
+            "startup.mode": self.startup_mode.value,
+            "include.metadata": ",".join(self.include_metadata),
+            "isolation.level": self.isolation_level.value,
+        }
+        if self.json_schema is not None:
+            options["json.schema"] = ",".join(f"{f.name}:{f.type}" for f in self.json_schema)
+        if self.startup_timestamp_ms is not None:
+            options["startup.timestamp.ms"] = str(self.startup_timestamp_ms)
+        if self.startup_specific_offsets:
+            options["startup.specific-offsets"] = ",".join(
+                f"{t}:{p}:{o}" for (t, p), o in sorted(self.startup_specific_offsets.items())
+            )
+        return options

@@ -1,0 +1,376 @@
+"""The reader thread and the byte-bounded FIFO between it and the asyncio side.
+
+The reader thread is the only thread that calls ``Consumer.consume`` (and, at exit,
+``Consumer.close``). Changes to the consumer's assignment are executed *by the reader thread*
+between two ``consume`` calls (:meth:`Reader.submit`), so anything it pushes afterwards (a
+:class:`PartitionsAssigned` marker, and in the drain work a boundary marker) is ordered after every
+record fetched before the change: data and control travel in one FIFO and cannot overtake each other.
+
+FIFO items are :class:`RecordChunk` (the messages of one ``consume`` call plus the consumer
+positions after it) or a :class:`ControlItem`. Only chunks count against the byte cap; control
+items are never refused.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from kafka_source.errors import ConnectorError, FatalError, OffsetOutOfRangeError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ControlItem",
+    "FifoItem",
+    "ByteBoundedFifo",
+    "PartitionsAssigned",
+    "Reader",
+    "ReaderFailed",
+    "RecordChunk",
+]
+
+TP = tuple[str, int]
+#: Bytes charged per message on top of its value length (key, headers, object overhead).
+MESSAGE_OVERHEAD_BYTES = 96
+
+
+@dataclass(eq=False)
+class RecordChunk:
+    """The messages of one ``consume`` call, in client order.
+
+    ``positions`` holds, for every partition whose consumer position moved during that call, the
+    position after it. It is the valid cursor for a partition only once every message of the
+    chunk has been emitted (it may lie past transaction markers). ``taken`` counts the messages
+    already handed to the asyncio side.
+    """
+
+    messages: list[Message]
+    positions: Mapping[TP, int]
+    nbytes: int
+    taken: int = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self.messages) - self.taken
+
+
+class ControlItem:
+    """Base of the non-data FIFO items. Subclasses are frozen dataclasses."""
+
+
+@dataclass(frozen=True)
+class PartitionsAssigned(ControlItem):
+    """Partitions added to the consumer at these next-offsets; later chunks may carry them."""
+
+    offsets: Mapping[TP, int]
+
+
+@dataclass(frozen=True)
+class ReaderFailed(ControlItem):
+    """The reader hit an error the source must surface; everything before it is intact."""
+
+    error: ConnectorError
+
+
+FifoItem = RecordChunk | ControlItem
+
+
+class ByteBoundedFifo:
+    """A FIFO of :data:`FifoItem` bounded by the payload bytes of its chunks.
+
+    ``put_chunk`` blocks while the queued bytes are at or over ``max_bytes`` (but always admits a
+    chunk into an empty FIFO, so one oversized chunk cannot deadlock). ``put_control`` never blocks.
+    The consumer side (:meth:`head`, :meth:`release_head`) never blocks. ``on_ready`` is called
+    (outside the lock) after every put, to wake the asyncio side.
+    """
+
+    def __init__(self, max_bytes: int, on_ready: Callable[[], None] | None = None) -> None:
+        self.max_bytes = max_bytes
+        self._items: collections.deque[FifoItem] = collections.deque()
+        self._bytes = 0
+        self._cond = threading.Condition()
+        self._on_ready = on_ready
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put_chunk(self, chunk: RecordChunk, stop: threading.Event, timeout: float = 0.1) -> bool:
+        """Append ``chunk`` once the byte cap allows; False if ``stop`` was set meanwhile."""
+        with self._cond:
+            while self._items and self._bytes >= self.max_bytes:
+                if stop.is_set():
+                    return False
+                self._cond.wait(timeout)
+            self._items.append(chunk)
+            self._bytes += chunk.nbytes
+        self._notify()
+        return True
+
+    def wait_for_space(self, stop: threading.Event, timeout: float) -> bool:
+        """Block up to ``timeout`` until the FIFO is under its cap; True if it is."""
+        with self._cond:
+            if self._bytes >= self.max_bytes and self._items and not stop.is_set():
+                self._cond.wait(timeout)
+            return self._bytes < self.max_bytes or not self._items
+
+    def put_control(self, item: ControlItem) -> None:
+        with self._cond:
+            self._items.append(item)
+        self._notify()
+
+    def head(self) -> FifoItem | None:
+        """The oldest item, left in place; ``None`` when empty."""
+        with self._cond:
+            return self._items[0] if self._items else None
+
+    def peek(self, max_records: int) -> list[FifoItem]:
+        """The items from the head whose remaining records reach ``max_records`` (left in place).
+
+        Control items are included in order; the walk stops after the chunk that reaches
+        ``max_records``.
+        """
+        items: list[FifoItem] = []
+        count = 0
+        with self._cond:
+            for item in self._items:
+                items.append(item)
+                if isinstance(item, RecordChunk):
+                    count += item.remaining
+                    if count >= max_records:
+                        break
+        return items
+
+    def release_head(self, item: FifoItem) -> None:
+        """Remove ``item`` (which must be the head) and return its bytes to the cap."""
+        with self._cond:
+            if not self._items or self._items[0] is not item:
+                raise FatalError("FIFO head changed underneath its only consumer")
+            self._items.popleft()
+            if isinstance(item, RecordChunk):
+                self._bytes -= item.nbytes
+            self._cond.notify_all()
+
+    def clear_event_if_empty(self, event: asyncio.Event) -> bool:
+        """Clear ``event`` iff the FIFO is empty, atomically with the check; True if cleared.
+
+        A put that follows schedules ``on_ready`` after the clear, so no wake-up is lost.
+        """
+        with self._cond:
+            if self._items:
+                return False
+            event.clear()
+            return True
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _notify(self) -> None:
+        if self._on_ready is not None:
+            self._on_ready()
+
+
+@dataclass
+class _Command:
+    fn: Callable[[Consumer], Any]
+    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+
+
+class Reader:
+    """Owns ``consumer`` from :meth:`start` on: consumes in a loop into ``fifo``, executes
+    submitted commands between ``consume`` calls, finds new partitions, and closes the consumer
+    when stopped.
+
+    ``partition_filter(topic, partition)`` decides which discovered partitions this reader adopts
+    (all by default). Discovered partitions start at their low watermark.
+    """
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        fifo: ByteBoundedFifo,
+        *,
+        topics: tuple[str, ...],
+        assigned: Mapping[TP, int],
+        chunk_records: int,
+        discovery_interval_s: float,
+        metadata_timeout_s: float = 5.0,
+        partition_filter: Callable[[str, int], bool] | None = None,
+        on_discovered: Callable[[int], None] | None = None,
+        consume_timeout_s: float = 0.1,
+    ) -> None:
+        self.consumer = consumer
+        self.fifo = fifo
+        self.topics = topics
+        self.chunk_records = chunk_records
+        self.discovery_interval_s = discovery_interval_s
+        self.metadata_timeout_s = metadata_timeout_s
+        self.partition_filter = partition_filter or (lambda _t, _p: True)
+        self.on_discovered = on_discovered
+        self.consume_timeout_s = consume_timeout_s
+        self._assigned: dict[TP, TopicPartition] = {tp: TopicPartition(*tp) for tp in assigned}
+        self._positions: dict[TP, int] = dict(assigned)
+        self._commands: collections.deque[_Command] = collections.deque()
+        self._stop = threading.Event()
+        self._failed = False
+        self._thread = threading.Thread(target=self._run, name="kafka-source-reader", daemon=True)
+        self._next_discovery = time.monotonic() + discovery_interval_s
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to exit; it closes the consumer on its way out."""
+        self._stop.set()
+        self.fifo.wake()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, fn: Callable[[Consumer], Any]) -> concurrent.futures.Future[Any]:
+        """Run ``fn(consumer)`` on the reader thread between two ``consume`` calls."""
+        command = _Command(fn)
+        if self._stop.is_set() or not self._thread.is_alive():
+            command.future.set_exception(FatalError("the reader thread is not running"))
+            return command.future
+        self._commands.append(command)
+        self.fifo.wake()
+        return command.future
+
+    # -- thread body ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._run_commands()
+                if self.discovery_interval_s > 0 and time.monotonic() >= self._next_discovery:
+                    self._discover()
+                    self._next_discovery = time.monotonic() + self.discovery_interval_s
+                if self._failed or not self.fifo.wait_for_space(self._stop, self.consume_timeout_s):
+                    if self._failed:
+                        self._stop.wait(self.consume_timeout_s)
+                    continue
+                messages = self.consumer.consume(
+                    num_messages=self.chunk_records, timeout=self.consume_timeout_s
+                )
+                self._handle(messages)
+        except Exception as exc:  # noqa: BLE001 - surfaced to the source through the FIFO
+            logger.exception("kafka source reader thread failed")
+            self.fifo.put_control(ReaderFailed(FatalError(f"reader thread failed: {exc}", cause=exc)))
+        finally:
+            self._run_commands(cancel=True)
+            try:
+                self.consumer.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                logger.warning("closing the kafka consumer failed", exc_info=True)
+
+    def _run_commands(self, cancel: bool = False) -> None:
+        while self._commands:
+            command = self._commands.popleft()
+            if cancel:
+                command.future.set_exception(FatalError("the reader thread stopped"))
+                continue
+            try:
+                command.future.set_result(command.fn(self.consumer))
+            except Exception as exc:  # noqa: BLE001 - delivered to the submitter
+                command.future.set_exception(exc)
+
+    def _handle(self, messages: list[Message]) -> None:
+        good = messages
+        if any(map(Message.error, messages)):
+            good = [m for m in messages if m.error() is None]
+            for message in messages:
+                if message.error() is not None:
+                    self._on_error(message)
+        positions = self._moved_positions()
+        if not good and not positions:
+            return
+        nbytes = sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
+        self.fifo.put_chunk(RecordChunk(good, positions, nbytes), self._stop)
+
+    def _moved_positions(self) -> dict[TP, int]:
+        if not self._assigned:
+            return {}
+        moved: dict[TP, int] = {}
+        for tp in self.consumer.position(list(self._assigned.values())):
+            if tp.offset < 0:
+                continue
+            key = (tp.topic, tp.partition)
+            if self._positions.get(key) != tp.offset:
+                self._positions[key] = tp.offset
+                moved[key] = tp.offset
+        return moved
+
+    def _on_error(self, message: Message) -> None:
+        error: KafkaError = message.error()
+        code = error.code()
+        if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
+            topic, partition = message.topic() or "?", message.partition() or 0
+            self._failed = True
+            self.fifo.put_control(
+                ReaderFailed(
+                    OffsetOutOfRangeError(
+                        f"{topic}:{partition}: position is out of the retained range "
+                        f"({error.str()}); refusing to reset under guaranteed delivery",
+                        topic=topic,
+                        partition=partition,
+                        offset=self._positions.get((topic, partition), -1),
+                        cause=error,
+                    )
+                )
+            )
+        elif error.fatal():
+            self._failed = True
+            self.fifo.put_control(
+                ReaderFailed(FatalError(f"fatal consumer error: {error.str()}", cause=error))
+            )
+        else:
+            logger.warning("kafka consumer reported %s (retrying)", error.str())
+
+    def _discover(self) -> None:
+        try:
+            found: list[TP] = []
+            for topic in self.topics:
+                metadata = self.consumer.list_topics(topic, timeout=self.metadata_timeout_s)
+                info = metadata.topics.get(topic)
+                if info is None or info.error is not None:
+                    continue
+                for partition in info.partitions:
+                    key = (topic, partition)
+                    if key not in self._assigned and self.partition_filter(topic, partition):
+                        found.append(key)
+            if not found:
+                return
+            offsets: dict[TP, int] = {}
+            for topic, partition in sorted(found):
+                low, _high = self.consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self.metadata_timeout_s, cached=False
+                )
+                offsets[(topic, partition)] = low
+            self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+            for key, offset in offsets.items():
+                self._assigned[key] = TopicPartition(*key)
+                self._positions[key] = offset
+            logger.info("assigned %d new partition(s): %s", len(offsets), sorted(offsets))
+            self.fifo.put_control(PartitionsAssigned(offsets))
+            if self.on_discovered is not None:
+                self.on_discovered(len(offsets))
+        except Exception:  # noqa: BLE001 - discovery retries at the next interval
+            logger.warning("partition discovery failed; retrying later", exc_info=True)

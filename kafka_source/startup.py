@@ -1,0 +1,187 @@
+"""Resolution of a startup request to exact numeric offsets.
+
+The pure functions :func:`resolve_initial` and :func:`resolve_resume` decide offsets from broker
+facts (partitions, watermarks, timestamp lookups); :func:`query_broker_facts` gathers those facts
+with blocking client calls and must run off the event loop.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from kafka_source.checkpoint import SourceCheckpoint
+from kafka_source.config import KafkaSourceConfig, StartupMode
+from kafka_source.connector import DeliveryGuarantee
+from kafka_source.errors import (
+    CheckpointError,
+    ConfigurationError,
+    OffsetOutOfRangeError,
+    TransientError,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BrokerFacts", "StartupPlan", "query_broker_facts", "resolve_initial", "resolve_resume"]
+
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class BrokerFacts:
+    """``watermarks[(topic, partition)] = (low, high)`` for every partition of the topics;
+    ``time_offsets`` only for ``startup.mode=timestamp`` (``None`` = no record at/after it)."""
+
+    watermarks: Mapping[TP, tuple[int, int]]
+    time_offsets: Mapping[TP, int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StartupPlan:
+    """Exact next-offsets for every partition to read, and how many were reset (best-effort)."""
+
+    offsets: Mapping[TP, int]
+    resets: int = 0
+
+
+def _below_low(
+    tp: TP, offset: int, low: int, high: int, delivery: DeliveryGuarantee, what: str
+) -> int:
+    if delivery.is_guaranteed:
+        raise OffsetOutOfRangeError(
+            f"{what} offset {offset} of {tp[0]}:{tp[1]} is below the low watermark {low} "
+            f"(records were deleted by retention); refusing to skip them under {delivery.value}",
+            topic=tp[0],
+            partition=tp[1],
+            offset=offset,
+            low=low,
+            high=high,
+        )
+    logger.warning(
+        "%s offset %d of %s:%d is below the low watermark %d; best-effort reset to it",
+        what, offset, tp[0], tp[1], low,
+    )
+    return low
+
+
+def resolve_initial(
+    config: KafkaSourceConfig, facts: BrokerFacts, delivery: DeliveryGuarantee
+) -> StartupPlan:
+    """Offsets for ``SourcePosition.Initial`` under ``config.startup_mode``.
+
+    earliest = low watermark; latest = high watermark; timestamp = first offset with a timestamp
+    >= the given one (high watermark if none); specific-offsets = the listed offsets (unlisted
+    partitions: low watermark). A listed offset above the high watermark or of an unknown
+    partition is a :class:`ConfigurationError`; below the low watermark it fails under guaranteed
+    delivery and is reset to the low watermark under best-effort.
+    """
+    mode = config.startup_mode
+    offsets: dict[TP, int] = {}
+    resets = 0
+    for tp, (low, high) in sorted(facts.watermarks.items()):
+        if mode is StartupMode.EARLIEST:
+            offsets[tp] = low
+        elif mode is StartupMode.LATEST:
+            offsets[tp] = high
+        elif mode is StartupMode.TIMESTAMP:
+            found = facts.time_offsets.get(tp)
+            offsets[tp] = high if found is None or found < 0 else max(found, low)
+        else:
+            wanted = config.startup_specific_offsets.get(tp)
+            if wanted is None:
+                offsets[tp] = low
+            elif wanted > high:
+                raise ConfigurationError(
+                    f"startup.specific-offsets: {tp[0]}:{tp[1]}:{wanted} is beyond the high "
+                    f"watermark {high}"
+                )
+            elif wanted < low:
+                offsets[tp] = _below_low(tp, wanted, low, high, delivery, "specific")
+                resets += 1
+            else:
+                offsets[tp] = wanted
+    for tp in config.startup_specific_offsets:
+        if tp not in facts.watermarks:
+            raise ConfigurationError(f"startup.specific-offsets: {tp[0]}:{tp[1]} does not exist")
+    return StartupPlan(offsets, resets)
+
+
+def resolve_resume(
+    config: KafkaSourceConfig,
+    checkpoint: SourceCheckpoint,
+    facts: BrokerFacts,
+    delivery: DeliveryGuarantee,
+) -> StartupPlan:
+    """Offsets for ``SourcePosition.Resume``: exactly the checkpoint's next-offsets.
+
+    Partitions of the configured topics that the checkpoint lacks (created since) start at the
+    low watermark. A checkpoint naming another topic or a missing partition is a
+    :class:`CheckpointError`; an offset outside ``[low, high]`` raises
+    :class:`OffsetOutOfRangeError` under guaranteed delivery and is reset to the low watermark
+    (counted in ``resets``) under best-effort.
+    """
+    cursor = checkpoint.partitions()
+    offsets: dict[TP, int] = {}
+    resets = 0
+    for tp in cursor:
+        if tp[0] not in config.topics:
+            raise CheckpointError(
+                f"checkpoint names topic {tp[0]!r}, which is not configured ({', '.join(config.topics)})"
+            )
+        if tp not in facts.watermarks:
+            raise CheckpointError(f"checkpoint names {tp[0]}:{tp[1]}, which does not exist")
+    for tp, (low, high) in sorted(facts.watermarks.items()):
+        offset = cursor.get(tp)
+        if offset is None:
+            offsets[tp] = low
+        elif offset < low:
+            offsets[tp] = _below_low(tp, offset, low, high, delivery, "checkpoint")
+            resets += 1
+        elif offset > high:
+            if delivery.is_guaranteed:
+                raise OffsetOutOfRangeError(
+                    f"checkpoint offset {offset} of {tp[0]}:{tp[1]} is beyond the high watermark "
+                    f"{high} (was the topic recreated?)",
+                    topic=tp[0], partition=tp[1], offset=offset, low=low, high=high,
+                )
+            logger.warning(
+                "checkpoint offset %d of %s:%d is beyond the high watermark %d; best-effort "
+                "reset to the low watermark %d", offset, tp[0], tp[1], high, low,
+            )
+            offsets[tp] = low
+            resets += 1
+        else:
+            offsets[tp] = offset
+    return StartupPlan(offsets, resets)
+
+
+def query_broker_facts(
+    consumer: Consumer, config: KafkaSourceConfig, timeout_s: float
+) -> BrokerFacts:
+    """Partitions and watermarks of every configured topic (blocking; run off the loop)."""
+    try:
+        watermarks: dict[TP, tuple[int, int]] = {}
+        for topic in config.topics:
+            metadata = consumer.list_topics(topic, timeout=timeout_s)
+            info = metadata.topics.get(topic)
+            if info is None or info.error is not None or not info.partitions:
+                reason = info.error.str() if info is not None and info.error else "no partitions"
+                raise ConfigurationError(f"topic {topic!r} is not available: {reason}")
+            for partition in sorted(info.partitions):
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=timeout_s, cached=False
+                )
+                watermarks[(topic, partition)] = (low, high)
+        time_offsets: dict[TP, int | None] = {}
+        if config.startup_mode is StartupMode.TIMESTAMP:
+            assert config.startup_timestamp_ms is not None
+            wanted = [TopicPartition(t, p, config.startup_timestamp_ms) for t, p in watermarks]
+            for tp in consumer.offsets_for_times(wanted, timeout=timeout_s):
+                if tp.error is not None:
+                    raise TransientError(f"offsets_for_times failed: {tp.error}", cause=tp.error)
+                time_offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+        return BrokerFacts(watermarks, time_offsets)
+    except KafkaException as exc:
+        raise TransientError(f"cannot read partition metadata: {exc}", cause=exc.args[0]) from exc
