@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafka_source.checkpoint import SourceCheckpoint, format_key, parse_key
+from kafka_source.errors import CheckpointError
+
+topics = st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True).filter(lambda t: t not in (".", ".."))
+partitions = st.integers(min_value=0, max_value=2**31 - 1)
+offsets = st.integers(min_value=0, max_value=2**63 - 1)
+cursors = st.dictionaries(st.tuples(topics, partitions), offsets, max_size=20)
+versions = st.integers(min_value=0, max_value=2**64 - 1)
+
+
+@given(cursors, versions)
+def test_round_trip_bytes_and_json(cursor: dict, version: int) -> None:
+    checkpoint = SourceCheckpoint.from_partitions(cursor, version)
+    assert SourceCheckpoint.from_bytes(checkpoint.to_bytes()) == checkpoint
+    assert SourceCheckpoint.from_json(checkpoint.to_json()) == checkpoint
+    assert checkpoint.partitions() == cursor
+    assert checkpoint.assignment_version == version
+
+
+@given(cursors)
+def test_encoding_is_canonical(cursor: dict) -> None:
+    reversed_order = dict(reversed(list(cursor.items())))
+    assert SourceCheckpoint.from_partitions(cursor).to_bytes() == SourceCheckpoint.from_partitions(
+        reversed_order
+    ).to_bytes()
+
+
+@given(topics, partitions)
+def test_key_round_trip(topic: str, partition: int) -> None:
+    assert parse_key(format_key(topic, partition)) == (topic, partition)
+
+
+def test_next_offset_convention_is_last_emitted_plus_one() -> None:
+    # The documented convention: a partition whose last emitted offset is 41 resumes at 42.
+    last_emitted = 41
+    checkpoint = SourceCheckpoint.from_partitions({("orders", 3): last_emitted + 1})
+    assert checkpoint.next_offset("orders", 3) == 42
+    assert checkpoint.next_offset("orders", 4) is None
+    assert checkpoint.to_dict() == {
+        "connector": "kafka",
+        "format_version": 1,
+        "assignment_version": 0,
+        "offsets": {"orders:3": 42},
+    }
+
+
+def test_empty() -> None:
+    assert SourceCheckpoint.empty().is_empty
+    assert not SourceCheckpoint.from_partitions({("t", 0): 0}).is_empty
+
+
+def _doc(**overrides: object) -> dict:
+    doc: dict = {"connector": "kafka", "format_version": 1, "assignment_version": 0, "offsets": {"t:0": 5}}
+    doc.update(overrides)
+    return doc
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        _doc(extra=1),
+        {k: v for k, v in _doc().items() if k != "offsets"},
+        _doc(connector="postgres"),
+        _doc(connector=1),
+        _doc(format_version=2),
+        _doc(format_version="1"),
+        _doc(format_version=True),
+        _doc(assignment_version=-1),
+        _doc(assignment_version=2**64),
+        _doc(assignment_version=1.0),
+        _doc(assignment_version=None),
+        _doc(offsets=[]),
+        _doc(offsets={"t:0": -1}),
+        _doc(offsets={"t:0": 2**63}),
+        _doc(offsets={"t:0": "5"}),
+        _doc(offsets={"t:0": True}),
+        _doc(offsets={"t:0": None}),
+        _doc(offsets={"t": 5}),
+        _doc(offsets={"t:": 5}),
+        _doc(offsets={":0": 5}),
+        _doc(offsets={"t:-1": 5}),
+        _doc(offsets={"t:01": 5}),
+        _doc(offsets={"t:+1": 5}),
+        _doc(offsets={"t:2147483648": 5}),
+        _doc(offsets={"bad topic:0": 5}),
+        _doc(offsets={"t/x:0": 5}),
+        _doc(offsets={"..:0": 5}),
+        [],
+        "checkpoint",
+    ],
+)
+def test_strict_decoding_rejects(doc: object) -> None:
+    with pytest.raises(CheckpointError):
+        SourceCheckpoint.from_json(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"\xff\xfe",
+        b"{",
+        b'{"connector":"kafka","format_version":1,"assignment_version":0,"offsets":{"t:0":1.5}}',
+        b'{"connector":"kafka","format_version":1,"assignment_version":0,"offsets":{"t:0":NaN}}',
+        b'{"connector":"kafka","connector":"kafka","format_version":1,"assignment_version":0,"offsets":{}}',
+        b'{"connector":"kafka","format_version":1,"assignment_version":0,"offsets":{"t:0":1,"t:0":2}}',
+    ],
+)
+def test_strict_decoding_rejects_bytes(raw: bytes) -> None:
+    with pytest.raises(CheckpointError):
+        SourceCheckpoint.from_bytes(raw)
+
+
+def test_from_bytes_rejects_text() -> None:
+    with pytest.raises(CheckpointError):
+        SourceCheckpoint.from_bytes("{}")  # type: ignore[arg-type]
+
+
+def test_constructor_validates_and_freezes() -> None:
+    with pytest.raises(CheckpointError):
+        SourceCheckpoint({"t:0": -5})
+    with pytest.raises(CheckpointError):
+        SourceCheckpoint.from_partitions({("t", -1): 0})
+    checkpoint = SourceCheckpoint({"b:1": 2, "a:0": 1})
+    assert list(checkpoint.offsets) == ["a:0", "b:1"]
+    with pytest.raises(TypeError):
+        checkpoint.offsets["a:0"] = 5  # type: ignore[index]
+    assert hash(checkpoint) == hash(SourceCheckpoint({"a:0": 1, "b:1": 2}))
+
+
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_crash_the_decoder(data: bytes) -> None:
+    try:
+        SourceCheckpoint.from_bytes(data)
+    except CheckpointError:
+        pass

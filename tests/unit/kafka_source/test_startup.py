@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import pytest
+
+from kafka_source.checkpoint import SourceCheckpoint
+from kafka_source.config import KafkaSourceConfig
+from kafka_source.connector import DeliveryGuarantee
+from kafka_source.errors import CheckpointError, ConfigurationError, OffsetOutOfRangeError
+from kafka_source.startup import BrokerFacts, resolve_initial, resolve_resume
+
+BASE = {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g"}
+FACTS = BrokerFacts({("t", 0): (10, 20), ("t", 1): (0, 0), ("t", 2): (5, 50)})
+ALO = DeliveryGuarantee.AT_LEAST_ONCE
+BE = DeliveryGuarantee.BEST_EFFORT
+
+
+def config(**extra: str) -> KafkaSourceConfig:
+    return KafkaSourceConfig.from_properties({**BASE, **extra})
+
+
+def test_earliest_and_latest() -> None:
+    assert dict(resolve_initial(config(), FACTS, ALO).offsets) == {("t", 0): 10, ("t", 1): 0, ("t", 2): 5}
+    latest = resolve_initial(config(**{"startup.mode": "latest"}), FACTS, ALO)
+    assert dict(latest.offsets) == {("t", 0): 20, ("t", 1): 0, ("t", 2): 50}
+
+
+def test_timestamp() -> None:
+    facts = BrokerFacts(FACTS.watermarks, {("t", 0): 15, ("t", 1): None, ("t", 2): 3})
+    cfg = config(**{"startup.mode": "timestamp", "startup.timestamp.ms": "1000"})
+    assert dict(resolve_initial(cfg, facts, ALO).offsets) == {("t", 0): 15, ("t", 1): 0, ("t", 2): 5}
+
+
+def test_specific_offsets() -> None:
+    cfg = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:12,t:2:50"})
+    assert dict(resolve_initial(cfg, FACTS, ALO).offsets) == {("t", 0): 12, ("t", 1): 0, ("t", 2): 50}
+    beyond = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:21"})
+    with pytest.raises(ConfigurationError):
+        resolve_initial(beyond, FACTS, ALO)
+    missing = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:9:0"})
+    with pytest.raises(ConfigurationError):
+        resolve_initial(missing, FACTS, ALO)
+    below = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:3"})
+    with pytest.raises(OffsetOutOfRangeError):
+        resolve_initial(below, FACTS, ALO)
+    plan = resolve_initial(below, FACTS, BE)
+    assert plan.offsets[("t", 0)] == 10 and plan.resets == 1
+
+
+def test_resume_exact_and_new_partitions_at_low() -> None:
+    checkpoint = SourceCheckpoint.from_partitions({("t", 0): 17, ("t", 2): 5})
+    plan = resolve_resume(config(), checkpoint, FACTS, DeliveryGuarantee.EXACTLY_ONCE)
+    assert dict(plan.offsets) == {("t", 0): 17, ("t", 1): 0, ("t", 2): 5}
+    assert plan.resets == 0
+
+
+@pytest.mark.parametrize("delivery", [DeliveryGuarantee.AT_LEAST_ONCE, DeliveryGuarantee.EXACTLY_ONCE])
+def test_resume_below_low_watermark_fails_under_guaranteed_delivery(delivery: DeliveryGuarantee) -> None:
+    checkpoint = SourceCheckpoint.from_partitions({("t", 0): 9})
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        resolve_resume(config(), checkpoint, FACTS, delivery)
+    assert (info.value.topic, info.value.partition, info.value.offset, info.value.low) == ("t", 0, 9, 10)
+    assert isinstance(info.value, CheckpointError)
+
+
+def test_resume_out_of_range_resets_under_best_effort() -> None:
+    checkpoint = SourceCheckpoint.from_partitions({("t", 0): 9, ("t", 2): 51})
+    plan = resolve_resume(config(), checkpoint, FACTS, BE)
+    assert plan.offsets[("t", 0)] == 10 and plan.offsets[("t", 2)] == 5 and plan.resets == 2
+    with pytest.raises(OffsetOutOfRangeError):
+        resolve_resume(config(), checkpoint, FACTS, ALO)
+
+
+def test_resume_rejects_foreign_topic_or_missing_partition() -> None:
+    with pytest.raises(CheckpointError, match="not configured"):
+        resolve_resume(config(), SourceCheckpoint.from_partitions({("other", 0): 1}), FACTS, ALO)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        resolve_resume(config(), SourceCheckpoint.from_partitions({("t", 7): 1}), FACTS, ALO)
