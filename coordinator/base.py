@@ -1,0 +1,282 @@
+"""The coordinator interface shared by the ZooKeeper and local backends, and its value types.
+
+A coordinator is the control plane of one pipeline. Every node runs one; at most one of them is the
+leader at a time. The node runtime (package `cluster`) talks to it through this interface only.
+
+Threading model (kazoo style): a coordinator is synchronous and thread-safe. Its methods may block
+on the network (the runtime calls them in an executor, never on its event loop). Events are
+delivered to the subscribed callbacks from a coordinator thread, in order; a callback must not
+block (the runtime hands each event to its loop with `call_soon_threadsafe`).
+
+The protocol, as the runtime sees it (DESIGN sections 4 and 5):
+
+1. `start()` joins the pipeline (a member entry carrying node id, boot id and endpoint) and takes part
+   in leader election. The leader publishes assignment versions; each version reaches every node
+   as `AssignmentChanged`, in increasing version order.
+2. Epoch barriers: the leader opens epoch E bound to exactly one assignment version V
+   (`EpochOpened`). Each owner at V snapshots its sources, closes its staged output and calls
+   `ack_epoch`. When every live owner at V has acked, the leader writes the durable manifest of E
+   (`EpochCommitted`); nodes then publish their staged files and call `notify_epoch_committed`.
+   Epochs never straddle versions: a new version is published only while no epoch is open, so
+   an epoch's acks all speak of one ownership map. Epochs are opened one at a time, in order.
+3. Live rebalance (join, planned leave): `RoundStarted(drain_id, target)` asks every predecessor
+   owner to drain the vnodes it loses; each node calls `report_drain_ready` when its sources are
+   drained. The leader then opens an epoch at the predecessor version whose manifest contains the
+   cut, and decides create-once: commit publishes version V+1 = target; abort (deadline, failure,
+   death of a participant) publishes V+1 = predecessor owners. `RoundDecided` carries the outcome
+   and the epoch of the manifest whose cursors are the handoff cursors.
+4. A dead node (session expired): the leader completes the open epoch without it (its partitions
+   carry their last durable cursor; its ack, if any, and its staged output are dropped), then
+   publishes a version that moves its vnodes without a drain. New owners start from the cursors
+   of the manifest named in `AssignmentChanged.manifest_epoch`.
+5. Session states: `SessionStateChanged(SUSPENDED)` means stop admitting new epochs;
+   `LOST` means the node's membership is gone: the runtime retires its source generations and drops
+   unstaged output, then calls `rejoin()`, which registers again with a new boot id.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Union
+
+from coordinator.errors import CoordinatorError
+from coordinator.registry import AssignmentSnapshot, NodeId
+from coordinator.rounds import AssignmentDrainId
+
+# source identity -> "topic:partition" -> next offset to read
+Cursors = Mapping[str, Mapping[str, int]]
+
+
+class SessionState(enum.Enum):
+    """Coordinator session states, as kazoo names them."""
+
+    CONNECTED = "CONNECTED"
+    SUSPENDED = "SUSPENDED"
+    LOST = "LOST"
+
+
+class RoundOutcome(enum.Enum):
+    COMMIT = "commit"
+    ABORT = "abort"
+
+
+@dataclass(frozen=True)
+class Member:
+    """A live member of the pipeline."""
+
+    node_id: NodeId
+    boot_id: str
+    endpoint: str = ""
+    leaving: bool = False
+
+
+@dataclass(frozen=True)
+class EpochAck:
+    """A node's answer to an epoch barrier.
+
+    Valid only when `boot_id` is the node's live boot id and `assignment_version` equals the epoch's
+    version; otherwise it is rejected (and counted). `cursors` hold exactly the partitions the node
+    owned at that version; `outputs` are its staged output paths for this epoch.
+    """
+
+    node_id: NodeId
+    boot_id: str
+    epoch: int
+    assignment_version: int
+    cursors: Cursors
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The durable record of a committed epoch: the truth for recovery.
+
+    `cursors` cover every partition ever owned (a partition missing from every ack keeps its cursor
+    from the previous manifest); `outputs` list the staged files to publish for this epoch.
+    """
+
+    epoch: int
+    assignment_version: int
+    cursors: Cursors
+    outputs: tuple[str, ...] = ()
+    acked_by: tuple[tuple[NodeId, str], ...] = ()
+
+    def to_json(self) -> bytes:
+        return json.dumps({
+            "epoch": self.epoch,
+            "assignment_version": self.assignment_version,
+            "cursors": {s: dict(sorted(c.items())) for s, c in sorted(self.cursors.items())},
+            "outputs": list(self.outputs),
+            "acked_by": [list(a) for a in self.acked_by],
+        }, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Manifest:
+        """Strict decoding: wrong types or missing fields raise CoordinatorError."""
+        try:
+            data = json.loads(raw)
+            cursors = {
+                str(source): {str(tp): int(offset) for tp, offset in partitions.items()}
+                for source, partitions in data["cursors"].items()
+            }
+            return cls(
+                epoch=int(data["epoch"]),
+                assignment_version=int(data["assignment_version"]),
+                cursors=cursors,
+                outputs=tuple(str(o) for o in data["outputs"]),
+                acked_by=tuple((int(n), str(b)) for n, b in data["acked_by"]),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CoordinatorError(f"malformed manifest: {exc}", cause=exc) from exc
+
+
+# ---- events delivered to subscribers -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AssignmentChanged:
+    """A new assignment version is published.
+
+    `manifest_epoch`: for partitions this node acquires without a drain (a dead node's, or the very
+    first assignment), the epoch of the manifest whose cursors they start from (0 = no manifest
+    yet: start at the configured initial position).
+    """
+
+    snapshot: AssignmentSnapshot
+    manifest_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class RoundStarted:
+    """A live rebalance round: drain what you lose under `target_owners`, then `report_drain_ready`."""
+
+    drain_id: AssignmentDrainId
+    target_owners: tuple[int, ...]
+    deadline_unix_ms: int
+
+
+@dataclass(frozen=True)
+class RoundDecided:
+    """The create-once decision of a round. On COMMIT the handoff cursors are those of
+    manifest `manifest_epoch`."""
+
+    drain_id: AssignmentDrainId
+    outcome: RoundOutcome
+    manifest_epoch: int
+
+
+@dataclass(frozen=True)
+class EpochOpened:
+    epoch: int
+    assignment_version: int
+
+
+@dataclass(frozen=True)
+class EpochCommitted:
+    manifest: Manifest
+
+
+@dataclass(frozen=True)
+class SessionStateChanged:
+    state: SessionState
+
+
+CoordinatorEvent = Union[
+    AssignmentChanged, RoundStarted, RoundDecided, EpochOpened, EpochCommitted, SessionStateChanged
+]
+EventCallback = Callable[[CoordinatorEvent], None]
+
+
+@dataclass
+class CoordinatorMetrics:
+    """Counters a coordinator keeps; the cluster exports them on /metrics."""
+
+    fenced_writes_rejected: int = 0
+    stale_acks_rejected: int = 0
+    epochs_committed: int = 0
+    rounds_committed: int = 0
+    rounds_aborted: int = 0
+    nodes_shed: int = 0
+    leader_elections_won: int = 0
+    session_state: str = SessionState.CONNECTED.value
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Coordinator(ABC):
+    """The control plane of one pipeline, seen from one node. See the module docstring."""
+
+    node_id: NodeId
+
+    @property
+    @abstractmethod
+    def boot_id(self) -> str:
+        """The boot id of the current membership (changes on `rejoin`)."""
+
+    @property
+    @abstractmethod
+    def metrics(self) -> CoordinatorMetrics: ...
+
+    @abstractmethod
+    def subscribe(self, callback: EventCallback) -> None:
+        """Deliver every later event to `callback` (from a coordinator thread, in order)."""
+
+    @abstractmethod
+    def start(self, timeout: float = 30.0) -> None:
+        """Connect, register membership and join leader election.
+
+        After it returns, the current published assignment (if any) has been delivered as an
+        `AssignmentChanged` event. Raises CoordinatorError when the backend is unreachable in time.
+        """
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Leave: remove the membership entry and close the session. Idempotent."""
+
+    @abstractmethod
+    def rejoin(self) -> None:
+        """After LOST: register again with a new boot id (the old one is fenced forever)."""
+
+    @abstractmethod
+    def is_leader(self) -> bool: ...
+
+    @abstractmethod
+    def members(self) -> tuple[Member, ...]: ...
+
+    @abstractmethod
+    def assignment(self) -> AssignmentSnapshot:
+        """The latest published assignment this node has seen."""
+
+    @abstractmethod
+    def request_leave(self) -> None:
+        """Planned leave: ask the leader to move this node's vnodes away with a drain round.
+
+        The node keeps serving until an `AssignmentChanged` leaves it no vnode; then it calls `stop()`.
+        """
+
+    @abstractmethod
+    def report_drain_ready(self, drain_id: AssignmentDrainId) -> None:
+        """Record that this node's sources consumed the drain boundary of `drain_id`.
+
+        Raises RoundError when the round is not the running one (stale or superseded).
+        """
+
+    @abstractmethod
+    def ack_epoch(self, ack: EpochAck) -> None:
+        """Record this node's barrier ack. Raises FencedError if this boot id or version is stale."""
+
+    @abstractmethod
+    def latest_manifest(self) -> Manifest | None:
+        """The newest committed manifest (None before the first commit)."""
+
+    @abstractmethod
+    def manifest(self, epoch: int) -> Manifest:
+        """The committed manifest of `epoch` (CoordinatorError if absent or garbage-collected)."""
+
+    @abstractmethod
+    def set_vnode_load(self, load: Mapping[int, int]) -> None:
+        """Tell the coordinator how many partitions each vnode carries (balanced placement input).
+
+        Any node may call it; the leader uses the latest value for its next placement.
+        """
