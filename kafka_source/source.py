@@ -12,6 +12,7 @@ durable and the group offsets only feed lag dashboards, so a failure is logged a
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import io
 import logging
@@ -126,6 +127,7 @@ class KafkaSource(SourceConnector):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event = asyncio.Event()
         self._commit_lock = asyncio.Lock()
+        self._pending_commit: concurrent.futures.Future[None] | None = None
         self._tracker = ConnectorTaskTracker()
         self._failure: ConnectorError | None = None
         self._started = False
@@ -218,7 +220,10 @@ class KafkaSource(SourceConnector):
         self._builder = BatchBuilder(config, self._json_schema)
         self._started = True
         self._loop = asyncio.get_running_loop()
-        consumer = Consumer(config.consumer_config(guaranteed=delivery.is_guaranteed), logger=logger)
+        consumer = Consumer(
+            {**config.consumer_config(guaranteed=delivery.is_guaranteed), "on_commit": self._on_commit},
+            logger=logger,
+        )
         try:
             plan = await self._loop.run_in_executor(
                 None, functools.partial(self._plan_startup, consumer, config, position, delivery)
@@ -430,49 +435,66 @@ class KafkaSource(SourceConnector):
 
         Only partitions this source reads, and only offsets above the highest committed so far
         (read from the group once, then tracked), so a group offset never moves backwards.
-        Empty checkpoint: no-op. Idempotent. Failures are logged and counted in
-        ``metrics.commit_failures``; they never raise.
+        Empty checkpoint: no-op. Idempotent. The commit is issued asynchronously by the reader
+        thread (librdkafka delivers the result to the consuming thread) and awaited up to the
+        request timeout. Failures are logged and counted in ``metrics.commit_failures``; they
+        never raise.
         """
-        if checkpoint.is_empty or self._consumer is None or self._closed:
+        if checkpoint.is_empty or self._reader is None or self._closed:
             return
-        loop = asyncio.get_running_loop()
         async with self._commit_lock:
             if self._closed:
                 return
+            offsets = checkpoint.partitions()
             try:
-                await loop.run_in_executor(None, self._commit_blocking, checkpoint.partitions())
-            except (KafkaException, ConnectorError, RuntimeError) as exc:
+                if not self._committed_loaded:
+                    await asyncio.wait_for(
+                        asyncio.wrap_future(self._reader.submit(self._load_committed)),
+                        self._request_timeout_s,
+                    )
+                todo = [
+                    TopicPartition(t, p, o)
+                    for (t, p), o in sorted(offsets.items())
+                    if (t, p) in self._cursor and o > self._committed.get((t, p), -1)
+                ]
+                if not todo:
+                    return
+                done: concurrent.futures.Future[None] = concurrent.futures.Future()
+                self._pending_commit = done
+                self._reader.submit(lambda consumer: consumer.commit(offsets=todo, asynchronous=True))
+                await asyncio.wait_for(asyncio.wrap_future(done), self._request_timeout_s)
+                self.metrics.commits += 1
+            except (KafkaException, ConnectorError, RuntimeError, asyncio.TimeoutError) as exc:
                 self.metrics.commit_failures += 1
-                logger.warning("advisory offset commit of epoch %d failed: %s", epoch, exc)
+                logger.warning("advisory offset commit of epoch %d failed: %r", epoch, exc)
+            finally:
+                self._pending_commit = None
 
-    def _commit_blocking(self, offsets: dict[TP, int]) -> None:
-        consumer = self._consumer
-        assert consumer is not None
-        if not self._committed_loaded:
-            committed = consumer.committed(
-                [TopicPartition(t, p) for t, p in offsets], timeout=self._request_timeout_s
-            )
-            for tp in committed:
-                key = (tp.topic, tp.partition)
-                if tp.offset >= 0:
-                    self._committed[key] = max(self._committed.get(key, -1), tp.offset)
-            self._committed_loaded = True
-        todo = [
-            TopicPartition(t, p, o)
-            for (t, p), o in sorted(offsets.items())
-            if (t, p) in self._cursor and o > self._committed.get((t, p), -1)
-        ]
-        if not todo:
-            return
-        result = consumer.commit(offsets=todo, asynchronous=False)
-        failed = [tp for tp in result or [] if tp.error is not None]
-        for tp in result or todo:
-            if tp.error is None:
+    def _load_committed(self, consumer: Consumer) -> None:
+        committed = consumer.committed(
+            [TopicPartition(t, p) for t, p in self._cursor], timeout=self._request_timeout_s
+        )
+        for tp in committed:
+            if tp.offset >= 0:
                 key = (tp.topic, tp.partition)
                 self._committed[key] = max(self._committed.get(key, -1), tp.offset)
-        self.metrics.commits += 1
-        if failed:
-            raise TransientError(f"commit failed for {[(tp.topic, tp.partition, str(tp.error)) for tp in failed]}")
+        self._committed_loaded = True
+
+    def _on_commit(self, error: Any, partitions: list[TopicPartition]) -> None:
+        """librdkafka commit callback (runs on the reader thread inside ``consume``)."""
+        failed = [tp for tp in partitions or [] if tp.error is not None]
+        for tp in partitions or []:
+            if tp.error is None and error is None and tp.offset >= 0:
+                key = (tp.topic, tp.partition)
+                self._committed[key] = max(self._committed.get(key, -1), tp.offset)
+        pending = self._pending_commit
+        if pending is None or pending.done():
+            return
+        if error is not None or failed:
+            detail = error if error is not None else [(tp.topic, tp.partition, str(tp.error)) for tp in failed]
+            pending.set_exception(TransientError(f"offset commit failed: {detail}", cause=error))
+        else:
+            pending.set_result(None)
 
 
 def _advance(cursor: dict[TP, int], messages: list[Message], multi_topic: bool) -> dict[TP, int]:
