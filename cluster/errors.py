@@ -31,3 +31,19 @@ class DevStackStateError(ClusterError):
 
 class UsageError(ClusterError):
     """Bad input from a person: a wrong flag, an unreachable server, an unwritable path (CLI exit 2)."""
+
+
+class ConfigError(UsageError):
+    """A node setting is missing, malformed or unknown (the message names the setting)."""
+
+
+class SinkError(ClusterError):
+    """The Parquet sink could not stage, publish or recover output files."""
+
+
+class VerifyError(ClusterError):
+    """The audit could not read the output or the topic (not: the audit found a problem)."""
+
+
+class RuntimeFailure(ClusterError):
+    """The node runtime hit a condition it cannot continue from (a source or coordinator failure)."""

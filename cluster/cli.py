@@ -1,0 +1,213 @@
+"""`laminar-kafka`: run a node, show a pipeline's status, audit an output, run the demo, dev servers.
+
+Exit codes: 0 success; 1 the audit found missing or duplicated rows (``verify``) or a node failed;
+2 bad input (a wrong flag, an unreachable broker or ZooKeeper, a missing topic, an unwritable output),
+reported as one line on stderr (the stack trace only with ``--debug``).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from cluster.config import SETTING_NAMES, env_name, load_settings
+from cluster.errors import ClusterError, UsageError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["build_parser", "main"]
+
+PROG = "laminar-kafka"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors become :class:`UsageError` (one line, exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+_RUN_HELP = {
+    "bootstrap": "Kafka bootstrap servers (host:port,...)",
+    "topic": "topic(s) to land, comma-separated",
+    "output": "output directory or URI (file://, s3://, ...)",
+    "zk": "ZooKeeper hosts (host:port,...); without it the node runs embedded (one node, local manifests)",
+    "pipeline": "pipeline name (ZooKeeper subtree, default group id); default 'default'",
+    "node-id": "this node's id (integer >= 1, unique in the pipeline); default 1",
+    "group-id": "consumer group for advisory offset commits; default laminar-<pipeline>",
+    "metrics-port": "serve Prometheus /metrics on this port (0 = off)",
+    "checkpoint-interval-ms": "epoch interval in ms (default 2000)",
+    "max-file-bytes": "rotate staged Parquet files at this size (default 128 MiB)",
+    "row-group-rows": "rows per Parquet row group (default 65536)",
+    "max-batch-records": "records per source poll (default 10000)",
+    "format": "record format: raw or json (default raw)",
+    "startup-mode": "where a new pipeline starts: earliest or latest (default earliest)",
+    "session-timeout-ms": "ZooKeeper session timeout in ms (default 6000)",
+    "drain-timeout-ms": "deadline of a rebalance drain in ms (default 10000)",
+    "vnode-count": "number of vnodes of a new pipeline (default 256)",
+    "source-identity": "source identity used for partition routing (default 'kafka')",
+    "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator)",
+}
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--debug", action="store_true", help="verbose logs and stack traces on errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Land Kafka topics into Parquet exactly once, on a cluster of nodes.")
+    _add_common(parser)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,demo,dev}",
+                                     parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run one node", description=(
+        "Run one node. Settings come from --config FILE (TOML), then LAMINAR_* environment variables, "
+        "then these flags (later wins)."))
+    _add_common(run)
+    run.add_argument("--config", metavar="FILE", help="TOML file with the settings below (same names)")
+    for name in SETTING_NAMES:
+        run.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None,
+                         help=f"{_RUN_HELP[name]} [env {env_name(name)}]")
+    run.add_argument("--log-file", help="also write logs to this file")
+    run.set_defaults(handler=cmd_run)
+
+    status = commands.add_parser("status", help="show a pipeline: members, leader, assignment, cursors", description=(
+        "Show members, the leader, the assignment version, vnodes and partitions per node, the durable "
+        "cursor against the high watermark per partition, and running rounds."))
+    _add_common(status)
+    status.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    status.add_argument("--topic", required=True, help="topic(s), comma-separated")
+    group = status.add_mutually_exclusive_group(required=True)
+    group.add_argument("--zk", help="ZooKeeper hosts of the pipeline")
+    group.add_argument("--state-dir", help="embedded pipeline: its manifest directory")
+    status.add_argument("--pipeline", default="default", help="pipeline name (default 'default')")
+    status.add_argument("--source-identity", default="kafka", help="source identity (default 'kafka')")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    status.set_defaults(handler=cmd_status)
+
+    verify = commands.add_parser("verify", help="audit an output against its topic (exactly once?)", description=(
+        "Read the published output and the topic (read_committed, up to the high watermark) and print per "
+        "partition: expected, present, missing, duplicated. Exit 0 only if nothing is missing or duplicated."))
+    _add_common(verify)
+    verify.add_argument("--output", required=True, help="output directory or URI")
+    verify.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    verify.add_argument("--topic", required=True, help="the topic to audit")
+    verify.add_argument("--timeout", type=float, default=120.0, help="seconds to read the topic (default 120)")
+    verify.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    verify.set_defaults(handler=cmd_verify)
+
+    demo = commands.add_parser("demo", help="a local 3-node cluster with a live rebalance and a node kill", description=(
+        "From nothing: start Kafka and ZooKeeper, create an 8-partition topic, produce continuously, start 3 "
+        "nodes, add a 4th, SIGKILL one, SIGTERM another, stop producing, catch up, and print the verify "
+        "report with handoff pauses, recovery time and throughput."))
+    _add_common(demo)
+    demo.add_argument("--workdir", help="keep the demo's files here (default: a temporary directory)")
+    demo.add_argument("--rate", type=int, default=5000, help="records per second to produce (default 5000)")
+    demo.add_argument("--json", action="store_true", help="print the final report as JSON")
+    demo.set_defaults(handler=cmd_demo)
+
+    from cluster.cli_dev import add_dev_commands
+
+    add_dev_commands(commands)
+    return parser
+
+
+def _configure_logging(debug: bool, log_file: str | None = None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file))
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+    if not debug:
+        logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from cluster.node import preflight, run_node
+
+    flags = {name: getattr(args, name.replace("-", "_")) for name in SETTING_NAMES}
+    settings = load_settings(args.config, os.environ, flags)
+    _configure_logging(args.debug, args.log_file)
+    preflight(settings)
+    return asyncio.run(run_node(settings))
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from cluster.errors import SinkError, VerifyError
+    from cluster.sink import open_output
+    from cluster.verify import audit, read_output, read_topic
+
+    try:
+        fs, root = open_output(args.output)
+    except SinkError as exc:
+        raise UsageError(str(exc), cause=exc) from exc
+    import pyarrow.fs as pafs
+
+    if fs.get_file_info(root).type != pafs.FileType.Directory:
+        raise UsageError(f"output {args.output!r} is not a directory")
+    try:
+        expected, highs = read_topic(args.bootstrap, args.topic, args.timeout)
+    except VerifyError as exc:
+        raise UsageError(str(exc), cause=exc) from exc
+    report = audit(args.topic, expected, highs, read_output(fs, root, args.topic))
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
+    return 0 if report.ok else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from cluster.status import collect_status
+
+    topics = tuple(t.strip() for t in args.topic.split(",") if t.strip())
+    status = collect_status(
+        bootstrap=args.bootstrap, topics=topics, zk=args.zk, state_dir=args.state_dir,
+        pipeline=args.pipeline, source_identity=args.source_identity,
+    )
+    print(json.dumps(status.to_json(), indent=2) if args.json else status.table())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cluster.demo import run_demo
+
+    _configure_logging(args.debug)
+    if not args.debug:
+        logging.getLogger().setLevel(logging.WARNING)
+    return run_demo(workdir=args.workdir, rate=args.rate, as_json=args.json)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script. Returns (and exits with) the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.handler(args))
+    except UsageError as exc:
+        if debug:
+            logger.exception("usage error")
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ClusterError as exc:
+        if debug:
+            logger.exception("failed")
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

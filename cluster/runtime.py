@@ -1,0 +1,602 @@
+"""The node runtime: drives a source connector by the protocol, under a coordinator, into the sink.
+
+One asyncio loop per node. Coordinator calls (they may block on ZooKeeper) run in a small control
+executor; sink work runs in a single-thread executor (so writes, seals and publishes keep their
+order); the Kafka client's blocking work is the source's business (it never blocks the loop).
+Coordinator events arrive on a coordinator thread and are handed to the loop in order; the loop
+handles them *between two* ``poll_batch`` calls, which is what aligns epoch barriers with the data.
+
+What the runtime guarantees (DESIGN sections 4 to 6):
+
+- Intake is held while ``try_checkpoint()`` is ``None``; ``drive_control_plane()`` is called every
+  turn, even while fenced.
+- Epoch barrier E at version V: the source's cursor is captured between two polls, the open staged
+  files are sealed as epoch E, and the ack carries exactly the partitions this node owns at V and the
+  staged paths. Nothing written after the barrier belongs to E.
+- ``EpochCommitted``: every output the manifest lists is published (idempotent, any node's), then
+  ``notify_epoch_committed`` advances the advisory group offsets to the manifest's cursors.
+- Rounds: ``begin_drain`` with the round's deadline, ``poll_drain_ready`` each turn, then
+  ``report_drain_ready``; the decision is applied with ``finish_drain``. A deadline that passes
+  retires the source generation (the connector's cancellation policy).
+- A source generation is (re)started from the last durable manifest whenever this node acquires
+  partitions other than through its own committed drain, loses partitions without one, or rejoins
+  after a lost session; rows not yet sealed are dropped first (they will be read again), so the
+  published output never holds a row twice.
+- SUSPENDED: no new epoch is admitted. LOST (or a fenced ack): the source generation is retired,
+  unsealed output dropped, and the node rejoins with a new boot id.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pyarrow.compute as pc
+
+from cluster.errors import RuntimeFailure
+from cluster.metrics import NodeMetrics
+from cluster.sink import ParquetSink, publish, recover
+from coordinator.base import (
+    AssignmentChanged,
+    Coordinator,
+    CoordinatorEvent,
+    EpochAck,
+    EpochCommitted,
+    EpochOpened,
+    Manifest,
+    RoundDecided,
+    RoundOutcome,
+    RoundStarted,
+    SessionState,
+    SessionStateChanged,
+)
+from coordinator.errors import CoordinatorError, FencedError, RoundError
+from coordinator.registry import AssignmentSnapshot, VnodeRegistry
+from coordinator.rounds import AssignmentDrainId
+from coordinator.routing import owned_partitions
+from kafka_source.checkpoint import SourceCheckpoint, format_key
+from kafka_source.connector import (
+    CheckpointAttempt,
+    ConnectorConfig,
+    DeliveryGuarantee,
+    SourceConnector,
+    SourceDrainOutcome,
+    SourceDrainRequest,
+    SourceDrainResolution,
+    SourcePosition,
+    SourceStart,
+)
+from kafka_source.errors import ConnectorError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HandoffRecord", "NodeRuntime", "RuntimeOptions", "ack_cursors"]
+
+T = TypeVar("T")
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    node_id: int
+    source_identity: str
+    connector: ConnectorConfig
+    max_batch_records: int = 10000
+    vnode_mode: bool = True
+    start_timeout_s: float = 30.0
+    leave_timeout_s: float = 120.0
+    delivery: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE
+
+
+@dataclass(frozen=True)
+class HandoffRecord:
+    """One partition this node acquired: how long it was paused (round start to first row here)."""
+
+    partition: str
+    pause_s: float
+
+
+def ack_cursors(checkpoint: SourceCheckpoint, owned: Iterable[TP] | None) -> dict[str, int]:
+    """The ``"topic:partition" -> next offset`` map of an ack: the checkpoint's offsets restricted
+    to ``owned`` (all of them when ``owned`` is None, i.e. the node reads everything). Pure."""
+    if owned is None:
+        return dict(checkpoint.offsets)
+    keys = {format_key(t, p) for t, p in owned}
+    return {k: o for k, o in checkpoint.offsets.items() if k in keys}
+
+
+class NodeRuntime:
+    """Coordinator + one source + the sink, on one event loop. Use :meth:`run` once."""
+
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        sink: ParquetSink,
+        source_factory: Callable[[], SourceConnector],
+        partitions: Callable[[], list[TP]],
+        options: RuntimeOptions,
+        metrics: NodeMetrics | None = None,
+    ) -> None:
+        self.coordinator = coordinator
+        self.sink = sink
+        self.options = options
+        self.metrics = metrics or NodeMetrics(options.node_id)
+        self._source_factory = source_factory
+        self._list_partitions = partitions
+        self._control = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="laminar-control")
+        self._sink_exec = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="laminar-sink")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events: asyncio.Queue[CoordinatorEvent] | None = None
+        self._wake: asyncio.Event | None = None
+        self._registry = VnodeRegistry(1)
+        self._registry_ready = False
+        self._partitions: list[TP] = []
+        self._owned: frozenset[TP] | None = None
+        self._source: SourceConnector | None = None
+        self._snapshot: AssignmentSnapshot | None = None
+        self._pending_barrier: EpochOpened | None = None
+        self._drain: tuple[AssignmentDrainId, float, float] | None = None  # id, deadline, started
+        self._drain_reported: AssignmentDrainId | None = None
+        self._drained_commit = False
+        self._suspended = False
+        self._lost = False
+        self._leaving = False
+        self._leave_requested_at = 0.0
+        self._stop_requested = False
+        self._finished = False
+        self._latest_epoch = 0
+        self._round_started_at: float | None = None
+        self._awaiting_first_row: dict[str, float] = {}
+        self.handoffs: list[HandoffRecord] = []
+        self.rows_written = 0
+        self.epochs_acked = 0
+        self.epochs_committed = 0
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._control, functools.partial(fn, *args))
+
+    async def _in_sink(self, fn: Callable[..., T], *args: Any) -> T:
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._sink_exec, functools.partial(fn, *args))
+
+    def _on_event(self, event: CoordinatorEvent) -> None:
+        """Coordinator thread -> loop (never blocks)."""
+        loop, queue = self._loop, self._events
+        if loop is None or queue is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self._enqueue, event)
+        except RuntimeError:  # the loop is closed: the node is shutting down
+            pass
+
+    def _enqueue(self, event: CoordinatorEvent) -> None:
+        assert self._events is not None and self._wake is not None
+        self._events.put_nowait(event)
+        self._wake.set()
+
+    def request_stop(self, planned_leave: bool = True) -> None:
+        """Ask the node to stop (from the loop thread, e.g. a signal handler).
+
+        With ``planned_leave`` in vnode mode the node first asks the leader to drain its vnodes
+        away and stops once it owns none; otherwise it stops at the next turn.
+        """
+        if planned_leave and self.options.vnode_mode:
+            if not self._leaving:
+                self._leaving = True
+                self._leave_requested_at = time.monotonic()
+                logger.info("planned leave requested")
+        else:
+            self._stop_requested = True
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- main loop --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Join, serve until stopped (or the planned leave completes), then leave. Raises
+        :class:`RuntimeFailure` on a condition the node cannot continue from."""
+        self._loop = asyncio.get_running_loop()
+        self._events = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._partitions = await self._blocking(self._list_partitions)
+        self.coordinator.subscribe(self._on_event)
+        await self._blocking(self.coordinator.start, self.options.start_timeout_s)
+        self.sink.new_boot(self.coordinator.boot_id)
+        self.metrics.set_session_state(SessionState.CONNECTED.value)
+        if self.options.vnode_mode:
+            await self._publish_vnode_load()
+        await self._recover_sink()
+        leave_sent = False
+        try:
+            while not self._finished:
+                await self._handle_events()
+                if self._stop_requested:
+                    break
+                if self._leaving and not leave_sent:
+                    leave_sent = True
+                    if not self._owns_anything():
+                        break
+                    await self._blocking(self.coordinator.request_leave)
+                if self._leaving and time.monotonic() - self._leave_requested_at > self.options.leave_timeout_s:
+                    raise RuntimeFailure(f"planned leave did not finish in {self.options.leave_timeout_s:.0f}s")
+                progressed = await self._step()
+                if not progressed:
+                    await self._wait_for_work()
+        finally:
+            await self._shutdown()
+
+    async def _wait_for_work(self, timeout: float = 0.05) -> None:
+        assert self._wake is not None
+        if self._wake.is_set():
+            self._wake.clear()
+            return
+        waits = [asyncio.ensure_future(self._wake.wait())]
+        data = self._source.data_ready_notify() if self._source is not None else None
+        if data is not None and self._drain is None and self._pending_barrier is None:
+            waits.append(asyncio.ensure_future(data.wait()))
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        self._wake.clear()
+
+    async def _step(self) -> bool:
+        """One turn of the data plane; True if rows moved."""
+        source = self._source
+        if source is None:
+            return False
+        try:
+            source.drive_control_plane()
+            if self._drain is not None:
+                await self._check_drain(source)
+            if self._pending_barrier is not None:
+                await self._try_barrier(source)
+            if source.try_checkpoint() is None:
+                return False  # HoldIntake: not reconciled with the published assignment
+            batch = await source.poll_batch(self.options.max_batch_records)
+        except ConnectorError as exc:
+            raise RuntimeFailure(f"source failed: {exc}", cause=exc) from exc
+        if batch is None:
+            return False
+        records = batch.records
+        await self._in_sink(self.sink.write, records)
+        self.rows_written += records.num_rows
+        self.metrics.observe_batch(records.num_rows, records.nbytes)
+        if self._awaiting_first_row:
+            self._note_first_rows(records)
+        return True
+
+    def _note_first_rows(self, records: Any) -> None:
+        now = time.monotonic()
+        topics = pc.unique(records["_topic"]).to_pylist() if "_topic" in records.schema.names else []
+        parts = pc.unique(records["_partition"]).to_pylist()
+        for topic in topics:
+            for partition in parts:
+                key = f"{topic}:{partition}"
+                started = self._awaiting_first_row.pop(key, None)
+                if started is not None:
+                    record = HandoffRecord(key, now - started)
+                    self.handoffs.append(record)
+                    self.metrics.handoff_pause.labels(self.metrics.node, key).set(record.pause_s)
+                    logger.info("handoff partition=%s pause_ms=%.1f", key, record.pause_s * 1000)
+
+    # -- events -----------------------------------------------------------------------------------
+
+    async def _handle_events(self) -> None:
+        assert self._events is not None
+        while not self._events.empty():
+            event = self._events.get_nowait()
+            if isinstance(event, SessionStateChanged):
+                await self._on_session(event)
+            elif self._lost:
+                continue  # everything before the rejoin belongs to the dead membership
+            elif isinstance(event, AssignmentChanged):
+                await self._on_assignment(event)
+            elif isinstance(event, EpochOpened):
+                self._on_epoch_opened(event)
+            elif isinstance(event, EpochCommitted):
+                await self._on_epoch_committed(event.manifest)
+            elif isinstance(event, RoundStarted):
+                await self._on_round_started(event)
+            elif isinstance(event, RoundDecided):
+                await self._on_round_decided(event)
+
+    async def _on_session(self, event: SessionStateChanged) -> None:
+        self.metrics.set_session_state(event.state.value)
+        if event.state is SessionState.SUSPENDED:
+            logger.warning("coordinator session suspended: no new epochs")
+            self._suspended = True
+        elif event.state is SessionState.CONNECTED:
+            self._suspended = False
+        elif event.state is SessionState.LOST:
+            await self._lose_membership("coordinator session lost")
+
+    async def _lose_membership(self, reason: str) -> None:
+        logger.warning("%s: retiring the source generation and rejoining", reason)
+        self._lost = True
+        self.metrics.epochs_aborted.labels(self.metrics.node).inc()
+        await self._retire_source()
+        self._pending_barrier = None
+        self._drain = None
+        while True:
+            try:
+                await self._blocking(self.coordinator.rejoin)
+                break
+            except CoordinatorError as exc:
+                logger.warning("rejoin failed (%s); retrying", exc)
+                await asyncio.sleep(1.0)
+        self._lost = False
+        self._suspended = False
+        self.sink.new_boot(self.coordinator.boot_id)
+        snapshot = await self._blocking(self.coordinator.assignment)
+        await self._on_assignment(AssignmentChanged(snapshot, 0), force_restart=True)
+
+    async def _retire_source(self) -> None:
+        source, self._source = self._source, None
+        self._awaiting_first_row.clear()
+        if source is not None:
+            try:
+                await source.close()
+            except ConnectorError as exc:
+                logger.warning("closing a retired source failed: %s", exc)
+        await self._in_sink(self.sink.discard_unsealed)
+
+    def _owned_at(self, snapshot: AssignmentSnapshot) -> frozenset[TP] | None:
+        if not self.options.vnode_mode:
+            return None if snapshot.vnodes_of(self.options.node_id) else frozenset()
+        return owned_partitions(self.options.source_identity, self._partitions, snapshot, self.options.node_id)
+
+    def _owns_anything(self) -> bool:
+        snapshot = self._snapshot
+        return snapshot is not None and bool(snapshot.vnodes_of(self.options.node_id))
+
+    def _mirror(self, snapshot: AssignmentSnapshot) -> None:
+        if not self._registry_ready or self._registry.vnode_count != snapshot.vnode_count:
+            self._registry = VnodeRegistry(snapshot.vnode_count)
+            self._registry_ready = True
+        if snapshot.version > self._registry.snapshot().version:
+            self._registry.publish(snapshot.version, snapshot.owners)
+
+    async def _on_assignment(self, event: AssignmentChanged, *, force_restart: bool = False) -> None:
+        snapshot = event.snapshot
+        if self._snapshot is not None and snapshot.version <= self._snapshot.version and not force_restart:
+            return
+        previous = self._owned if self._source is not None else frozenset()
+        self._snapshot = snapshot
+        self.metrics.assignment_version.labels(self.metrics.node).set(snapshot.version)
+        if self.options.vnode_mode:
+            self._mirror(snapshot)
+        owned = self._owned_at(snapshot)
+        self._owned = owned
+        drained_commit, self._drained_commit = self._drained_commit, False
+        if owned is not None and not owned:
+            if self._source is not None:
+                logger.info("version %d: this node owns no partition; closing its source", snapshot.version)
+                await self._retire_source()
+            self.metrics.owned_partitions.labels(self.metrics.node).set(0)
+            if self._leaving and not snapshot.vnodes_of(self.options.node_id):
+                logger.info("planned leave complete at version %d", snapshot.version)
+                self._finished = True
+            return
+        count = len(owned) if owned is not None else len(self._partitions)
+        self.metrics.owned_partitions.labels(self.metrics.node).set(count)
+        if owned is None:  # embedded: one node reads everything
+            if self._source is None or force_restart:
+                await self._restart_from_manifest(event.manifest_epoch, set())
+            return
+        gained = owned - (previous or frozenset())
+        lost = (previous or frozenset()) - owned
+        if self._source is None or force_restart or gained or (lost and not drained_commit):
+            logger.info(
+                "version %d: %d partition(s) owned, %d acquired, %d released; starting a source generation",
+                snapshot.version, len(owned), len(gained), len(lost),
+            )
+            await self._restart_from_manifest(event.manifest_epoch, gained)
+
+    async def _restart_from_manifest(self, manifest_epoch: int, gained: Iterable[TP]) -> None:
+        """Retire the current generation and start a new one at the durable manifest's cursors."""
+        await self._retire_source()
+        if manifest_epoch > 0:
+            manifest: Manifest | None = await self._blocking(self.coordinator.manifest, manifest_epoch)
+        else:
+            manifest = await self._blocking(self.coordinator.latest_manifest)
+        if manifest is not None and manifest.epoch > self._latest_epoch:
+            await self._publish_manifest(manifest)
+        source = self._source_factory()
+        if manifest is None:
+            position: SourcePosition = SourcePosition.Initial()
+        else:
+            cursors = dict(manifest.cursors.get(self.options.source_identity, {}))
+            position = SourcePosition.Resume(
+                CheckpointAttempt(manifest.epoch, manifest.epoch),
+                SourceCheckpoint(cursors, manifest.assignment_version if self.options.vnode_mode else 0),
+            )
+        if self.options.vnode_mode:
+            source.set_vnode_assignment(self.options.source_identity, self._registry, self.options.node_id)
+        try:
+            await source.start(SourceStart(self.options.connector, position, self.options.delivery))
+        except ConnectorError as exc:
+            raise RuntimeFailure(f"source start failed: {exc}", cause=exc) from exc
+        self._source = source
+        if self._round_started_at is not None:
+            for tp in gained:
+                self._awaiting_first_row[format_key(*tp)] = self._round_started_at
+        logger.info(
+            "source generation started from %s",
+            f"manifest {manifest.epoch}" if manifest is not None else "the initial position",
+        )
+
+    def _on_epoch_opened(self, event: EpochOpened) -> None:
+        if self._suspended:
+            logger.info("epoch %d not admitted: session suspended", event.epoch)
+            return
+        if self._source is None:
+            return  # owns nothing: nothing to ack
+        if self._snapshot is not None and event.assignment_version != self._snapshot.version:
+            logger.warning(
+                "epoch %d is at version %d but this node has seen version %d; skipping",
+                event.epoch, event.assignment_version, self._snapshot.version,
+            )
+            return
+        self._pending_barrier = event
+
+    async def _try_barrier(self, source: SourceConnector) -> None:
+        event = self._pending_barrier
+        assert event is not None
+        checkpoint = source.try_checkpoint()
+        if checkpoint is None:
+            return  # not reconciled yet; the barrier waits
+        self._pending_barrier = None
+        started = time.monotonic()
+        cursors = ack_cursors(checkpoint, self._owned)
+        staged = await self._in_sink(self.sink.seal, event.epoch)
+        ack = EpochAck(
+            node_id=self.options.node_id,
+            boot_id=self.coordinator.boot_id,
+            epoch=event.epoch,
+            assignment_version=event.assignment_version,
+            cursors={self.options.source_identity: cursors},
+            outputs=staged,
+        )
+        try:
+            await self._blocking(self.coordinator.ack_epoch, ack)
+        except FencedError as exc:
+            await self._lose_membership(f"epoch {event.epoch} ack fenced ({exc})")
+            return
+        except CoordinatorError as exc:
+            logger.warning("epoch %d ack failed: %s (the epoch will commit without this node)", event.epoch, exc)
+            self.metrics.epochs_aborted.labels(self.metrics.node).inc()
+            return
+        self.epochs_acked += 1
+        self.metrics.checkpoint_seconds.labels(self.metrics.node).observe(time.monotonic() - started)
+
+    async def _publish_manifest(self, manifest: Manifest) -> None:
+        await self._in_sink(publish, self.sink.fs, self.sink.root, manifest.outputs)
+        self._latest_epoch = max(self._latest_epoch, manifest.epoch)
+
+    async def _on_epoch_committed(self, manifest: Manifest) -> None:
+        await self._publish_manifest(manifest)
+        self.epochs_committed += 1
+        self.metrics.epochs_committed.labels(self.metrics.node).inc()
+        self._export_coordinator_metrics()
+        source = self._source
+        if source is not None:
+            cursors = manifest.cursors.get(self.options.source_identity, {})
+            mine = ack_cursors(SourceCheckpoint(dict(cursors)), self._owned)
+            if mine:
+                await source.notify_epoch_committed(
+                    manifest.epoch, SourceCheckpoint(mine, manifest.assignment_version if self.options.vnode_mode else 0)
+                )
+        if manifest.epoch % 10 == 0:
+            await self._recover_sink()
+
+    def _export_coordinator_metrics(self) -> None:
+        m = self.coordinator.metrics
+        self.metrics.fenced_writes_rejected.labels(self.metrics.node).set(m.fenced_writes_rejected)
+        self.metrics.stale_acks_rejected.labels(self.metrics.node).set(m.stale_acks_rejected)
+
+    async def _on_round_started(self, event: RoundStarted) -> None:
+        self._round_started_at = time.monotonic()
+        if self.options.vnode_mode and self._registry_ready:
+            try:
+                self._registry.begin_round(event.drain_id, event.target_owners)
+            except CoordinatorError as exc:
+                logger.warning("round %s not mirrored: %s", event.drain_id, exc)
+        if self._source is None:
+            await self._report_ready(event.drain_id)  # nothing to drain here
+            return
+        deadline = time.monotonic() + max(0.0, event.deadline_unix_ms / 1000.0 - time.time())
+        try:
+            self._source.begin_drain(SourceDrainRequest(event.drain_id), deadline)
+        except ConnectorError as exc:
+            raise RuntimeFailure(f"begin_drain failed: {exc}", cause=exc) from exc
+        self._drain = (event.drain_id, deadline, time.monotonic())
+
+    async def _check_drain(self, source: SourceConnector) -> None:
+        assert self._drain is not None
+        drain_id, deadline, started = self._drain
+        if self._drain_reported == drain_id:
+            return
+        if source.poll_drain_ready(drain_id):
+            self.metrics.drain_seconds.labels(self.metrics.node).observe(time.monotonic() - started)
+            await self._report_ready(drain_id)
+        elif time.monotonic() > deadline:
+            logger.warning("drain %s passed its deadline; retiring the source generation", drain_id)
+            self._drain = None
+            await self._retire_source()
+            snapshot = self._snapshot
+            if snapshot is not None:
+                await self._on_assignment(AssignmentChanged(snapshot, 0), force_restart=True)
+
+    async def _report_ready(self, drain_id: AssignmentDrainId) -> None:
+        try:
+            await self._blocking(self.coordinator.report_drain_ready, drain_id)
+            self._drain_reported = drain_id
+        except RoundError as exc:
+            logger.info("drain %s no longer running: %s", drain_id, exc)
+
+    async def _on_round_decided(self, event: RoundDecided) -> None:
+        self.metrics.rounds.labels(self.metrics.node, event.outcome.value).inc()
+        drain = self._drain
+        self._drain = None
+        if self.options.vnode_mode and self._registry_ready:
+            self._registry.clear_round(event.drain_id)
+        if event.outcome is RoundOutcome.ABORT:
+            self._round_started_at = None
+        if drain is None or drain[0] != event.drain_id or self._source is None:
+            return
+        outcome = SourceDrainOutcome.COMMIT if event.outcome is RoundOutcome.COMMIT else SourceDrainOutcome.ABORT
+        deadline = time.monotonic() + 30.0
+        try:
+            await self._source.finish_drain(SourceDrainResolution(event.drain_id, outcome), deadline)
+        except ConnectorError as exc:
+            logger.warning("finish_drain(%s) failed: %s; restarting from the manifest", outcome.value, exc)
+            await self._retire_source()
+            return
+        self._drained_commit = outcome is SourceDrainOutcome.COMMIT
+
+    # -- recovery and shutdown --------------------------------------------------------------------
+
+    async def _publish_vnode_load(self) -> None:
+        from coordinator.routing import vnode_loads
+
+        snapshot = await self._blocking(self.coordinator.assignment)
+        load = vnode_loads(self.options.source_identity, self._partitions, snapshot.vnode_count)
+        await self._blocking(self.coordinator.set_vnode_load, load)
+
+    async def _recover_sink(self) -> None:
+        latest = await self._blocking(self.coordinator.latest_manifest)
+        members = await self._blocking(self.coordinator.members)
+        live = {m.boot_id for m in members} | {self.coordinator.boot_id}
+
+        def outputs(epoch: int) -> tuple[str, ...] | None:
+            try:
+                return self.coordinator.manifest(epoch).outputs
+            except CoordinatorError:
+                return None
+
+        await self._in_sink(
+            functools.partial(
+                recover, self.sink.fs, self.sink.root,
+                latest_epoch=latest.epoch if latest else 0, manifest_outputs=outputs, live_boots=live,
+            )
+        )
+
+    async def _shutdown(self) -> None:
+        try:
+            await self._retire_source()
+        finally:
+            try:
+                await self._blocking(self.coordinator.stop)
+            finally:
+                self._control.shutdown(wait=False)
+                self._sink_exec.shutdown(wait=True)

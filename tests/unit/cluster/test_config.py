@@ -1,0 +1,90 @@
+"""Node settings: precedence file < env < flags, validation, nearest-name errors."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster.config import SETTING_NAMES, NodeSettings, env_name, load_settings, settings_from
+from cluster.errors import ConfigError
+
+BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
+
+
+def test_defaults_and_derived_values() -> None:
+    s = settings_from(BASE, {}, {})
+    assert s.topics == ("orders",) and s.node_id == 1 and s.embedded
+    assert s.effective_group_id == "laminar-default"
+    assert s.effective_state_dir == "/tmp/out/_coordinator"
+    props = s.source_properties()
+    assert props["bootstrap.servers"] == "k:9092" and "_offset" in props["include.metadata"]
+
+
+def test_precedence_file_then_env_then_flags() -> None:
+    file = {**BASE, "node_id": 2, "pipeline": "p-file", "checkpoint-interval-ms": 500}
+    env = {"LAMINAR_NODE_ID": "3", "LAMINAR_PIPELINE": "p-env", "PATH": "/bin"}
+    flags = {"node-id": "4", "pipeline": None}
+    s = settings_from(file, env, flags)
+    assert (s.node_id, s.pipeline, s.checkpoint_interval_ms) == (4, "p-env", 500)
+
+
+def test_kafka_passthrough_from_file_and_env() -> None:
+    s = settings_from({**BASE, "kafka": {"fetch.min.bytes": 1}}, {"LAMINAR_KAFKA__SECURITY_PROTOCOL": "SSL"}, {})
+    assert s.kafka == {"fetch.min.bytes": "1", "security.protocol": "SSL"}
+    assert s.source_properties()["kafka.security.protocol"] == "SSL"
+
+
+def test_topics_list_and_comma_string() -> None:
+    assert settings_from({**BASE, "topic": ["a", "b"]}, {}, {}).topics == ("a", "b")
+    assert settings_from(BASE, {}, {"topic": "a, b"}).topics == ("a", "b")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"nod-id": 1}, "did you mean 'node-id'"),
+    ({"node-id": "x"}, "not an integer"),
+    ({"node-id": 0}, "node-id must be >= 1"),
+    ({"metrics-port": 70000}, "metrics-port"),
+    ({"format": "avro"}, "expected raw or json"),
+    ({"pipeline": "a/b"}, "pipeline"),
+])
+def test_invalid_values_are_rejected_with_the_setting_named(bad: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings_from({**BASE, **bad}, {}, {})
+
+
+def test_missing_required_settings_name_all_three_sources() -> None:
+    with pytest.raises(ConfigError, match="LAMINAR_BOOTSTRAP"):
+        settings_from({}, {}, {})
+
+
+def test_misspelt_environment_variable_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="LAMINAR_NODE_ID"):
+        settings_from(BASE, {"LAMINAR_NODE_IDD": "2"}, {})
+
+
+def test_remote_output_in_embedded_mode_needs_a_state_dir() -> None:
+    with pytest.raises(ConfigError, match="state-dir"):
+        _ = settings_from({**BASE, "output": "s3://bucket/x"}, {}, {}).effective_state_dir
+
+
+def test_load_settings_reads_toml(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text('bootstrap = "k:1"\ntopic = "t"\noutput = "/o"\nnode-id = 5\n[kafka]\n"client.id" = "c"\n')
+    s = load_settings(path, {}, {"metrics-port": "9100"})
+    assert (s.node_id, s.metrics_port, s.kafka["client.id"]) == (5, 9100, "c")
+
+
+def test_load_settings_bad_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(tmp_path / "missing.toml", {}, {})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("bootstrap = ")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(bad, {}, {})
+
+
+def test_every_setting_has_an_env_name_and_a_field() -> None:
+    fields = set(NodeSettings.__dataclass_fields__)
+    for name in SETTING_NAMES:
+        assert env_name(name).startswith("LAMINAR_")
+        assert name.replace("-", "_") in fields or name == "topic"

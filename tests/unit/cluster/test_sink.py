@@ -1,0 +1,153 @@
+"""Sink: naming, sealing, rotation, idempotent publish, recovery (local filesystem, no servers)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cluster.errors import SinkError
+from cluster.sink import (
+    STAGING_DIR,
+    ParquetSink,
+    StagedName,
+    final_path,
+    list_published,
+    open_output,
+    parse_staged,
+    publish,
+    recover,
+)
+
+
+def batch(partition: int, start: int, count: int, topic: str = "t") -> pa.RecordBatch:
+    return pa.record_batch({
+        "value": pa.array([b"x" * 10] * count, pa.binary()),
+        "_topic": pa.array([topic] * count),
+        "_partition": pa.array([partition] * count, pa.int32()),
+        "_offset": pa.array(range(start, start + count), pa.int64()),
+    })
+
+
+def make_sink(tmp_path: Path, **kwargs: object) -> ParquetSink:
+    return ParquetSink(str(tmp_path / "out"), node_id=3, boot_id="b00t", **kwargs)  # type: ignore[arg-type]
+
+
+@given(
+    epoch=st.integers(1, 10**10 - 1), node=st.integers(1, 10**6), seq=st.integers(1, 10**8 - 1),
+    boot=st.from_regex(r"[A-Za-z0-9-]{1,36}", fullmatch=True),
+)
+def test_staged_names_round_trip(epoch: int, node: int, seq: int, boot: str) -> None:
+    name = StagedName(epoch, node, boot, seq)
+    assert parse_staged(name.staged_path()) == name
+    assert final_path(name.staged_path()) == name.file_name()
+    assert parse_staged(StagedName(0, node, boot, seq).file_name()) == StagedName(0, node, boot, seq)
+
+
+def test_final_path_rejects_open_and_foreign_files() -> None:
+    with pytest.raises(SinkError):
+        final_path(f"{STAGING_DIR}/open.node-1.boot-a.seq-00000001.parquet")
+    with pytest.raises(SinkError):
+        final_path("elsewhere/epoch-0000000001.node-1.boot-a.seq-00000001.parquet")
+    assert parse_staged("notes.txt") is None
+
+
+def test_seal_renames_to_epoch_names_and_publish_is_idempotent(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, row_group_rows=4)
+    sink.write(batch(0, 0, 10))
+    sink.write(batch(1, 0, 3))
+    staged = sink.seal(7)
+    assert staged == (f"{STAGING_DIR}/epoch-0000000007.node-3.boot-b00t.seq-00000001.parquet",)
+    assert list_published(sink.fs, sink.root) == []  # readers see nothing before publish
+    assert publish(sink.fs, sink.root, staged) == 1
+    assert publish(sink.fs, sink.root, staged) == 0  # idempotent
+    files = list_published(sink.fs, sink.root)
+    assert [Path(f).name for f in files] == ["epoch-0000000007.node-3.boot-b00t.seq-00000001.parquet"]
+    table = pq.read_table(files[0])
+    assert table.num_rows == 13
+    assert table["_offset"].to_pylist()[:10] == list(range(10))
+    assert pq.ParquetFile(files[0]).metadata.row_group(0).num_rows == 4
+
+
+def test_empty_epoch_seals_nothing(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    assert sink.seal(1) == ()
+
+
+def test_rotation_by_size_gives_several_files_in_one_epoch(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, row_group_rows=100, max_file_bytes=1)
+    for i in range(3):
+        sink.write(batch(0, i * 100, 100))
+    staged = sink.seal(2)
+    assert len(staged) == 3
+    publish(sink.fs, sink.root, staged)
+    offsets = sorted(o for f in list_published(sink.fs, sink.root) for o in pq.read_table(f)["_offset"].to_pylist())
+    assert offsets == list(range(300))
+
+
+def test_publish_of_a_lost_committed_file_fails_loudly(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    with pytest.raises(SinkError, match="neither staged nor published"):
+        publish(sink.fs, sink.root, [f"{STAGING_DIR}/epoch-0000000001.node-1.boot-x.seq-00000001.parquet"])
+
+
+def test_publish_finishes_an_interrupted_copy(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    sink.write(batch(0, 0, 5))
+    (staged,) = sink.seal(1)
+    root = Path(sink.root)
+    (root / final_path(staged)).write_bytes((root / staged).read_bytes())  # copy done, delete not
+    assert publish(sink.fs, sink.root, [staged]) == 0
+    assert not (root / staged).exists() and (root / final_path(staged)).exists()
+
+
+def test_discard_unsealed_drops_rows_and_open_files(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, row_group_rows=1)
+    sink.write(batch(0, 0, 5))
+    assert sink.discard_unsealed() == 1
+    assert sink.seal(1) == ()
+    assert list((Path(sink.root) / STAGING_DIR).iterdir()) == []
+
+
+def test_recover_publishes_listed_deletes_unlisted_and_dead_open_files(tmp_path: Path) -> None:
+    fs, root = open_output(str(tmp_path / "out"))
+    sinks = {boot: ParquetSink(root, node_id=n, boot_id=boot, filesystem=(fs, root)) for n, boot in ((1, "live"), (2, "dead"))}
+    sinks["live"].write(batch(0, 0, 5))
+    committed = sinks["live"].seal(1)
+    sinks["dead"].write(batch(1, 0, 5))
+    dropped = sinks["dead"].seal(1)  # acked, but epoch 1 committed without it
+    sinks["live"].write(batch(0, 5, 5))
+    pending = sinks["live"].seal(2)  # epoch 2 not committed yet
+    sinks["dead"].write(batch(1, 5, 1))
+    sinks["dead"]._flush()  # an open file of the dead boot
+    sinks["live"].write(batch(0, 10, 1))
+    sinks["live"]._flush()  # an open file of a live boot
+    report = recover(fs, root, latest_epoch=1, manifest_outputs={1: committed}.get, live_boots={"live"})
+    assert (report.published, report.deleted, report.kept) == (1, 2, 2)
+    assert [Path(f).name for f in list_published(fs, root)] == [final_path(committed[0])]
+    remaining = sorted(p.name for p in (Path(root) / STAGING_DIR).iterdir())
+    assert Path(pending[0]).name in remaining and Path(dropped[0]).name not in remaining
+    assert any(n.startswith("open.node-1.boot-live") for n in remaining)
+
+
+def test_recover_keeps_files_whose_manifest_is_gone(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    sink.write(batch(0, 0, 5))
+    sink.seal(1)
+    report = recover(sink.fs, sink.root, latest_epoch=5, manifest_outputs=lambda e: None, live_boots=set())
+    assert report.kept == 1 and report.deleted == 0
+
+
+def test_check_writable_fails_for_a_file_in_the_way(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SinkError, match="not writable"):
+        ParquetSink(str(blocker / "out"), node_id=1, boot_id="b").check_writable()
+
+
+def test_bad_boot_id_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(SinkError):
+        ParquetSink(str(tmp_path), node_id=1, boot_id="a/b")
