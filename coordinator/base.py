@@ -41,12 +41,79 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Union
 
-from coordinator.errors import CoordinatorError
-from coordinator.registry import AssignmentSnapshot, NodeId
+from coordinator.errors import ConfigurationError, CoordinatorError
+from coordinator.placement import DEFAULT_STRATEGY, STRATEGIES
+from coordinator.registry import DEFAULT_VNODE_COUNT, AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId
 
 # source identity -> "topic:partition" -> next offset to read
 Cursors = Mapping[str, Mapping[str, int]]
+
+
+#: A manifest larger than this is stored as a header plus chunk children (ZooKeeper nodes stay < 1 MB).
+MANIFEST_CHUNK_BYTES: int = 512 * 1024
+
+
+def _decode_cursors(raw: object) -> dict[str, dict[str, int]]:
+    if not isinstance(raw, dict):
+        raise TypeError("cursors must be an object")
+    result: dict[str, dict[str, int]] = {}
+    for source, partitions in raw.items():
+        if not isinstance(partitions, dict):
+            raise TypeError(f"cursors of {source!r} must be an object")
+        decoded: dict[str, int] = {}
+        for tp, offset in partitions.items():
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+                raise TypeError(f"cursor {source}/{tp} = {offset!r} is not an offset")
+            decoded[str(tp)] = offset
+        result[str(source)] = decoded
+    return result
+
+
+def _encode_cursors(cursors: Cursors) -> dict[str, dict[str, int]]:
+    return {s: dict(sorted(c.items())) for s, c in sorted(cursors.items())}
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    """Settings of one pipeline's coordinator (identical on every node of the pipeline).
+
+    `hosts` is a kazoo connection string, optionally with a chroot (`h1:2181,h2:2181/chroot`);
+    the pipeline lives under `<root>/<pipeline>`. Durations are in seconds. `manifests_to_keep`
+    (K >= 1) bounds garbage collection: the last K manifests, epochs and decided rounds are kept.
+    Invalid values raise ConfigurationError on construction.
+    """
+
+    pipeline: str
+    hosts: str = ""
+    session_timeout: float = 10.0
+    checkpoint_interval: float = 1.0
+    round_deadline: float = 30.0
+    vnode_count: int = DEFAULT_VNODE_COUNT
+    placement: str = DEFAULT_STRATEGY
+    manifests_to_keep: int = 10
+    root: str = "/laminar"
+
+    def __post_init__(self) -> None:
+        if not self.pipeline or "/" in self.pipeline or self.pipeline in (".", ".."):
+            raise ConfigurationError(f"pipeline name {self.pipeline!r} must be a non-empty path segment")
+        if not self.root.startswith("/") or self.root.endswith("/") and self.root != "/":
+            raise ConfigurationError(f"root {self.root!r} must be an absolute path without a trailing /")
+        for name in ("session_timeout", "checkpoint_interval", "round_deadline"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ConfigurationError(f"{name} = {value!r} must be a positive number of seconds")
+        if not isinstance(self.vnode_count, int) or isinstance(self.vnode_count, bool) or self.vnode_count < 1:
+            raise ConfigurationError(f"vnode_count = {self.vnode_count!r} must be an int >= 1")
+        if self.placement not in STRATEGIES:
+            raise ConfigurationError(f"placement {self.placement!r} is not one of {list(STRATEGIES)}")
+        if not isinstance(self.manifests_to_keep, int) or self.manifests_to_keep < 1:
+            raise ConfigurationError(f"manifests_to_keep = {self.manifests_to_keep!r} must be an int >= 1")
+
+    @property
+    def base_path(self) -> str:
+        """The pipeline's ZooKeeper subtree."""
+        return f"{self.root.rstrip('/')}/{self.pipeline}"
 
 
 class SessionState(enum.Enum):
@@ -71,6 +138,24 @@ class Member:
     endpoint: str = ""
     leaving: bool = False
 
+    def to_json(self) -> bytes:
+        """The member node's data (the node id is the node's name, not part of the data)."""
+        return json.dumps(
+            {"boot_id": self.boot_id, "endpoint": self.endpoint, "leaving": self.leaving},
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_json(cls, node_id: NodeId, raw: bytes) -> Member:
+        """Strict decoding of a member node's data; CoordinatorError when malformed."""
+        try:
+            data = json.loads(raw)
+            if not isinstance(data["boot_id"], str) or not isinstance(data["leaving"], bool):
+                raise TypeError("boot_id must be a string and leaving a bool")
+            return cls(node_id, data["boot_id"], str(data.get("endpoint", "")), data["leaving"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CoordinatorError(f"malformed member {node_id}: {exc}", cause=exc) from exc
+
 
 @dataclass(frozen=True)
 class EpochAck:
@@ -87,6 +172,37 @@ class EpochAck:
     assignment_version: int
     cursors: Cursors
     outputs: tuple[str, ...] = ()
+
+    def to_json(self) -> bytes:
+        return json.dumps({
+            "node_id": self.node_id,
+            "boot_id": self.boot_id,
+            "epoch": self.epoch,
+            "assignment_version": self.assignment_version,
+            "cursors": _encode_cursors(self.cursors),
+            "outputs": list(self.outputs),
+        }, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> EpochAck:
+        """Strict decoding: wrong types or missing fields raise CoordinatorError."""
+        try:
+            data = json.loads(raw)
+            for key in ("node_id", "epoch", "assignment_version"):
+                if not isinstance(data[key], int) or isinstance(data[key], bool):
+                    raise TypeError(f"{key} must be an int")
+            if not isinstance(data["boot_id"], str) or not isinstance(data["outputs"], list):
+                raise TypeError("boot_id must be a string and outputs a list")
+            return cls(
+                node_id=data["node_id"],
+                boot_id=data["boot_id"],
+                epoch=data["epoch"],
+                assignment_version=data["assignment_version"],
+                cursors=_decode_cursors(data["cursors"]),
+                outputs=tuple(str(o) for o in data["outputs"]),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CoordinatorError(f"malformed epoch ack: {exc}", cause=exc) from exc
 
 
 @dataclass(frozen=True)
@@ -107,7 +223,7 @@ class Manifest:
         return json.dumps({
             "epoch": self.epoch,
             "assignment_version": self.assignment_version,
-            "cursors": {s: dict(sorted(c.items())) for s, c in sorted(self.cursors.items())},
+            "cursors": _encode_cursors(self.cursors),
             "outputs": list(self.outputs),
             "acked_by": [list(a) for a in self.acked_by],
         }, separators=(",", ":")).encode()
@@ -195,6 +311,7 @@ class CoordinatorMetrics:
 
     fenced_writes_rejected: int = 0
     stale_acks_rejected: int = 0
+    stale_ready_rejected: int = 0
     epochs_committed: int = 0
     rounds_committed: int = 0
     rounds_aborted: int = 0
@@ -202,6 +319,19 @@ class CoordinatorMetrics:
     leader_elections_won: int = 0
     session_state: str = SessionState.CONNECTED.value
     extra: dict[str, int] = field(default_factory=dict)
+
+    def bump(self, name: str, amount: int = 1) -> None:
+        """Add `amount` to the counter `name` (a field, or else an entry of `extra`)."""
+        if name in _METRIC_FIELDS:
+            setattr(self, name, getattr(self, name) + amount)
+        else:
+            self.extra[name] = self.extra.get(name, 0) + amount
+
+
+_METRIC_FIELDS: frozenset[str] = frozenset({
+    "fenced_writes_rejected", "stale_acks_rejected", "stale_ready_rejected", "epochs_committed",
+    "rounds_committed", "rounds_aborted", "nodes_shed", "leader_elections_won",
+})
 
 
 class Coordinator(ABC):
