@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import logging
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,10 +50,25 @@ class BadRecord:
 
 @dataclass(frozen=True)
 class BuiltBatch:
-    """``batch`` holds one row per good message, in order; ``bad`` lists the others."""
+    """``batch`` holds one row per good message, in order; ``bad`` lists the others.
+
+    ``partitions`` and ``offsets`` cover *every* input message (good and bad), in input order, so
+    the caller can move its cursor without walking the messages again.
+    """
 
     batch: pa.RecordBatch
     bad: tuple[BadRecord, ...]
+    partitions: list[int]
+    offsets: list[int]
+
+
+def int32_array(values: list[int]) -> pa.Array:
+    """``pa.int32`` array from a list of ints via a typed buffer (faster than ``pa.array``)."""
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(array("i", values))])
+
+
+def int64_array(values: list[int]) -> pa.Array:
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array("q", values))])
 
 
 def _one_line(value: bytes | None) -> bytes | None:
@@ -87,6 +103,9 @@ class BatchBuilder:
     def build(self, messages: Sequence[Message]) -> BuiltBatch:
         """Decode ``messages`` (all without client error). Pre: ``len(messages) > 0``."""
         values = list(map(Message.value, messages))
+        partitions = list(map(Message.partition, messages))
+        offsets = list(map(Message.offset, messages))
+        all_partitions, all_offsets = partitions, offsets
         bad: tuple[BadRecord, ...] = ()
         if self.format is Format.JSON:
             payload = self._parse_json_fast(values)
@@ -95,15 +114,19 @@ class BatchBuilder:
                 bad = tuple(self._find_bad_json(values))
                 if bad:
                     bad_index = {b.index for b in bad}
-                    messages = [m for i, m in enumerate(messages) if i not in bad_index]
-                    values = [v for i, v in enumerate(values) if i not in bad_index]
+                    keep = [i for i in range(len(values)) if i not in bad_index]
+                    messages = [messages[i] for i in keep]
+                    values = [values[i] for i in keep]
+                    partitions = [partitions[i] for i in keep]
+                    offsets = [offsets[i] for i in keep]
                 payload = self._parse_json_fast(values) if values else self._empty_payload()
                 if payload is None:  # every record parsed alone, so the join must parse too
                     raise ConfigurationError("JSON records parse one by one but not together")
         else:
             payload = [pa.array(values, type=pa.binary())]
-        columns = payload + self._metadata_columns(messages)
-        return BuiltBatch(pa.RecordBatch.from_arrays(columns, schema=self.schema), bad)
+        columns = payload + self._metadata_columns(messages, partitions, offsets)
+        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        return BuiltBatch(batch, bad, all_partitions, all_offsets)
 
     # -- payload --------------------------------------------------------------------------------
 
@@ -150,16 +173,18 @@ class BatchBuilder:
 
     # -- metadata -------------------------------------------------------------------------------
 
-    def _metadata_columns(self, messages: Sequence[Message]) -> list[pa.Array]:
+    def _metadata_columns(
+        self, messages: Sequence[Message], partitions: list[int], offsets: list[int]
+    ) -> list[pa.Array]:
         columns: list[pa.Array] = []
         for name in self.metadata:
             if name == "_topic":
                 topics = pa.array(list(map(Message.topic, messages)), type=pa.string())
                 columns.append(topics.dictionary_encode())
             elif name == "_partition":
-                columns.append(pa.array(list(map(Message.partition, messages)), type=pa.int32()))
+                columns.append(int32_array(partitions))
             elif name == "_offset":
-                columns.append(pa.array(list(map(Message.offset, messages)), type=pa.int64()))
+                columns.append(int64_array(offsets))
             elif name == "_timestamp":
                 stamps = [
                     None if kind == TIMESTAMP_NOT_AVAILABLE else ts

@@ -17,7 +17,7 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
 ``include.metadata``               ``false`` (default), ``true`` (all) or a list of
                                    ``_topic,_partition,_offset,_timestamp,_key,_headers``
 ``isolation.level``                ``read_committed`` (default) | ``read_uncommitted``
-``max.fetched.bytes``              cap on fetched-but-not-emitted payload bytes (64 MiB)
+``max.fetched.bytes``              cap on fetched-but-not-emitted payload bytes (32 MiB)
 ``consume.chunk.records``          records per client ``consume()`` call (10000)
 ``partition.discovery.interval.ms``  new-partition check period; ``0`` disables (30000)
 ``max.error.rate``                 best-effort only: max fraction of bad records (0.01)
@@ -197,7 +197,7 @@ class KafkaSourceConfig:
     startup_specific_offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
     include_metadata: tuple[str, ...] = ()
     isolation_level: IsolationLevel = IsolationLevel.READ_COMMITTED
-    max_fetched_bytes: int = 64 * 1024 * 1024
+    max_fetched_bytes: int = 32 * 1024 * 1024
     consume_chunk_records: int = 10_000
     partition_discovery_interval_ms: int = 30_000
     max_error_rate: float = 0.01
@@ -292,7 +292,7 @@ class KafkaSourceConfig:
                 IsolationLevel, "isolation.level", props.get("isolation.level", "read_committed")
             ),
             max_fetched_bytes=_int(
-                "max.fetched.bytes", props.get("max.fetched.bytes", str(64 * 1024 * 1024)), minimum=1024
+                "max.fetched.bytes", props.get("max.fetched.bytes", str(32 * 1024 * 1024)), minimum=1024
             ),
             consume_chunk_records=_int(
                 "consume.chunk.records", props.get("consume.chunk.records", "10000"), minimum=1
@@ -315,6 +315,8 @@ class KafkaSourceConfig:
         conf: dict[str, str | int | bool] = {
             "enable.partition.eof": False,
             "auto.offset.reset": "earliest",
+            # librdkafka's own prefetch (default 64 MiB) adds to max.fetched.bytes; keep it modest.
+            "queued.max.messages.kbytes": 16384,
             **self.kafka_properties,
             "bootstrap.servers": self.bootstrap_servers,
             "group.id": self.group_id,

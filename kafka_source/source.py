@@ -380,7 +380,7 @@ class KafkaSource(SourceConnector):
                         topic=first.topic(), partition=first.partition(), offset=first.offset(),
                     )
                 self._check_error_rate(len(messages), len(built.bad))
-            cursor = _advance(cursor, messages, len(self.config.topics) > 1)
+            cursor = _advance(cursor, messages, built.partitions, built.offsets, len(self.config.topics) > 1)
             batch = built.batch
         for chunk, end in spans:
             if end == len(chunk.messages):
@@ -497,14 +497,20 @@ class KafkaSource(SourceConnector):
             pending.set_result(None)
 
 
-def _advance(cursor: dict[TP, int], messages: list[Message], multi_topic: bool) -> dict[TP, int]:
-    """``cursor`` moved past ``messages`` (in client order): last offset per partition + 1."""
-    offsets = map(Message.offset, messages)
+def _advance(
+    cursor: dict[TP, int],
+    messages: list[Message],
+    partitions: list[int],
+    offsets: list[int],
+    multi_topic: bool,
+) -> dict[TP, int]:
+    """``cursor`` moved past ``messages`` (client order; ``partitions``/``offsets`` are theirs):
+    last offset per partition + 1."""
     if multi_topic:
-        last = dict(zip(zip(map(Message.topic, messages), map(Message.partition, messages)), offsets))
+        last = dict(zip(zip(map(Message.topic, messages), partitions), offsets))
     else:
         topic = messages[0].topic()
-        last = {(topic, p): o for p, o in dict(zip(map(Message.partition, messages), offsets)).items()}
+        last = {(topic, p): o for p, o in dict(zip(partitions, offsets)).items()}
     result = dict(cursor)
     for tp, offset in last.items():
         if offset + 1 > result.get(tp, -1):
