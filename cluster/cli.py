@@ -55,13 +55,15 @@ _RUN_HELP = {
 }
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--debug", action="store_true", help="verbose logs and stack traces on errors")
+def _add_common(parser: argparse.ArgumentParser, top: bool = False) -> None:
+    # Subcommands must not reset a --debug given before the command name.
+    parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+                        help="verbose logs and stack traces on errors")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Land Kafka topics into Parquet exactly once, on a cluster of nodes.")
-    _add_common(parser)
+    _add_common(parser, top=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,demo,dev}",
                                      parser_class=_Parser)
 

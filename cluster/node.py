@@ -24,7 +24,7 @@ from cluster.errors import SinkError, UsageError
 from cluster.metrics import NodeMetrics
 from cluster.runtime import NodeRuntime, RuntimeOptions
 from cluster.sink import ParquetSink
-from coordinator.base import Coordinator
+from coordinator.base import Coordinator, CoordinatorConfig
 from kafka_source import KafkaSource
 from kafka_source.connector import ConnectorConfig
 
@@ -89,29 +89,27 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
     return NodeInputs(tuple(partitions))
 
 
+def coordinator_config(settings: NodeSettings) -> CoordinatorConfig:
+    return CoordinatorConfig(
+        pipeline=settings.pipeline,
+        hosts=settings.zk,
+        session_timeout=settings.session_timeout_ms / 1000.0,
+        checkpoint_interval=settings.checkpoint_interval_ms / 1000.0,
+        round_deadline=settings.drain_timeout_ms / 1000.0,
+        vnode_count=settings.vnode_count,
+    )
+
+
 def make_coordinator(settings: NodeSettings, endpoint: str = "") -> Coordinator:
     """ZooKeeper mode when ``settings.zk`` is set, else the embedded local coordinator."""
+    config = coordinator_config(settings)
     if settings.zk:
         from coordinator.zk import ZooKeeperCoordinator
 
-        return ZooKeeperCoordinator(
-            hosts=settings.zk,
-            pipeline=settings.pipeline,
-            node_id=settings.node_id,
-            endpoint=endpoint,
-            vnode_count=settings.vnode_count,
-            checkpoint_interval_ms=settings.checkpoint_interval_ms,
-            session_timeout_ms=settings.session_timeout_ms,
-            drain_timeout_ms=settings.drain_timeout_ms,
-        )
+        return ZooKeeperCoordinator(config, settings.node_id, endpoint)
     from coordinator.local import LocalCoordinator
 
-    return LocalCoordinator(
-        state_dir=settings.effective_state_dir,
-        node_id=settings.node_id,
-        vnode_count=settings.vnode_count,
-        checkpoint_interval_ms=settings.checkpoint_interval_ms,
-    )
+    return LocalCoordinator(config, settings.node_id, settings.effective_state_dir)
 
 
 def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: NodeMetrics) -> NodeRuntime:

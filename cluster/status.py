@@ -1,0 +1,272 @@
+"""`laminar-kafka status`: a read-only view of a pipeline.
+
+:func:`build_status` is pure (members, leader, assignment, the latest manifest and the topic's high
+watermarks in; a :class:`PipelineStatus` out). :func:`collect_status` reads those inputs from
+ZooKeeper (never joins the pipeline, never writes) or from an embedded node's state directory, and
+the high watermarks from Kafka.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from cluster.errors import UsageError
+from coordinator.base import Manifest, Member
+from coordinator.registry import AssignmentSnapshot
+from coordinator.routing import partitions_by_vnode
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["NodeStatus", "PartitionStatus", "PipelineStatus", "build_status", "collect_status"]
+
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node_id: int
+    boot_id: str
+    live: bool
+    leader: bool
+    leaving: bool
+    vnodes: int
+    partitions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    partition: str
+    owner: int
+    vnode: int
+    durable_cursor: int | None
+    high_watermark: int
+
+    @property
+    def durable_lag(self) -> int | None:
+        return None if self.durable_cursor is None else max(0, self.high_watermark - self.durable_cursor)
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    pipeline: str
+    assignment_version: int
+    leader: int | None
+    last_epoch: int
+    nodes: tuple[NodeStatus, ...]
+    partitions: tuple[PartitionStatus, ...]
+    round: Mapping[str, object] | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "pipeline": self.pipeline,
+            "assignment_version": self.assignment_version,
+            "leader": self.leader,
+            "last_epoch": self.last_epoch,
+            "nodes": [{**asdict(n), "partitions": list(n.partitions)} for n in self.nodes],
+            "partitions": [{**asdict(p), "durable_lag": p.durable_lag} for p in self.partitions],
+            "round": dict(self.round) if self.round else None,
+        }
+
+    def table(self) -> str:
+        lines = [
+            f"pipeline {self.pipeline}: assignment version {self.assignment_version}, "
+            f"leader {self.leader if self.leader is not None else '-'}, last committed epoch {self.last_epoch}",
+            "",
+            f"{'node':>5} {'state':<8} {'vnodes':>6} {'parts':>5}  partitions",
+        ]
+        for n in self.nodes:
+            state = "leader" if n.leader else ("leaving" if n.leaving else ("live" if n.live else "gone"))
+            lines.append(f"{n.node_id:>5} {state:<8} {n.vnodes:>6} {len(n.partitions):>5}  {','.join(n.partitions)}")
+        lines += ["", f"{'partition':<24} {'owner':>5} {'vnode':>5} {'durable':>10} {'high':>10} {'lag':>8}"]
+        for p in self.partitions:
+            durable = "-" if p.durable_cursor is None else str(p.durable_cursor)
+            lag = "-" if p.durable_lag is None else str(p.durable_lag)
+            lines.append(f"{p.partition:<24} {p.owner:>5} {p.vnode:>5} {durable:>10} {p.high_watermark:>10} {lag:>8}")
+        lines.append("")
+        lines.append(f"round: {json.dumps(dict(self.round)) if self.round else 'none running'}")
+        return "\n".join(lines)
+
+
+def build_status(
+    *,
+    pipeline: str,
+    source_identity: str,
+    members: Sequence[Member],
+    leader: int | None,
+    snapshot: AssignmentSnapshot,
+    manifest: Manifest | None,
+    high_watermarks: Mapping[TP, int],
+    round_info: Mapping[str, object] | None = None,
+) -> PipelineStatus:
+    """Assemble the view. Pure. Nodes: every member plus every owner that is not a member (gone)."""
+    by_vnode = partitions_by_vnode(source_identity, high_watermarks, snapshot.vnode_count)
+    cursors = manifest.cursors.get(source_identity, {}) if manifest is not None else {}
+    partitions = []
+    per_node: dict[int, list[str]] = {}
+    for vnode, tps in by_vnode.items():
+        owner = snapshot.owners[vnode]
+        for topic, partition in tps:
+            key = f"{topic}:{partition}"
+            per_node.setdefault(owner, []).append(key)
+            partitions.append(PartitionStatus(key, owner, vnode, cursors.get(key), high_watermarks[(topic, partition)]))
+    partitions.sort(key=lambda p: (p.partition.rsplit(":", 1)[0], int(p.partition.rsplit(":", 1)[1])))
+    member_by_id = {m.node_id: m for m in members}
+    node_ids = sorted(set(member_by_id) | snapshot.nodes())
+    nodes = tuple(
+        NodeStatus(
+            node_id=n,
+            boot_id=member_by_id[n].boot_id if n in member_by_id else "",
+            live=n in member_by_id,
+            leader=n == leader,
+            leaving=member_by_id[n].leaving if n in member_by_id else False,
+            vnodes=len(snapshot.vnodes_of(n)),
+            partitions=tuple(sorted(per_node.get(n, []), key=lambda k: (k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1])))),
+        )
+        for n in node_ids
+    )
+    return PipelineStatus(
+        pipeline=pipeline,
+        assignment_version=snapshot.version,
+        leader=leader,
+        last_epoch=manifest.epoch if manifest is not None else 0,
+        nodes=nodes,
+        partitions=tuple(partitions),
+        round=round_info,
+    )
+
+
+def high_watermarks(bootstrap: str, topics: Sequence[str], timeout: float = 10.0) -> dict[TP, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "laminar-status", "enable.auto.commit": False})
+    try:
+        try:
+            metadata = consumer.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise UsageError(f"cannot reach Kafka at {bootstrap} within {timeout:.0f}s", cause=exc) from exc
+        result: dict[TP, int] = {}
+        for topic in topics:
+            info = metadata.topics.get(topic)
+            if info is None or info.error is not None or not info.partitions:
+                raise UsageError(f"topic {topic!r} does not exist on {bootstrap}")
+            for partition in sorted(info.partitions):
+                result[(topic, partition)] = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=timeout
+                )[1]
+        return result
+    finally:
+        consumer.close()
+
+
+def _read_zookeeper(hosts: str, pipeline: str, timeout: float) -> tuple[
+    list[Member], int | None, AssignmentSnapshot | None, Manifest | None, Mapping[str, object] | None
+]:
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from coordinator.model import ControlState
+
+    base = f"/laminar/{pipeline}"
+    client = KazooClient(hosts=hosts, timeout=timeout, read_only=True)
+    try:
+        client.start(timeout=timeout)
+    except KazooTimeoutError as exc:
+        raise UsageError(f"cannot reach ZooKeeper at {hosts} within {timeout:.0f}s", cause=exc) from exc
+    try:
+        if client.exists(base) is None:
+            raise UsageError(f"pipeline {pipeline!r} does not exist in ZooKeeper at {hosts}")
+        members = []
+        for name in client.get_children(f"{base}/members") if client.exists(f"{base}/members") else []:
+            try:
+                members.append(Member.from_json(int(name), client.get(f"{base}/members/{name}")[0]))
+            except NoNodeError:
+                continue
+        leader = None
+        candidates = sorted(client.get_children(f"{base}/leader")) if client.exists(f"{base}/leader") else []
+        if candidates:
+            try:
+                leader = int(json.loads(client.get(f"{base}/leader/{candidates[0]}")[0])["node_id"])
+            except (NoNodeError, ValueError, KeyError):
+                leader = None
+        snapshot = manifest = None
+        round_info: Mapping[str, object] | None = None
+        if client.exists(f"{base}/assignment"):
+            control = ControlState.from_json(client.get(f"{base}/assignment")[0])
+            snapshot = control.snapshot
+            if control.round is not None:
+                round_info = control.round.to_dict()
+            if control.last_epoch:
+                manifest = _read_manifest(client, f"{base}/checkpoints/{control.last_epoch}")
+        return members, leader, snapshot, manifest, round_info
+    finally:
+        client.stop()
+        client.close()
+
+
+def _read_manifest(client: object, path: str) -> Manifest | None:
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        raw = client.get(path)[0]  # type: ignore[attr-defined]
+        header = json.loads(raw)
+        if isinstance(header, dict) and header.get("chunked") is True:
+            raw = b"".join(
+                client.get(f"{path}/chunk-{i:04d}")[0] for i in range(int(header["chunks"]))  # type: ignore[attr-defined]
+            )
+        return Manifest.from_json(raw)
+    except NoNodeError:
+        return None
+
+
+def collect_status(
+    *,
+    bootstrap: str,
+    topics: Sequence[str],
+    zk: str | None,
+    state_dir: str | None,
+    pipeline: str,
+    source_identity: str,
+    timeout: float = 10.0,
+) -> PipelineStatus:
+    """Read everything the view needs; :class:`UsageError` (one line) when a server does not answer,
+    the topic or the pipeline does not exist."""
+    highs = high_watermarks(bootstrap, topics, timeout)
+    if zk:
+        members, leader, snapshot, manifest, round_info = _read_zookeeper(zk, pipeline, timeout)
+    else:
+        assert state_dir is not None
+        members, leader, snapshot, manifest, round_info = _read_state_dir(state_dir)
+    if snapshot is None:
+        snapshot = AssignmentSnapshot.initial()
+    return build_status(
+        pipeline=pipeline, source_identity=source_identity, members=members, leader=leader,
+        snapshot=snapshot, manifest=manifest, high_watermarks=highs, round_info=round_info,
+    )
+
+
+def _read_state_dir(state_dir: str) -> tuple[
+    list[Member], int | None, AssignmentSnapshot | None, Manifest | None, Mapping[str, object] | None
+]:
+    """An embedded pipeline: one node; the newest manifest file in ``state_dir``."""
+    from pathlib import Path
+
+    directory = Path(state_dir)
+    if not directory.is_dir():
+        raise UsageError(f"state directory {state_dir!r} does not exist")
+    manifests = sorted(directory.rglob("*.json"))
+    manifest = None
+    for path in reversed(manifests):
+        try:
+            manifest = Manifest.from_json(path.read_bytes())
+            break
+        except Exception:  # noqa: BLE001 - not a manifest file; keep looking
+            continue
+    if manifest is None:
+        return [], None, None, None, None
+    nodes = sorted({n for n, _ in manifest.acked_by}) or [1]
+    members = [Member(n, boot) for n, boot in manifest.acked_by]
+    snapshot = AssignmentSnapshot(1, (nodes[0],) * 256, (1,) * 256) if manifest.assignment_version else None
+    return members, nodes[0], snapshot, manifest, None

@@ -1,0 +1,86 @@
+"""CLI parsing and bad input: exit 2 with one line, no stack trace, nothing written (no servers)."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster.cli import build_parser, main
+from cluster.config import SETTING_NAMES
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("command", ["run", "status", "verify", "demo", "dev"])
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: laminar-kafka" in capsys.readouterr().out
+
+
+def test_run_flags_cover_every_setting() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["run", *[f"--{name}=1" for name in SETTING_NAMES]])
+    for name in SETTING_NAMES:
+        assert getattr(args, name.replace("-", "_")) == "1"
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["frobnicate"], "invalid choice"),
+    (["run", "--no-such-flag"], "unrecognized arguments"),
+    (["verify", "--output", "x"], "required"),
+    (["run", "--bootstrap", "k:1", "--topic", "t", "--output", "/tmp/x", "--node-id", "zero"], "not an integer"),
+    (["run", "--bootstrap", "k:1", "--topic", "t"], "output is required"),
+])
+def test_bad_input_is_one_line_exit_2(argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and fragment in err and "Traceback" not in err
+
+
+def test_unreachable_broker_is_exit_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "out"
+    code, _, err = run_cli(
+        capsys, "run", "--bootstrap", f"127.0.0.1:{closed_port()}", "--topic", "t", "--output", str(output),
+    )
+    assert code == 2 and "cannot reach Kafka" in err and err.count("\n") == 1
+    assert not output.exists()
+
+
+def test_verify_unreachable_broker_and_missing_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "verify", "--output", str(tmp_path / "nope"), "--bootstrap", "127.0.0.1:1", "--topic", "t")
+    assert code == 2 and "is not a directory" in err
+    code, _, err = run_cli(capsys, "verify", "--output", str(tmp_path), "--bootstrap",
+                           f"127.0.0.1:{closed_port()}", "--topic", "t", "--timeout", "3")
+    assert code == 2 and "cannot reach Kafka" in err
+
+
+def test_bad_config_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('bootstrap = "k:1"\ntopik = "t"\n')
+    code, _, err = run_cli(capsys, "run", "--config", str(path))
+    assert code == 2 and "did you mean 'topic'" in err
+
+
+def test_debug_prints_the_stack_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "--debug", "run", "--bootstrap", "k:1", "--topic", "t")
+    assert code == 2 and "Traceback" in err
+
+
+def test_console_module_entry_point() -> None:
+    result = subprocess.run([sys.executable, "-m", "cluster.cli", "verify"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.strip().startswith("error:")
