@@ -1,0 +1,265 @@
+"""NodeRuntime against an in-memory coordinator and source (no servers): barriers, publish, restarts."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cluster.runtime import NodeRuntime, RuntimeOptions, ack_cursors
+from cluster.sink import ParquetSink, list_published
+from coordinator.base import (
+    AssignmentChanged,
+    Coordinator,
+    CoordinatorMetrics,
+    EpochAck,
+    EpochCommitted,
+    EpochOpened,
+    EventCallback,
+    Manifest,
+    Member,
+    SessionState,
+    SessionStateChanged,
+)
+from coordinator.errors import CoordinatorError
+from coordinator.registry import AssignmentSnapshot
+from kafka_source.checkpoint import SourceCheckpoint
+from kafka_source.connector import (
+    ConnectorConfig,
+    ResumePosition,
+    SourceBatch,
+    SourceConnector,
+    SourceContract,
+    SourceOrdering,
+    SourceStart,
+    SourceTopology,
+)
+
+TOPIC = "t"
+PARTITIONS = [(TOPIC, 0), (TOPIC, 1)]
+
+
+class FakeCoordinator(Coordinator):
+    """Records acks; the test drives events through `emit`."""
+
+    node_id = 1
+
+    def __init__(self) -> None:
+        self._boot = "boot-1"
+        self._callbacks: list[EventCallback] = []
+        self.acks: list[EpochAck] = []
+        self.manifests: dict[int, Manifest] = {}
+        self.rejoins = 0
+        self.snapshot = AssignmentSnapshot.initial(4).next(1, [1, 1, 1, 1])
+
+    @property
+    def boot_id(self) -> str:
+        return self._boot
+
+    @property
+    def metrics(self) -> CoordinatorMetrics:
+        return CoordinatorMetrics()
+
+    def subscribe(self, callback: EventCallback) -> None:
+        self._callbacks.append(callback)
+
+    def emit(self, event: object) -> None:
+        for callback in self._callbacks:
+            callback(event)  # type: ignore[arg-type]
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.emit(AssignmentChanged(self.snapshot, max(self.manifests, default=0)))
+
+    def stop(self) -> None:
+        pass
+
+    def rejoin(self) -> None:
+        self.rejoins += 1
+        self._boot = f"boot-{self.rejoins + 1}"
+
+    def is_leader(self) -> bool:
+        return True
+
+    def members(self) -> tuple[Member, ...]:
+        return (Member(1, self._boot),)
+
+    def assignment(self) -> AssignmentSnapshot:
+        return self.snapshot
+
+    def request_leave(self) -> None:
+        pass
+
+    def report_drain_ready(self, drain_id: object) -> None:  # type: ignore[override]
+        pass
+
+    def ack_epoch(self, ack: EpochAck) -> None:
+        self.acks.append(ack)
+
+    def latest_manifest(self) -> Manifest | None:
+        return self.manifests[max(self.manifests)] if self.manifests else None
+
+    def manifest(self, epoch: int) -> Manifest:
+        if epoch not in self.manifests:
+            raise CoordinatorError(f"no manifest {epoch}")
+        return self.manifests[epoch]
+
+    def set_vnode_load(self, load: Mapping[int, int]) -> None:
+        pass
+
+    def commit(self, ack: EpochAck) -> Manifest:
+        manifest = Manifest(ack.epoch, ack.assignment_version, ack.cursors, ack.outputs, ((1, ack.boot_id),))
+        self.manifests[ack.epoch] = manifest
+        self.emit(EpochCommitted(manifest))
+        return manifest
+
+
+class FakeSource(SourceConnector):
+    """Emits `rows_per_poll` rows per partition per poll from an unbounded log."""
+
+    generations: list["FakeSource"] = []
+
+    def __init__(self, rows_per_poll: int = 5) -> None:
+        self.rows_per_poll = rows_per_poll
+        self.cursor: dict[tuple[str, int], int] = {}
+        self.started_with: SourceStart | None = None
+        self.closed = False
+        self.committed: list[tuple[int, SourceCheckpoint]] = []
+        FakeSource.generations.append(self)
+
+    async def start(self, request: SourceStart) -> None:
+        self.started_with = request
+        position = request.position
+        cursor = position.checkpoint.partitions() if isinstance(position, ResumePosition) else {}
+        self.cursor = {tp: cursor.get(tp, 0) for tp in PARTITIONS}
+
+    async def poll_batch(self, max_records: int) -> SourceBatch | None:
+        await asyncio.sleep(0.001)
+        parts, offsets = [], []
+        for (topic, partition), start in sorted(self.cursor.items()):
+            parts += [partition] * self.rows_per_poll
+            offsets += range(start, start + self.rows_per_poll)
+            self.cursor[(topic, partition)] = start + self.rows_per_poll
+        batch = pa.record_batch({
+            "_topic": [TOPIC] * len(parts), "_partition": pa.array(parts, pa.int32()), "_offset": pa.array(offsets, pa.int64()),
+        })
+        return SourceBatch(batch, self.checkpoint())
+
+    def schema(self) -> pa.Schema:
+        raise AssertionError("unused")
+
+    def checkpoint(self) -> SourceCheckpoint:
+        return SourceCheckpoint.from_partitions(self.cursor)
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def contract(self, config: ConnectorConfig) -> SourceContract:
+        return SourceContract(True, SourceTopology.SPLITTABLE, True, SourceOrdering.PER_SPLIT)
+
+    async def notify_epoch_committed(self, epoch: int, checkpoint: SourceCheckpoint) -> None:
+        self.committed.append((epoch, checkpoint))
+
+
+def make_runtime(tmp_path: Path, coordinator: FakeCoordinator) -> NodeRuntime:
+    FakeSource.generations = []
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7)
+    options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
+    return NodeRuntime(coordinator, sink, FakeSource, lambda: list(PARTITIONS), options)
+
+
+async def wait_for(predicate: object, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():  # type: ignore[operator]
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError("condition not reached")
+        await asyncio.sleep(0.005)
+
+
+def published_offsets(runtime: NodeRuntime) -> dict[int, list[int]]:
+    result: dict[int, list[int]] = {}
+    for path in list_published(runtime.sink.fs, runtime.sink.root):
+        table = pq.read_table(path)
+        for p, o in zip(table["_partition"].to_pylist(), table["_offset"].to_pylist()):
+            result.setdefault(p, []).append(o)
+    return {p: sorted(o) for p, o in result.items()}
+
+
+def test_ack_cursors_restricts_to_owned() -> None:
+    cp = SourceCheckpoint.from_partitions({("t", 0): 5, ("t", 1): 7})
+    assert ack_cursors(cp, None) == {"t:0": 5, "t:1": 7}
+    assert ack_cursors(cp, [("t", 1)]) == {"t:1": 7}
+
+
+async def test_barrier_acks_exact_cursors_and_commit_publishes(tmp_path: Path) -> None:
+    coordinator = FakeCoordinator()
+    runtime = make_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 50)
+    coordinator.emit(EpochOpened(1, 1))
+    await wait_for(lambda: coordinator.acks)
+    ack = coordinator.acks[0]
+    assert ack.boot_id == "boot-1" and ack.epoch == 1 and ack.assignment_version == 1
+    cursors = ack.cursors["src"]
+    assert list_published(runtime.sink.fs, runtime.sink.root) == []  # not before the manifest
+    coordinator.commit(ack)
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    assert published_offsets(runtime) == {p: list(range(cursors[f"t:{p}"])) for p in (0, 1)}
+    assert FakeSource.generations[0].committed[0][1].offsets == cursors  # advisory commit after the manifest
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
+
+
+async def test_restart_resumes_from_the_manifest_without_duplicates(tmp_path: Path) -> None:
+    coordinator = FakeCoordinator()
+    runtime = make_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    coordinator.emit(EpochOpened(1, 1))
+    await wait_for(lambda: coordinator.acks)
+    manifest = coordinator.commit(coordinator.acks[0])
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    runtime.request_stop(planned_leave=False)  # rows after epoch 1 are dropped at stop
+    await asyncio.wait_for(task, 5)
+
+    runtime = make_runtime(tmp_path, coordinator)  # a new process
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    start = FakeSource.generations[0].started_with
+    assert isinstance(start.position, ResumePosition) and start.position.attempt.epoch == 1
+    assert dict(start.position.checkpoint.offsets) == dict(manifest.cursors["src"])
+    coordinator.emit(EpochOpened(2, 1))
+    await wait_for(lambda: len(coordinator.acks) == 2)
+    coordinator.commit(coordinator.acks[1])
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    offsets = published_offsets(runtime)
+    final = coordinator.acks[1].cursors["src"]
+    assert offsets == {p: list(range(final[f"t:{p}"])) for p in (0, 1)}
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
+
+
+async def test_suspended_session_admits_no_epoch_and_lost_rejoins(tmp_path: Path) -> None:
+    coordinator = FakeCoordinator()
+    runtime = make_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    coordinator.emit(SessionStateChanged(SessionState.SUSPENDED))
+    coordinator.emit(EpochOpened(1, 1))
+    await asyncio.sleep(0.1)
+    assert coordinator.acks == []
+    coordinator.emit(SessionStateChanged(SessionState.LOST))
+    await wait_for(lambda: coordinator.rejoins == 1 and len(FakeSource.generations) == 2 and runtime.rows_written > 0)
+    assert FakeSource.generations[0].closed
+    assert runtime.sink.boot_id == "boot-2"
+    coordinator.emit(EpochOpened(2, 1))
+    await wait_for(lambda: coordinator.acks)
+    assert coordinator.acks[0].boot_id == "boot-2"
+    coordinator.commit(coordinator.acks[0])
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    final = coordinator.acks[0].cursors["src"]
+    assert published_offsets(runtime) == {p: list(range(final[f"t:{p}"])) for p in (0, 1)}
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
