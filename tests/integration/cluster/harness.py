@@ -1,0 +1,93 @@
+"""A pipeline of `laminar-kafka run` processes on the session's real Kafka and ZooKeeper."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cluster.demo import ContinuousProducer, NodeProcess, create_topic, wait_caught_up
+from cluster.status import PipelineStatus, collect_status
+from cluster.verify import VerifyReport
+
+PARTITIONS = 8
+
+
+@dataclass
+class Pipeline:
+    bootstrap: str
+    zk: str | None
+    topic: str
+    pipeline: str
+    base: Path
+    nodes: dict[int, NodeProcess] = field(default_factory=dict)
+    producer: ContinuousProducer | None = None
+    extra: tuple[str, ...] = ("--checkpoint-interval-ms", "500", "--session-timeout-ms", "4000",
+                              "--drain-timeout-ms", "15000")
+
+    @property
+    def output(self) -> str:
+        return str(self.base / "output")
+
+    def launch(self, node_id: int) -> NodeProcess:
+        node = NodeProcess.launch(node_id, bootstrap=self.bootstrap, topic=self.topic, output=self.output, zk=self.zk,
+                                  pipeline=self.pipeline, log_dir=self.base / "logs", extra=self.extra)
+        self.nodes[node_id] = node
+        return node
+
+    def produce(self, rate: int = 2000) -> ContinuousProducer:
+        self.producer = ContinuousProducer(self.bootstrap, self.topic, rate, PARTITIONS).start()
+        return self.producer
+
+    def status(self) -> PipelineStatus:
+        return collect_status(bootstrap=self.bootstrap, topics=[self.topic], zk=self.zk, state_dir=None,
+                              pipeline=self.pipeline, source_identity="kafka")
+
+    def partitions_per_live_node(self) -> dict[int, int]:
+        try:
+            return {n.node_id: len(n.partitions) for n in self.status().nodes if n.live}
+        except Exception:  # noqa: BLE001 - the pipeline may not exist yet
+            return {}
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> float:
+        started = time.monotonic()
+        while not predicate():
+            if time.monotonic() - started > timeout:
+                raise AssertionError(f"{what} not reached in {timeout:.0f}s; logs:\n{self.tail_logs()}")
+            for node in self.nodes.values():
+                if node.process is not None and node.process.poll() not in (None, 0, -9):
+                    raise AssertionError(f"node {node.node_id} exited {node.process.returncode}:\n{node.log_text()[-3000:]}")
+            time.sleep(0.2)
+        return time.monotonic() - started
+
+    def wait_spread(self, live: int, timeout: float = 60.0) -> float:
+        """Until `live` nodes own all partitions, spread as evenly as possible."""
+        even = sorted([PARTITIONS // live + (1 if i < PARTITIONS % live else 0) for i in range(live)])
+        return self.wait_until(lambda: sorted(self.partitions_per_live_node().values()) == even, timeout,
+                               f"{live} nodes sharing {PARTITIONS} partitions")
+
+    def finish(self, timeout: float = 90.0) -> VerifyReport:
+        """Stop producing, wait until the output caught up, return the audit."""
+        if self.producer is not None:
+            self.producer.stop()
+            assert self.producer.failed == 0
+        return wait_caught_up(self.bootstrap, self.topic, self.output, timeout)
+
+    def tail_logs(self) -> str:
+        return "\n".join(f"--- node {n}\n{p.log_text()[-2000:]}" for n, p in self.nodes.items())
+
+    def stop_all(self) -> None:
+        if self.producer is not None:
+            self.producer.stop()
+        for node in self.nodes.values():
+            node.stop()
+
+
+def make_pipeline(bootstrap: str, zk: str | None, name: str, base: Path) -> Pipeline:
+    create_topic(bootstrap, name, PARTITIONS)
+    return Pipeline(bootstrap=bootstrap, zk=zk, topic=name, pipeline=name, base=base)
+
+
+def assert_exact(report: VerifyReport, pipeline: Pipeline) -> None:
+    assert report.ok and report.missing == 0 and report.duplicated == 0, f"{report.table()}\n{pipeline.tail_logs()}"
+    assert sum(p.expected for p in report.partitions) > 0
