@@ -16,7 +16,7 @@ import signal
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from cluster.config import NodeSettings
@@ -112,6 +112,23 @@ def make_coordinator(settings: NodeSettings, endpoint: str = "") -> Coordinator:
     return LocalCoordinator(config, settings.node_id, settings.effective_state_dir)
 
 
+class WatermarkReader:
+    """High watermarks for the lag metrics (one long-lived consumer; called from the control executor)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "laminar-watermarks",
+                                   "enable.auto.commit": False})
+
+    def __call__(self, partitions: list[TP]) -> dict[TP, int]:
+        return {
+            (t, p): self._consumer.get_watermark_offsets(TopicPartition(t, p), timeout=5.0, cached=False)[1]
+            for t, p in partitions
+        }
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
 def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: NodeMetrics) -> NodeRuntime:
     connector = ConnectorConfig("kafka", settings.source_properties())
     sink = ParquetSink(
@@ -135,6 +152,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         partitions=lambda: topic_partitions(settings.bootstrap, settings.topics),
         options=options,
         metrics=metrics,
+        watermarks=WatermarkReader(settings.bootstrap),
     )
 
 

@@ -121,12 +121,16 @@ class NodeRuntime:
         partitions: Callable[[], list[TP]],
         options: RuntimeOptions,
         metrics: NodeMetrics | None = None,
+        watermarks: Callable[[list[TP]], dict[TP, int]] | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.sink = sink
         self.options = options
         self.metrics = metrics or NodeMetrics(options.node_id)
         self._source_factory = source_factory
+        self._watermarks = watermarks
+        self._durable: dict[str, int] = {}
+        self._lag_task: asyncio.Task[None] | None = None
         self._list_partitions = partitions
         self._control = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="laminar-control")
         self._sink_exec = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="laminar-sink")
@@ -214,6 +218,8 @@ class NodeRuntime:
         if self.options.vnode_mode:
             await self._publish_vnode_load()
         await self._recover_sink()
+        if self._watermarks is not None:
+            self._lag_task = asyncio.create_task(self._export_lag())
         leave_sent = False
         try:
             while not self._finished:
@@ -485,6 +491,7 @@ class NodeRuntime:
 
     async def _on_epoch_committed(self, manifest: Manifest) -> None:
         await self._publish_manifest(manifest)
+        self._durable = dict(manifest.cursors.get(self.options.source_identity, {}))
         self.epochs_committed += 1
         self.metrics.epochs_committed.labels(self.metrics.node).inc()
         self._export_coordinator_metrics()
@@ -591,7 +598,35 @@ class NodeRuntime:
             )
         )
 
+    async def _export_lag(self, period_s: float = 5.0) -> None:
+        """Every ``period_s``: lag (high watermark - read cursor) and durable lag (- manifest cursor)."""
+        assert self._watermarks is not None
+        while True:
+            await asyncio.sleep(period_s)
+            source = self._source
+            if source is None:
+                continue
+            owned = sorted(self._owned) if self._owned is not None else list(self._partitions)
+            try:
+                highs = await self._blocking(self._watermarks, owned)
+            except Exception as exc:  # noqa: BLE001 - metrics must never stop the node
+                logger.debug("watermark lookup failed: %s", exc)
+                continue
+            cursor = source.checkpoint().offsets
+            lag, durable = {}, {}
+            for tp, high in highs.items():
+                key = format_key(*tp)
+                lag[key] = max(0, high - cursor.get(key, 0))
+                durable[key] = max(0, high - self._durable.get(key, 0))
+            self.metrics.set_partition_gauge(self.metrics.lag, lag)
+            self.metrics.set_partition_gauge(self.metrics.durable_lag, durable)
+
     async def _shutdown(self) -> None:
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+        close_watermarks = getattr(self._watermarks, "close", None)
+        if close_watermarks is not None:
+            await self._blocking(close_watermarks)
         try:
             await self._retire_source()
         finally:
