@@ -1,0 +1,183 @@
+"""Cluster benchmark (prints JSON): throughput of 1 and 3 nodes, handoff pause with ZooKeeper in the
+loop, recovery time after SIGKILL. Nodes are `laminar-kafka run` processes on a local dev stack.
+
+    .venv/bin/python bench/bench_cluster.py [--records 400000] [--session-timeout-ms 4000]
+
+- throughput: a pre-filled 8-partition topic of ``--records`` records (100 bytes); the time from the
+  nodes' start until the published output holds every record (includes the nodes' startup).
+- handoff: under continuous production, nodes join one by one (1 -> 4) and then one leaves; each
+  moved partition's pause (round start to the new owner's first row) as logged by the nodes.
+- recovery: SIGKILL one of 3 nodes; time until its partitions are owned by live nodes and a
+  manifest newer than the kill covers them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Producer  # noqa: E402
+
+from cluster import devstack  # noqa: E402
+from cluster.demo import (  # noqa: E402
+    ContinuousProducer,
+    NodeProcess,
+    audit_output,
+    create_topic,
+    handoff_pauses,
+)
+from cluster.status import collect_status  # noqa: E402
+
+PARTITIONS = 8
+
+
+def fill(bootstrap: str, topic: str, records: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
+    value = b"x" * 100
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(120)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+class Bench:
+    def __init__(self, stack: devstack.DevStack, base: Path, session_timeout_ms: int) -> None:
+        self.stack = stack
+        self.base = base
+        self.extra = ["--checkpoint-interval-ms", "1000", "--session-timeout-ms", str(session_timeout_ms)]
+        self.counter = 0
+
+    def launch(self, name: str, node_id: int, topic: str) -> NodeProcess:
+        return NodeProcess.launch(node_id, bootstrap=self.stack.bootstrap, topic=topic, output=str(self.base / name),
+                                  zk=self.stack.zk_hosts, pipeline=name, log_dir=self.base / name / "_logs",
+                                  extra=self.extra)
+
+    def owners(self, name: str, topic: str) -> dict[int, int]:
+        try:
+            status = collect_status(bootstrap=self.stack.bootstrap, topics=[topic], zk=self.stack.zk_hosts,
+                                    state_dir=None, pipeline=name, source_identity="kafka")
+        except Exception:  # noqa: BLE001 - not created yet
+            return {}
+        return {n.node_id: len(n.partitions) for n in status.nodes if n.live}
+
+    def throughput(self, nodes: int, records: int) -> dict[str, float]:
+        name = f"tp{nodes}-{int(time.time())}"
+        create_topic(self.stack.bootstrap, name, PARTITIONS)
+        fill(self.stack.bootstrap, name, records)
+        started = time.monotonic()
+        procs = [self.launch(name, i + 1, name) for i in range(nodes)]
+        try:
+            while audit_output(self.stack.bootstrap, name, str(self.base / name)).missing > 0:
+                if time.monotonic() - started > 600:
+                    raise TimeoutError("throughput run did not finish")
+                time.sleep(0.5)
+            elapsed = time.monotonic() - started
+        finally:
+            for p in procs:
+                p.stop()
+        return {"nodes": nodes, "records": records, "seconds": round(elapsed, 2),
+                "records_per_s": round(records / elapsed, 1)}
+
+    def wait_spread(self, name: str, live: int, timeout: float = 90.0) -> None:
+        even = sorted([PARTITIONS // live + (1 if i < PARTITIONS % live else 0) for i in range(live)])
+        deadline = time.monotonic() + timeout
+        while sorted(self.owners(name, name).values()) != even:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{live} nodes did not share the partitions")
+            time.sleep(0.2)
+
+    def handoff(self) -> dict[str, float]:
+        name = f"handoff-{int(time.time())}"
+        create_topic(self.stack.bootstrap, name, PARTITIONS)
+        producer = ContinuousProducer(self.stack.bootstrap, name, 3000, PARTITIONS).start()
+        procs = []
+        try:
+            for node_id in (1, 2, 3, 4):
+                procs.append(self.launch(name, node_id, name))
+                self.wait_spread(name, node_id)
+                time.sleep(2)
+            procs[3].terminate()
+            procs[3].wait(90)
+            self.wait_spread(name, 3)
+            time.sleep(2)
+        finally:
+            producer.stop()
+            for p in procs:
+                p.stop()
+        pauses = handoff_pauses(procs)
+        return {"moves": len(pauses), "p50_s": round(percentile(pauses, 0.5), 3),
+                "p99_s": round(percentile(pauses, 0.99), 3), "max_s": round(max(pauses, default=0.0), 3)}
+
+    def recovery(self) -> dict[str, float]:
+        name = f"recovery-{int(time.time())}"
+        create_topic(self.stack.bootstrap, name, PARTITIONS)
+        producer = ContinuousProducer(self.stack.bootstrap, name, 2000, PARTITIONS).start()
+        procs = []
+        try:
+            for node_id in (1, 2, 3):
+                procs.append(self.launch(name, node_id, name))
+            self.wait_spread(name, 3)
+            time.sleep(3)
+            killed = time.monotonic()
+            procs[1].kill()
+            self.wait_spread(name, 2)
+            moved = time.monotonic() - killed
+            # durable again: every partition's manifest cursor moves past where it was at the kill
+            status = collect_status(bootstrap=self.stack.bootstrap, topics=[name], zk=self.stack.zk_hosts,
+                                    state_dir=None, pipeline=name, source_identity="kafka")
+            marks = {p.partition: p.high_watermark for p in status.partitions}
+            while True:
+                status = collect_status(bootstrap=self.stack.bootstrap, topics=[name], zk=self.stack.zk_hosts,
+                                        state_dir=None, pipeline=name, source_identity="kafka")
+                if all((p.durable_cursor or 0) >= marks[p.partition] for p in status.partitions):
+                    break
+                if time.monotonic() - killed > 120:
+                    raise TimeoutError("no durable progress after the kill")
+                time.sleep(0.2)
+            durable = time.monotonic() - killed
+        finally:
+            producer.stop()
+            for p in procs:
+                p.stop()
+        return {"reassigned_s": round(moved, 2), "durable_again_s": round(durable, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=400_000)
+    parser.add_argument("--session-timeout-ms", type=int, default=4000)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="laminar-bench-cluster-"))
+    stack = devstack.DevStack.create(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
+    stack.start()
+    try:
+        bench = Bench(stack, base, args.session_timeout_ms)
+        result = {
+            "throughput_1_node": bench.throughput(1, args.records),
+            "throughput_3_nodes": bench.throughput(3, args.records),
+            "handoff_pause": bench.handoff(),
+            "recovery_after_sigkill": {**bench.recovery(), "session_timeout_s": args.session_timeout_ms / 1000},
+        }
+        print(json.dumps(result, indent=2))
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    main()
