@@ -109,7 +109,7 @@ def make_coordinator(settings: NodeSettings, endpoint: str = "") -> Coordinator:
         return ZooKeeperCoordinator(config, settings.node_id, endpoint)
     from coordinator.local import LocalCoordinator
 
-    return LocalCoordinator(config, settings.node_id, settings.effective_state_dir)
+    return LocalCoordinator(config, settings.effective_state_dir, settings.node_id, endpoint)
 
 
 class WatermarkReader:

@@ -250,23 +250,22 @@ def collect_status(
 def _read_state_dir(state_dir: str) -> tuple[
     list[Member], int | None, AssignmentSnapshot | None, Manifest | None, Mapping[str, object] | None
 ]:
-    """An embedded pipeline: one node; the newest manifest file in ``state_dir``."""
+    """An embedded pipeline (`LocalCoordinator` files): ``state.json`` and the newest ``manifest-*.json``."""
     from pathlib import Path
 
+    from coordinator.errors import CoordinatorError
+    from coordinator.model import ControlState
+
     directory = Path(state_dir)
-    if not directory.is_dir():
-        raise UsageError(f"state directory {state_dir!r} does not exist")
-    manifests = sorted(directory.rglob("*.json"))
-    manifest = None
-    for path in reversed(manifests):
-        try:
-            manifest = Manifest.from_json(path.read_bytes())
-            break
-        except Exception:  # noqa: BLE001 - not a manifest file; keep looking
-            continue
-    if manifest is None:
-        return [], None, None, None, None
-    nodes = sorted({n for n, _ in manifest.acked_by}) or [1]
-    members = [Member(n, boot) for n, boot in manifest.acked_by]
-    snapshot = AssignmentSnapshot(1, (nodes[0],) * 256, (1,) * 256) if manifest.assignment_version else None
-    return members, nodes[0], snapshot, manifest, None
+    if not (directory / "state.json").is_file():
+        raise UsageError(f"{state_dir!r} holds no embedded pipeline state (state.json)")
+    try:
+        control = ControlState.from_json((directory / "state.json").read_bytes())
+        manifests = sorted(directory.glob("manifest-*.json"))
+        manifest = Manifest.from_json(manifests[-1].read_bytes()) if manifests else None
+    except (OSError, CoordinatorError) as exc:
+        raise UsageError(f"cannot read the embedded pipeline state in {state_dir!r}: {exc}", cause=exc) from exc
+    # One process: the owner is the member (when it runs; status cannot tell without a process table).
+    members = [Member(n, b) for n, b in control.boots]
+    leader = members[0].node_id if members else None
+    return members, leader, control.snapshot, manifest, None
