@@ -1,0 +1,92 @@
+"""LocalCoordinator: the same interface in one process, durable manifests in a directory."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coordinator.base import (
+    AssignmentChanged,
+    CoordinatorConfig,
+    EpochAck,
+    EpochCommitted,
+    EpochOpened,
+    RoundDecided,
+    RoundOutcome,
+    RoundStarted,
+)
+from coordinator.errors import FencedError
+from coordinator.local import LocalCoordinator
+from tests.integration.coordinator.helpers import SimulatedNode
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFIG = CoordinatorConfig(pipeline="local", checkpoint_interval=0.05, vnode_count=8, manifests_to_keep=3)
+
+
+def test_epochs_commit_durably_and_survive_a_restart(tmp_path: Path) -> None:
+    coordinator = LocalCoordinator(CONFIG, tmp_path)
+    node = SimulatedNode(coordinator)
+    coordinator.start(timeout=10)
+    try:
+        first = node.wait_for(AssignmentChanged)
+        assert first.snapshot.nodes() == {1} and first.manifest_epoch == 0
+        committed = node.wait_for(EpochCommitted, lambda e: e.manifest.epoch >= 5)
+        assert committed.manifest.cursors["s"]["t:0"] == 50
+        assert coordinator.metrics.epochs_committed >= 5
+    finally:
+        node.close()
+        coordinator.stop()
+    files = sorted(p.name for p in tmp_path.glob("manifest-*.json"))
+    assert len(files) <= CONFIG.manifests_to_keep + 1  # garbage collected
+
+    again = LocalCoordinator(CONFIG, tmp_path)
+    node = SimulatedNode(again)
+    again.start(timeout=10)
+    try:
+        latest = again.latest_manifest()
+        assert latest is not None and latest.epoch >= 5
+        changed = node.wait_for(AssignmentChanged)
+        assert changed.manifest_epoch == latest.epoch  # new boot resumes from the durable manifest
+        assert changed.snapshot.version > first.snapshot.version
+        later = node.wait_for(EpochCommitted, lambda e: e.manifest.epoch > latest.epoch)
+        assert later.manifest.cursors["s"]["t:0"] >= latest.cursors["s"]["t:0"]
+    finally:
+        node.close()
+        again.stop()
+
+
+def test_stale_ack_is_rejected_and_counted(tmp_path: Path) -> None:
+    coordinator = LocalCoordinator(CONFIG, tmp_path)
+    node = SimulatedNode(coordinator, auto=False)
+    coordinator.start(timeout=10)
+    try:
+        opened = node.wait_for(EpochOpened)
+        with pytest.raises(FencedError):
+            coordinator.ack_epoch(EpochAck(1, "not-my-boot", opened.epoch, opened.assignment_version, {}))
+        with pytest.raises(FencedError):
+            coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, opened.epoch, opened.assignment_version + 1, {}))
+        assert coordinator.metrics.stale_acks_rejected == 2
+        node.ack(opened)
+        node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch)
+    finally:
+        node.close()
+        coordinator.stop()
+
+
+def test_planned_leave_drains_every_vnode_away(tmp_path: Path) -> None:
+    coordinator = LocalCoordinator(CONFIG, tmp_path)
+    node = SimulatedNode(coordinator)
+    coordinator.start(timeout=10)
+    try:
+        node.wait_for(EpochCommitted)
+        coordinator.request_leave()
+        started = node.wait_for(RoundStarted)
+        assert set(started.target_owners) == {0}
+        decided = node.wait_for(RoundDecided)
+        assert decided.outcome is RoundOutcome.COMMIT and decided.manifest_epoch > 0
+        final = node.wait_for(AssignmentChanged, lambda e: not e.snapshot.nodes())
+        assert final.manifest_epoch == decided.manifest_epoch
+    finally:
+        node.close()
+        coordinator.stop()
