@@ -142,7 +142,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     flags = {name: getattr(args, name.replace("-", "_")) for name in SETTING_NAMES}
     settings = load_settings(args.config, os.environ, flags)
     _configure_logging(args.debug, args.log_file)
+    kazoo_logger = logging.getLogger("kazoo")
+    if not args.debug:
+        kazoo_logger.setLevel(logging.CRITICAL)  # an unreachable ZooKeeper is reported in one line
     preflight(settings)
+    kazoo_logger.setLevel(logging.DEBUG if args.debug else logging.WARNING)
     return asyncio.run(run_node(settings))
 
 
