@@ -426,9 +426,9 @@ class NodeRuntime:
                 CheckpointAttempt(manifest.epoch, manifest.epoch),
                 SourceCheckpoint(cursors, manifest.assignment_version if self.options.vnode_mode else 0),
             )
-        if self.options.vnode_mode:
-            source.set_vnode_assignment(self.options.source_identity, self._registry, self.options.node_id)
         try:
+            if self.options.vnode_mode:
+                source.set_vnode_assignment(self.options.source_identity, self._registry, self.options.node_id)
             await source.start(SourceStart(self.options.connector, position, self.options.delivery))
         except ConnectorError as exc:
             raise RuntimeFailure(f"source start failed: {exc}", cause=exc) from exc
