@@ -483,7 +483,7 @@ class ZooKeeperCoordinator(Coordinator):
                 timeout = 0.05
                 self._check_still_leader(lead)
             except (KazooException, CoordinatorError) as exc:
-                logger.warning("leader pass of node %d failed: %s", self.node_id, exc)
+                logger.warning("leader pass of node %d failed: %r", self.node_id, exc)
                 timeout = 0.2
 
     def _check_still_leader(self, lead: Leadership) -> None:

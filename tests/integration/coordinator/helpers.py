@@ -66,9 +66,11 @@ class SimulatedNode:
     Partitions: vnode v carries partition `t:v` of source `s`; the cursor after epoch E is 10 * E.
     """
 
-    def __init__(self, coordinator: ZooKeeperCoordinator | Coordinator, auto: bool = True) -> None:
+    def __init__(self, coordinator: ZooKeeperCoordinator | Coordinator, auto: bool = True,
+                 auto_ready: bool = True) -> None:
         self.coordinator = coordinator
         self.auto = auto
+        self.auto_ready = auto_ready
         self.events: list[CoordinatorEvent] = []
         self.errors: list[Exception] = []
         self.acked: list[int] = []
@@ -94,7 +96,7 @@ class SimulatedNode:
             try:
                 if isinstance(event, EpochOpened):
                     self.ack(event)
-                elif isinstance(event, RoundStarted):
+                elif isinstance(event, RoundStarted) and self.auto_ready:
                     snapshot = self.coordinator.assignment()
                     loses = any(
                         old == self.coordinator.node_id and new != old
@@ -219,9 +221,9 @@ class FreezableProxy:
 
 @contextmanager
 def coordinators(cfg: CoordinatorConfig, node_ids: list[int], auto: bool = True,
-                 start: bool = True) -> Iterator[tuple[list[ZooKeeperCoordinator], list[SimulatedNode]]]:
+                 start: bool = True, auto_ready: bool = True) -> Iterator[tuple[list[ZooKeeperCoordinator], list[SimulatedNode]]]:
     coords = [ZooKeeperCoordinator(cfg, n, endpoint=f"127.0.0.1:{9000 + n}") for n in node_ids]
-    nodes = [SimulatedNode(c, auto=auto) for c in coords]
+    nodes = [SimulatedNode(c, auto=auto, auto_ready=auto_ready) for c in coords]
     try:
         if start:
             for c in coords:

@@ -1,0 +1,217 @@
+"""ZooKeeperCoordinator against the session's real standalone ZooKeeper (a chroot per test)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Callable
+
+import pytest
+from kazoo.client import KazooClient
+
+from coordinator.base import (
+    AssignmentChanged,
+    EpochAck,
+    EpochCommitted,
+    EpochOpened,
+    RoundDecided,
+    RoundOutcome,
+    RoundStarted,
+    SessionState,
+    SessionStateChanged,
+)
+from coordinator.errors import FencedError
+from coordinator.model import RoundState, _decide, ack_name, epoch_name, next_step
+from coordinator.rounds import round_id
+from coordinator.zk import ZooKeeperCoordinator
+from tests.conftest import ZooKeeperHandle
+from tests.integration.coordinator.helpers import (
+    SimulatedNode,
+    config,
+    coordinators,
+    expire_session,
+    leader_of,
+    make_chroot,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+def test_three_nodes_join_commit_epochs_run_a_round_and_one_leaves(
+    zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
+) -> None:
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    cfg = config(hosts)
+    with coordinators(cfg, [1, 2], ) as (coords, nodes):
+        first = nodes[0].wait_for(AssignmentChanged, lambda e: e.snapshot.nodes() == {1, 2})
+        committed = nodes[1].wait_for(EpochCommitted, lambda e: e.manifest.assignment_version == first.snapshot.version)
+        assert {n for n, _ in committed.manifest.acked_by} == {1, 2}
+        assert set(committed.manifest.outputs) == {f"n1-e{committed.manifest.epoch}", f"n2-e{committed.manifest.epoch}"}
+
+        third = ZooKeeperCoordinator(cfg, 3)
+        node3 = SimulatedNode(third)
+        mark = len(nodes[0].events)
+        third.start(timeout=20)
+        try:
+            started = nodes[0].wait_for(RoundStarted, after=mark)
+            decided = nodes[0].wait_for(RoundDecided, lambda e: e.drain_id == started.drain_id)
+            assert decided.outcome is RoundOutcome.COMMIT
+            cut = coords[0].manifest(decided.manifest_epoch)
+            assert cut.assignment_version == started.drain_id.predecessor_version
+            changed = node3.wait_for(AssignmentChanged, lambda e: 3 in e.snapshot.nodes())
+            assert changed.snapshot.version == started.drain_id.target_version
+            assert changed.manifest_epoch == decided.manifest_epoch
+            assert list(changed.snapshot.owners) == list(started.target_owners)
+            later = node3.wait_for(EpochCommitted, lambda e: e.manifest.assignment_version == changed.snapshot.version)
+            assert {n for n, _ in later.manifest.acked_by} == {1, 2, 3}
+
+            third.request_leave()
+            gone = nodes[0].wait_for(AssignmentChanged, lambda e: e.snapshot.version > changed.snapshot.version
+                                     and 3 not in e.snapshot.nodes())
+            leave_round = [e for e in nodes[0].events if isinstance(e, RoundDecided)][-1]
+            assert leave_round.outcome is RoundOutcome.COMMIT and gone.manifest_epoch == leave_round.manifest_epoch
+            assert leader_of(coords + [third]).metrics.rounds_committed >= 2
+            assert sorted(m.node_id for m in third.members()) == [1, 2, 3]
+        finally:
+            node3.close()
+            third.stop()
+        for node in nodes:
+            assert node.errors == []
+
+
+def test_a_zombie_ack_is_rejected(zookeeper: ZooKeeperHandle, unique: Callable[[str], str]) -> None:
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    cfg = config(hosts)
+    with coordinators(cfg, [1, 2]) as (coords, nodes):
+        nodes[0].wait_for(EpochCommitted, lambda e: {n for n, _ in e.manifest.acked_by} == {1, 2})
+        leader = leader_of(coords)
+        follower = coords[1] if leader is coords[0] else coords[0]
+        fnode = nodes[coords.index(follower)]
+        opened = fnode.wait_for(EpochOpened)
+        old_boot = follower.boot_id
+        expire_session(hosts, follower)  # the server really ends the follower's session
+        fnode.wait_for(SessionStateChanged, lambda e: e.state is SessionState.LOST)
+        with pytest.raises(FencedError):  # a node acks only on a session it holds
+            follower.ack_epoch(EpochAck(follower.node_id, old_boot, opened.epoch, opened.assignment_version, {}))
+        assert follower.metrics.stale_acks_rejected == 1
+        fnode.auto = False
+        mark = len(fnode.events)
+        follower.rejoin()
+        assert follower.boot_id != old_boot
+
+        back = fnode.wait_for(AssignmentChanged, lambda e: follower.node_id in e.snapshot.nodes(), after=mark)
+        epoch = fnode.wait_for(EpochOpened, lambda e: e.assignment_version == back.snapshot.version, after=mark)
+        # The zombie's ack reaches ZooKeeper anyway (written by hand with the old boot id).
+        raw = KazooClient(hosts=hosts, timeout=5.0)
+        raw.start(timeout=10)
+        try:
+            zombie = EpochAck(follower.node_id, old_boot, epoch.epoch, epoch.assignment_version,
+                              {"s": {"t:0": 0}}, ("zombie-output",))
+            raw.create(f"/laminar/p/epochs/{epoch_name(epoch.epoch)}/acks/{ack_name(follower.node_id, old_boot)}",
+                       zombie.to_json())
+        finally:
+            raw.stop()
+            raw.close()
+        fnode.ack(epoch)
+        committed = fnode.wait_for(EpochCommitted, lambda e: e.manifest.epoch == epoch.epoch)
+        assert "zombie-output" not in committed.manifest.outputs
+        assert (follower.node_id, old_boot) not in committed.manifest.acked_by
+        assert (follower.node_id, follower.boot_id) in committed.manifest.acked_by
+        assert leader.metrics.stale_acks_rejected == 1
+
+
+def test_two_contenders_race_a_decision_and_only_one_wins(
+    zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
+) -> None:
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    cfg = config(hosts, checkpoint_interval=30.0)
+    with coordinators(cfg, [1, 2]) as (coords, nodes):
+        nodes[0].wait_for(AssignmentChanged, lambda e: e.snapshot.nodes() == {1, 2})
+        for node in nodes:
+            node.auto_ready = False
+        third = ZooKeeperCoordinator(cfg, 3)
+        mark = len(nodes[0].events)
+        third.start(timeout=20)
+        try:
+            started = nodes[0].wait_for(RoundStarted, after=mark)
+            leader = leader_of(coords + [third])
+            lead = leader.leadership
+            assert lead is not None
+            view, version = leader._read_view()
+            late = view.__class__(**{**view.__dict__, "now_ms": started.deadline_unix_ms + 1})
+            abort = next_step(late, cfg, lead.token)
+            assert abort is not None and abort.decision is not None and abort.decision.outcome is RoundOutcome.ABORT
+            assert view.control is not None and isinstance(view.control.round, RoundState)
+            commit_control, decision, node = _decide(view.control, RoundOutcome.COMMIT, 0, view.members, lead.token)
+            commit = abort.__class__("decide", commit_control, (node,), decision=decision)
+            results: list[str] = []
+            barrier = threading.Barrier(2)
+
+            def contend(step: object) -> None:
+                barrier.wait()
+                try:
+                    leader.execute(lead, step, version)  # type: ignore[arg-type]
+                    results.append(step.decision.outcome.value)  # type: ignore[attr-defined]
+                except FencedError:
+                    results.append("rejected")
+
+            threads = [threading.Thread(target=contend, args=(s,)) for s in (abort, commit)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(10)
+            assert sorted(results)[1] == "rejected" or sorted(results)[0] == "rejected"
+            assert results.count("rejected") == 1
+            winner = next(r for r in results if r != "rejected")
+            raw, _ = leader.client.get(f"/laminar/p/rounds/{round_id(started.drain_id.target_version)}/decision")
+            assert json.loads(raw)["outcome"] == winner
+            decided = nodes[0].wait_for(RoundDecided, lambda e: e.drain_id == started.drain_id)
+            assert decided.outcome.value == winner
+            assert leader.metrics.fenced_writes_rejected >= 1
+        finally:
+            third.stop()
+
+
+def test_a_round_aborts_at_its_deadline(zookeeper: ZooKeeperHandle, unique: Callable[[str], str]) -> None:
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    cfg = config(hosts, round_deadline=1.5)
+    with coordinators(cfg, [1, 2]) as (coords, nodes):
+        before = nodes[0].wait_for(AssignmentChanged, lambda e: e.snapshot.nodes() == {1, 2})
+        for node in nodes:
+            node.auto_ready = False
+        third = ZooKeeperCoordinator(cfg, 3)
+        mark = len(nodes[0].events)
+        third.start(timeout=20)
+        try:
+            started = nodes[0].wait_for(RoundStarted, after=mark)
+            decided = nodes[0].wait_for(RoundDecided, lambda e: e.drain_id == started.drain_id, timeout=10)
+            assert decided.outcome is RoundOutcome.ABORT
+            assert time.time() * 1000 >= started.deadline_unix_ms
+            after = nodes[0].wait_for(AssignmentChanged, lambda e: e.snapshot.version == started.drain_id.target_version)
+            assert after.snapshot.owners == before.snapshot.owners
+            assert leader_of(coords + [third]).metrics.rounds_aborted >= 1
+        finally:
+            third.stop()
+
+
+def test_a_dead_node_is_shed_without_a_drain(zookeeper: ZooKeeperHandle, unique: Callable[[str], str]) -> None:
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    cfg = config(hosts)
+    with coordinators(cfg, [1, 2, 3]) as (coords, nodes):
+        nodes[0].wait_for(AssignmentChanged, lambda e: e.snapshot.nodes() == {1, 2, 3})
+        nodes[0].wait_for(EpochCommitted, lambda e: {n for n, _ in e.manifest.acked_by} == {1, 2, 3})
+        leader = leader_of(coords)
+        victim = next(c for c in coords if c is not leader)
+        rounds_before = len([e for e in nodes[0].events if isinstance(e, RoundStarted)])
+        lnode = nodes[coords.index(leader)]
+        mark = len(lnode.events)
+        expire_session(hosts, victim)
+        shed = lnode.wait_for(AssignmentChanged, lambda e: victim.node_id not in e.snapshot.nodes(), after=mark)
+        latest = leader.manifest(shed.manifest_epoch)
+        assert latest.epoch == shed.manifest_epoch > 0
+        assert len([e for e in nodes[0].events if isinstance(e, RoundStarted)]) == rounds_before  # no drain
+        assert leader.metrics.nodes_shed == 1
+        after = nodes[coords.index(leader)].wait_for(
+            EpochCommitted, lambda e: e.manifest.assignment_version == shed.snapshot.version)
+        assert victim.node_id not in {n for n, _ in after.manifest.acked_by}
