@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 import xxhash
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 
@@ -542,7 +542,11 @@ class ZooKeeperCoordinator(Coordinator):
     def _commit(self, txn: Any, what: str) -> None:
         self._metrics.bump("zk_transactions")
         self._metrics.bump("zk_write_ops", len(txn.operations))
-        results = txn.commit()
+        try:
+            results = txn.commit()
+        except SessionExpiredError as exc:  # our session (and so our election node) is gone
+            self._metrics.fenced_writes_rejected += 1
+            raise FencedError(f"leader write rejected ({what}): session expired", cause=exc) from exc
         failures = [r for r in results if isinstance(r, Exception)]
         if failures:
             self._metrics.fenced_writes_rejected += 1
