@@ -9,6 +9,13 @@ record fetched before the change: data and control travel in one FIFO and cannot
 FIFO items are :class:`RecordChunk` (the messages of one ``consume`` call plus the consumer
 positions after it) or a :class:`ControlItem`. Only chunks count against the byte cap; control
 items are never refused.
+
+Ownership changes (vnode mode) use two markers: :class:`DrainBoundary` (put by
+:meth:`Reader.pause_for_drain` right after pausing the revoked partitions; from then on the reader
+drops any record of a *blocked* partition and never reports its position, so nothing of it can
+follow the boundary) and :class:`AssignmentApplied` (put by :meth:`Reader.change_assignment` after
+releasing, rewinding and acquiring partitions; records of an acquired partition after it start at
+the explicit cursor).
 """
 from __future__ import annotations
 
@@ -18,8 +25,9 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
@@ -29,7 +37,9 @@ from kafka_source.errors import ConnectorError, FatalError, OffsetOutOfRangeErro
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "AssignmentApplied",
     "ControlItem",
+    "DrainBoundary",
     "FifoItem",
     "ByteBoundedFifo",
     "PartitionsAssigned",
@@ -79,6 +89,30 @@ class ReaderFailed(ControlItem):
     """The reader hit an error the source must surface; everything before it is intact."""
 
     error: ConnectorError
+
+
+@dataclass(frozen=True)
+class DrainBoundary(ControlItem):
+    """Every record fetched before the pause of ``round``'s revoked partitions precedes this item.
+
+    ``positions`` is the reader's position of each revoked partition at the pause: the cursor the
+    source holds for it once every earlier item was emitted (the cut).
+    """
+
+    round: Hashable
+    positions: Mapping[TP, int]
+
+
+@dataclass(frozen=True)
+class AssignmentApplied(ControlItem):
+    """The consumer released ``released``, rewound ``resumed`` to these offsets and resumed them,
+    and acquired ``acquired`` at these offsets; every later chunk reflects it. ``op_id`` names the
+    source operation that asked for it."""
+
+    op_id: int
+    released: frozenset[TP]
+    acquired: Mapping[TP, int]
+    resumed: Mapping[TP, int]
 
 
 FifoItem = RecordChunk | ControlItem
@@ -224,6 +258,8 @@ class Reader:
         self._assigned: dict[TP, TopicPartition] = {tp: TopicPartition(*tp) for tp in assigned}
         self._positions: dict[TP, int] = dict(assigned)
         self._commands: collections.deque[_Command] = collections.deque()
+        #: Partitions whose records are dropped and positions not reported (paused for a drain).
+        self._blocked: frozenset[TP] = frozenset()
         self._stop = threading.Event()
         self._failed = False
         self._thread = threading.Thread(target=self._run, name="kafka-source-reader", daemon=True)
@@ -253,6 +289,81 @@ class Reader:
         self._commands.append(command)
         self.fifo.wake()
         return command.future
+
+    def pause_for_drain(
+        self, round: Hashable, revoked: frozenset[TP]
+    ) -> concurrent.futures.Future[DrainBoundary]:
+        """On the reader thread: pause ``revoked``, block them, then put a :class:`DrainBoundary`.
+
+        Post: no record of a revoked partition follows the boundary in the FIFO and no later chunk
+        reports a position for one, until :meth:`change_assignment` releases or resumes it.
+        """
+
+        def run(consumer: Consumer) -> DrainBoundary:
+            if revoked:
+                consumer.pause([TopicPartition(t, p) for t, p in sorted(revoked)])
+            self._blocked = self._blocked | revoked
+            marker = DrainBoundary(
+                round, MappingProxyType({tp: self._positions[tp] for tp in sorted(revoked)})
+            )
+            self.fifo.put_control(marker)
+            return marker
+
+        return self.submit(run)
+
+    def change_assignment(
+        self,
+        op_id: int,
+        *,
+        release: frozenset[TP] = frozenset(),
+        acquire: Mapping[TP, int | None] | None = None,
+        resume: Mapping[TP, int] | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> concurrent.futures.Future[AssignmentApplied]:
+        """On the reader thread: unassign ``release``; seek each partition of ``resume`` to its
+        offset and resume it; assign ``acquire`` at its offsets (``None`` = the low watermark);
+        then put an :class:`AssignmentApplied` marker and return it.
+
+        If ``cancelled`` is set before the command runs, nothing happens and the future fails.
+        """
+        acquire = dict(acquire or {})
+        resume = dict(resume or {})
+
+        def run(consumer: Consumer) -> AssignmentApplied:
+            if cancelled is not None and cancelled.is_set():
+                raise FatalError(f"assignment change {op_id} was cancelled before it ran")
+            if release:
+                consumer.incremental_unassign([TopicPartition(t, p) for t, p in sorted(release)])
+                for tp in release:
+                    self._assigned.pop(tp, None)
+                    self._positions.pop(tp, None)
+                self._blocked = self._blocked - release
+            if resume:
+                for (topic, partition), offset in sorted(resume.items()):
+                    consumer.seek(TopicPartition(topic, partition, offset))
+                consumer.resume([TopicPartition(t, p) for t, p in sorted(resume)])
+                self._positions.update(resume)
+                self._blocked = self._blocked - frozenset(resume)
+            offsets: dict[TP, int] = {}
+            for tp, offset in sorted(acquire.items()):
+                if offset is None:
+                    offset, _high = consumer.get_watermark_offsets(
+                        TopicPartition(*tp), timeout=self.metadata_timeout_s, cached=False
+                    )
+                offsets[tp] = offset
+            if offsets:
+                consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+                for tp, offset in offsets.items():
+                    self._assigned[tp] = TopicPartition(*tp)
+                    self._positions[tp] = offset
+                self._blocked = self._blocked - frozenset(offsets)
+            marker = AssignmentApplied(
+                op_id, frozenset(release), MappingProxyType(offsets), MappingProxyType(resume)
+            )
+            self.fifo.put_control(marker)
+            return marker
+
+        return self.submit(run)
 
     # -- thread body ----------------------------------------------------------------------------
 
@@ -299,6 +410,9 @@ class Reader:
             for message in messages:
                 if message.error() is not None:
                     self._on_error(message)
+        blocked = self._blocked
+        if blocked and good:
+            good = [m for m in good if (m.topic(), m.partition()) not in blocked]
         positions = self._moved_positions()
         if not good and not positions:
             return
@@ -309,10 +423,13 @@ class Reader:
         if not self._assigned:
             return {}
         moved: dict[TP, int] = {}
+        blocked = self._blocked
         for tp in self.consumer.position(list(self._assigned.values())):
             if tp.offset < 0:
                 continue
             key = (tp.topic, tp.partition)
+            if blocked and key in blocked:
+                continue
             if self._positions.get(key) != tp.offset:
                 self._positions[key] = tp.offset
                 moved[key] = tp.offset

@@ -15,11 +15,13 @@ import asyncio
 import concurrent.futures
 import functools
 import io
+import itertools
 import logging
+import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -32,11 +34,15 @@ from kafka_source.connector import (
     ConnectorConfig,
     ConnectorTaskTracker,
     DeliveryGuarantee,
+    DrainRoundId,
     InitialPosition,
     ResumePosition,
     SourceBatch,
     SourceConnector,
     SourceContract,
+    SourceDrainOutcome,
+    SourceDrainRequest,
+    SourceDrainResolution,
     SourceOrdering,
     SourceStart,
     SourceTopology,
@@ -45,13 +51,17 @@ from kafka_source.errors import (
     ConfigurationError,
     ConnectorError,
     DecodeError,
+    DrainError,
     ErrorRateExceededError,
     FatalError,
     TransientError,
 )
+from kafka_source.ownership import DrainPhase, FinishPlan, Ownership, Reconcile, route_partitions
 from kafka_source.reader import (
+    AssignmentApplied,
     ByteBoundedFifo,
     ControlItem,
+    DrainBoundary,
     FifoItem,
     PartitionsAssigned,
     Reader,
@@ -59,6 +69,9 @@ from kafka_source.reader import (
     RecordChunk,
 )
 from kafka_source.startup import StartupPlan, query_broker_facts, resolve_initial, resolve_resume
+
+if TYPE_CHECKING:
+    from coordinator.registry import VnodeRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +96,27 @@ class SourceMetrics:
     partitions_discovered: int = 0
     commits: int = 0
     commit_failures: int = 0
+    records_not_owned: int = 0
+    drains_committed: int = 0
+    drains_aborted: int = 0
+    reconciliations: int = 0
+
+
+@dataclass(frozen=True)
+class _VnodeBinding:
+    source_identity: str
+    registry: VnodeRegistry
+    self_id: int
+
+
+@dataclass
+class _Op:
+    """One ownership change submitted to the reader thread and not yet applied here."""
+
+    op_id: int
+    plan: Reconcile | FinishPlan
+    future: concurrent.futures.Future[AssignmentApplied]
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 def _config_from(config: ConnectorConfig | KafkaSourceConfig | Mapping[str, str]) -> KafkaSourceConfig:
@@ -134,6 +168,16 @@ class KafkaSource(SourceConnector):
         self._closed = False
         self._records_seen = 0
         self.metrics = SourceMetrics()
+        # vnode ownership (None: embedded / single node, reads every partition)
+        self._binding: _VnodeBinding | None = None
+        self._own: Ownership | None = None
+        self._op: _Op | None = None
+        self._op_ids = itertools.count(1)
+        self._offer: tuple[int, dict[TP, int]] | None = None
+        self._pause: tuple[DrainRoundId, concurrent.futures.Future[DrainBoundary]] | None = None
+        #: Partitions whose records still in the FIFO must not be emitted (released, or acquired
+        #: again at an explicit cursor); cleared when their AssignmentApplied marker is consumed.
+        self._dropping: frozenset[TP] = frozenset()
 
     # -- configuration and schema ---------------------------------------------------------------
 
@@ -228,14 +272,23 @@ class KafkaSource(SourceConnector):
             plan = await self._loop.run_in_executor(
                 None, functools.partial(self._plan_startup, consumer, config, position, delivery)
             )
-            assignment = [TopicPartition(t, p, o) for (t, p), o in plan.offsets.items()]
+            offsets = dict(plan.offsets)
+            binding = self._binding
+            if binding is not None:
+                routes = route_partitions(
+                    binding.source_identity, list(offsets), binding.registry.vnode_count
+                )
+                own = Ownership.at(binding.self_id, routes, binding.registry.snapshot())
+                offsets = {tp: o for tp, o in offsets.items() if tp in own.owned}
+                self._own = own.started(frozenset(offsets))
+            assignment = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
             await self._loop.run_in_executor(None, consumer.assign, assignment)
         except BaseException:
             self._closed = True
             await self._loop.run_in_executor(None, consumer.close)
             raise
         self._consumer = consumer
-        self._cursor = dict(plan.offsets)
+        self._cursor = offsets
         self.metrics.offset_resets += plan.resets
         loop = self._loop
         event = self._event
@@ -251,17 +304,21 @@ class KafkaSource(SourceConnector):
             consumer,
             self._fifo,
             topics=config.topics,
-            assigned=plan.offsets,
+            assigned=offsets,
             chunk_records=config.consume_chunk_records,
-            discovery_interval_s=config.partition_discovery_interval_ms / 1000.0,
+            # vnode mode: the partition set is fixed at start (placement is computed from it)
+            discovery_interval_s=(
+                0.0 if binding is not None else config.partition_discovery_interval_ms / 1000.0
+            ),
             metadata_timeout_s=self._request_timeout_s,
             on_discovered=self._count_discovered,
         )
         self._tracker.track(self._reader.thread)
         self._reader.start()
         logger.info(
-            "kafka source started on %s at %d partition(s) (%s)",
-            ",".join(config.topics), len(plan.offsets), type(position).__name__,
+            "kafka source started on %s at %d partition(s) (%s%s)",
+            ",".join(config.topics), len(offsets), type(position).__name__,
+            f", assignment version {self._own.version}" if self._own is not None else "",
         )
 
     def _count_discovered(self, count: int) -> None:
@@ -321,11 +378,15 @@ class KafkaSource(SourceConnector):
         again), :class:`ErrorRateExceededError` under best-effort when skipped records exceed
         ``max.error.rate``, and the reader's error (e.g. an out-of-range position) once every
         record fetched before it was emitted.
+
+        Vnode mode: only records of partitions owned under the pinned version are emitted (records
+        still queued for a released partition are dropped and counted in
+        ``metrics.records_not_owned``); a drain boundary reached with nothing pending before it
+        fixes the cut; a revoked partition's cursor moving after the cut fails the generation.
         """
         if max_records < 1:
             raise ConfigurationError(f"max_records must be >= 1, got {max_records}")
-        if self._failure is not None:
-            raise self._failure
+        self._check_alive()
         if not self._started or self._closed or self._fifo is None or self._builder is None:
             raise FatalError("poll_batch on a source that is not running")
         fifo = self._fifo
@@ -358,8 +419,13 @@ class KafkaSource(SourceConnector):
                     failure = item.error
                     done.append(item)
                 break
+            elif isinstance(item, (DrainBoundary, AssignmentApplied)) and not (messages or spans or assigned):
+                # Nothing before it is pending: its effect applies to the cursor as it is now.
+                self._consume_control(item)
+                self._check_alive()
+                done.append(item)
             else:
-                break  # an unknown control item stops the batch; its owner handles it
+                break  # a control item with records before it: the next poll handles it
         if failure is not None:
             self._release(done)
             self._failure = failure
@@ -367,6 +433,11 @@ class KafkaSource(SourceConnector):
         cursor = self._cursor
         if assigned:
             cursor = {**cursor, **{tp: o for tp, o in assigned.items() if tp not in cursor}}
+        dropping = self._dropping
+        if dropping and messages:
+            kept = [m for m in messages if (m.topic(), m.partition()) not in dropping]
+            self.metrics.records_not_owned += len(messages) - len(kept)
+            messages = kept
         batch = None
         if messages:
             built = self._builder.build(messages)
@@ -385,10 +456,20 @@ class KafkaSource(SourceConnector):
         for chunk, end in spans:
             if end == len(chunk.messages):
                 for tp, position in chunk.positions.items():
-                    if position > cursor.get(tp, -1):
+                    if tp in dropping or tp not in cursor:
+                        continue  # released, or acquired again: its old position is void
+                    if position > cursor[tp]:
                         if cursor is self._cursor:
                             cursor = dict(cursor)
                         cursor[tp] = position
+        own = self._own
+        if own is not None and cursor is not self._cursor:
+            extra = set(cursor) - set(self._cursor) - set(assigned) if len(cursor) > len(self._cursor) else ()
+            if extra:
+                self._fail(f"records of partitions this source does not read were fetched: {sorted(extra)}")
+            elif own.drain is not None and own.drain.phase is DrainPhase.READY:
+                self._set_own(own.check_cut(cursor))
+            self._check_alive()
         # Commit: nothing below raises.
         for chunk, end in spans:
             chunk.taken = end
@@ -400,7 +481,7 @@ class KafkaSource(SourceConnector):
         self.metrics.records += batch.num_rows
         self.metrics.bytes += batch.nbytes
         self.metrics.batches += 1
-        return SourceBatch(batch, SourceCheckpoint.from_partitions(cursor))
+        return SourceBatch(batch, self.checkpoint())
 
     def _release(self, items: list[FifoItem]) -> None:
         assert self._fifo is not None
@@ -427,8 +508,398 @@ class KafkaSource(SourceConnector):
     # -- checkpoints ----------------------------------------------------------------------------
 
     def checkpoint(self) -> SourceCheckpoint:
-        """Next offset per assigned partition after exactly the rows emitted so far (version 0)."""
-        return SourceCheckpoint.from_partitions(self._cursor)
+        """Next offset per partition read after exactly the rows emitted so far.
+
+        ``assignment_version`` is the pinned version in vnode mode (0 otherwise). During a drain
+        the revoked partitions are included (at their cut once it is fixed): they are owned under
+        the pinned predecessor version until the round commits.
+        """
+        version = self._own.version if self._own is not None else 0
+        return SourceCheckpoint.from_partitions(self._cursor, version)
+
+    def try_checkpoint(self) -> SourceCheckpoint | None:
+        """:meth:`checkpoint`, or ``None`` while not reconciled (:meth:`checkpoint_ready` is False).
+
+        Raises :class:`FatalError` once the generation failed.
+        """
+        if not self.checkpoint_ready():
+            return None
+        return self.checkpoint()
+
+    # -- vnode ownership and drains ---------------------------------------------------------------
+
+    def set_vnode_assignment(self, source_identity: str, registry: VnodeRegistry, self_id: int) -> None:
+        """From now on read exactly the partitions whose vnode ``self_id`` owns in ``registry``.
+
+        Typically called before :meth:`start`, which then assigns only the partitions owned in
+        the snapshot published at that moment (the pinned version); a Resume checkpoint's other
+        partitions are ignored (this node reports only what it owns) and owned partitions it
+        lacks start at their low watermark. Called after :meth:`start`, the partitions not owned
+        stop being emitted at once and are released by :meth:`drive_control_plane`. The partition
+        set is fixed at :meth:`start` in vnode mode (no partition discovery). Calling it again
+        with the same arguments is a no-op; different arguments raise :class:`ConfigurationError`.
+        """
+        if not isinstance(source_identity, str) or not source_identity:
+            raise ConfigurationError("source_identity must be a non-empty string")
+        if not isinstance(self_id, int) or isinstance(self_id, bool) or self_id < 1:
+            raise ConfigurationError(f"self_id {self_id!r} must be a node id >= 1")
+        binding = _VnodeBinding(source_identity, registry, self_id)
+        if self._binding is not None:
+            if self._binding.source_identity == source_identity and self._binding.registry is registry \
+                    and self._binding.self_id == self_id:
+                return
+            raise ConfigurationError("set_vnode_assignment was already called with other arguments")
+        if self._closed or self._failure is not None:
+            raise FatalError("set_vnode_assignment on a retired source generation")
+        self._binding = binding
+        if not self._started:
+            return
+        live = frozenset(self._cursor)
+        routes = route_partitions(source_identity, list(live), registry.vnode_count)
+        own = Ownership.at(self_id, routes, registry.snapshot()).started(live)
+        self._own = own
+        self._dropping = self._dropping | (live - own.owned)
+        self._cursor = {tp: o for tp, o in self._cursor.items() if tp in own.owned}
+
+    def checkpoint_ready(self) -> bool:
+        """True iff the live consumer assignment equals the partitions owned at the published
+        version and this source is pinned to it (always True once started without vnode mode).
+
+        False before :meth:`start`, while an ownership change runs on the reader thread, while
+        owned partitions wait for explicit cursors, and between a committed drain and the
+        publication of its target. Raises :class:`FatalError` once the generation failed or the
+        published map contradicts the pinned one.
+        """
+        self._check_alive()
+        if not self._started or self._closed:
+            return False
+        own = self._own
+        if own is None:
+            return True
+        if self._op is not None:
+            return False
+        try:
+            return own.is_ready(self._binding_registry().snapshot())
+        except FatalError as exc:
+            self._fail(str(exc))
+            raise
+
+    def drive_control_plane(self) -> None:
+        """Advance reconciliation with the published assignment without blocking; never raises
+        (a failure surfaces from the next :meth:`checkpoint_ready` / :meth:`poll_batch`).
+
+        Observes finished reader-thread work, consumes control markers at the FIFO head, and when
+        the published version moved (and no drain is active) submits one assignment change: it
+        releases the live partitions not owned any more (or that changed owner in between: a
+        self -> other -> self move) and acquires gained partitions at the cursors offered by
+        :meth:`acquire_partitions` for exactly that version. A change that touches no partition
+        only moves the pinned version.
+        """
+        own = self._own
+        if own is None or not self._started or self._closed or self._failure is not None:
+            return
+        try:
+            self._set_own(own.expire(time.monotonic()))
+            self._observe_pause()
+            self._consume_head_controls()
+            op = self._op
+            if op is not None:
+                if not op.future.done() or not isinstance(op.plan, Reconcile):
+                    return
+                self._apply_op(op.future.result())
+            if self._failure is not None:
+                return
+            assert self._own is not None
+            plan = self._own.plan_reconcile(self._binding_registry().snapshot(), self._offer)
+            if plan is None:
+                return
+            self.metrics.reconciliations += 1
+            if not plan.needs_consumer:
+                self._set_own(self._own.reconciled(plan, {}))
+                logger.info("kafka source pinned to assignment version %d (no partition moved)", plan.version)
+                return
+            logger.info(
+                "kafka source reconciling to version %d: releasing %d, acquiring %d partition(s)",
+                plan.version, len(plan.release), len(plan.acquire),
+            )
+            self._submit_op(plan, release=plan.release, acquire=plan.acquire)
+        except ConnectorError as exc:
+            self._fail(f"reconciliation failed: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a reader-thread failure; surfaced as terminal
+            self._fail(f"reconciliation failed: {exc!r}")
+
+    def acquire_partitions(self, cursors: Mapping[str, int] | SourceCheckpoint, version: int) -> None:
+        """Offer explicit start cursors for partitions acquired *without* a drain at ``version``.
+
+        Use it when the published ``version`` gives this node partitions it does not read (a dead
+        node's vnodes, a first assignment after start, a partition that left and came back, or a
+        committed drain whose handoff cursors were not passed to :meth:`finish_drain`).
+        ``cursors`` maps ``"topic:partition"`` to the next offset to read, normally the cursors of
+        the last durable manifest (all partitions may be passed; only the ones to acquire are
+        used; one it lacks starts at its low watermark). :meth:`drive_control_plane` applies it
+        when reconciling to exactly ``version``; an offer for another version is ignored, so offer
+        again after a newer publication. :meth:`acquisition_needed` says what is waited for.
+        Raises :class:`DrainError` for a version older than the pinned one.
+        """
+        own = self._require_vnode()
+        if not isinstance(version, int) or version < own.version:
+            raise DrainError(f"cursors for version {version!r} are stale (pinned to {own.version})")
+        offsets = cursors.partitions() if isinstance(cursors, SourceCheckpoint) else SourceCheckpoint(dict(cursors)).partitions()
+        self._offer = (version, offsets)
+
+    def acquisition_needed(self) -> tuple[int, frozenset[TP]] | None:
+        """``(published version, partitions)`` when reconciling needs explicit cursors
+        (:meth:`acquire_partitions`) for these partitions, else ``None``."""
+        own = self._own
+        if own is None or self._failure is not None or self._op is not None:
+            return None
+        snapshot = self._binding_registry().snapshot()
+        try:
+            plan = own.plan_reconcile(snapshot, (snapshot.version, {}))
+        except ConnectorError:
+            return None
+        if plan is None or not plan.acquire:
+            return None
+        return plan.version, frozenset(plan.acquire)
+
+    def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
+        """Stop the partitions this node loses in ``request.round``; never blocks.
+
+        Pre (else :class:`DrainError`, nothing changes): the round is the registry's pending round,
+        its predecessor is the published version, this source is reconciled with it and no
+        ownership change is running; no other round is active (the same round again is a no-op);
+        the round is newer than the last resolved one. Post: the revoked partitions are paused by
+        the reader thread, which then puts a boundary marker into the data FIFO, so every record
+        fetched before the pause precedes it; records of revoked partitions fetched afterwards
+        are dropped. Partitions that stay keep flowing. ``deadline`` (absolute
+        :func:`time.monotonic`): if the boundary is not consumed by then the generation fails.
+        """
+        own = self._require_vnode()
+        self._check_alive()
+        if not self._started or self._closed or self._reader is None:
+            raise FatalError("begin_drain on a source that is not running")
+        drain = own.drain
+        if drain is not None and drain.round == request.round and drain.active:
+            return
+        if self._op is not None:
+            raise DrainError(f"drain {request.round}: an ownership change is still running")
+        snapshot, pending = self._binding_registry().state()
+        own, started = own.begin_drain(request.round, deadline, time.monotonic(), snapshot, pending)  # type: ignore[arg-type]
+        if not started:
+            return
+        self._set_own(own)
+        assert own.drain is not None
+        revoked = own.drain.revoked
+        self._pause = (request.round, self._reader.pause_for_drain(request.round, revoked)) if revoked else None
+        logger.info(
+            "drain %s begun: %d partition(s) revoked, %d kept, %d gained under the target",
+            request.round, len(revoked), len(own.owned - revoked), len(own.drain.target_owned - own.owned),
+        )
+
+    def poll_drain_ready(self, round: DrainRoundId) -> bool:
+        """Whether every record fetched before ``round``'s boundary has been emitted.
+
+        Once True the cut (next offset of every revoked partition) is fixed and in
+        :meth:`checkpoint`. Raises :class:`DrainError` for a round that is not the current one and
+        :class:`FatalError` once the generation failed (e.g. the deadline passed first).
+        """
+        own = self._require_vnode()
+        if own.failure is None:
+            self._set_own(own.expire(time.monotonic()))
+            self._observe_pause()
+            self._consume_head_controls()
+        self._check_alive()
+        assert self._own is not None
+        return self._own.ready(round)  # type: ignore[arg-type]
+
+    async def finish_drain(
+        self,
+        resolution: SourceDrainResolution,
+        deadline: float,
+        handoff_cursors: Mapping[str, int] | SourceCheckpoint | None = None,
+    ) -> None:
+        """Resolve the active round: Commit adopts the target ownership, Abort rewinds to the cut.
+
+        Commit (only once :meth:`poll_drain_ready` was True): the revoked partitions are released
+        and the pinned version becomes the target; partitions gained under the target are
+        assigned at ``handoff_cursors`` (``"topic:partition" -> next offset``, or a
+        :class:`SourceCheckpoint`: the cursors of the durable manifest that holds the cut; every
+        partition may be passed, only the gained ones are used; never the broker's group offsets).
+        Without ``handoff_cursors`` the gained partitions stay pending until
+        :meth:`acquire_partitions`. Handoff cursors that lack a gained partition raise
+        :class:`DrainError` (nothing changes); ones that contradict this node's cut fail the
+        generation. :meth:`checkpoint_ready` turns True once the registry publishes the target.
+
+        Abort: each paused partition is rewound to its cut (or, before the boundary was consumed,
+        to the pause position, which becomes the cut) and resumed; ownership does not change.
+
+        Repeating a resolution already applied is a no-op; the other outcome, an unknown or a
+        stale round raise :class:`DrainError`. A Commit before the drain is ready, a resolution
+        whose ``deadline`` (absolute :func:`time.monotonic`) passes before the consumer change is
+        done, or any failure of it, fail the generation (:class:`FatalError`): a timed-out
+        resolution can never act later.
+        """
+        own = self._require_vnode()
+        self._check_alive()
+        if not self._started or self._closed or self._reader is None:
+            raise FatalError("finish_drain on a source that is not running")
+        self._set_own(own.expire(time.monotonic()))
+        self._check_alive()
+        if resolution.outcome is SourceDrainOutcome.ABORT:
+            await self._await_pause(resolution.round, deadline)
+        handoff: dict[TP, int] | None = None
+        if handoff_cursors is not None:
+            handoff = (
+                handoff_cursors.partitions()
+                if isinstance(handoff_cursors, SourceCheckpoint)
+                else SourceCheckpoint(dict(handoff_cursors)).partitions()
+            )
+        assert self._own is not None
+        try:
+            plan = self._own.plan_finish(resolution, time.monotonic(), deadline, handoff)  # type: ignore[arg-type]
+        except FatalError as exc:
+            self._fail(str(exc))
+            raise
+        if plan is None:
+            return
+        op = self._submit_op(plan, release=plan.release, acquire=plan.acquire, resume=plan.resume)
+        try:
+            marker = await asyncio.wait_for(asyncio.wrap_future(op.future), max(0.0, deadline - time.monotonic()))
+        except BaseException as exc:
+            op.cancelled.set()
+            self._fail(f"{resolution.outcome.value} of drain {resolution.round} did not complete: {exc!r}")
+            raise FatalError(
+                f"{resolution.outcome.value} of drain {resolution.round} did not complete in time; "
+                "this source generation is retired", cause=exc,
+            ) from exc
+        self._apply_op(marker)
+        if plan.outcome is SourceDrainOutcome.COMMIT:
+            self.metrics.drains_committed += 1
+        else:
+            self.metrics.drains_aborted += 1
+        logger.info("drain %s resolved: %s", resolution.round, resolution.outcome.value)
+
+    # -- ownership internals ------------------------------------------------------------------------
+
+    def _require_vnode(self) -> Ownership:
+        if self._binding is None:
+            raise ConfigurationError("this source has no vnode assignment (set_vnode_assignment)")
+        if self._own is None:
+            raise FatalError("the vnode-assigned source is not started")
+        return self._own
+
+    def _binding_registry(self) -> VnodeRegistry:
+        assert self._binding is not None
+        return self._binding.registry
+
+    def _check_alive(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _fail(self, reason: str) -> None:
+        if self._own is not None:
+            self._own = self._own.fail(reason)
+        if self._failure is None:
+            self._failure = FatalError(f"source generation failed: {reason}")
+
+    def _set_own(self, own: Ownership) -> None:
+        self._own = own
+        if own.failure is not None and self._failure is None:
+            self._failure = FatalError(f"source generation failed: {own.failure}")
+
+    def _submit_op(
+        self,
+        plan: Reconcile | FinishPlan,
+        *,
+        release: frozenset[TP],
+        acquire: Mapping[TP, int | None],
+        resume: Mapping[TP, int] | None = None,
+    ) -> _Op:
+        assert self._reader is not None and self._op is None
+        op_id = next(self._op_ids)
+        cancelled = threading.Event()
+        future = self._reader.change_assignment(
+            op_id, release=release, acquire=acquire, resume=resume, cancelled=cancelled
+        )
+        op = _Op(op_id, plan, future, cancelled)
+        self._op = op
+        return op
+
+    def _apply_op(self, marker: AssignmentApplied) -> None:
+        """Adopt what the reader thread did for the pending op (idempotent per op)."""
+        op = self._op
+        if op is None or op.op_id != marker.op_id:
+            return
+        self._op = None
+        assert self._own is not None
+        cursor = {tp: o for tp, o in self._cursor.items() if tp not in marker.released}
+        cursor.update(marker.acquired)
+        self._cursor = cursor
+        self._dropping = self._dropping | marker.released | frozenset(marker.acquired)
+        if isinstance(op.plan, Reconcile):
+            self._set_own(self._own.reconciled(op.plan, marker.acquired))
+            if marker.acquired and self._offer is not None and self._offer[0] == op.plan.version:
+                self._offer = None
+        else:
+            self._set_own(self._own.finished(op.plan, marker.acquired))
+
+    def _observe_pause(self) -> None:
+        pause = self._pause
+        if pause is None or not pause[1].done():
+            return
+        self._pause = None
+        assert self._own is not None
+        round, future = pause
+        try:
+            marker = future.result()
+        except Exception as exc:  # noqa: BLE001 - the pause failed on the reader thread
+            self._fail(f"pausing for drain {round} failed: {exc!r}")
+            return
+        drain = self._own.drain
+        if drain is not None and drain.round == round and drain.active:
+            self._set_own(self._own.boundary_paused(round, marker.positions))  # type: ignore[arg-type]
+
+    async def _await_pause(self, round: DrainRoundId, deadline: float) -> None:
+        pause = self._pause
+        if pause is not None and pause[0] == round and not pause[1].done():
+            try:
+                await asyncio.wait_for(
+                    asyncio.shield(asyncio.wrap_future(pause[1])), max(0.0, deadline - time.monotonic())
+                )
+            except asyncio.TimeoutError:
+                pass  # plan_finish reports the missing pause position
+            except Exception:  # noqa: BLE001 - observed (and failed) below
+                pass
+        self._observe_pause()
+        self._check_alive()
+
+    def _consume_head_controls(self) -> None:
+        """Consume ownership markers at the FIFO head (nothing is pending before them)."""
+        fifo = self._fifo
+        if fifo is None:
+            return
+        while True:
+            head = fifo.head()
+            if not isinstance(head, (DrainBoundary, AssignmentApplied)):
+                return
+            self._consume_control(head)
+            fifo.release_head(head)
+            if self._failure is not None:
+                return
+
+    def _consume_control(self, item: ControlItem) -> None:
+        """Apply a marker whose predecessors in the FIFO have all been emitted."""
+        assert self._own is not None
+        if isinstance(item, DrainBoundary):
+            drain = self._own.drain
+            if drain is not None and drain.round == item.round and drain.active:
+                own = self._own.boundary_paused(item.round, item.positions)  # type: ignore[arg-type]
+                self._set_own(own.boundary_consumed(item.round, self._cursor, time.monotonic()))  # type: ignore[arg-type]
+                if self._own.phase is DrainPhase.READY:
+                    logger.info("drain %s ready: cut %s", item.round, dict(self._own.drain.cut))  # type: ignore[union-attr]
+        elif isinstance(item, AssignmentApplied):
+            self._apply_op(item)
+            self._dropping = self._dropping - item.released - frozenset(item.acquired)
 
     async def notify_epoch_committed(self, epoch: int, checkpoint: SourceCheckpoint) -> None:
         """Commit ``checkpoint``'s offsets to ``group.id`` (advisory, for lag dashboards).

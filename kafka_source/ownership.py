@@ -1,0 +1,440 @@
+"""Vnode-scoped partition ownership and the drain state machine of one source generation (pure).
+
+No I/O and no clock: callers pass ``now`` (a :func:`time.monotonic` value) and the registry
+snapshots they read. :class:`Ownership` is an immutable value; every transition returns a new one
+or raises. The source (:mod:`kafka_source.source`) executes what a transition asks for (pause,
+release, acquire, rewind) on its reader thread and feeds the outcome back.
+
+Vocabulary (``TP`` = ``(topic, partition)``):
+
+- ``version``: the assignment version the source is *pinned* to. Checkpoints carry it, and the
+  source never emits records of a partition it does not own under it.
+- ``owned``: the partitions whose vnode ``self_id`` owns at ``version``.
+- ``live``: the partitions the consumer actually holds (confirmed by the reader thread).
+  ``owned - live`` are partitions waiting for explicit start cursors (an acquisition).
+- Reconciled with a published snapshot ``S`` iff ``version == S.version`` and ``live == owned``
+  (and then ``owned`` equals the owned set computed from ``S``; a mismatch is a conflict).
+
+Drain phases (:class:`DrainPhase`): ``IDLE`` (no round seen) -> ``DRAINING`` (boundary in the FIFO,
+revoked partitions paused) -> ``READY`` (boundary consumed; the cut is fixed) -> ``RESOLVED``
+(commit or abort applied; remembered so a repeated resolution is a no-op). ``FAILED`` is
+terminal: a drain deadline passed before the boundary was consumed, a resolution could not act in
+time, or an invariant broke. A round that revokes nothing is ``READY`` at once with an empty cut.
+
+Self -> other -> self: a partition kept between two looks at versions ``a < b`` really stayed
+only if its vnode's ``changed_at <= a`` in the version-``b`` snapshot; otherwise another node
+may have read it meanwhile, so it is released and acquired again at an explicit cursor (never
+resumed from the stale local one).
+"""
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from coordinator.registry import AssignmentSnapshot, PendingTarget
+from coordinator.rounds import AssignmentDrainId
+from coordinator.routing import partition_vnode
+from kafka_source.connector import SourceDrainOutcome, SourceDrainResolution
+from kafka_source.errors import DrainError, FatalError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DrainPhase",
+    "DrainRound",
+    "FinishPlan",
+    "Ownership",
+    "Reconcile",
+    "TP",
+    "route_partitions",
+]
+
+TP = tuple[str, int]
+
+
+def _frozen(mapping: Mapping[TP, int | None]) -> Mapping[TP, int | None]:
+    return MappingProxyType(dict(sorted(mapping.items())))
+
+
+def route_partitions(
+    source_identity: str, partitions: frozenset[TP] | set[TP] | list[TP], vnode_count: int
+) -> Mapping[TP, int]:
+    """``{tp: vnode}`` for every partition (routing ABI v1 of :mod:`coordinator.routing`)."""
+    return MappingProxyType(
+        {tp: partition_vnode(source_identity, tp[0], tp[1], vnode_count) for tp in sorted(partitions)}
+    )
+
+
+class DrainPhase(enum.Enum):
+    IDLE = "idle"
+    DRAINING = "draining"
+    READY = "ready"
+    RESOLVED = "resolved"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class DrainRound:
+    """One drain round as this source sees it.
+
+    ``revoked``: partitions owned now and not under the target (paused from the boundary on).
+    ``target_owned``: partitions owned under the target. ``boundary``: the reader's position of
+    each revoked partition when it paused (what the cut will be), ``None`` until observed.
+    ``cut``: the next offset of each revoked partition once the boundary was consumed (empty
+    before). ``outcome``: set once ``RESOLVED``.
+    """
+
+    round: AssignmentDrainId
+    deadline: float
+    phase: DrainPhase
+    revoked: frozenset[TP]
+    target_owned: frozenset[TP]
+    boundary: Mapping[TP, int] | None = None
+    cut: Mapping[TP, int] = field(default_factory=dict)
+    outcome: SourceDrainOutcome | None = None
+
+    @property
+    def active(self) -> bool:
+        """True while the round holds the source (``DRAINING`` or ``READY``)."""
+        return self.phase in (DrainPhase.DRAINING, DrainPhase.READY)
+
+
+@dataclass(frozen=True)
+class FinishPlan:
+    """What resolving a round asks of the consumer.
+
+    Commit: unassign ``release``, assign ``acquire`` (``{tp: next offset}``; partitions of the
+    target still missing from it stay pending until explicit cursors arrive). Abort: seek each
+    partition of ``resume`` to its offset and resume it.
+    """
+
+    outcome: SourceDrainOutcome
+    release: frozenset[TP] = frozenset()
+    acquire: Mapping[TP, int | None] = field(default_factory=dict)
+    resume: Mapping[TP, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """A step toward a published snapshot outside any drain: pin ``version`` with ``owned``,
+    unassign ``release`` and assign ``acquire`` (``None`` = the partition's low watermark, the same
+    rule as a Resume checkpoint that lacks a partition). An empty plan only moves the pin."""
+
+    version: int
+    owned: frozenset[TP]
+    release: frozenset[TP] = frozenset()
+    acquire: Mapping[TP, int | None] = field(default_factory=dict)
+
+    @property
+    def needs_consumer(self) -> bool:
+        return bool(self.release or self.acquire)
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """The ownership state of one source generation (see the module docstring).
+
+    ``routes`` maps every partition the source knows to its vnode; ``drain`` is the active or last
+    resolved round; ``failure`` is set once the generation is terminally failed.
+    """
+
+    self_id: int
+    routes: Mapping[TP, int]
+    version: int
+    owned: frozenset[TP]
+    live: frozenset[TP] = frozenset()
+    drain: DrainRound | None = None
+    failure: str | None = None
+
+    # -- construction and queries ------------------------------------------------------------------
+
+    @classmethod
+    def at(cls, self_id: int, routes: Mapping[TP, int], snapshot: AssignmentSnapshot) -> Ownership:
+        """Pinned to ``snapshot`` with nothing live yet (the state before the consumer starts)."""
+        state = cls(self_id, MappingProxyType(dict(routes)), snapshot.version, frozenset())
+        return replace(state, owned=state.owned_at(snapshot.owners))
+
+    def owned_at(self, owners: tuple[int, ...] | list[int]) -> frozenset[TP]:
+        """The known partitions whose vnode ``self_id`` owns in ``owners``."""
+        me = self.self_id
+        return frozenset(tp for tp, vnode in self.routes.items() if owners[vnode] == me)
+
+    @property
+    def phase(self) -> DrainPhase:
+        if self.failure is not None:
+            return DrainPhase.FAILED
+        return DrainPhase.IDLE if self.drain is None else self.drain.phase
+
+    @property
+    def pending(self) -> frozenset[TP]:
+        """Owned partitions the consumer does not hold yet (waiting for explicit cursors)."""
+        return self.owned - self.live
+
+    def require_alive(self) -> None:
+        if self.failure is not None:
+            raise FatalError(f"source generation failed: {self.failure}")
+
+    def is_ready(self, snapshot: AssignmentSnapshot) -> bool:
+        """Reconciled with ``snapshot``: pinned to its version with every owned partition live.
+
+        Raises :class:`FatalError` if failed, or if pinned to ``snapshot.version`` with an owned set
+        that differs from the snapshot's (two owner maps under one version: unsafe to continue).
+        """
+        self.require_alive()
+        if self.version != snapshot.version:
+            return False
+        if self.owned != self.owned_at(snapshot.owners):
+            raise FatalError(
+                f"ownership conflict at version {self.version}: pinned {len(self.owned)} partition(s), "
+                f"the published map gives {len(self.owned_at(snapshot.owners))}"
+            )
+        return self.live == self.owned
+
+    # -- failure -----------------------------------------------------------------------------------
+
+    def fail(self, reason: str) -> Ownership:
+        """Terminal: every later transition raises :class:`FatalError`. Idempotent (first reason kept)."""
+        if self.failure is not None:
+            return self
+        logger.error("kafka source ownership failed: %s", reason)
+        return replace(self, failure=reason)
+
+    def expire(self, now: float) -> Ownership:
+        """Fail if a round is still ``DRAINING`` after its deadline (the boundary came too late)."""
+        drain = self.drain
+        if self.failure is None and drain is not None and drain.phase is DrainPhase.DRAINING and now > drain.deadline:
+            return self.fail(
+                f"drain {drain.round} passed its deadline before the boundary was consumed"
+            )
+        return self
+
+    # -- drain ------------------------------------------------------------------------------------
+
+    def begin_drain(
+        self,
+        round: AssignmentDrainId,
+        deadline: float,
+        now: float,
+        snapshot: AssignmentSnapshot,
+        pending: PendingTarget | None,
+    ) -> tuple[Ownership, bool]:
+        """Start ``round``; returns the new state and whether anything started (False: same round
+        again, a no-op).
+
+        Pre (else :class:`DrainError`, state unchanged): no other round active; ``round`` is newer
+        than the last resolved one; the deadline is in the future; ``round.predecessor_version`` is
+        the published version and the source is reconciled with it; the registry's pending target
+        is ``round``. Post: ``revoked`` = owned now and not under the target; ``DRAINING`` if any
+        partition is revoked, else ``READY`` with an empty cut.
+        """
+        self.require_alive()
+        drain = self.drain
+        if drain is not None and drain.round == round:
+            if drain.active:
+                return self, False
+            raise DrainError(f"drain {round} was already resolved ({drain.outcome.value if drain.outcome else '?'})")
+        if drain is not None and drain.active:
+            raise DrainError(f"drain {drain.round} is active; cannot begin {round}")
+        if drain is not None and round.target_version <= drain.round.target_version:
+            raise DrainError(f"stale drain {round}: round {drain.round} was already resolved")
+        if not round.is_canonical():
+            raise DrainError(f"drain round {round} is not canonical")
+        if now >= deadline:
+            raise DrainError(f"drain {round} deadline has already passed")
+        if round.predecessor_version != snapshot.version:
+            raise DrainError(
+                f"stale or superseded drain {round}: the published version is {snapshot.version}"
+            )
+        if not self.is_ready(snapshot):
+            raise DrainError(
+                f"drain {round}: the source is not reconciled with version {snapshot.version} "
+                f"(pinned {self.version}, {len(self.pending)} partition(s) pending)"
+            )
+        if pending is None or pending.drain_id != round:
+            raise DrainError(
+                f"drain {round} is not the registry's pending round "
+                f"({pending.drain_id if pending is not None else 'none pending'})"
+            )
+        target_owned = self.owned_at(pending.owners)
+        revoked = self.owned - target_owned
+        phase = DrainPhase.DRAINING if revoked else DrainPhase.READY
+        new = DrainRound(round, deadline, phase, revoked, target_owned, None if revoked else {}, {})
+        return replace(self, drain=new), True
+
+    def _active(self, round: AssignmentDrainId) -> DrainRound:
+        drain = self.drain
+        if drain is None or drain.round != round:
+            current = drain.round if drain is not None else None
+            raise DrainError(f"unknown or stale drain {round} (current: {current})")
+        return drain
+
+    def boundary_paused(self, round: AssignmentDrainId, positions: Mapping[TP, int]) -> Ownership:
+        """Record the reader's positions of the revoked partitions at the pause (for an abort
+        that arrives before the boundary is consumed)."""
+        drain = self._active(round)
+        if drain.boundary is not None:
+            return self
+        if set(positions) != set(drain.revoked):
+            return self.fail(f"drain {round}: the reader paused {sorted(positions)}, not {sorted(drain.revoked)}")
+        return replace(self, drain=replace(drain, boundary=MappingProxyType(dict(positions))))
+
+    def boundary_consumed(self, round: AssignmentDrainId, cursor: Mapping[TP, int], now: float) -> Ownership:
+        """Every record fetched before ``round``'s boundary was emitted: fix the cut from ``cursor``.
+
+        A boundary of a round that is not ``DRAINING`` (already aborted, superseded) changes nothing.
+        Fails the generation if the deadline passed, a revoked partition has no cursor, or the cut
+        differs from the reader's pause positions.
+        """
+        state = self.expire(now)
+        state.require_alive()
+        drain = state.drain
+        if drain is None or drain.round != round or drain.phase is not DrainPhase.DRAINING:
+            return state
+        missing = [tp for tp in drain.revoked if tp not in cursor]
+        if missing:
+            return state.fail(f"drain {round}: no cursor for revoked {sorted(missing)}")
+        cut = {tp: cursor[tp] for tp in sorted(drain.revoked)}
+        if drain.boundary is not None and dict(drain.boundary) != cut:
+            return state.fail(f"drain {round}: cut {cut} differs from the pause positions {dict(drain.boundary)}")
+        return replace(state, drain=replace(drain, phase=DrainPhase.READY, cut=MappingProxyType(cut)))
+
+    def check_cut(self, cursor: Mapping[TP, int]) -> Ownership:
+        """Fail the generation if a revoked partition's cursor moved after the cut was fixed."""
+        drain = self.drain
+        if self.failure is not None or drain is None or drain.phase is not DrainPhase.READY:
+            return self
+        for tp, offset in drain.cut.items():
+            if cursor.get(tp) != offset:
+                return self.fail(
+                    f"drain {drain.round}: cursor of revoked {tp[0]}:{tp[1]} moved from the cut "
+                    f"{offset} to {cursor.get(tp)}"
+                )
+        return self
+
+    def ready(self, round: AssignmentDrainId) -> bool:
+        """Whether ``round``'s cut is fixed (``READY``; ``RESOLVED`` also counts). Raises
+        :class:`DrainError` for another round and :class:`FatalError` once failed."""
+        self.require_alive()
+        drain = self._active(round)
+        return drain.phase in (DrainPhase.READY, DrainPhase.RESOLVED)
+
+    def plan_finish(
+        self,
+        resolution: SourceDrainResolution,
+        now: float,
+        deadline: float,
+        handoff: Mapping[TP, int] | None,
+    ) -> FinishPlan | None:
+        """What resolving the active round takes; ``None`` if it was already resolved the same way.
+
+        Raises :class:`DrainError` (state unchanged) for an unknown or stale round, a different
+        outcome than the one already applied, a resolution whose deadline has passed, a Commit
+        before the drain is ready, handoff cursors that lack a gained partition, or handoff cursors
+        that contradict this node's cut (they must come from the durable cut). The caller fails
+        the generation for the last three: a durable decision it cannot honour exactly.
+
+        ``handoff`` (Commit only): ``{tp: next offset}`` from the durable manifest holding the cut;
+        ``None`` leaves gained partitions pending for a later explicit acquisition.
+        """
+        self.require_alive()
+        drain = self._active(resolution.round)
+        outcome = resolution.outcome
+        if drain.phase is DrainPhase.RESOLVED:
+            if drain.outcome is outcome:
+                return None
+            raise DrainError(
+                f"drain {drain.round} was resolved as {drain.outcome.value if drain.outcome else '?'}; "
+                f"cannot {outcome.value} it"
+            )
+        if now > deadline:
+            raise DrainError(f"{outcome.value} of drain {drain.round}: its deadline has passed")
+        if outcome is SourceDrainOutcome.ABORT:
+            positions = drain.cut if drain.phase is DrainPhase.READY else drain.boundary
+            if positions is None:
+                raise DrainError(f"abort of drain {drain.round}: the pause has not been observed yet")
+            return FinishPlan(outcome, resume=MappingProxyType(dict(positions)))
+        if drain.phase is not DrainPhase.READY:
+            raise DrainError(f"commit of drain {drain.round} arrived before the drain was ready")
+        gained = drain.target_owned - self.owned
+        acquire: dict[TP, int | None] = {}
+        if handoff is not None:
+            missing = sorted(gained - set(handoff))
+            if missing:
+                raise DrainError(f"commit of drain {drain.round}: no handoff cursor for {missing}")
+            wrong = {tp: (handoff[tp], o) for tp, o in drain.cut.items() if tp in handoff and handoff[tp] != o}
+            if wrong:
+                raise DrainError(
+                    f"commit of drain {drain.round}: handoff cursors contradict the cut "
+                    f"(handoff, cut) = {wrong}"
+                )
+            acquire = {tp: handoff[tp] for tp in sorted(gained)}
+        return FinishPlan(outcome, release=drain.revoked, acquire=_frozen(acquire))
+
+    def finished(self, plan: FinishPlan, acquired: Mapping[TP, int]) -> Ownership:
+        """Apply a :class:`FinishPlan` the consumer executed (``acquired``: partitions assigned)."""
+        drain = self.drain
+        assert drain is not None and drain.active
+        resolved = replace(drain, phase=DrainPhase.RESOLVED, outcome=plan.outcome)
+        if plan.outcome is SourceDrainOutcome.ABORT:
+            return replace(self, drain=resolved)
+        return replace(
+            self,
+            version=drain.round.target_version,
+            owned=drain.target_owned,
+            live=(self.live - plan.release) | frozenset(acquired),
+            drain=resolved,
+        )
+
+    # -- reconciliation outside drains --------------------------------------------------------------
+
+    def plan_reconcile(
+        self, snapshot: AssignmentSnapshot, offer: tuple[int, Mapping[TP, int]] | None
+    ) -> Reconcile | None:
+        """The next step toward ``snapshot``, or ``None`` when there is nothing to do now.
+
+        Nothing while failed, while a round is active, or while pinned ahead of ``snapshot`` (a
+        committed target not yet published). Otherwise: keep the live partitions still owned that
+        did not change owner in between; release the rest of the live ones; acquire the owned
+        partitions not kept at the cursors of ``offer`` if it was made for ``snapshot.version``
+        (partitions it lacks start at their low watermark). Without a matching offer, gained
+        partitions stay pending.
+        """
+        if self.failure is not None or (self.drain is not None and self.drain.active):
+            return None
+        if snapshot.version < self.version:
+            return None
+        if snapshot.version == self.version:
+            if self.owned != self.owned_at(snapshot.owners):
+                raise FatalError(f"ownership conflict at version {self.version}: two owner maps")
+            new_owned, stale = self.owned, frozenset()
+        else:
+            new_owned = self.owned_at(snapshot.owners)
+            stale = frozenset(
+                tp for tp in self.owned & new_owned if snapshot.changed_at[self.routes[tp]] > self.version
+            )
+        keep = (self.live & new_owned) - stale
+        release = self.live - keep
+        need = new_owned - keep
+        acquire: dict[TP, int | None] = {}
+        if need and offer is not None and offer[0] == snapshot.version:
+            cursors = offer[1]
+            acquire = {tp: cursors.get(tp) for tp in sorted(need)}
+        if snapshot.version == self.version and not release and not acquire:
+            return None
+        return Reconcile(snapshot.version, new_owned, release, _frozen(acquire))
+
+    def reconciled(self, plan: Reconcile, acquired: Mapping[TP, int]) -> Ownership:
+        """Apply a :class:`Reconcile` the consumer executed (``acquired``: partitions assigned)."""
+        return replace(
+            self,
+            version=plan.version,
+            owned=plan.owned,
+            live=(self.live - plan.release) | frozenset(acquired),
+        )
+
+    def started(self, live: frozenset[TP]) -> Ownership:
+        """The consumer was started holding ``live`` (a subset of ``owned``)."""
+        return replace(self, live=frozenset(live))
