@@ -330,11 +330,12 @@ class Ownership:
     ) -> FinishPlan | None:
         """What resolving the active round takes; ``None`` if it was already resolved the same way.
 
-        Raises :class:`DrainError` (state unchanged) for an unknown or stale round, a different
-        outcome than the one already applied, a resolution whose deadline has passed, a Commit
-        before the drain is ready, handoff cursors that lack a gained partition, or handoff cursors
-        that contradict this node's cut (they must come from the durable cut). The caller fails
-        the generation for the last three: a durable decision it cannot honour exactly.
+        Raises :class:`DrainError` (state unchanged; a rejection) for an unknown or stale round, a
+        different outcome than the one already applied, or handoff cursors that lack a gained
+        partition. Raises :class:`FatalError` for a durable decision this generation cannot honour
+        exactly: a resolution whose deadline has passed, a Commit before the drain is ready, or
+        handoff cursors that contradict this node's cut (they must come from the durable cut); the
+        caller then fails the generation.
 
         ``handoff`` (Commit only): ``{tp: next offset}`` from the durable manifest holding the cut;
         ``None`` leaves gained partitions pending for a later explicit acquisition.
@@ -350,14 +351,14 @@ class Ownership:
                 f"cannot {outcome.value} it"
             )
         if now > deadline:
-            raise DrainError(f"{outcome.value} of drain {drain.round}: its deadline has passed")
+            raise FatalError(f"{outcome.value} of drain {drain.round}: its deadline has passed")
         if outcome is SourceDrainOutcome.ABORT:
             positions = drain.cut if drain.phase is DrainPhase.READY else drain.boundary
             if positions is None:
                 raise DrainError(f"abort of drain {drain.round}: the pause has not been observed yet")
             return FinishPlan(outcome, resume=MappingProxyType(dict(positions)))
         if drain.phase is not DrainPhase.READY:
-            raise DrainError(f"commit of drain {drain.round} arrived before the drain was ready")
+            raise FatalError(f"commit of drain {drain.round} arrived before the drain was ready")
         gained = drain.target_owned - self.owned
         acquire: dict[TP, int | None] = {}
         if handoff is not None:
@@ -366,7 +367,7 @@ class Ownership:
                 raise DrainError(f"commit of drain {drain.round}: no handoff cursor for {missing}")
             wrong = {tp: (handoff[tp], o) for tp, o in drain.cut.items() if tp in handoff and handoff[tp] != o}
             if wrong:
-                raise DrainError(
+                raise FatalError(
                     f"commit of drain {drain.round}: handoff cursors contradict the cut "
                     f"(handoff, cut) = {wrong}"
                 )

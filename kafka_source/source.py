@@ -21,12 +21,13 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pa_json
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
+from coordinator.registry import VnodeRegistry
 from kafka_source.arrow_batch import BatchBuilder, metadata_fields
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.config import Format, KafkaSourceConfig
@@ -69,9 +70,6 @@ from kafka_source.reader import (
     RecordChunk,
 )
 from kafka_source.startup import StartupPlan, query_broker_facts, resolve_initial, resolve_resume
-
-if TYPE_CHECKING:
-    from coordinator.registry import VnodeRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -541,6 +539,8 @@ class KafkaSource(SourceConnector):
         """
         if not isinstance(source_identity, str) or not source_identity:
             raise ConfigurationError("source_identity must be a non-empty string")
+        if not isinstance(registry, VnodeRegistry):
+            raise ConfigurationError(f"registry must be a coordinator VnodeRegistry, got {type(registry).__name__}")
         if not isinstance(self_id, int) or isinstance(self_id, bool) or self_id < 1:
             raise ConfigurationError(f"self_id {self_id!r} must be a node id >= 1")
         binding = _VnodeBinding(source_identity, registry, self_id)
@@ -563,7 +563,7 @@ class KafkaSource(SourceConnector):
 
     def checkpoint_ready(self) -> bool:
         """True iff the live consumer assignment equals the partitions owned at the published
-        version and this source is pinned to it (always True once started without vnode mode).
+        version and this source is pinned to it (always True without vnode mode).
 
         False before :meth:`start`, while an ownership change runs on the reader thread, while
         owned partitions wait for explicit cursors, and between a committed drain and the
@@ -571,11 +571,11 @@ class KafkaSource(SourceConnector):
         published map contradicts the pinned one.
         """
         self._check_alive()
-        if not self._started or self._closed:
-            return False
         own = self._own
-        if own is None:
+        if self._binding is None:
             return True
+        if own is None or not self._started or self._closed:
+            return False
         if self._op is not None:
             return False
         try:
