@@ -289,7 +289,8 @@ class Ownership:
         differs from the reader's pause positions.
         """
         state = self.expire(now)
-        state.require_alive()
+        if state.failure is not None:
+            return state
         drain = state.drain
         if drain is None or drain.round != round or drain.phase is not DrainPhase.DRAINING:
             return state
