@@ -352,7 +352,11 @@ class Reader:
                     )
                 offsets[tp] = offset
             if offsets:
-                consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+                assignment = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+                consumer.incremental_assign(assignment)
+                # librdkafka keeps a partition's pause flag across unassign/assign: a partition
+                # paused for an earlier drain of this consumer would otherwise never fetch again.
+                consumer.resume(assignment)
                 for tp, offset in offsets.items():
                     self._assigned[tp] = TopicPartition(*tp)
                     self._positions[tp] = offset

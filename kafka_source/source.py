@@ -79,6 +79,7 @@ TP = tuple[str, int]
 #: Best-effort error rate is enforced once at least this many records were seen.
 ERROR_RATE_MIN_RECORDS = 100
 _KAFKA_CONNECTOR = "kafka"
+_CONSUME_TIMEOUT_S = 0.02
 
 
 @dataclass
@@ -310,6 +311,9 @@ class KafkaSource(SourceConnector):
             ),
             metadata_timeout_s=self._request_timeout_s,
             on_discovered=self._count_discovered,
+            # consume() waits this long unless a chunk fills: it bounds record latency at low rates
+            # and how long a submitted command (pause, assignment change, commit) waits for its turn.
+            consume_timeout_s=_CONSUME_TIMEOUT_S,
         )
         self._tracker.track(self._reader.thread)
         self._reader.start()

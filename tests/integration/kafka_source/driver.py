@@ -330,9 +330,10 @@ class Driver:
             node.registry.clear_round(drain_id)
         finish_by = time.monotonic() + 20.0
         handoff = dict(self.durable)
-        for node in active:
-            source = node.source
-            await node.call(lambda s=source: s.finish_drain(resolution, finish_by, handoff))
+        # every node resolves on its own (they are separate processes in a cluster)
+        await asyncio.gather(
+            *(node.call(lambda s=node.source: s.finish_drain(resolution, finish_by, handoff)) for node in active)
+        )
         self.publish(target if outcome is SourceDrainOutcome.COMMIT else predecessor.owners)
         return RoundReport(drain_id, outcome, moved, cut, drain_s)
 

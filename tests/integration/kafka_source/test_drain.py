@@ -185,3 +185,26 @@ async def test_partitions_that_stay_keep_flowing_during_the_drain(kafka, unique)
 
 async def _sync(fn, *args):  # type: ignore[no-untyped-def]
     return fn(*args)
+
+
+async def test_commit_there_and_back_reacquires_a_partition_paused_earlier(kafka, unique) -> None:
+    """A -> B then B -> A in one generation: a partition A paused for the first drain fetches again."""
+    driver, a, b, topic = await two_nodes(kafka, unique)
+    try:
+        with Producing(kafka.bootstrap, topic, PARTITIONS, rate=3000) as producing:
+            await asyncio.sleep(0.3)
+            there = await driver.round(driver.place([1, 2]), SourceDrainOutcome.COMMIT)
+            await driver.wait_reconciled()
+            await asyncio.sleep(0.3)
+            back = await driver.round(driver.place([1]), SourceDrainOutcome.COMMIT)
+            assert set(back.moved) == set(there.moved)
+            await driver.wait_reconciled()
+            await asyncio.sleep(0.3)
+            ends = await finish(driver, producing, kafka, topic)
+        assert_contiguous([a, b], ends)
+        by_partition = emitted_by_partition([a, b])
+        for t, p in back.moved:
+            cut = back.cut[f"{t}:{p}"]
+            assert [n for o, n, _ in by_partition[p] if o >= cut] == [1] * (ends[p] - cut)
+    finally:
+        await stop_all(driver)

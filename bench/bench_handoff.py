@@ -1,0 +1,192 @@
+"""Benchmark: the KafkaSource drain/commit handoff with the in-process driver (no ZooKeeper).
+
+Two nodes share one topic under continuous production. The driver runs ``--rounds`` commit rounds
+that move vnodes between node 1 alone and nodes {1, 2} (begin_drain -> ready -> durable checkpoint
+holding the cut -> commit -> finish_drain with the cut as handoff cursors -> publication). For every
+moved partition the *handoff pause* is the time from the old owner's last emission of that partition
+to the new owner's first one; for scale, ``baseline_emission_gap_ms`` is the gap between two
+consecutive emissions of one partition by one node when nothing moves. Then a drain is held open for ``--hold`` seconds between ready and the
+(abort) decision, ``--holds`` times, and the emission rate of the partitions that do not move is
+compared with the same-length window just before the drain. Prints one JSON object.
+
+    .venv/bin/python bench/bench_handoff.py [--bootstrap HOST:PORT] [--rounds 12] [--rate 6000]
+
+Without ``--bootstrap`` a local single-broker dev stack is started via ``cluster.devstack``.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from coordinator.rounds import AssignmentDrainId  # noqa: E402
+from kafka_source import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution  # noqa: E402
+from tests.integration.kafka_source.driver import (  # noqa: E402
+    Driver,
+    Node,
+    Producing,
+    assert_contiguous,
+    wait_caught_up,
+)
+from tests.support import create_topic, high_watermarks  # noqa: E402
+
+PARTITIONS = 16
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def held_drain(driver: Driver, node: Node, target: tuple[int, ...], hold_s: float) -> float:
+    """Hold a drain open on ``node`` for ``hold_s`` after ready; return the kept partitions' rate
+    during the drain divided by their rate in the ``hold_s`` window just before it."""
+    kept = {p for _t, p in driver.owned(node.node_id, target)}
+    source = node.source
+    assert source is not None
+    drain_id = AssignmentDrainId.for_round(driver.snapshot, target, driver.leader_token)
+    for n in driver.nodes.values():
+        n.registry.begin_round(drain_id, target)
+    await asyncio.sleep(hold_s)
+    began = time.monotonic()
+
+    async def begin() -> None:
+        source.begin_drain(SourceDrainRequest(drain_id), began + 30)
+
+    async def ready() -> bool:
+        return source.poll_drain_ready(drain_id)
+
+    await node.call(begin)
+    while not await node.call(ready):
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(max(0.0, began + hold_s - time.monotonic()))
+    ended = time.monotonic()
+    await node.call(
+        lambda: source.finish_drain(SourceDrainResolution(drain_id, SourceDrainOutcome.ABORT), time.monotonic() + 10)
+    )
+    for n in driver.nodes.values():
+        n.registry.clear_round(drain_id)
+    driver.publish(driver.snapshot.owners)
+    await driver.wait_reconciled()
+    rows = node.rows()
+    before = sum(1 for p, _o, at in rows if p in kept and began - hold_s <= at < began)
+    during = sum(1 for p, _o, at in rows if p in kept and began <= at < ended)
+    return (during / (ended - began)) / (before / hold_s)
+
+
+async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: float) -> dict[str, object]:
+    topic = f"bench-handoff-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    properties = {
+        "bootstrap.servers": bootstrap,
+        "topic": topic,
+        "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+        "include.metadata": "_topic,_partition,_offset",
+    }
+    driver = Driver(topic, PARTITIONS, vnode_count=64)
+    driver.publish([1] * driver.vnode_count)
+    a, b = Node(1, properties, driver.vnode_count), Node(2, properties, driver.vnode_count)
+    await driver.add_node(a)
+    await driver.add_node(b)
+    await driver.wait_reconciled()
+    pauses: list[float] = []
+    drain_s: list[float] = []
+    ratios: list[float] = []
+    reports = []
+    unmeasured = 0
+    try:
+        with Producing(bootstrap, topic, PARTITIONS, rate) as producing:
+            await asyncio.sleep(2.0)
+            for index in range(rounds):
+                members = [1, 2] if index % 2 == 0 else [1]
+                report = await driver.round(driver.place(members), SourceDrainOutcome.COMMIT)
+                await driver.wait_reconciled()
+                drain_s.append(report.drain_s)
+                reports.append(report)
+                await asyncio.sleep(0.4)
+            for _ in range(holds):
+                ratios.append(await held_drain(driver, a, driver.place([1, 2]) if driver.snapshot.owners == (1,) * driver.vnode_count else driver.place([1]), hold_s))
+            producing.stop()
+            ends = high_watermarks(bootstrap, topic)
+            await wait_caught_up([a, b], ends, timeout=60)
+        assert_contiguous([a, b], ends)  # the figures count only if nothing was lost or duplicated
+        by_node = {1: a.rows(), 2: b.rows()}
+        for report in reports:
+            for (_t, p), (old, new) in report.moved.items():
+                cut = report.cut[f"{topic}:{p}"]
+                last_old = max((at for q, o, at in by_node[old] if q == p and o == cut - 1), default=None)
+                first_new = min((at for q, o, at in by_node[new] if q == p and o == cut), default=None)
+                if last_old is not None and first_new is not None:
+                    pauses.append(first_new - last_old)
+                else:
+                    unmeasured += 1
+    finally:
+        await a.stop()
+        await b.stop()
+    # Baseline: the gap between two consecutive emissions of one partition by one node (no handoff).
+    gaps: list[float] = []
+    for rows in by_node.values():
+        last: dict[int, float] = {}
+        for p, _o, at in rows:
+            if p in last and at > last[p]:
+                gaps.append(at - last[p])
+            last[p] = at
+    return {
+        "partitions": PARTITIONS,
+        "production_records_per_s": rate,
+        "rounds": rounds,
+        "moved_partition_handoffs": len(pauses),
+        "unmeasured_handoffs": unmeasured,
+        "handoff_pause_ms": {
+            "p50": round(statistics.median(pauses) * 1000, 1),
+            "p99": round(percentile(pauses, 0.99) * 1000, 1),
+            "max": round(max(pauses) * 1000, 1),
+        },
+        "baseline_emission_gap_ms": {
+            "p50": round(statistics.median(gaps) * 1000, 1),
+            "p99": round(percentile(gaps, 0.99) * 1000, 1),
+        },
+        "drain_ready_ms": {"p50": round(statistics.median(drain_s) * 1000, 1), "max": round(max(drain_s) * 1000, 1)},
+        "non_moving_throughput_during_drain_fraction": {
+            "hold_s": hold_s,
+            "runs": [round(r, 3) for r in ratios],
+            "median": round(statistics.median(ratios), 3),
+        },
+        "exactly_once_checked": True,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bootstrap")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--rate", type=float, default=6000.0, help="records/s produced over all partitions")
+    parser.add_argument("--holds", type=int, default=3)
+    parser.add_argument("--hold", type=float, default=1.5, help="seconds a measured drain is held open")
+    args = parser.parse_args()
+    stack = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        from cluster import devstack
+
+        stack = devstack.DevStack.create(kafka_brokers=1, zookeeper_servers=0)
+        stack.start()
+        bootstrap = stack.bootstrap
+    try:
+        result = asyncio.run(run(bootstrap, args.rounds, args.rate, args.holds, args.hold))
+        print(json.dumps(result, indent=2))
+    finally:
+        if stack is not None:
+            stack.stop()
+
+
+if __name__ == "__main__":
+    main()
