@@ -12,11 +12,12 @@ Unit tests (tests/unit) never touch these fixtures and never start a server.
 from __future__ import annotations
 
 import itertools
+from abc import ABC, abstractmethod
 import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -26,8 +27,28 @@ _RUN_TOKEN = uuid.uuid4().hex[:8]
 _counter = itertools.count(1)
 
 
+class _Controllable(ABC):
+    """Common part of the handles: the servers may be controllable (local processes) or not."""
+
+    _control_kind = "server"
+
+    @abstractmethod
+    def _controlled(self) -> object | None:
+        """The controllable servers, or None."""
+
+    @property
+    def can_control(self) -> bool:
+        return self._controlled() is not None
+
+    def _require_control(self) -> Any:
+        controlled = self._controlled()
+        if controlled is None:
+            pytest.skip(f"this {self._control_kind} backend (external or container) cannot be restarted by the test")
+        return controlled
+
+
 @dataclass
-class KafkaHandle:
+class KafkaHandle(_Controllable):
     """What a test gets from the `kafka` fixture.
 
     `cluster` is the controllable local cluster, or None for an external / container backend.
@@ -35,14 +56,9 @@ class KafkaHandle:
 
     bootstrap: str
     cluster: devstack.KafkaCluster | None = None
+    _control_kind = "Kafka"
 
-    @property
-    def can_control(self) -> bool:
-        return self.cluster is not None
-
-    def _require_control(self) -> devstack.KafkaCluster:
-        if self.cluster is None:
-            pytest.skip("this Kafka backend (external or container) cannot be restarted by the test")
+    def _controlled(self) -> devstack.KafkaCluster | None:
         return self.cluster
 
     def restart_broker(self, index: int = 0) -> None:
@@ -62,19 +78,14 @@ class KafkaHandle:
 
 
 @dataclass
-class ZooKeeperHandle:
+class ZooKeeperHandle(_Controllable):
     """What a test gets from the `zookeeper` fixture (`ensemble` None when not controllable)."""
 
     hosts: str
     ensemble: devstack.ZooKeeperEnsemble | None = None
+    _control_kind = "ZooKeeper"
 
-    @property
-    def can_control(self) -> bool:
-        return self.ensemble is not None
-
-    def _require_control(self) -> devstack.ZooKeeperEnsemble:
-        if self.ensemble is None:
-            pytest.skip("this ZooKeeper backend (external or container) cannot be restarted by the test")
+    def _controlled(self) -> devstack.ZooKeeperEnsemble | None:
         return self.ensemble
 
     def kill_server(self, index: int = 0) -> None:
