@@ -7,9 +7,33 @@ The names re-exported here come from the pure modules (no I/O), which :mod:`kafk
 - :mod:`coordinator.routing`: ``partition_vnode`` (LaminarDB routing ABI v1) and grouping helpers.
 - :mod:`coordinator.placement`: ``rendezvous``, ``balanced``, ``place``.
 - :mod:`coordinator.rounds`: ``AssignmentDrainId``, ``drain_digest``, ``round_id``.
+- :mod:`coordinator.base`: the ``Coordinator`` interface, ``CoordinatorConfig``, events and values.
+
+The backends are imported from their modules so that importing this package never pulls in kazoo:
+``coordinator.zk.ZooKeeperCoordinator`` and ``coordinator.local.LocalCoordinator``. The pure
+round/epoch state machine they share is :mod:`coordinator.model`.
 """
 from __future__ import annotations
 
+from coordinator.base import (
+    MANIFEST_CHUNK_BYTES,
+    AssignmentChanged,
+    Coordinator,
+    CoordinatorConfig,
+    CoordinatorEvent,
+    CoordinatorMetrics,
+    EpochAck,
+    EpochCommitted,
+    EpochOpened,
+    EventCallback,
+    Manifest,
+    Member,
+    RoundDecided,
+    RoundOutcome,
+    RoundStarted,
+    SessionState,
+    SessionStateChanged,
+)
 from coordinator.errors import (
     ConfigurationError,
     CoordinatorError,
@@ -45,21 +69,38 @@ from coordinator.routing import (
 )
 
 __all__ = [
+    "AssignmentChanged",
     "AssignmentDrainId",
     "AssignmentSnapshot",
     "ConfigurationError",
+    "Coordinator",
+    "CoordinatorConfig",
     "CoordinatorError",
+    "CoordinatorEvent",
+    "CoordinatorMetrics",
     "DEFAULT_STRATEGY",
     "DEFAULT_VNODE_COUNT",
+    "EpochAck",
+    "EpochCommitted",
+    "EpochOpened",
+    "EventCallback",
     "FencedError",
+    "MANIFEST_CHUNK_BYTES",
+    "Manifest",
+    "Member",
     "NodeId",
     "PendingTarget",
     "PlacementError",
     "RegistryError",
+    "RoundDecided",
     "RoundError",
+    "RoundOutcome",
+    "RoundStarted",
     "RoutingError",
     "STRATEGIES",
     "SessionLostError",
+    "SessionState",
+    "SessionStateChanged",
     "TopicPartition",
     "UNASSIGNED",
     "VnodeRegistry",

@@ -32,6 +32,18 @@ The protocol, as the runtime sees it (DESIGN sections 4 and 5):
 5. Session states: `SessionStateChanged(SUSPENDED)` means stop admitting new epochs;
    `LOST` means the node's membership is gone: the runtime retires its source generations and drops
    unstaged output, then calls `rejoin()`, which registers again with a new boot id.
+   `SessionStateChanged(CONNECTED)` follows a SUSPENDED that ended on the same session, and a rejoin.
+
+Event order (watches may coalesce register changes; the backends still deliver a causal order):
+for one observed change, EpochCommitted of epochs bound to older versions, then RoundDecided
+(only for rounds whose RoundStarted this node saw), then AssignmentChanged of the new version, then
+EpochCommitted of epochs at the new version, then RoundStarted, then EpochOpened. So a round's
+RoundDecided always immediately precedes the AssignmentChanged of its target version, and the cut
+epoch's EpochCommitted precedes both. Intermediate versions may be skipped (versions only grow).
+
+Which nodes must answer: `ack_epoch` from every owner at the epoch's version (an owner that dies
+is excused, its partitions keep their last durable cursor); `report_drain_ready` from every
+predecessor owner that loses at least one vnode (nodes that only gain vnodes never drain).
 """
 from __future__ import annotations
 

@@ -141,6 +141,7 @@ class ZooKeeperCoordinator(Coordinator):
         self._tracker = EventTracker()
         self._snapshot = AssignmentSnapshot.initial(config.vnode_count)
         self._manifests: dict[int, Manifest] = {}
+        self._cache: dict[str, bytes] = {}
         self._threads: list[threading.Thread] = []
 
     # ---- paths --------------------------------------------------------------------------------
@@ -294,6 +295,8 @@ class ZooKeeperCoordinator(Coordinator):
     # ---- kazoo callbacks (never block) ------------------------------------------------------
 
     def _on_session_state(self, state: str) -> None:
+        with self._lock:
+            self._cache.clear()  # watches may have been missed while disconnected
         if state == KazooState.SUSPENDED:
             self._suspended = True
             self._metrics.session_state = SessionState.SUSPENDED.value
@@ -430,37 +433,84 @@ class ZooKeeperCoordinator(Coordinator):
                 del self._manifests[old]
         return manifest
 
+    def _invalidate(self, event: WatchedEvent) -> None:
+        """A watched member, ack or load node changed: forget its cached value and wake the leader."""
+        with self._lock:
+            self._cache.pop(event.path, None)
+        self._kick.set()
+
+    def _cached_reads(self, paths: list[str]) -> dict[str, bytes]:
+        """Data of ``paths`` (missing ones omitted), from the watch-invalidated cache or one parallel
+        batch of reads that re-arm the watches."""
+        with self._lock:
+            result = {p: self._cache[p] for p in paths if p in self._cache}
+        pending = {p: self._client.get_async(p, watch=self._invalidate) for p in paths if p not in result}
+        for path, async_result in pending.items():
+            try:
+                data = async_result.get(timeout=self.config.session_timeout)[0]
+            except NoNodeError:
+                continue
+            result[path] = data
+            with self._lock:
+                self._cache[path] = data
+        return result
+
     def _read_view(self) -> tuple[View, int]:
-        control, version = self._read_register(watch=self._kick_watch)
-        members = self._read_members(watch=self._kick_watch)
+        """One consistent-enough look for the leader: the register (its version is what the step's
+        transaction checks), members, vnode load, acks of the open epoch, drain receipts.
+
+        Reads are issued in parallel; member, ack and load data come from a cache that watches
+        invalidate (cleared on any session state change), so a pass costs about three round trips.
+        """
+        register = self._client.get_async(self._path("assignment"), watch=self._kick_watch)
+        names_async = self._client.get_children_async(self._path("members"), watch=self._kick_watch)
+        load_path = self._path("vnode_load")
         try:
-            raw_load, _ = self._client.get(self._path("vnode_load"))
-            load = {int(v): int(n) for v, n in json.loads(raw_load).items()}
+            data, stat = register.get(timeout=self.config.session_timeout)
+            control: ControlState | None = ControlState.from_json(data)
+            version = stat.version
         except NoNodeError:
-            load = {}
+            self._client.exists(self._path("assignment"), watch=self._kick_watch)
+            control, version = None, -1
+        acks_async = ready_async = None
+        if control is not None and control.open_epoch:
+            acks_path = self._path(f"epochs/{epoch_name(control.open_epoch)}/acks")
+            acks_async = self._client.get_children_async(acks_path, watch=self._kick_watch)
+        if control is not None and control.round is not None:
+            ready_path = self._path(f"rounds/{round_id(control.round.drain_id.target_version)}/ready")
+            ready_async = self._client.get_children_async(ready_path, watch=self._kick_watch)
+        names = [n for n in names_async.get(timeout=self.config.session_timeout) if n.isdigit()]
+        paths = [self._path(f"members/{n}") for n in names] + [load_path]
+        ack_paths: list[str] = []
+        if acks_async is not None:
+            ack_paths = [f"{acks_path}/{n}" for n in acks_async.get(timeout=self.config.session_timeout)]
+        data_by_path = self._cached_reads(paths + ack_paths)
+        members = {
+            int(n): Member.from_json(int(n), data_by_path[self._path(f"members/{n}")])
+            for n in names if self._path(f"members/{n}") in data_by_path
+        }
+        load = {int(v): int(c) for v, c in json.loads(data_by_path[load_path]).items()} \
+            if load_path in data_by_path else {}
         acks: list[EpochAck] = []
+        for path in ack_paths:
+            if path in data_by_path:
+                try:
+                    acks.append(EpochAck.from_json(data_by_path[path]))
+                except CoordinatorError:
+                    logger.warning("ignoring malformed ack %s", path)
         ready: set[tuple[int, str]] = set()
+        if ready_async is not None:
+            for name in ready_async.get(timeout=self.config.session_timeout):
+                try:
+                    ready.add(parse_ack_name(name))
+                except CoordinatorError:
+                    continue
         latest = None
-        if control is not None:
-            if control.open_epoch:
-                acks_path = self._path(f"epochs/{epoch_name(control.open_epoch)}/acks")
-                names = self._client.get_children(acks_path, watch=self._kick_watch)
-                pending = [self._client.get_async(f"{acks_path}/{n}") for n in names]
-                for name, p in zip(names, pending):
-                    try:
-                        acks.append(EpochAck.from_json(p.get(timeout=self.config.session_timeout)[0]))
-                    except CoordinatorError:
-                        logger.warning("ignoring malformed ack %s", name)
-                        self._metrics.bump("stale_acks_rejected")
-            if control.round is not None:
-                ready_path = self._path(f"rounds/{round_id(control.round.drain_id.target_version)}/ready")
-                for name in self._client.get_children(ready_path, watch=self._kick_watch):
-                    try:
-                        ready.add(parse_ack_name(name))
-                    except CoordinatorError:
-                        continue
-            if control.last_epoch:
-                latest = self._read_manifest(control.last_epoch)
+        if control is not None and control.last_epoch:
+            latest = self._read_manifest(control.last_epoch)
+        with self._lock:  # acks of closed epochs are never read again
+            for path in [p for p in self._cache if "/epochs/" in p and p not in ack_paths]:
+                del self._cache[path]
         view = View(control, members, _now_ms(), tuple(acks), frozenset(ready), load, latest)
         return view, version
 
@@ -535,6 +585,9 @@ class ZooKeeperCoordinator(Coordinator):
         for path, data in creates:
             txn.create(path, data)
         self._commit(txn, f"{step.kind} v{step.control.version}")
+        if step.manifest is not None:
+            with self._lock:
+                self._manifests[step.manifest.epoch] = step.manifest
         self._account(step)
         if step.kind == "commit_epoch":
             self._collect_garbage(lead, step.control)
