@@ -215,3 +215,31 @@ def test_a_dead_node_is_shed_without_a_drain(zookeeper: ZooKeeperHandle, unique:
         after = nodes[coords.index(leader)].wait_for(
             EpochCommitted, lambda e: e.manifest.assignment_version == shed.snapshot.version)
         assert victim.node_id not in {n for n, _ in after.manifest.acked_by}
+
+
+def test_large_manifests_are_chunked_and_old_ones_collected(
+    zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
+) -> None:
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    cfg = config(hosts, checkpoint_interval=0.05, manifests_to_keep=2)
+    with coordinators(cfg, [1], auto=False) as (coords, nodes):
+        coordinator, node = coords[0], nodes[0]
+        for round_no in range(6):
+            opened = node.wait_for(EpochOpened, lambda e: e.epoch == round_no + 1)
+            # Epochs 1 and 2 each ack ~750 KB of distinct partitions (an ack must fit one 1 MB request);
+            # manifest 2 merges both: ~1.5 MB, written as chunks over several transactions.
+            span = range(20_000 * round_no, 20_000 * (round_no + 1)) if round_no < 2 else range(10)
+            cursors = {"s": {f"topic-with-a-long-name:{p}": 1_000_000 + round_no for p in span}}
+            coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, opened.epoch, opened.assignment_version, cursors))
+            node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch)
+            if round_no < 2:
+                path = f"/laminar/p/checkpoints/{epoch_name(opened.epoch)}"
+                chunks = coordinator.client.get_children(path)
+                assert len(chunks) == (2, 3)[round_no] and sorted(chunks)[0] == "chunk-0000"
+                written = node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch).manifest
+                coordinator._manifests.clear()  # read it back from ZooKeeper, not the cache
+                assert coordinator.manifest(opened.epoch) == written
+                assert len(written.cursors["s"]) == 20_000 * (round_no + 1)
+        kept = sorted(int(n) for n in coordinator.client.get_children("/laminar/p/checkpoints"))
+        assert kept[0] >= 6 - 2 - 1 and kept[-1] == 6  # GC runs every K/2 commits: at most K+1 remain
+        assert len(coordinator.client.get_children("/laminar/p/epochs")) <= 4
