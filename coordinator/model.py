@@ -67,6 +67,7 @@ __all__ = [
     "Step",
     "AckVerdict",
     "classify_ack",
+    "dead_owners",
     "merge_manifest",
     "shed_owners",
     "next_step",

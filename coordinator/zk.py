@@ -677,7 +677,7 @@ class ZooKeeperCoordinator(Coordinator):
                     txn.delete(path)
                 self._commit(txn, "garbage collection")
         except (KazooException, FencedError) as exc:
-            logger.info("garbage collection deferred: %s", exc)
+            logger.info("garbage collection deferred: %r", exc)
 
     # ---- node operations ----------------------------------------------------------------------
 

@@ -32,7 +32,6 @@ from tests.integration.coordinator.helpers import (
     expire_session,
     leader_of,
     make_chroot,
-    wait_until,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from coordinator.base import CoordinatorConfig, EpochAck, Manifest, Member, RoundOutcome
-from coordinator.model import ControlState, Step, View, ack_name, epoch_name, next_step
+from coordinator.model import ControlState, Step, ack_name, epoch_name, next_step
 from coordinator.registry import UNASSIGNED
 from coordinator.rounds import round_id
 from tests.unit.coordinator.cas_store import MemoryStore, Rejected
