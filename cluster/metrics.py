@@ -49,6 +49,10 @@ class NodeMetrics:
         self.epochs_aborted = Counter(
             "laminar_epochs_aborted", "Epochs this node abandoned (fenced ack, lost session)", ["node"], registry=r
         )
+        self.generations_retired = Counter(
+            "laminar_source_generations_retired", "Source generations retired after a fatal source error",
+            ["node"], registry=r,
+        )
         self.rounds = Counter("laminar_rounds", "Rounds resolved", ["node", "outcome"], registry=r)
         self.fenced_writes_rejected = Gauge(
             "laminar_fenced_writes_rejected", "Leader writes rejected by fencing (coordinator counter)",

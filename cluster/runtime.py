@@ -15,13 +15,18 @@ What the runtime guarantees (DESIGN sections 4 to 6):
   staged paths. Nothing written after the barrier belongs to E.
 - ``EpochCommitted``: every output the manifest lists is published (idempotent, any node's), then
   ``notify_epoch_committed`` advances the advisory group offsets to the manifest's cursors.
-- Rounds: ``begin_drain`` with the round's deadline, ``poll_drain_ready`` each turn, then
-  ``report_drain_ready``; the decision is applied with ``finish_drain``. A deadline that passes
-  retires the source generation (the connector's cancellation policy).
-- A source generation is (re)started from the last durable manifest whenever this node acquires
-  partitions other than through its own committed drain, loses partitions without one, or rejoins
-  after a lost session; rows not yet sealed are dropped first (they will be read again), so the
-  published output never holds a row twice.
+- Rounds: ``begin_drain`` with the round's deadline (a refusal, :class:`DrainError`, is retried
+  every turn until the deadline), ``poll_drain_ready`` each turn, then ``report_drain_ready``; the
+  decision is applied with ``finish_drain`` and, on a commit, the handoff cursors of the manifest
+  that holds the cut, so the gaining node takes its partitions without restarting its source.
+- Partitions gained without a drain (a dead node's, a first assignment, a self -> other -> self move)
+  are acquired in place with ``acquire_partitions`` at the cursors of the durable manifest, offered
+  for the exact published version the source waits for (``acquisition_needed``).
+- Cancellation policy: a :class:`FatalError` from the source (a drain deadline passed, a resolution
+  that did not complete, a failed reconciliation) retires that source generation; a new one starts
+  at the last durable manifest's cursors. Rows not yet sealed are dropped first (they will be read
+  again), so the published output never holds a row twice. Partitions lost without a committed
+  drain also restart the generation, for the same reason.
 - SUSPENDED: no new epoch is admitted. LOST (or a fenced ack): the source generation is retired,
   unsealed output dropped, and the node rejoins with a new boot id.
 """
@@ -71,7 +76,7 @@ from kafka_source.connector import (
     SourcePosition,
     SourceStart,
 )
-from kafka_source.errors import ConnectorError
+from kafka_source.errors import ConnectorError, DrainError, ErrorRateExceededError, FatalError
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +95,19 @@ class RuntimeOptions:
     vnode_mode: bool = True
     start_timeout_s: float = 30.0
     leave_timeout_s: float = 120.0
+    #: consecutive source generations that may fail before the node gives up (reset by a commit)
+    max_generation_failures: int = 5
     delivery: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE
+
+
+@dataclass(frozen=True)
+class _Drain:
+    """The round this node takes part in: ``begun`` once ``begin_drain`` accepted it."""
+
+    drain_id: AssignmentDrainId
+    deadline: float
+    started: float
+    begun: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,7 +161,10 @@ class NodeRuntime:
         self._source: SourceConnector | None = None
         self._snapshot: AssignmentSnapshot | None = None
         self._pending_barrier: EpochOpened | None = None
-        self._drain: tuple[AssignmentDrainId, float, float] | None = None  # id, deadline, started
+        self._drain: _Drain | None = None
+        self._offered_version: int | None = None
+        self._manifest_epoch_at_version = 0
+        self._generation_failures = 0
         self._drain_reported: AssignmentDrainId | None = None
         self._drained_commit = False
         self._suspended = False
@@ -154,6 +174,9 @@ class NodeRuntime:
         self._stop_requested = False
         self._finished = False
         self._latest_epoch = 0
+        self._last_acked_epoch = 0
+        self._held_since: float | None = None
+        self._intake_held_since: float | None = None
         self._round_started_at: float | None = None
         self._awaiting_first_row: dict[str, float] = {}
         self.handoffs: list[HandoffRecord] = []
@@ -259,16 +282,26 @@ class NodeRuntime:
         """One turn of the data plane; True if rows moved."""
         source = self._source
         if source is None:
+            if self._needs_generation():
+                await self._restart_from_manifest()
             return False
         try:
             source.drive_control_plane()
+            await self._offer_cursors(source)
             if self._drain is not None:
                 await self._check_drain(source)
             if self._pending_barrier is not None:
                 await self._try_barrier(source)
             if source.try_checkpoint() is None:
+                self._note_held(source)
                 return False  # HoldIntake: not reconciled with the published assignment
+            self._intake_held_since = None
             batch = await source.poll_batch(self.options.max_batch_records)
+        except ErrorRateExceededError as exc:
+            raise RuntimeFailure(f"source failed: {exc}", cause=exc) from exc
+        except FatalError as exc:
+            await self._generation_failed(exc)
+            return False
         except ConnectorError as exc:
             raise RuntimeFailure(f"source failed: {exc}", cause=exc) from exc
         if batch is None:
@@ -280,6 +313,87 @@ class NodeRuntime:
         if self._awaiting_first_row:
             self._note_first_rows(records)
         return True
+
+    def _note_held(self, source: SourceConnector) -> None:
+        """Warn (every 10 s) while intake stays held: reconciliation is stuck somewhere."""
+        now = time.monotonic()
+        if self._intake_held_since is None:
+            self._intake_held_since = now
+        elif now - self._intake_held_since > 10.0:
+            self._intake_held_since = now
+            waiting = source.acquisition_needed() if self.options.vnode_mode else None  # type: ignore[attr-defined]
+            logger.warning(
+                "intake held for 10 s: version %s, drain %s, waiting for cursors %s",
+                self._snapshot.version if self._snapshot else None, self._drain, waiting,
+            )
+
+    def _needs_generation(self) -> bool:
+        """Whether a source generation should start now: this node owns partitions but runs no
+        source, and every epoch it acked is committed (a generation started from an older
+        manifest would read the acked rows again while the epoch can still commit them)."""
+        if self._lost or self._stop_requested or self._snapshot is None:
+            return False
+        if not (self._owned is None or bool(self._owned)):
+            return False
+        if self._last_acked_epoch > self._latest_epoch:
+            now = time.monotonic()
+            if self._held_since is None:
+                self._held_since = now
+            elif now - self._held_since > 10.0:
+                logger.warning(
+                    "waiting for acked epoch %d to commit before starting a source generation",
+                    self._last_acked_epoch,
+                )
+                self._held_since = now
+            return False
+        self._held_since = None
+        return True
+
+    async def _generation_failed(self, exc: ConnectorError) -> None:
+        """Retire a failed source generation; the next turn starts one from the manifest."""
+        self._generation_failures += 1
+        if self._generation_failures > self.options.max_generation_failures:
+            raise RuntimeFailure(
+                f"source failed {self._generation_failures} times in a row: {exc}", cause=exc
+            ) from exc
+        logger.warning("source generation failed (%s); restarting from the last manifest", exc)
+        self.metrics.generations_retired.labels(self.metrics.node).inc()
+        await self._retire_source()
+
+    async def _offer_cursors(self, source: SourceConnector) -> None:
+        """Offer the durable manifest's cursors for partitions the source waits for (acquired
+        without a drain) at the version it waits at; once per version."""
+        if not self.options.vnode_mode:
+            return
+        needed = source.acquisition_needed()  # type: ignore[attr-defined]
+        if needed is None:
+            return
+        version, partitions = needed
+        if self._offered_version == version:
+            return
+        snapshot = self._snapshot
+        manifest_epoch = 0
+        if snapshot is not None and snapshot.version == version and self._manifest_epoch_at_version:
+            manifest_epoch = self._manifest_epoch_at_version
+        manifest = await self._manifest_or_latest(manifest_epoch)
+        if self._source is not source:
+            return
+        cursors = dict(manifest.cursors.get(self.options.source_identity, {})) if manifest is not None else {}
+        source.acquire_partitions(cursors, version)  # type: ignore[attr-defined]
+        self._offered_version = version
+        logger.info(
+            "version %d: acquiring %d partition(s) at the cursors of %s",
+            version, len(partitions), f"manifest {manifest.epoch}" if manifest is not None else "no manifest",
+        )
+
+    async def _manifest_or_latest(self, epoch: int) -> Manifest | None:
+        """Manifest ``epoch`` (``0``: the latest), or the latest when it was garbage-collected."""
+        if epoch > 0:
+            try:
+                return await self._blocking(self.coordinator.manifest, epoch)
+            except CoordinatorError as exc:
+                logger.info("manifest %d unavailable (%s); using the latest", epoch, exc)
+        return await self._blocking(self.coordinator.latest_manifest)
 
     def _note_first_rows(self, records: Any) -> None:
         now = time.monotonic()
@@ -329,6 +443,7 @@ class NodeRuntime:
     async def _lose_membership(self, reason: str) -> None:
         logger.warning("%s: retiring the source generation and rejoining", reason)
         self._lost = True
+        self._last_acked_epoch = 0  # the old boot's acks are dropped unless already committed
         self.metrics.epochs_aborted.labels(self.metrics.node).inc()
         await self._retire_source()
         self._pending_barrier = None
@@ -348,7 +463,12 @@ class NodeRuntime:
 
     async def _retire_source(self) -> None:
         source, self._source = self._source, None
-        self._awaiting_first_row.clear()
+        if source is not None:
+            self._awaiting_first_row.clear()  # rows of the next generation start the clock again
+        self._offered_version = None
+        drain = self._drain
+        if drain is not None and drain.begun and self._drain_reported != drain.drain_id:
+            self._drain = _Drain(drain.drain_id, drain.deadline, drain.started)  # the next generation begins it
         if source is not None:
             try:
                 await source.close()
@@ -366,11 +486,13 @@ class NodeRuntime:
         return snapshot is not None and bool(snapshot.vnodes_of(self.options.node_id))
 
     def _mirror(self, snapshot: AssignmentSnapshot) -> None:
+        """Publish ``snapshot`` into the registry the sources read, with the coordinator's own
+        ``changed_at`` (this node may not see every version)."""
         if not self._registry_ready or self._registry.vnode_count != snapshot.vnode_count:
             self._registry = VnodeRegistry(snapshot.vnode_count)
             self._registry_ready = True
         if snapshot.version > self._registry.snapshot().version:
-            self._registry.publish(snapshot.version, snapshot.owners)
+            self._registry.publish_snapshot(snapshot)
 
     async def _on_assignment(self, event: AssignmentChanged, *, force_restart: bool = False) -> None:
         snapshot = event.snapshot
@@ -378,12 +500,14 @@ class NodeRuntime:
             return
         previous = self._owned if self._source is not None else frozenset()
         self._snapshot = snapshot
+        self._manifest_epoch_at_version = event.manifest_epoch
         self.metrics.assignment_version.labels(self.metrics.node).set(snapshot.version)
         if self.options.vnode_mode:
             self._mirror(snapshot)
         owned = self._owned_at(snapshot)
         self._owned = owned
         drained_commit, self._drained_commit = self._drained_commit, False
+        round_started, self._round_started_at = self._round_started_at, None
         if owned is not None and not owned:
             if self._source is not None:
                 logger.info("version %d: this node owns no partition; closing its source", snapshot.version)
@@ -397,24 +521,33 @@ class NodeRuntime:
         self.metrics.owned_partitions.labels(self.metrics.node).set(count)
         if owned is None:  # embedded: one node reads everything
             if self._source is None or force_restart:
-                await self._restart_from_manifest(event.manifest_epoch, set())
+                await self._retire_source()  # _step starts the next generation
             return
         gained = owned - (previous or frozenset())
         lost = (previous or frozenset()) - owned
-        if self._source is None or force_restart or gained or (lost and not drained_commit):
+        if self._source is None or force_restart or (lost and not drained_commit):
             logger.info(
                 "version %d: %d partition(s) owned, %d acquired, %d released; starting a source generation",
                 snapshot.version, len(owned), len(gained), len(lost),
             )
-            await self._restart_from_manifest(event.manifest_epoch, gained)
+            await self._retire_source()  # _step starts the next generation from the latest manifest
+        elif gained:
+            # acquired in place: at the handoff cursors of a committed drain, or offered from the
+            # manifest by _offer_cursors when the source waits for explicit cursors
+            logger.info(
+                "version %d: %d partition(s) owned, %d acquired in place, %d released",
+                snapshot.version, len(owned), len(gained), len(lost),
+            )
+            await self._offer_cursors(self._source)
+        if round_started is not None:  # a live handoff: the pause lasts until the first row here
+            for tp in gained:
+                self._awaiting_first_row.setdefault(format_key(*tp), round_started)
 
-    async def _restart_from_manifest(self, manifest_epoch: int, gained: Iterable[TP]) -> None:
-        """Retire the current generation and start a new one at the durable manifest's cursors."""
+    async def _restart_from_manifest(self) -> None:
+        """Retire the current generation and start a new one at the latest durable manifest's
+        cursors (the truth for recovery: a later manifest carries every partition's cursor)."""
         await self._retire_source()
-        if manifest_epoch > 0:
-            manifest: Manifest | None = await self._blocking(self.coordinator.manifest, manifest_epoch)
-        else:
-            manifest = await self._blocking(self.coordinator.latest_manifest)
+        manifest = await self._blocking(self.coordinator.latest_manifest)
         if manifest is not None and manifest.epoch > self._latest_epoch:
             await self._publish_manifest(manifest)
         source = self._source_factory()
@@ -433,9 +566,7 @@ class NodeRuntime:
         except ConnectorError as exc:
             raise RuntimeFailure(f"source start failed: {exc}", cause=exc) from exc
         self._source = source
-        if self._round_started_at is not None:
-            for tp in gained:
-                self._awaiting_first_row[format_key(*tp)] = self._round_started_at
+        self._offered_version = None
         logger.info(
             "source generation started from %s",
             f"manifest {manifest.epoch}" if manifest is not None else "the initial position",
@@ -445,8 +576,8 @@ class NodeRuntime:
         if self._suspended:
             logger.info("epoch %d not admitted: session suspended", event.epoch)
             return
-        if self._source is None:
-            return  # owns nothing: nothing to ack
+        if self._owned is not None and not self._owned:
+            return  # owns nothing: nothing to ack (a retired generation's successor acks it once started)
         if self._snapshot is not None and event.assignment_version != self._snapshot.version:
             logger.warning(
                 "epoch %d is at version %d but this node has seen version %d; skipping",
@@ -483,6 +614,7 @@ class NodeRuntime:
             self.metrics.epochs_aborted.labels(self.metrics.node).inc()
             return
         self.epochs_acked += 1
+        self._last_acked_epoch = max(self._last_acked_epoch, event.epoch)
         self.metrics.checkpoint_seconds.labels(self.metrics.node).observe(time.monotonic() - started)
 
     async def _publish_manifest(self, manifest: Manifest) -> None:
@@ -493,6 +625,7 @@ class NodeRuntime:
         await self._publish_manifest(manifest)
         self._durable = dict(manifest.cursors.get(self.options.source_identity, {}))
         self.epochs_committed += 1
+        self._generation_failures = 0
         self.metrics.epochs_committed.labels(self.metrics.node).inc()
         self._export_coordinator_metrics()
         source = self._source
@@ -522,27 +655,49 @@ class NodeRuntime:
             await self._report_ready(event.drain_id)  # nothing to drain here
             return
         deadline = time.monotonic() + max(0.0, event.deadline_unix_ms / 1000.0 - time.time())
+        self._drain = _Drain(event.drain_id, deadline, time.monotonic())
+        await self._begin_drain(self._source)
+
+    async def _begin_drain(self, source: SourceConnector) -> bool:
+        """``begin_drain`` for the current round; False while the source refuses it (retried next
+        turn). A fatal refusal retires the generation (its successor drains from the manifest)."""
+        drain = self._drain
+        assert drain is not None
+        if drain.begun:
+            return True
         try:
-            self._source.begin_drain(SourceDrainRequest(event.drain_id), deadline)
-        except ConnectorError as exc:
-            raise RuntimeFailure(f"begin_drain failed: {exc}", cause=exc) from exc
-        self._drain = (event.drain_id, deadline, time.monotonic())
+            source.begin_drain(SourceDrainRequest(drain.drain_id), drain.deadline)
+        except DrainError as exc:
+            logger.info("drain %s refused for now: %s", drain.drain_id, exc)
+            return False
+        except FatalError as exc:
+            await self._generation_failed(exc)
+            return False
+        self._drain = _Drain(drain.drain_id, drain.deadline, drain.started, begun=True)
+        return True
 
     async def _check_drain(self, source: SourceConnector) -> None:
-        assert self._drain is not None
-        drain_id, deadline, started = self._drain
-        if self._drain_reported == drain_id:
+        drain = self._drain
+        assert drain is not None
+        if self._drain_reported == drain.drain_id:
             return
-        if source.poll_drain_ready(drain_id):
-            self.metrics.drain_seconds.labels(self.metrics.node).observe(time.monotonic() - started)
-            await self._report_ready(drain_id)
-        elif time.monotonic() > deadline:
-            logger.warning("drain %s passed its deadline; retiring the source generation", drain_id)
+        if not drain.begun:
+            if time.monotonic() > drain.deadline:
+                logger.warning("drain %s could not begin before its deadline", drain.drain_id)
+                self._drain = None
+                return
+            if not await self._begin_drain(source):
+                return
+        # FatalError (the deadline passed first) propagates: the generation is retired by _step
+        try:
+            ready = source.poll_drain_ready(drain.drain_id)
+        except DrainError as exc:
+            logger.warning("drain %s is not this source's round any more: %s", drain.drain_id, exc)
             self._drain = None
-            await self._retire_source()
-            snapshot = self._snapshot
-            if snapshot is not None:
-                await self._on_assignment(AssignmentChanged(snapshot, 0), force_restart=True)
+            return
+        if ready:
+            self.metrics.drain_seconds.labels(self.metrics.node).observe(time.monotonic() - drain.started)
+            await self._report_ready(drain.drain_id)
 
     async def _report_ready(self, drain_id: AssignmentDrainId) -> None:
         try:
@@ -559,15 +714,33 @@ class NodeRuntime:
             self._registry.clear_round(event.drain_id)
         if event.outcome is RoundOutcome.ABORT:
             self._round_started_at = None
-        if drain is None or drain[0] != event.drain_id or self._source is None:
+        source = self._source
+        if drain is None or drain.drain_id != event.drain_id or not drain.begun or source is None:
             return
         outcome = SourceDrainOutcome.COMMIT if event.outcome is RoundOutcome.COMMIT else SourceDrainOutcome.ABORT
+        resolution = SourceDrainResolution(event.drain_id, outcome)
+        handoff: dict[str, int] | None = None
+        if outcome is SourceDrainOutcome.COMMIT:
+            manifest = await self._manifest_or_latest(event.manifest_epoch)
+            if manifest is not None:
+                handoff = dict(manifest.cursors.get(self.options.source_identity, {}))
         deadline = time.monotonic() + 30.0
         try:
-            await self._source.finish_drain(SourceDrainResolution(event.drain_id, outcome), deadline)
+            try:
+                await source.finish_drain(resolution, deadline, handoff)  # type: ignore[call-arg]
+            except DrainError as exc:
+                if handoff is None:
+                    raise
+                # the manifest lacks a gained partition: commit without handoff cursors; the
+                # source then waits for them and _offer_cursors supplies the latest manifest's
+                logger.warning("handoff cursors refused (%s); committing without them", exc)
+                await source.finish_drain(resolution, deadline)
+        except FatalError as exc:
+            await self._generation_failed(exc)
+            return
         except ConnectorError as exc:
             logger.warning("finish_drain(%s) failed: %s; restarting from the manifest", outcome.value, exc)
-            await self._retire_source()
+            await self._generation_failed(exc)
             return
         self._drained_commit = outcome is SourceDrainOutcome.COMMIT
 

@@ -215,6 +215,31 @@ class VnodeRegistry:
             self._state = _State(snapshot, None)
         return snapshot
 
+    def publish_snapshot(self, snapshot: AssignmentSnapshot) -> AssignmentSnapshot:
+        """Adopt ``snapshot`` as published, keeping its ``changed_at`` (a mirror of another registry).
+
+        Use it where versions may be skipped: :meth:`publish` recomputes ``changed_at`` from this
+        registry's own history, so a self -> other -> self move inside a skipped version would be
+        invisible; the origin's ``changed_at`` keeps it visible.
+        Pre: ``snapshot.version`` > the published version and ``snapshot.vnode_count`` equals this
+        registry's (:class:`RegistryError` otherwise, and nothing changes).
+        Post: as :meth:`publish` (visible to every later reader; any pending round is cleared).
+        """
+        if not isinstance(snapshot, AssignmentSnapshot):
+            raise RegistryError(f"expected an AssignmentSnapshot, got {type(snapshot).__name__}")
+        with self._lock:
+            current = self._state
+            if snapshot.vnode_count != current.snapshot.vnode_count:
+                raise RegistryError(
+                    f"snapshot has {snapshot.vnode_count} vnodes, expected {current.snapshot.vnode_count}"
+                )
+            if snapshot.version <= current.snapshot.version:
+                raise RegistryError(
+                    f"version {snapshot.version} must be greater than the published {current.snapshot.version}"
+                )
+            self._state = _State(snapshot, None)
+        return snapshot
+
     def begin_round(self, drain_id: AssignmentDrainId, target_owners: Sequence[int]) -> PendingTarget:
         """Record the target of a round and return it.
 

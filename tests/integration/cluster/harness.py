@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 from cluster.demo import ContinuousProducer, NodeProcess, create_topic, wait_caught_up
 from cluster.status import PipelineStatus, collect_status
 from cluster.verify import VerifyReport
+from tests.conftest import KafkaHandle, ZooKeeperHandle
 
 PARTITIONS = 8
 
@@ -91,3 +94,24 @@ def make_pipeline(bootstrap: str, zk: str | None, name: str, base: Path) -> Pipe
 def assert_exact(report: VerifyReport, pipeline: Pipeline) -> None:
     assert report.ok and report.missing == 0 and report.duplicated == 0, f"{report.table()}\n{pipeline.tail_logs()}"
     assert sum(p.expected for p in report.partitions) > 0
+
+
+@pytest.fixture
+def pipeline(kafka: KafkaHandle, zookeeper: ZooKeeperHandle, unique: Callable[[str], str],
+             tmp_path: Path) -> Iterator[Pipeline]:
+    """A ZooKeeper-mode pipeline on a fresh 8-partition topic; every node is stopped afterwards."""
+    p = make_pipeline(kafka.bootstrap, zookeeper.hosts, unique("e2e"), tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop_all()
+
+
+@pytest.fixture
+def embedded(kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path) -> Iterator[Pipeline]:
+    """An embedded (no ZooKeeper) pipeline on a fresh 8-partition topic."""
+    p = make_pipeline(kafka.bootstrap, None, unique("embedded"), tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop_all()

@@ -131,6 +131,36 @@ def test_self_other_self_is_detectable_between_two_looks() -> None:
     assert second.changed_at[1] <= first.version  # held throughout
 
 
+def test_a_mirror_that_skips_versions_keeps_the_origin_changed_at() -> None:
+    origin = VnodeRegistry(2)
+    first = origin.publish(1, [1, 1])
+    origin.publish(2, [2, 1])  # never seen by the mirror
+    third = origin.publish(3, [1, 1])
+    mirror = VnodeRegistry(2)
+    mirror.publish_snapshot(first)
+    adopted = mirror.publish_snapshot(third)
+    assert mirror.snapshot() is adopted is third
+    assert adopted.changed_at[0] == 3 > first.version  # the self -> other -> self move stays visible
+    recomputed = VnodeRegistry(2)
+    recomputed.publish(1, [1, 1])
+    assert recomputed.publish(3, [1, 1]).changed_at[0] == 1  # what publish() would have hidden
+
+
+def test_publish_snapshot_preconditions_and_round_clearing() -> None:
+    reg = VnodeRegistry(2)
+    snap = reg.publish(2, [1, 1])
+    for bad in (snap, AssignmentSnapshot.initial(2).next(1, [1, 2]), AssignmentSnapshot.initial(3).next(5, [1, 1, 1])):
+        with pytest.raises(RegistryError):
+            reg.publish_snapshot(bad)
+    with pytest.raises(RegistryError):
+        reg.publish_snapshot("not a snapshot")  # type: ignore[arg-type]
+    assert reg.snapshot() is snap
+    reg.begin_round(AssignmentDrainId.for_round(snap, (1, 2), leader_token=1), [1, 2])
+    later = snap.next(3, [1, 2])
+    assert reg.publish_snapshot(later) is later
+    assert reg.pending() is None
+
+
 @given(st.lists(st.lists(st.integers(0, 3), min_size=4, max_size=4), min_size=1, max_size=20))
 def test_changed_at_property(maps: list[list[int]]) -> None:
     reg = VnodeRegistry(4)
