@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None,
                          help=f"{_RUN_HELP[name]} [env {env_name(name)}]")
     run.add_argument("--log-file", help="also write logs to this file")
+    run.add_argument("--connect-timeout", type=float, default=10.0,
+                     help="seconds to wait for Kafka and ZooKeeper at start (default 10)")
     run.set_defaults(handler=cmd_run)
 
     status = commands.add_parser("status", help="show a pipeline: members, leader, assignment, cursors", description=(
@@ -145,7 +147,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     kazoo_logger = logging.getLogger("kazoo")
     if not args.debug:
         kazoo_logger.setLevel(logging.CRITICAL)  # an unreachable ZooKeeper is reported in one line
-    preflight(settings)
+    if args.connect_timeout <= 0:
+        raise UsageError(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
+    preflight(settings, args.connect_timeout)
     kazoo_logger.setLevel(logging.DEBUG if args.debug else logging.WARNING)
     return asyncio.run(run_node(settings))
 

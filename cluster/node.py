@@ -47,7 +47,7 @@ def topic_partitions(bootstrap: str, topics: tuple[str, ...], timeout: float = 1
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise UsageError(f"cannot reach Kafka at {bootstrap} within {timeout:.0f}s", cause=exc) from exc
+        raise UsageError(f"cannot reach Kafka at {bootstrap} within {timeout:g}s", cause=exc) from exc
     result: list[TP] = []
     for topic in topics:
         info = metadata.topics.get(topic)
@@ -66,7 +66,7 @@ def check_zookeeper(hosts: str, timeout: float = 10.0) -> None:
     try:
         client.start(timeout=timeout)
     except (KazooTimeoutError, ValueError) as exc:
-        raise UsageError(f"cannot reach ZooKeeper at {hosts} within {timeout:.0f}s", cause=exc) from exc
+        raise UsageError(f"cannot reach ZooKeeper at {hosts} within {timeout:g}s", cause=exc) from exc
     finally:
         try:
             client.stop()

@@ -56,6 +56,7 @@ def test_unreachable_broker_is_exit_2_and_writes_nothing(tmp_path: Path, capsys:
     output = tmp_path / "out"
     code, _, err = run_cli(
         capsys, "run", "--bootstrap", f"127.0.0.1:{closed_port()}", "--topic", "t", "--output", str(output),
+        "--connect-timeout", "0.5",
     )
     assert code == 2 and "cannot reach Kafka" in err and err.count("\n") == 1
     assert not output.exists()
@@ -65,7 +66,7 @@ def test_verify_unreachable_broker_and_missing_output(tmp_path: Path, capsys: py
     code, _, err = run_cli(capsys, "verify", "--output", str(tmp_path / "nope"), "--bootstrap", "127.0.0.1:1", "--topic", "t")
     assert code == 2 and "is not a directory" in err
     code, _, err = run_cli(capsys, "verify", "--output", str(tmp_path), "--bootstrap",
-                           f"127.0.0.1:{closed_port()}", "--topic", "t", "--timeout", "3")
+                           f"127.0.0.1:{closed_port()}", "--topic", "t", "--timeout", "0.5")
     assert code == 2 and "cannot reach Kafka" in err
 
 
