@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from cluster.errors import UsageError
+from cluster.errors import ClusterError, UsageError
 from coordinator.base import Manifest, Member
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import partitions_by_vnode
@@ -152,9 +152,12 @@ def high_watermarks(bootstrap: str, topics: Sequence[str], timeout: float = 10.0
             if info is None or info.error is not None or not info.partitions:
                 raise UsageError(f"topic {topic!r} does not exist on {bootstrap}")
             for partition in sorted(info.partitions):
-                result[(topic, partition)] = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=timeout
-                )[1]
+                try:
+                    result[(topic, partition)] = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=timeout
+                    )[1]
+                except KafkaException as exc:  # e.g. a partition leader not elected yet
+                    raise ClusterError(f"high watermark of {topic}:{partition} unavailable: {exc}") from exc
         return result
     finally:
         consumer.close()
