@@ -177,8 +177,7 @@ def main() -> None:
     if bootstrap is None:
         from cluster import devstack
 
-        stack = devstack.DevStack.create(kafka_brokers=1, zookeeper_servers=0)
-        stack.start()
+        stack = devstack.DevStack.launch(kafka_brokers=1, zookeeper_servers=0)
         bootstrap = stack.bootstrap
     try:
         result = asyncio.run(run(bootstrap, args.rounds, args.rate, args.holds, args.hold))

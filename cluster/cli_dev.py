@@ -68,8 +68,9 @@ def dev_up(args: argparse.Namespace) -> int:
             return 0
         stopped = devstack.tear_down_recorded(recorded, state_file)
         print(f"cleaned a stale state file from a crashed dev up (stopped: {', '.join(stopped) or 'nothing'})")
-    stack = devstack.DevStack.create(kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers)
-    stack.start(timeout=args.timeout)
+    stack = devstack.DevStack.launch(
+        kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout
+    )
     devstack.write_state(state_file, stack)
     _print_stack(stack.to_state(), args.json)
     return 0

@@ -427,6 +427,8 @@ def new_kafka_cluster(lib_dir: Path, base_dir: Path, broker_count: int = 1) -> K
             "log.retention.check.interval.ms": 1000,
             "log.segment.delete.delay.ms": 500,
             "log.initial.task.delay.ms": 1000,
+            "broker.heartbeat.interval.ms": 500,
+            "broker.session.timeout.ms": 3000,
         })
         format_command = [
             require_tool("java", _JAVA_HINT), "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool",
@@ -591,6 +593,34 @@ class DevStack:
         zookeeper = new_zookeeper(lib_dir, base, zookeeper_servers) if zookeeper_servers else None
         return cls(base_dir=base, kafka=kafka, zookeeper=zookeeper)
 
+    @classmethod
+    def launch(
+        cls,
+        *,
+        kafka_brokers: int = 1,
+        zookeeper_servers: int = 1,
+        base_dir: Path | None = None,
+        cache_dir: Path | None = None,
+        timeout: float = DEFAULT_START_TIMEOUT_S,
+        attempts: int = 3,
+    ) -> DevStack:
+        """Create and start a stack; when a port was taken between choosing and binding it, try
+        again on fresh ports (up to `attempts` times). Returns a healthy, started stack."""
+        for attempt in range(1, attempts + 1):
+            stack = cls.create(
+                kafka_brokers=kafka_brokers, zookeeper_servers=zookeeper_servers,
+                base_dir=base_dir / f"attempt-{attempt}" if base_dir else None, cache_dir=cache_dir,
+            )
+            try:
+                stack.start(timeout)
+                return stack
+            except ServerStartError as exc:
+                stack.stop(clean=base_dir is None)
+                if attempt == attempts or not _port_taken(str(exc)):
+                    raise
+                logger.warning("a port was taken while starting the dev stack; retrying on fresh ports")
+        raise AssertionError("unreachable")
+
     @property
     def bootstrap(self) -> str:
         return self.kafka.bootstrap if self.kafka else ""
@@ -731,11 +761,14 @@ def tear_down_recorded(stack: RecordedStack, state_file: Path) -> list[str]:
     return stopped
 
 
+def _port_taken(message: str) -> bool:
+    return "Address already in use" in message or "BindException" in message
+
+
 @contextlib.contextmanager
 def running_stack(**kwargs: object) -> Iterator[DevStack]:
     """Context manager: a started DevStack that is stopped and removed on exit."""
-    stack = DevStack.create(**kwargs)  # type: ignore[arg-type]
-    stack.start()
+    stack = DevStack.launch(**kwargs)  # type: ignore[arg-type]
     try:
         yield stack
     finally:

@@ -118,9 +118,7 @@ def _docker_or_skip() -> None:
 
 
 def _local_stack(tmp_path_factory: pytest.TempPathFactory, name: str, **kwargs: int) -> devstack.DevStack:
-    stack = devstack.DevStack.create(base_dir=Path(tmp_path_factory.mktemp(name)), **kwargs)
-    stack.start()
-    return stack
+    return devstack.DevStack.launch(base_dir=Path(tmp_path_factory.mktemp(name)), **kwargs)
 
 
 @pytest.fixture(scope="session")
@@ -151,6 +149,19 @@ def kafka_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafk
     if os.environ.get("KAFKA_BOOTSTRAP") or _backend() == "docker":
         pytest.skip("broker restarts need the local process backend")
     stack = _local_stack(tmp_path_factory, "kafka-restartable", kafka_brokers=1, zookeeper_servers=0)
+    try:
+        assert stack.kafka is not None
+        yield KafkaHandle(bootstrap=stack.bootstrap, cluster=stack.kafka)
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
+    """A dedicated three-broker KRaft cluster (replication 3, min.insync.replicas 2) for one module."""
+    if os.environ.get("KAFKA_BOOTSTRAP") or _backend() == "docker":
+        pytest.skip("a three-broker cluster with broker faults needs the local process backend")
+    stack = _local_stack(tmp_path_factory, "kafka-cluster3", kafka_brokers=3, zookeeper_servers=0)
     try:
         assert stack.kafka is not None
         yield KafkaHandle(bootstrap=stack.bootstrap, cluster=stack.kafka)
