@@ -170,7 +170,7 @@ def _read_zookeeper(hosts: str, pipeline: str, timeout: float) -> tuple[
     from kazoo.exceptions import NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from coordinator.model import ControlState
+    from coordinator.model import ControlState, epoch_name
 
     base = f"/laminar/{pipeline}"
     client = KazooClient(hosts=hosts, timeout=timeout, read_only=True)
@@ -202,7 +202,7 @@ def _read_zookeeper(hosts: str, pipeline: str, timeout: float) -> tuple[
             if control.round is not None:
                 round_info = control.round.to_dict()
             if control.last_epoch:
-                manifest = _read_manifest(client, f"{base}/checkpoints/{control.last_epoch}")
+                manifest = _read_manifest(client, f"{base}/checkpoints/{epoch_name(control.last_epoch)}")
         return members, leader, snapshot, manifest, round_info
     finally:
         client.stop()
