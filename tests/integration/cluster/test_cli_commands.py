@@ -34,7 +34,7 @@ def test_bad_input_exit_2_one_line_nothing_written(case: str, kafka: KafkaHandle
     topic = unique("cli")
     create_topic(kafka.bootstrap, topic, 1)
     output = tmp_path / "out"
-    argv = ["run", "--bootstrap", kafka.bootstrap, "--topic", topic, "--output", str(output)]
+    argv = ["run", "--bootstrap", kafka.bootstrap, "--topic", topic, "--output", str(output), "--connect-timeout", "2"]
     if case == "missing-topic":
         argv[4] = unique("absent")
     elif case == "unreachable-zk":

@@ -34,5 +34,9 @@ def test_join_under_load(pipeline: Pipeline) -> None:
     pipeline.launch(4)
     pipeline.wait_spread(4)
     assert_exact(pipeline.finish(), pipeline)
+    status = pipeline.status()  # caught up: every durable (manifest) cursor is at the high watermark
+    assert [(p.durable_cursor, p.high_watermark) for p in status.partitions] == [
+        (p.high_watermark, p.high_watermark) for p in status.partitions
+    ]
     handoffs = sum(node.log_text().count("handoff partition=") for node in pipeline.nodes.values())
     assert handoffs > 0  # partitions moved live, with a measured pause
