@@ -68,6 +68,13 @@ class NodeMetrics:
         self.assignment_version = Gauge(
             "laminar_assignment_version", "Published assignment version seen", ["node"], registry=r
         )
+        # every per-node family is exported from the start (0 until something happens)
+        for family in (
+            self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
+            self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
+            self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
+        ):
+            family.labels(self.node)
 
     def set_session_state(self, state: str) -> None:
         for name in ("CONNECTED", "SUSPENDED", "LOST"):

@@ -32,9 +32,9 @@ class Pipeline:
     def output(self) -> str:
         return str(self.base / "output")
 
-    def launch(self, node_id: int) -> NodeProcess:
+    def launch(self, node_id: int, *more: str) -> NodeProcess:
         node = NodeProcess.launch(node_id, bootstrap=self.bootstrap, topic=self.topic, output=self.output, zk=self.zk,
-                                  pipeline=self.pipeline, log_dir=self.base / "logs", extra=self.extra)
+                                  pipeline=self.pipeline, log_dir=self.base / "logs", extra=(*self.extra, *more))
         self.nodes[node_id] = node
         return node
 

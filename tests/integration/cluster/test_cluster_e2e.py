@@ -5,6 +5,9 @@ The crash scenarios (SIGKILL) live in tests/faults/cluster.
 """
 from __future__ import annotations
 
+import socket
+import urllib.request
+
 import pytest
 
 from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline  # noqa: F401 - fixtures
@@ -12,9 +15,32 @@ from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
 
+#: the metric families DESIGN section 7 lists (Prometheus names, counters without _total)
+DESIGN_METRICS = (
+    "laminar_records_in", "laminar_bytes_in", "laminar_batches", "laminar_lag_records",
+    "laminar_durable_lag_records", "laminar_handoff_pause_seconds", "laminar_drain_seconds",
+    "laminar_checkpoint_seconds", "laminar_epochs_committed", "laminar_epochs_aborted",
+    "laminar_fenced_writes_rejected", "laminar_session_state",
+)
+
+
+def scrape(port: int) -> str:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return ""
+
+
+def sampled(body: str, family: str) -> bool:
+    """Whether ``family`` has at least one sample with a node label."""
+    return any(line.startswith(family) and '{node="' in line for line in body.splitlines())
+
+
 def test_planned_leave(pipeline: Pipeline) -> None:
+    port = free_port()
     pipeline.produce()
-    for node_id in (1, 2, 3):
+    pipeline.launch(1, "--metrics-port", str(port))
+    for node_id in (2, 3):
         pipeline.launch(node_id)
     pipeline.wait_spread(3)
     pipeline.nodes[3].terminate()
@@ -22,6 +48,17 @@ def test_planned_leave(pipeline: Pipeline) -> None:
     pipeline.wait_spread(2)
     assert_exact(pipeline.finish(), pipeline)
     assert "planned leave complete" in pipeline.nodes[3].log_text()
+    # node 1 took part in rounds and acquired partitions: every DESIGN section 7 family has samples
+    pipeline.wait_until(lambda: all(sampled(scrape(port), f) for f in DESIGN_METRICS), 20, "every metric exported")
+    body = scrape(port)
+    assert 'laminar_session_state{node="1",state="CONNECTED"} 1.0' in body
+    assert 'laminar_handoff_pause_seconds{node="1",partition="' in body
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_join_under_load(pipeline: Pipeline) -> None:
