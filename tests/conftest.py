@@ -11,6 +11,7 @@ Unit tests (tests/unit) never touch these fixtures and never start a server.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from abc import ABC, abstractmethod
 import os
@@ -117,8 +118,37 @@ def _docker_or_skip() -> None:
         pytest.skip(f"LAMINAR_TEST_BACKEND=docker but no Docker engine answers: {exc}")
 
 
-def _local_stack(tmp_path_factory: pytest.TempPathFactory, name: str, **kwargs: int) -> devstack.DevStack:
-    return devstack.DevStack.launch(base_dir=Path(tmp_path_factory.mktemp(name)), **kwargs)
+@contextlib.contextmanager
+def _local_stack(
+    tmp_path_factory: pytest.TempPathFactory, name: str, **servers: int
+) -> Iterator[devstack.DevStack]:
+    """A started local stack in a pytest temporary directory, stopped on exit."""
+    stack = devstack.DevStack.launch(base_dir=Path(tmp_path_factory.mktemp(name)), **servers)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@contextlib.contextmanager
+def _dedicated_stack(
+    tmp_path_factory: pytest.TempPathFactory, name: str, external_env: str, reason: str, **servers: int
+) -> Iterator[devstack.DevStack]:
+    """A local stack a test module may kill and restart; skipped on external or container backends."""
+    if os.environ.get(external_env) or _backend() == "docker":
+        pytest.skip(reason)
+    with _local_stack(tmp_path_factory, name, **servers) as stack:
+        yield stack
+
+
+def _kafka_handle(stack: devstack.DevStack) -> KafkaHandle:
+    assert stack.kafka is not None
+    return KafkaHandle(bootstrap=stack.bootstrap, cluster=stack.kafka)
+
+
+def _zookeeper_handle(stack: devstack.DevStack) -> ZooKeeperHandle:
+    assert stack.zookeeper is not None
+    return ZooKeeperHandle(hosts=stack.zk_hosts, ensemble=stack.zookeeper)
 
 
 @pytest.fixture(scope="session")
@@ -135,38 +165,29 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
         with KafkaContainer().with_kraft() as container:
             yield KafkaHandle(bootstrap=container.get_bootstrap_server())
         return
-    stack = _local_stack(tmp_path_factory, "kafka", kafka_brokers=1, zookeeper_servers=0)
-    try:
-        assert stack.kafka is not None
-        yield KafkaHandle(bootstrap=stack.bootstrap, cluster=stack.kafka)
-    finally:
-        stack.stop()
+    with _local_stack(tmp_path_factory, "kafka", kafka_brokers=1, zookeeper_servers=0) as stack:
+        yield _kafka_handle(stack)
 
 
 @pytest.fixture(scope="module")
 def kafka_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
     """A dedicated single local broker for one test module; tests may kill and restart it."""
-    if os.environ.get("KAFKA_BOOTSTRAP") or _backend() == "docker":
-        pytest.skip("broker restarts need the local process backend")
-    stack = _local_stack(tmp_path_factory, "kafka-restartable", kafka_brokers=1, zookeeper_servers=0)
-    try:
-        assert stack.kafka is not None
-        yield KafkaHandle(bootstrap=stack.bootstrap, cluster=stack.kafka)
-    finally:
-        stack.stop()
+    with _dedicated_stack(
+        tmp_path_factory, "kafka-restartable", "KAFKA_BOOTSTRAP", "broker restarts need the local process backend",
+        kafka_brokers=1, zookeeper_servers=0,
+    ) as stack:
+        yield _kafka_handle(stack)
 
 
 @pytest.fixture(scope="module")
 def kafka_cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
     """A dedicated three-broker KRaft cluster (replication 3, min.insync.replicas 2) for one module."""
-    if os.environ.get("KAFKA_BOOTSTRAP") or _backend() == "docker":
-        pytest.skip("a three-broker cluster with broker faults needs the local process backend")
-    stack = _local_stack(tmp_path_factory, "kafka-cluster3", kafka_brokers=3, zookeeper_servers=0)
-    try:
-        assert stack.kafka is not None
-        yield KafkaHandle(bootstrap=stack.bootstrap, cluster=stack.kafka)
-    finally:
-        stack.stop()
+    with _dedicated_stack(
+        tmp_path_factory, "kafka-cluster3", "KAFKA_BOOTSTRAP",
+        "a three-broker cluster with broker faults needs the local process backend",
+        kafka_brokers=3, zookeeper_servers=0,
+    ) as stack:
+        yield _kafka_handle(stack)
 
 
 @pytest.fixture(scope="session")
@@ -186,38 +207,29 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHan
             port = container.get_exposed_port(2181)
             yield ZooKeeperHandle(hosts=f"{container.get_container_host_ip()}:{port}")
         return
-    stack = _local_stack(tmp_path_factory, "zookeeper", kafka_brokers=0, zookeeper_servers=1)
-    try:
-        assert stack.zookeeper is not None
-        yield ZooKeeperHandle(hosts=stack.zk_hosts, ensemble=stack.zookeeper)
-    finally:
-        stack.stop()
+    with _local_stack(tmp_path_factory, "zookeeper", kafka_brokers=0, zookeeper_servers=1) as stack:
+        yield _zookeeper_handle(stack)
 
 
 @pytest.fixture(scope="module")
 def zookeeper_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
     """A dedicated standalone ZooKeeper for one test module; tests may kill and restart it."""
-    if os.environ.get("ZK_HOSTS") or _backend() == "docker":
-        pytest.skip("ZooKeeper restarts need the local process backend")
-    stack = _local_stack(tmp_path_factory, "zookeeper-restartable", kafka_brokers=0, zookeeper_servers=1)
-    try:
-        assert stack.zookeeper is not None
-        yield ZooKeeperHandle(hosts=stack.zk_hosts, ensemble=stack.zookeeper)
-    finally:
-        stack.stop()
+    with _dedicated_stack(
+        tmp_path_factory, "zookeeper-restartable", "ZK_HOSTS", "ZooKeeper restarts need the local process backend",
+        kafka_brokers=0, zookeeper_servers=1,
+    ) as stack:
+        yield _zookeeper_handle(stack)
 
 
 @pytest.fixture(scope="module")
 def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
     """A dedicated three-server ZooKeeper ensemble for one test module."""
-    if os.environ.get("ZK_HOSTS") or _backend() == "docker":
-        pytest.skip("an ensemble with server faults needs the local process backend")
-    stack = _local_stack(tmp_path_factory, "zookeeper-ensemble", kafka_brokers=0, zookeeper_servers=3)
-    try:
-        assert stack.zookeeper is not None
-        yield ZooKeeperHandle(hosts=stack.zk_hosts, ensemble=stack.zookeeper)
-    finally:
-        stack.stop()
+    with _dedicated_stack(
+        tmp_path_factory, "zookeeper-ensemble", "ZK_HOSTS",
+        "an ensemble with server faults needs the local process backend",
+        kafka_brokers=0, zookeeper_servers=3,
+    ) as stack:
+        yield _zookeeper_handle(stack)
 
 
 @pytest.fixture
