@@ -8,7 +8,9 @@ record fetched before the change: data and control travel in one FIFO and cannot
 
 FIFO items are :class:`RecordChunk` (the messages of one ``consume`` call plus the consumer
 positions after it) or a :class:`ControlItem`. Only chunks count against the byte cap; control
-items are never refused.
+items are never refused. Commands run while the FIFO is at its cap; client callbacks (an advisory
+commit's result) are delivered only inside ``consume``, so while one is awaited
+(``callbacks_pending``) a full FIFO still gets one-record ``consume`` calls, put past the cap.
 
 Ownership changes (vnode mode) use two markers: :class:`DrainBoundary` (put by
 :meth:`Reader.pause_for_drain` right after pausing the revoked partitions; from then on the reader
@@ -122,7 +124,8 @@ class ByteBoundedFifo:
     """A FIFO of :data:`FifoItem` bounded by the payload bytes of its chunks.
 
     ``put_chunk`` blocks while the queued bytes are at or over ``max_bytes`` (but always admits a
-    chunk into an empty FIFO, so one oversized chunk cannot deadlock). ``put_control`` never blocks.
+    chunk into an empty FIFO, so one oversized chunk cannot deadlock; ``over_cap`` admits it at
+    once, for the reader's bounded one-record takes). ``put_control`` never blocks.
     The consumer side (:meth:`head`, :meth:`release_head`) never blocks. ``on_ready`` is called
     (outside the lock) after every put, to wake the asyncio side.
     """
@@ -141,10 +144,13 @@ class ByteBoundedFifo:
     def __len__(self) -> int:
         return len(self._items)
 
-    def put_chunk(self, chunk: RecordChunk, stop: threading.Event, timeout: float = 0.1) -> bool:
-        """Append ``chunk`` once the byte cap allows; False if ``stop`` was set meanwhile."""
+    def put_chunk(
+        self, chunk: RecordChunk, stop: threading.Event, timeout: float = 0.1, *, over_cap: bool = False
+    ) -> bool:
+        """Append ``chunk`` once the byte cap allows (at once with ``over_cap``); False if ``stop``
+        was set meanwhile."""
         with self._cond:
-            while self._items and self._bytes >= self.max_bytes:
+            while not over_cap and self._items and self._bytes >= self.max_bytes:
                 if stop.is_set():
                     return False
                 self._cond.wait(timeout)
@@ -245,6 +251,7 @@ class Reader:
         partition_filter: Callable[[str, int], bool] | None = None,
         on_discovered: Callable[[int], None] | None = None,
         consume_timeout_s: float = 0.1,
+        callbacks_pending: Callable[[], bool] | None = None,
     ) -> None:
         self.consumer = consumer
         self.fifo = fifo
@@ -255,6 +262,7 @@ class Reader:
         self.partition_filter = partition_filter or (lambda _t, _p: True)
         self.on_discovered = on_discovered
         self.consume_timeout_s = consume_timeout_s
+        self.callbacks_pending = callbacks_pending or (lambda: False)
         self._assigned: dict[TP, TopicPartition] = {tp: TopicPartition(*tp) for tp in assigned}
         self._positions: dict[TP, int] = dict(assigned)
         self._commands: collections.deque[_Command] = collections.deque()
@@ -378,9 +386,12 @@ class Reader:
                 if self.discovery_interval_s > 0 and time.monotonic() >= self._next_discovery:
                     self._discover()
                     self._next_discovery = time.monotonic() + self.discovery_interval_s
-                if self._failed or not self.fifo.wait_for_space(self._stop, self.consume_timeout_s):
-                    if self._failed:
-                        self._stop.wait(self.consume_timeout_s)
+                if self._failed:
+                    self._stop.wait(self.consume_timeout_s)
+                    continue
+                if not self.fifo.wait_for_space(self._stop, self.consume_timeout_s):
+                    if self.callbacks_pending() and not self._stop.is_set():
+                        self._serve_callbacks()
                     continue
                 messages = self.consumer.consume(
                     num_messages=self.chunk_records, timeout=self.consume_timeout_s
@@ -407,7 +418,17 @@ class Reader:
             except Exception as exc:  # noqa: BLE001 - delivered to the submitter
                 command.future.set_exception(exc)
 
-    def _handle(self, messages: list[Message]) -> None:
+    def _serve_callbacks(self) -> None:
+        """Let the client deliver an awaited callback (an advisory commit's result) while the FIFO
+        is at its cap: librdkafka serves callbacks only inside ``consume``, and the asyncio side
+        may be waiting for the result without polling (intake held during a reconciliation).
+
+        Takes at most one message, put past the cap in order, so each wait interval of a full
+        FIFO exceeds the cap by at most one record.
+        """
+        self._handle(self.consumer.consume(num_messages=1, timeout=0), over_cap=True)
+
+    def _handle(self, messages: list[Message], *, over_cap: bool = False) -> None:
         good = messages
         if any(map(Message.error, messages)):
             good = [m for m in messages if m.error() is None]
@@ -421,7 +442,7 @@ class Reader:
         if not good and not positions:
             return
         nbytes = sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
-        self.fifo.put_chunk(RecordChunk(good, positions, nbytes), self._stop)
+        self.fifo.put_chunk(RecordChunk(good, positions, nbytes), self._stop, over_cap=over_cap)
 
     def _moved_positions(self) -> dict[TP, int]:
         if not self._assigned:

@@ -314,6 +314,7 @@ class KafkaSource(SourceConnector):
             # consume() waits this long unless a chunk fills: it bounds record latency at low rates
             # and how long a submitted command (pause, assignment change, commit) waits for its turn.
             consume_timeout_s=_CONSUME_TIMEOUT_S,
+            callbacks_pending=self._commit_pending,
         )
         self._tracker.track(self._reader.thread)
         self._reader.start()
@@ -322,6 +323,11 @@ class KafkaSource(SourceConnector):
             ",".join(config.topics), len(offsets), type(position).__name__,
             f", assignment version {self._own.version}" if self._own is not None else "",
         )
+
+    def _commit_pending(self) -> bool:
+        """Whether an advisory commit waits for its result (read by the reader thread)."""
+        pending = self._pending_commit
+        return pending is not None and not pending.done()
 
     def _count_discovered(self, count: int) -> None:
         self.metrics.partitions_discovered += count
@@ -912,8 +918,9 @@ class KafkaSource(SourceConnector):
         (read from the group once, then tracked), so a group offset never moves backwards.
         Empty checkpoint: no-op. Idempotent. The commit is issued asynchronously by the reader
         thread (librdkafka delivers the result to the consuming thread) and awaited up to the
-        request timeout. Failures are logged and counted in ``metrics.commit_failures``; they
-        never raise.
+        request timeout (the reader serves the result even while the FIFO is at its cap, so it
+        never waits for the caller to poll). Failures are logged and counted in
+        ``metrics.commit_failures``; they never raise.
         """
         if checkpoint.is_empty or self._reader is None or self._closed:
             return

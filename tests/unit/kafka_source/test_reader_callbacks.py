@@ -1,0 +1,98 @@
+"""The reader at its byte cap: commands still run, and an awaited client callback is still served
+(one-record ``consume`` calls past the cap) so an advisory commit never waits for the caller to poll."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Message, TopicPartition
+
+from kafka_source.reader import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, Reader, RecordChunk
+
+TOPIC = "t"
+
+
+class FakeConsumer:
+    """An endless partition 0: ``consume`` hands out the next offsets and records each call."""
+
+    def __init__(self) -> None:
+        self.next_offset = 0
+        self.calls: list[int] = []
+        self.lock = threading.Lock()
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        with self.lock:
+            self.calls.append(num_messages)
+            start, self.next_offset = self.next_offset, self.next_offset + num_messages
+        return [Message(topic=TOPIC, partition=0, offset=o, value=b"x" * 100) for o in range(start, start + num_messages)]
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        with self.lock:
+            return [TopicPartition(TOPIC, 0, self.next_offset) for _ in partitions]
+
+    def close(self) -> None:
+        pass
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met"
+        time.sleep(0.002)
+
+
+def started_reader(pending: threading.Event) -> tuple[Reader, FakeConsumer, ByteBoundedFifo]:
+    consumer = FakeConsumer()
+    fifo = ByteBoundedFifo(max_bytes=1_000)
+    reader = Reader(
+        consumer,  # type: ignore[arg-type]
+        fifo,
+        topics=(TOPIC,),
+        assigned={(TOPIC, 0): 0},
+        chunk_records=10,
+        discovery_interval_s=0.0,
+        consume_timeout_s=0.01,
+        callbacks_pending=pending.is_set,
+    )
+    reader.start()
+    wait_until(lambda: fifo.nbytes >= fifo.max_bytes)
+    return reader, consumer, fifo
+
+
+def offsets(fifo: ByteBoundedFifo) -> list[int]:
+    return [m.offset() for item in fifo.peek(10_000) if isinstance(item, RecordChunk) for m in item.messages]
+
+
+def test_full_fifo_stops_consuming_but_runs_commands() -> None:
+    pending = threading.Event()
+    reader, consumer, fifo = started_reader(pending)
+    try:
+        calls = len(consumer.calls)
+        assert reader.submit(lambda _c: "ran").result(timeout=2) == "ran"
+        time.sleep(0.1)
+        assert len(consumer.calls) == calls  # at the cap and no callback awaited: no consume
+    finally:
+        reader.stop()
+        reader.thread.join(2)
+
+
+def test_awaited_callback_is_served_one_record_at_a_time_past_the_cap() -> None:
+    pending = threading.Event()
+    reader, consumer, fifo = started_reader(pending)
+    try:
+        full_bytes, calls = fifo.nbytes, len(consumer.calls)
+        pending.set()
+        wait_until(lambda: len(consumer.calls) >= calls + 3)
+        pending.clear()
+        time.sleep(0.05)  # let a take that was already running finish
+        settled = len(consumer.calls)
+        assert consumer.calls[calls:] == [1] * (settled - calls)
+        over = fifo.nbytes - full_bytes
+        assert over == (settled - calls) * (100 + MESSAGE_OVERHEAD_BYTES)
+        time.sleep(0.1)
+        assert len(consumer.calls) == settled  # no callback awaited any more: back to waiting
+        assert offsets(fifo) == list(range(consumer.next_offset))  # order kept, nothing lost
+    finally:
+        reader.stop()
+        reader.thread.join(2)
