@@ -69,7 +69,7 @@ def dev_up(args: argparse.Namespace) -> int:
         stopped = devstack.tear_down_recorded(recorded, state_file)
         print(f"cleaned a stale state file from a crashed dev up (stopped: {', '.join(stopped) or 'nothing'})")
     stack = devstack.DevStack.launch(
-        kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout
+        kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout, detach=True
     )
     devstack.write_state(state_file, stack)
     _print_stack(stack.to_state(), args.json)

@@ -14,6 +14,7 @@ Fault injection (tests/faults) uses `kill` (SIGKILL), `pause`/`resume` (SIGSTOP/
 """
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import fcntl
@@ -603,6 +604,7 @@ class DevStack:
         cache_dir: Path | None = None,
         timeout: float = DEFAULT_START_TIMEOUT_S,
         attempts: int = 3,
+        detach: bool = False,
     ) -> DevStack:
         """Create and start a stack; when a port was taken between choosing and binding it, try
         again on fresh ports (up to `attempts` times). Returns a healthy, started stack."""
@@ -612,7 +614,7 @@ class DevStack:
                 base_dir=base_dir / f"attempt-{attempt}" if base_dir else None, cache_dir=cache_dir,
             )
             try:
-                stack.start(timeout)
+                stack.start(timeout, detach=detach)
                 return stack
             except ServerStartError as exc:
                 stack.stop(clean=base_dir is None)
@@ -632,12 +634,16 @@ class DevStack:
     def servers(self) -> list[JvmServer]:
         return [*(self.zookeeper.servers if self.zookeeper else []), *(self.kafka.brokers if self.kafka else [])]
 
-    def start(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
+    def start(self, timeout: float = DEFAULT_START_TIMEOUT_S, *, detach: bool = False) -> float:
         """Launch every server, wait until all are healthy; return (and keep) the seconds it took.
 
-        On failure every server started here is stopped before the error propagates.
+        On failure every server started here is stopped before the error propagates. Unless
+        `detach` (the servers must outlive this process, as for `dev up`), they are also stopped
+        when this Python process exits, even if the caller forgets to, so no JVM is left behind.
         """
         started = time.monotonic()
+        if not detach:
+            atexit.register(self.stop)
         try:
             for server in self.servers():
                 server.start()
@@ -651,6 +657,7 @@ class DevStack:
 
     def stop(self, clean: bool = True) -> None:
         """Stop Kafka first (it may still talk to clients), then ZooKeeper; optionally remove base_dir."""
+        atexit.unregister(self.stop)
         for server in reversed(self.servers()):
             server.stop()
         if clean:
