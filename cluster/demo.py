@@ -164,9 +164,14 @@ class ContinuousProducer:
             self._producer.poll(0.01)
 
     def stop(self) -> None:
+        """Stop producing, deliver what is queued, and release the client (no reconnect noise
+        once the servers stop). Idempotent."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(10)
         self._producer.flush(30)
+        del self._producer
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
@@ -241,8 +246,7 @@ def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False
     base = Path(workdir or tempfile.mkdtemp(prefix="laminar-demo-"))
     base.mkdir(parents=True, exist_ok=True)
     progress.step(f"starting Kafka (KRaft) and ZooKeeper under {base} ...")
-    stack = devstack.DevStack.create(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
-    stack.start()
+    stack = devstack.DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
     progress.step(f"dev stack healthy in {stack.startup_seconds:.1f}s: kafka {stack.bootstrap}, zookeeper {stack.zk_hosts}")
     nodes: list[NodeProcess] = []
     producer: ContinuousProducer | None = None

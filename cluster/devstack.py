@@ -455,10 +455,17 @@ def new_kafka_cluster(lib_dir: Path, base_dir: Path, broker_count: int = 1) -> K
 # ZooKeeper
 
 
+# Health probes fail by design while a server starts; their connection warnings are not news.
+_quiet_kazoo_logger = logging.getLogger(f"{__name__}.health_probe")
+_quiet_kazoo_logger.setLevel(logging.CRITICAL)
+
+
 def _zookeeper_session_ok(hosts: str) -> bool:
     from kazoo.client import KazooClient
 
-    client = KazooClient(hosts=hosts, timeout=3.0, connection_retry=None, command_retry=None)
+    client = KazooClient(
+        hosts=hosts, timeout=3.0, connection_retry=None, command_retry=None, logger=_quiet_kazoo_logger
+    )
     try:
         client.start(timeout=2.0)
     except Exception:  # noqa: BLE001 - any failure here just means "not healthy yet"
