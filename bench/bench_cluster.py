@@ -164,8 +164,7 @@ def main() -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="laminar-bench-cluster-"))
-    stack = devstack.DevStack.create(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
-    stack.start()
+    stack = devstack.DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
     try:
         bench = Bench(stack, base, args.session_timeout_ms)
         result = {
