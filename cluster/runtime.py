@@ -27,6 +27,8 @@ What the runtime guarantees (DESIGN sections 4 to 6):
   at the last durable manifest's cursors. Rows not yet sealed are dropped first (they will be read
   again), so the published output never holds a row twice. Partitions lost without a committed
   drain also restart the generation, for the same reason.
+- An ack that fails without being fenced is sent again, unchanged (the leader waits for every live
+  owner's ack); no source generation starts while an acked epoch may still commit.
 - SUSPENDED: no new epoch is admitted. LOST (or a fenced ack): the source generation is retired,
   unsealed output dropped, and the node rejoins with a new boot id.
 """
@@ -83,6 +85,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["HandoffRecord", "NodeRuntime", "RuntimeOptions", "ack_cursors"]
 
 T = TypeVar("T")
+#: seconds between two attempts to send an ack that failed transiently
+_ACK_RETRY_S = 0.5
 TP = tuple[str, int]
 
 
@@ -161,6 +165,8 @@ class NodeRuntime:
         self._source: SourceConnector | None = None
         self._snapshot: AssignmentSnapshot | None = None
         self._pending_barrier: EpochOpened | None = None
+        #: an ack whose send failed transiently: (ack, barrier time, next attempt), see _send_ack
+        self._unsent_ack: tuple[EpochAck, float, float] | None = None
         self._drain: _Drain | None = None
         self._offered_version: int | None = None
         self._manifest_epoch_at_version = 0
@@ -233,18 +239,18 @@ class NodeRuntime:
         self._loop = asyncio.get_running_loop()
         self._events = asyncio.Queue()
         self._wake = asyncio.Event()
-        self._partitions = await self._blocking(self._list_partitions)
-        self.coordinator.subscribe(self._on_event)
-        await self._blocking(self.coordinator.start, self.options.start_timeout_s)
-        self.sink.new_boot(self.coordinator.boot_id)
-        self.metrics.set_session_state(SessionState.CONNECTED.value)
-        if self.options.vnode_mode:
-            await self._publish_vnode_load()
-        await self._recover_sink()
-        if self._watermarks is not None:
-            self._lag_task = asyncio.create_task(self._export_lag())
         leave_sent = False
-        try:
+        try:  # a failed start also stops the coordinator and the executors
+            self._partitions = await self._blocking(self._list_partitions)
+            self.coordinator.subscribe(self._on_event)
+            await self._blocking(self.coordinator.start, self.options.start_timeout_s)
+            self.sink.new_boot(self.coordinator.boot_id)
+            self.metrics.set_session_state(SessionState.CONNECTED.value)
+            if self.options.vnode_mode:
+                await self._publish_vnode_load()
+            await self._recover_sink()
+            if self._watermarks is not None:
+                self._lag_task = asyncio.create_task(self._export_lag())
             while not self._finished:
                 await self._handle_events()
                 if self._stop_requested:
@@ -280,6 +286,9 @@ class NodeRuntime:
 
     async def _step(self) -> bool:
         """One turn of the data plane; True if rows moved."""
+        unsent = self._unsent_ack
+        if unsent is not None and time.monotonic() >= unsent[2]:
+            await self._send_ack(unsent[0], unsent[1])
         source = self._source
         if source is None:
             if self._needs_generation():
@@ -447,8 +456,11 @@ class NodeRuntime:
         self.metrics.epochs_aborted.labels(self.metrics.node).inc()
         await self._retire_source()
         self._pending_barrier = None
+        self._unsent_ack = None
         self._drain = None
         while True:
+            if self._stop_requested:
+                return  # run() stops at its next check; the membership stays lost
             try:
                 await self._blocking(self.coordinator.rejoin)
                 break
@@ -604,17 +616,25 @@ class NodeRuntime:
             cursors={self.options.source_identity: cursors},
             outputs=staged,
         )
+        # from here the ack may be recorded: no generation starts before epoch E commits
+        self._last_acked_epoch = max(self._last_acked_epoch, event.epoch)
+        await self._send_ack(ack, started)
+
+    async def _send_ack(self, ack: EpochAck, started: float) -> None:
+        """Send ``ack``. The leader waits for every live owner's ack, so a transient failure keeps
+        this very ack (its cursors and the files sealed for it) and :meth:`_step` sends it again;
+        a fenced one ends this membership."""
+        self._unsent_ack = None
         try:
             await self._blocking(self.coordinator.ack_epoch, ack)
         except FencedError as exc:
-            await self._lose_membership(f"epoch {event.epoch} ack fenced ({exc})")
+            await self._lose_membership(f"epoch {ack.epoch} ack fenced ({exc})")
             return
         except CoordinatorError as exc:
-            logger.warning("epoch %d ack failed: %s (the epoch will commit without this node)", event.epoch, exc)
-            self.metrics.epochs_aborted.labels(self.metrics.node).inc()
+            logger.warning("epoch %d ack failed: %s; retrying", ack.epoch, exc)
+            self._unsent_ack = (ack, started, time.monotonic() + _ACK_RETRY_S)
             return
         self.epochs_acked += 1
-        self._last_acked_epoch = max(self._last_acked_epoch, event.epoch)
         self.metrics.checkpoint_seconds.labels(self.metrics.node).observe(time.monotonic() - started)
 
     async def _publish_manifest(self, manifest: Manifest) -> None:
@@ -622,6 +642,8 @@ class NodeRuntime:
         self._latest_epoch = max(self._latest_epoch, manifest.epoch)
 
     async def _on_epoch_committed(self, manifest: Manifest) -> None:
+        if self._unsent_ack is not None and self._unsent_ack[0].epoch <= manifest.epoch:
+            self._unsent_ack = None  # recorded after all (only its answer was lost)
         await self._publish_manifest(manifest)
         self._durable = dict(manifest.cursors.get(self.options.source_identity, {}))
         self.epochs_committed += 1
@@ -705,6 +727,8 @@ class NodeRuntime:
             self._drain_reported = drain_id
         except RoundError as exc:
             logger.info("drain %s no longer running: %s", drain_id, exc)
+        except CoordinatorError as exc:  # transient: _check_drain reports again next turn
+            logger.warning("drain %s ready report failed: %s", drain_id, exc)
 
     async def _on_round_decided(self, event: RoundDecided) -> None:
         self.metrics.rounds.labels(self.metrics.node, event.outcome.value).inc()

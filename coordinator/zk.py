@@ -724,6 +724,8 @@ class ZooKeeperCoordinator(Coordinator):
         except NoNodeError as exc:
             self._metrics.stale_ready_rejected += 1
             raise RoundError(f"round {drain_id} no longer exists", cause=exc) from exc
+        except KazooException as exc:
+            raise CoordinatorError(f"ready report of round {drain_id} not confirmed: {exc!r}", cause=exc) from exc
 
     def ack_epoch(self, ack: EpochAck) -> None:
         if ack.node_id != self.node_id or ack.boot_id != self._boot_id or self._lost:
@@ -743,12 +745,18 @@ class ZooKeeperCoordinator(Coordinator):
             raise FencedError(f"epoch {ack.epoch} at version {ack.assignment_version} is not open")
         path = self._path(f"epochs/{epoch_name(ack.epoch)}/acks/{ack_name(self.node_id, self._boot_id)}")
         try:
-            self._client.create(path, ack.to_json())
-        except NodeExistsError:
-            self._client.set(path, ack.to_json())
+            try:
+                self._client.create(path, ack.to_json())
+            except NodeExistsError:
+                self._client.set(path, ack.to_json())
         except NoNodeError as exc:
             self._metrics.stale_acks_rejected += 1
             raise FencedError(f"epoch {ack.epoch} is closed", cause=exc) from exc
+        except SessionExpiredError as exc:
+            self._metrics.stale_acks_rejected += 1
+            raise FencedError(f"ack of epoch {ack.epoch}: session expired", cause=exc) from exc
+        except KazooException as exc:  # connection loss: the ack may or may not be recorded
+            raise CoordinatorError(f"ack of epoch {ack.epoch} not confirmed: {exc!r}", cause=exc) from exc
 
     def latest_manifest(self) -> Manifest | None:
         control = self._read_register()[0]

@@ -263,3 +263,69 @@ async def test_suspended_session_admits_no_epoch_and_lost_rejoins(tmp_path: Path
     assert published_offsets(runtime) == {p: list(range(final[f"t:{p}"])) for p in (0, 1)}
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
+
+
+class FlakyAckCoordinator(FakeCoordinator):
+    """The first `failures` acks fail without being fenced (a connection loss)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.attempts: list[EpochAck] = []
+
+    def ack_epoch(self, ack: EpochAck) -> None:
+        self.attempts.append(ack)
+        if len(self.attempts) <= self.failures:
+            raise CoordinatorError("connection loss")
+        super().ack_epoch(ack)
+
+
+async def test_an_ack_that_fails_transiently_is_sent_again_unchanged(tmp_path: Path) -> None:
+    coordinator = FlakyAckCoordinator(failures=2)
+    runtime = make_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    coordinator.emit(EpochOpened(1, 1))
+    await wait_for(lambda: coordinator.acks)
+    assert len(coordinator.attempts) == 3
+    assert all(a == coordinator.acks[0] for a in coordinator.attempts)  # same cursors, same sealed files
+    assert coordinator.acks[0].outputs and len(FakeSource.generations) == 1
+    coordinator.commit(coordinator.acks[0])
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    cursors = coordinator.acks[0].cursors["src"]
+    assert published_offsets(runtime) == {p: list(range(cursors[f"t:{p}"])) for p in (0, 1)}
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
+
+
+async def test_a_lost_ack_answer_is_dropped_once_its_epoch_commits(tmp_path: Path) -> None:
+    coordinator = FlakyAckCoordinator(failures=1000)
+    runtime = make_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    coordinator.emit(EpochOpened(1, 1))
+    await wait_for(lambda: coordinator.attempts)
+    coordinator.commit(coordinator.attempts[0])  # it was recorded; only the answer was lost
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    attempts = len(coordinator.attempts)
+    await asyncio.sleep(0.7)
+    assert len(coordinator.attempts) == attempts
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
+
+
+async def test_a_failed_start_still_stops_the_coordinator(tmp_path: Path) -> None:
+    class Unreachable(FakeCoordinator):
+        stopped = False
+
+        def start(self, timeout: float = 30.0) -> None:
+            raise CoordinatorError("unreachable")
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    coordinator = Unreachable()
+    runtime = make_runtime(tmp_path, coordinator)
+    with pytest.raises(CoordinatorError, match="unreachable"):
+        await asyncio.wait_for(runtime.run(), 5)
+    assert coordinator.stopped
