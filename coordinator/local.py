@@ -313,12 +313,12 @@ class LocalCoordinator(Coordinator):
             write_durable(self._manifest_path(step.manifest.epoch), step.manifest.to_json())
             manifests[step.manifest.epoch] = step.manifest
             self._manifests[step.manifest.epoch] = step.manifest
-        if step.decision is not None:
-            if step.decision.drain_id in self._decisions:
-                raise CoordinatorError(f"round {step.decision.drain_id} already decided")
-            self._decisions.add(step.decision.drain_id)
+        if step.decision is not None and step.decision.drain_id in self._decisions:
+            raise CoordinatorError(f"round {step.decision.drain_id} already decided")
         write_durable(self._dir / "state.json", step.control.to_json())
         self._control = step.control
+        if step.decision is not None:  # decided only once persisted: a failed write is retried
+            self._decisions.add(step.decision.drain_id)
         m = self._metrics
         if step.kind == "commit_epoch":
             m.epochs_committed += 1

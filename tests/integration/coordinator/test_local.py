@@ -90,3 +90,28 @@ def test_planned_leave_drains_every_vnode_away(tmp_path: Path) -> None:
     finally:
         node.close()
         coordinator.stop()
+
+
+def test_a_decision_whose_register_write_failed_can_be_applied_again(tmp_path: Path) -> None:
+    from coordinator import local
+    from coordinator.model import Decision, Step
+    from coordinator.rounds import AssignmentDrainId
+
+    coordinator = LocalCoordinator(CONFIG, tmp_path)
+    coordinator.start(timeout=10)
+    coordinator.stop()  # the leader thread is gone: this test applies the step itself
+    control = coordinator._control
+    assert control is not None
+    step = Step("decide", control, decision=Decision(AssignmentDrainId(1, 2, 7), RoundOutcome.ABORT, 0))
+
+    def crash(path: Path) -> None:
+        raise OSError("disk full")
+
+    local.before_rename = crash
+    try:
+        with pytest.raises(OSError):
+            coordinator._apply(step)
+    finally:
+        local.before_rename = None
+    coordinator._apply(step)  # the leader loop's retry: the round was never decided durably
+    assert coordinator.metrics.rounds_aborted == 1
