@@ -266,6 +266,10 @@ class Reader:
         self._assigned: dict[TP, TopicPartition] = {tp: TopicPartition(*tp) for tp in assigned}
         self._positions: dict[TP, int] = dict(assigned)
         self._commands: collections.deque[_Command] = collections.deque()
+        #: Guards ``_accepting`` with the append in :meth:`submit`, so a command is either run or
+        #: cancelled by the thread, never left behind by its exit.
+        self._commands_lock = threading.Lock()
+        self._accepting = False
         #: Partitions whose records are dropped and positions not reported (paused for a drain).
         self._blocked: frozenset[TP] = frozenset()
         self._stop = threading.Event()
@@ -278,6 +282,7 @@ class Reader:
         return self._thread
 
     def start(self) -> None:
+        self._accepting = True
         self._thread.start()
 
     def stop(self) -> None:
@@ -291,10 +296,11 @@ class Reader:
     def submit(self, fn: Callable[[Consumer], Any]) -> concurrent.futures.Future[Any]:
         """Run ``fn(consumer)`` on the reader thread between two ``consume`` calls."""
         command = _Command(fn)
-        if self._stop.is_set() or not self._thread.is_alive():
-            command.future.set_exception(FatalError("the reader thread is not running"))
-            return command.future
-        self._commands.append(command)
+        with self._commands_lock:
+            if self._stop.is_set() or not self._accepting:
+                command.future.set_exception(FatalError("the reader thread is not running"))
+                return command.future
+            self._commands.append(command)
         self.fifo.wake()
         return command.future
 
@@ -401,6 +407,8 @@ class Reader:
             logger.exception("kafka source reader thread failed")
             self.fifo.put_control(ReaderFailed(FatalError(f"reader thread failed: {exc}", cause=exc)))
         finally:
+            with self._commands_lock:
+                self._accepting = False
             self._run_commands(cancel=True)
             try:
                 self.consumer.close()

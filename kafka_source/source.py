@@ -263,10 +263,14 @@ class KafkaSource(SourceConnector):
         self._builder = BatchBuilder(config, self._json_schema)
         self._started = True
         self._loop = asyncio.get_running_loop()
-        consumer = Consumer(
-            {**config.consumer_config(guaranteed=delivery.is_guaranteed), "on_commit": self._on_commit},
-            logger=logger,
-        )
+        try:
+            consumer = Consumer(
+                {**config.consumer_config(guaranteed=delivery.is_guaranteed), "on_commit": self._on_commit},
+                logger=logger,
+            )
+        except KafkaException as exc:  # e.g. an unknown or invalid kafka.* pass-through property
+            self._closed = True
+            raise ConfigurationError(f"the Kafka client rejects the configuration: {exc}", cause=exc) from exc
         try:
             plan = await self._loop.run_in_executor(
                 None, functools.partial(self._plan_startup, consumer, config, position, delivery)
@@ -458,6 +462,7 @@ class KafkaSource(SourceConnector):
                         f"{self.config.format.value}: {built.bad[0].reason} (cursor not advanced)",
                         topic=first.topic(), partition=first.partition(), offset=first.offset(),
                     )
+            if not self._delivery.is_guaranteed:
                 self._check_error_rate(len(messages), len(built.bad))
             cursor = _advance(cursor, messages, built.partitions, built.offsets, len(self.config.topics) > 1)
             batch = built.batch
@@ -497,6 +502,8 @@ class KafkaSource(SourceConnector):
             self._fifo.release_head(item)
 
     def _check_error_rate(self, seen: int, bad: int) -> None:
+        """Best-effort: count ``seen`` decoded records (every batch, so the rate's denominator is
+        every record seen), ``bad`` of them skipped; raise once the rate exceeds the limit."""
         self._records_seen += seen
         self.metrics.records_skipped += bad
         self.metrics.decode_errors += bad
@@ -943,8 +950,16 @@ class KafkaSource(SourceConnector):
                     return
                 done: concurrent.futures.Future[None] = concurrent.futures.Future()
                 self._pending_commit = done
-                self._reader.submit(lambda consumer: consumer.commit(offsets=todo, asynchronous=True))
-                await asyncio.wait_for(asyncio.wrap_future(done), self._request_timeout_s)
+                deadline = time.monotonic() + self._request_timeout_s
+                # Issuing the commit can fail at once (reader stopped, client error): surface that
+                # error now rather than waiting out the timeout for a callback that never comes.
+                await asyncio.wait_for(
+                    asyncio.wrap_future(
+                        self._reader.submit(lambda consumer: consumer.commit(offsets=todo, asynchronous=True))
+                    ),
+                    self._request_timeout_s,
+                )
+                await asyncio.wait_for(asyncio.wrap_future(done), max(0.0, deadline - time.monotonic()))
                 self.metrics.commits += 1
             except (KafkaException, ConnectorError, RuntimeError, asyncio.TimeoutError) as exc:
                 self.metrics.commit_failures += 1
@@ -972,11 +987,16 @@ class KafkaSource(SourceConnector):
         pending = self._pending_commit
         if pending is None or pending.done():
             return
-        if error is not None or failed:
-            detail = error if error is not None else [(tp.topic, tp.partition, str(tp.error)) for tp in failed]
-            pending.set_exception(TransientError(f"offset commit failed: {detail}", cause=error))
-        else:
-            pending.set_result(None)
+        # The awaiting side may cancel ``pending`` (its timeout) between the check above and the
+        # set below; an exception escaping this callback would fail the reader thread.
+        try:
+            if error is not None or failed:
+                detail = error if error is not None else [(tp.topic, tp.partition, str(tp.error)) for tp in failed]
+                pending.set_exception(TransientError(f"offset commit failed: {detail}", cause=error))
+            else:
+                pending.set_result(None)
+        except concurrent.futures.InvalidStateError:
+            pass  # the waiter gave up (timeout or cancellation)
 
 
 def _advance(

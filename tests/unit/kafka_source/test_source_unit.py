@@ -1,0 +1,145 @@
+"""KafkaSource logic that needs no broker: the best-effort error rate, advisory-commit error paths,
+and a client-rejected configuration at start."""
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+import types
+
+import pytest
+from confluent_kafka import Message, TopicPartition
+
+from kafka_source import KafkaSource
+from kafka_source.arrow_batch import BatchBuilder
+from kafka_source.checkpoint import SourceCheckpoint
+from kafka_source.config import KafkaSourceConfig
+from kafka_source.connector import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
+from kafka_source.errors import ConfigurationError, FatalError
+from kafka_source.reader import ByteBoundedFifo, Reader, RecordChunk
+
+TOPIC = "t"
+PROPS = {
+    "bootstrap.servers": "127.0.0.1:1",
+    "topic": TOPIC,
+    "group.id": "g",
+    "format": "json",
+    "json.schema": "id:int64",
+    "max.error.rate": "0.01",
+}
+
+
+def running_source(delivery: DeliveryGuarantee) -> tuple[KafkaSource, ByteBoundedFifo]:
+    """A source wired to a FIFO the test fills (what start() sets up, without a consumer)."""
+    config = KafkaSourceConfig.from_properties(PROPS)
+    source = KafkaSource(config)
+    fifo = ByteBoundedFifo(1 << 30)
+    source._fifo = fifo
+    source._builder = BatchBuilder(config)
+    source._delivery = delivery
+    source._started = True
+    source._cursor = {(TOPIC, 0): 0}
+    return source, fifo
+
+
+def chunk(first: int, count: int, bad: frozenset[int] = frozenset()) -> RecordChunk:
+    messages = [
+        Message(topic=TOPIC, partition=0, offset=o, value=b"garbage" if o in bad else b'{"id":%d}' % o)
+        for o in range(first, first + count)
+    ]
+    return RecordChunk(messages, {(TOPIC, 0): first + count}, nbytes=count)
+
+
+async def test_error_rate_counts_every_record_seen_not_only_batches_with_bad_ones() -> None:
+    source, fifo = running_source(DeliveryGuarantee.BEST_EFFORT)
+    for first in range(0, 400, 50):  # 400 good records
+        fifo.put_chunk(chunk(first, 50), threading.Event())
+    fifo.put_chunk(chunk(400, 50, bad=frozenset({420})), threading.Event())
+    fifo.put_chunk(chunk(450, 50, bad=frozenset({470})), threading.Event())
+    rows = 0
+    while (batch := await source.poll_batch(50)) is not None:
+        rows += batch.num_rows
+    # 2 bad of 500 seen (0.4%) is under max.error.rate=1%
+    assert rows == 498
+    assert source.metrics.records_skipped == 2
+    assert source.checkpoint().next_offset(TOPIC, 0) == 500
+
+
+async def test_commit_that_cannot_be_issued_fails_at_once() -> None:
+    source = KafkaSource(request_timeout_s=5.0)
+    fifo = ByteBoundedFifo(1024)
+    source._reader = Reader(  # never started: every submit fails at once
+        None, fifo, topics=(TOPIC,), assigned={}, chunk_records=1, discovery_interval_s=0.0  # type: ignore[arg-type]
+    )
+    source._cursor = {(TOPIC, 0): 10}
+    source._committed_loaded = True
+    started = time.monotonic()
+    await source.notify_epoch_committed(1, SourceCheckpoint.from_partitions({(TOPIC, 0): 10}))
+    assert time.monotonic() - started < 1.0
+    assert source.metrics.commit_failures == 1
+    assert source.metrics.commits == 0
+
+
+class _CancelledAfterCheck(concurrent.futures.Future):  # type: ignore[type-arg]
+    """A future the waiter cancels right after the callback saw it pending (its timeout)."""
+
+    def done(self) -> bool:
+        if not self.cancelled():
+            self.cancel()
+            return False
+        return True
+
+
+def test_commit_result_racing_the_waiters_timeout_does_not_raise_on_the_reader_thread() -> None:
+    source = KafkaSource()
+    source._pending_commit = _CancelledAfterCheck()
+    source._on_commit(None, [TopicPartition(TOPIC, 0, 5)])  # must not raise InvalidStateError
+    assert source._committed == {(TOPIC, 0): 5}
+
+
+async def test_client_rejected_property_is_a_configuration_error() -> None:
+    source = KafkaSource()
+    request = SourceStart(
+        ConnectorConfig("kafka", {**PROPS, "kafka.no.such.property": "1"}),
+        InitialPosition(),
+        DeliveryGuarantee.EXACTLY_ONCE,
+    )
+    with pytest.raises(ConfigurationError):
+        await source.start(request)
+    with pytest.raises(FatalError):  # the generation is retired
+        await source.start(request)
+
+
+class _IdleConsumer:
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        time.sleep(timeout)
+        return []
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return partitions
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_command_submitted_as_the_thread_exits_never_hangs() -> None:
+    reader = Reader(
+        _IdleConsumer(),  # type: ignore[arg-type]
+        ByteBoundedFifo(1024),
+        topics=(TOPIC,),
+        assigned={},
+        chunk_records=1,
+        discovery_interval_s=0.0,
+        consume_timeout_s=0.01,
+    )
+    reader.start()
+    # The thread exits; a submit that still sees it alive (the race window) must not queue a
+    # command nobody will run or cancel.
+    thread = reader.thread
+    reader._stop.set()
+    thread.join(5)
+    reader._thread = types.SimpleNamespace(is_alive=lambda: True)  # type: ignore[assignment]
+    reader._stop.clear()
+    future = reader.submit(lambda consumer: None)
+    with pytest.raises(FatalError):
+        future.result(timeout=2)
