@@ -243,7 +243,10 @@ class NodeRuntime:
         try:  # a failed start also stops the coordinator and the executors
             self._partitions = await self._blocking(self._list_partitions)
             self.coordinator.subscribe(self._on_event)
-            await self._blocking(self.coordinator.start, self.options.start_timeout_s)
+            try:
+                await self._blocking(self.coordinator.start, self.options.start_timeout_s)
+            except CoordinatorError as exc:  # e.g. unreachable, or the node id held by a live session
+                raise RuntimeFailure(f"cannot join the pipeline: {exc}", cause=exc) from exc
             self.sink.new_boot(self.coordinator.boot_id)
             self.metrics.set_session_state(SessionState.CONNECTED.value)
             if self.options.vnode_mode:
@@ -299,8 +302,10 @@ class NodeRuntime:
             await self._offer_cursors(source)
             if self._drain is not None:
                 await self._check_drain(source)
-            if self._pending_barrier is not None:
+            if self._pending_barrier is not None and self._source is source:
                 await self._try_barrier(source)
+            if self._source is not source:
+                return False  # retired above (a fatal drain refusal, a fenced ack): never touch it again
             if source.try_checkpoint() is None:
                 self._note_held(source)
                 return False  # HoldIntake: not reconciled with the published assignment

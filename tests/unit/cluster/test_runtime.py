@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cluster.errors import RuntimeFailure
 from cluster.runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from cluster.sink import ParquetSink, list_published
 from coordinator.base import (
@@ -24,9 +25,10 @@ from coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from coordinator.errors import CoordinatorError
+from coordinator.errors import CoordinatorError, FencedError
 from coordinator.registry import AssignmentSnapshot
 from kafka_source.checkpoint import SourceCheckpoint
+from kafka_source.errors import FatalError
 from kafka_source.connector import (
     ConnectorConfig,
     ResumePosition,
@@ -136,6 +138,8 @@ class FakeSource(SourceConnector):
         self.cursor = {tp: cursor.get(tp, 0) for tp in PARTITIONS}
 
     async def poll_batch(self, max_records: int) -> SourceBatch | None:
+        if self.closed:  # as KafkaSource
+            raise FatalError("poll_batch on a source that is not running")
         await asyncio.sleep(0.001)
         parts, offsets = [], []
         for (topic, partition), start in sorted(self.cursor.items()):
@@ -326,6 +330,25 @@ async def test_a_failed_start_still_stops_the_coordinator(tmp_path: Path) -> Non
 
     coordinator = Unreachable()
     runtime = make_runtime(tmp_path, coordinator)
-    with pytest.raises(CoordinatorError, match="unreachable"):
+    with pytest.raises(RuntimeFailure, match="cannot join the pipeline: unreachable"):
         await asyncio.wait_for(runtime.run(), 5)
     assert coordinator.stopped
+
+
+async def test_a_fenced_ack_rejoins_without_touching_the_retired_source(tmp_path: Path) -> None:
+    class FencedOnce(FakeCoordinator):
+        def ack_epoch(self, ack: EpochAck) -> None:
+            if ack.boot_id == "boot-1":
+                raise FencedError("stale boot")
+            super().ack_epoch(ack)
+
+    coordinator = FencedOnce()
+    runtime = make_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    coordinator.emit(EpochOpened(1, 1))
+    await wait_for(lambda: coordinator.rejoins == 1 and len(FakeSource.generations) == 2)
+    assert runtime.metrics.generations_retired.labels(runtime.metrics.node)._value.get() == 0
+    assert runtime._generation_failures == 0
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
