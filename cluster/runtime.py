@@ -824,13 +824,18 @@ class NodeRuntime:
             self.metrics.set_partition_gauge(self.metrics.durable_lag, durable)
 
     async def _shutdown(self) -> None:
+        """Stop the lag task, the source, the coordinator and the executors; each step runs even
+        when an earlier one raised."""
         if self._lag_task is not None:
             self._lag_task.cancel()
-        close_watermarks = getattr(self._watermarks, "close", None)
-        if close_watermarks is not None:
-            await self._blocking(close_watermarks)
+            await asyncio.gather(self._lag_task, return_exceptions=True)
         try:
-            await self._retire_source()
+            try:
+                close_watermarks = getattr(self._watermarks, "close", None)
+                if close_watermarks is not None:
+                    await self._blocking(close_watermarks)
+            finally:
+                await self._retire_source()
         finally:
             try:
                 await self._blocking(self.coordinator.stop)

@@ -352,3 +352,28 @@ async def test_a_fenced_ack_rejoins_without_touching_the_retired_source(tmp_path
     assert runtime._generation_failures == 0
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_failing_watermark_close_still_stops_source_and_coordinator(tmp_path: Path) -> None:
+    class Watermarks:
+        def __call__(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+            return {}
+
+        def close(self) -> None:
+            raise RuntimeError("consumer already closed")
+
+    class Recording(FakeCoordinator):
+        stopped = False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    coordinator = Recording()
+    runtime = make_runtime(tmp_path, coordinator)
+    runtime._watermarks = Watermarks()
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    runtime.request_stop(planned_leave=False)
+    with pytest.raises(RuntimeError, match="already closed"):
+        await asyncio.wait_for(task, 5)
+    assert coordinator.stopped and FakeSource.generations[0].closed
