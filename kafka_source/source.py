@@ -852,6 +852,10 @@ class KafkaSource(SourceConnector):
         cursor = {tp: o for tp, o in self._cursor.items() if tp not in marker.released}
         cursor.update(marker.acquired)
         self._cursor = cursor
+        if marker.acquired:  # another node may have committed past what we knew: read the group again
+            for tp in marker.acquired:
+                self._committed.pop(tp, None)
+            self._committed_loaded = False
         self._dropping = self._dropping | marker.released | frozenset(marker.acquired)
         if isinstance(op.plan, Reconcile):
             self._set_own(self._own.reconciled(op.plan, marker.acquired))
@@ -921,8 +925,10 @@ class KafkaSource(SourceConnector):
     async def notify_epoch_committed(self, epoch: int, checkpoint: SourceCheckpoint) -> None:
         """Commit ``checkpoint``'s offsets to ``group.id`` (advisory, for lag dashboards).
 
-        Only partitions this source reads, and only offsets above the highest committed so far
-        (read from the group once, then tracked), so a group offset never moves backwards.
+        Only partitions this source reads whose owner has not changed since the checkpoint's
+        assignment version, and only offsets above the highest committed so far (read from the
+        group at the first commit and again after each acquisition, then tracked), so a group
+        offset never moves backwards.
         Empty checkpoint: no-op. Idempotent. The commit is issued asynchronously by the reader
         thread (librdkafka delivers the result to the consuming thread) and awaited up to the
         request timeout (the reader serves the result even while the FIFO is at its cap, so it
@@ -941,10 +947,11 @@ class KafkaSource(SourceConnector):
                         asyncio.wrap_future(self._reader.submit(self._load_committed)),
                         self._request_timeout_s,
                     )
+                moved = self._moved_since(checkpoint.assignment_version)
                 todo = [
                     TopicPartition(t, p, o)
                     for (t, p), o in sorted(offsets.items())
-                    if (t, p) in self._cursor and o > self._committed.get((t, p), -1)
+                    if (t, p) in self._cursor and (t, p) not in moved and o > self._committed.get((t, p), -1)
                 ]
                 if not todo:
                     return
@@ -966,6 +973,18 @@ class KafkaSource(SourceConnector):
                 logger.warning("advisory offset commit of epoch %d failed: %r", epoch, exc)
             finally:
                 self._pending_commit = None
+
+    def _moved_since(self, version: int) -> frozenset[TP]:
+        """Partitions whose vnode changed owner after assignment `version` (vnode mode only).
+
+        A checkpoint taken under `version` speaks for such a partition only as it was then; another
+        node may since have read and committed further, so its offsets must not be committed now.
+        """
+        own = self._own
+        if self._binding is None or own is None:
+            return frozenset()
+        changed_at = self._binding.registry.snapshot().changed_at
+        return frozenset(tp for tp, vnode in own.routes.items() if changed_at[vnode] > version)
 
     def _load_committed(self, consumer: Consumer) -> None:
         committed = consumer.committed(

@@ -7,6 +7,9 @@ import time
 
 import pytest
 
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
 from coordinator.rounds import AssignmentDrainId
 from kafka_source import (
     DrainError,
@@ -15,10 +18,32 @@ from kafka_source import (
     SourceDrainRequest,
     SourceDrainResolution,
 )
+from kafka_source.checkpoint import SourceCheckpoint
 from tests.integration.kafka_source.driver import Node, Producing, assert_contiguous, emitted_by_partition
 from tests.integration.kafka_source.test_drain import PARTITIONS, finish, stop_all, two_nodes
 
 pytestmark = pytest.mark.timeout(90)
+
+
+def _split(key: str) -> tuple[str, int]:
+    topic, partition = key.rsplit(":", 1)
+    return topic, int(partition)
+
+
+def commit_directly(bootstrap: str, group: str, topic: str, offsets: dict[str, int]) -> None:
+    """Commit group offsets as another member of `group` would."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(*_split(k), o) for k, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, keys: set[str]) -> dict[str, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(*_split(k)) for k in keys])
+    result = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
+    return {f"{tp.topic}:{tp.partition}": tp.offset for tp in result.topic_partitions}
 
 
 async def wait_for(condition, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
@@ -84,6 +109,14 @@ async def test_self_other_self_reacquires_at_the_explicit_cursor(kafka, unique) 
             assert all(d2[k] > d1[k] for k in stale), "B must have read past A's stale cursor"
             await a.call(lambda: _sync(sa.acquire_partitions, {**d1, **d2}, 3))
             await driver.wait_reconciled()
+            # Advisory offsets: while B owned the partitions it committed up to its cursor (d2).
+            # A checkpoint of A's from before the move (version 1, cursors d1) must not move the
+            # group back, and A must not trust its own stale knowledge of the group's offsets.
+            group = sa.config.group_id
+            commit_directly(kafka.bootstrap, group, topic, {k: d2[k] for k in stale})
+            await a.call(lambda: sa.notify_epoch_committed(8, SourceCheckpoint({k: d1[k] for k in stale}, 1)))
+            assert group_offsets(kafka.bootstrap, group, topic, stale) == {k: d2[k] for k in stale}
+            assert sa.metrics.commit_failures == 0
             await asyncio.sleep(0.3)
             ends = await finish(driver, producing, kafka, topic)
         assert_contiguous([a, b], ends)
