@@ -165,7 +165,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(str(exc), cause=exc) from exc
     import pyarrow.fs as pafs
 
-    if fs.get_file_info(root).type != pafs.FileType.Directory:
+    try:
+        is_directory = fs.get_file_info(root).type == pafs.FileType.Directory
+    except OSError as exc:
+        raise UsageError(f"output {args.output!r} cannot be read: {exc}", cause=exc) from exc
+    if not is_directory:
         raise UsageError(f"output {args.output!r} is not a directory")
     try:
         expected, highs = read_topic(args.bootstrap, args.topic, args.timeout)

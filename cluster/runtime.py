@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from cluster.errors import RuntimeFailure
@@ -410,18 +411,19 @@ class NodeRuntime:
         return await self._blocking(self.coordinator.latest_manifest)
 
     def _note_first_rows(self, records: Any) -> None:
+        """Close the handoff clock of every (topic, partition) with a row in `records`."""
         now = time.monotonic()
-        topics = pc.unique(records["_topic"]).to_pylist() if "_topic" in records.schema.names else []
-        parts = pc.unique(records["_partition"]).to_pylist()
-        for topic in topics:
-            for partition in parts:
-                key = f"{topic}:{partition}"
-                started = self._awaiting_first_row.pop(key, None)
-                if started is not None:
-                    record = HandoffRecord(key, now - started)
-                    self.handoffs.append(record)
-                    self.metrics.handoff_pause.labels(self.metrics.node, key).set(record.pause_s)
-                    logger.info("handoff partition=%s pause_ms=%.1f", key, record.pause_s * 1000)
+        pairs = pa.table({
+            "topic": pc.cast(records["_topic"], pa.string()), "partition": records["_partition"],
+        }).group_by(["topic", "partition"]).aggregate([])
+        for topic, partition in zip(pairs["topic"].to_pylist(), pairs["partition"].to_pylist()):
+            key = f"{topic}:{partition}"
+            started = self._awaiting_first_row.pop(key, None)
+            if started is not None:
+                record = HandoffRecord(key, now - started)
+                self.handoffs.append(record)
+                self.metrics.handoff_pause.labels(self.metrics.node, key).set(record.pause_s)
+                logger.info("handoff partition=%s pause_ms=%.1f", key, record.pause_s * 1000)
 
     # -- events -----------------------------------------------------------------------------------
 

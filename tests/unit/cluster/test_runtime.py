@@ -377,3 +377,17 @@ async def test_a_failing_watermark_close_still_stops_source_and_coordinator(tmp_
     with pytest.raises(RuntimeError, match="already closed"):
         await asyncio.wait_for(task, 5)
     assert coordinator.stopped and FakeSource.generations[0].closed
+
+
+def test_handoff_clock_closes_only_for_partitions_with_rows(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path, FakeCoordinator())
+    runtime._awaiting_first_row = {"a:0": 1.0, "b:1": 1.0, "a:1": 1.0, "b:0": 1.0}
+    rows = pa.record_batch({
+        "_topic": pa.array(["a", "b", "a"]).dictionary_encode(),
+        "_partition": pa.array([0, 1, 0], pa.int32()),
+    })
+
+    runtime._note_first_rows(rows)
+
+    assert sorted(h.partition for h in runtime.handoffs) == ["a:0", "b:1"]
+    assert sorted(runtime._awaiting_first_row) == ["a:1", "b:0"], "a topic x partition cross product is not a row"
