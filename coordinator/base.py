@@ -49,14 +49,18 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Union
+from typing import Callable, Iterable, Mapping, Union
 
 from coordinator.errors import ConfigurationError, CoordinatorError
 from coordinator.placement import DEFAULT_STRATEGY, STRATEGIES
 from coordinator.registry import DEFAULT_VNODE_COUNT, AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId
+
+logger = logging.getLogger(__name__)
 
 # source identity -> "topic:partition" -> next offset to read
 Cursors = Mapping[str, Mapping[str, int]]
@@ -315,6 +319,29 @@ CoordinatorEvent = Union[
     AssignmentChanged, RoundStarted, RoundDecided, EpochOpened, EpochCommitted, SessionStateChanged
 ]
 EventCallback = Callable[[CoordinatorEvent], None]
+
+
+class Subscribers:
+    """The event callbacks of one coordinator: thread-safe registration, and delivery in order
+    where one failing subscriber is logged and never keeps an event from the others."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: list[EventCallback] = []
+
+    def add(self, callback: EventCallback) -> None:
+        with self._lock:
+            self._callbacks.append(callback)
+
+    def deliver(self, events: Iterable[CoordinatorEvent]) -> None:
+        with self._lock:
+            callbacks = list(self._callbacks)
+        for event in events:
+            for callback in callbacks:
+                try:
+                    callback(event)
+                except Exception:  # noqa: BLE001 - one subscriber must not break the others
+                    logger.exception("subscriber failed on %s", type(event).__name__)
 
 
 @dataclass

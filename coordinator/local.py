@@ -35,6 +35,7 @@ from coordinator.base import (
     CoordinatorMetrics,
     EpochAck,
     EventCallback,
+    Subscribers,
     Manifest,
     Member,
     RoundOutcome,
@@ -98,7 +99,7 @@ class LocalCoordinator(Coordinator):
         self._leaving = False
         self._metrics = CoordinatorMetrics()
         self._lock = threading.Condition()
-        self._callbacks: list[EventCallback] = []
+        self._subscribers = Subscribers()
         self._events: queue.Queue[tuple[str, object]] = queue.Queue()
         self._control: ControlState | None = None
         self._acks: dict[int, dict[str, EpochAck]] = {}
@@ -154,8 +155,7 @@ class LocalCoordinator(Coordinator):
         return self._metrics
 
     def subscribe(self, callback: EventCallback) -> None:
-        with self._lock:
-            self._callbacks.append(callback)
+        self._subscribers.add(callback)
 
     def start(self, timeout: float = 30.0) -> None:
         with self._lock:
@@ -360,10 +360,4 @@ class LocalCoordinator(Coordinator):
             event: CoordinatorEvent = (
                 SessionStateChanged(payload) if kind == "session" else payload  # type: ignore[arg-type]
             )
-            with self._lock:
-                callbacks = list(self._callbacks)
-            for callback in callbacks:
-                try:
-                    callback(event)
-                except Exception:  # noqa: BLE001 - one subscriber must not break the others
-                    logger.exception("subscriber failed on %s", type(event).__name__)
+            self._subscribers.deliver([event])

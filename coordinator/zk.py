@@ -61,6 +61,7 @@ from coordinator.base import (
     CoordinatorMetrics,
     EpochAck,
     EventCallback,
+    Subscribers,
     Manifest,
     Member,
     RoundOutcome,
@@ -126,7 +127,7 @@ class ZooKeeperCoordinator(Coordinator):
         self._client = KazooClient(hosts=config.hosts, timeout=config.session_timeout)
         self._lock = threading.RLock()
         self._metrics = CoordinatorMetrics()
-        self._callbacks: list[EventCallback] = []
+        self._subscribers = Subscribers()
         self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._kick = threading.Event()
         self._stopping = threading.Event()
@@ -170,8 +171,7 @@ class ZooKeeperCoordinator(Coordinator):
         return self._leadership
 
     def subscribe(self, callback: EventCallback) -> None:
-        with self._lock:
-            self._callbacks.append(callback)
+        self._subscribers.add(callback)
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -373,14 +373,7 @@ class ZooKeeperCoordinator(Coordinator):
         self._deliver(events)
 
     def _deliver(self, events: list[CoordinatorEvent]) -> None:
-        with self._lock:
-            callbacks = list(self._callbacks)
-        for event in events:
-            for callback in callbacks:
-                try:
-                    callback(event)
-                except Exception:  # noqa: BLE001 - one subscriber must not break the others
-                    logger.exception("subscriber failed on %s", type(event).__name__)
+        self._subscribers.deliver(events)
 
     # ---- reads --------------------------------------------------------------------------------
 
