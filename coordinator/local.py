@@ -296,8 +296,8 @@ class LocalCoordinator(Coordinator):
                 if step is not None:
                     try:
                         self._apply(step)
-                    except OSError:
-                        logger.exception("local coordinator could not persist a step; retrying")
+                    except (OSError, CoordinatorError):
+                        logger.exception("local coordinator could not apply a step; retrying")
                         self._lock.wait(0.5)
                     continue
                 self._lock.notify_all()
