@@ -385,12 +385,22 @@ class KafkaCluster:
         self.brokers[index].resume()
 
 
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, as Kafka's
+    `Uuid.randomUuid()` makes them; like Kafka, never one that starts with '-' (a command line would
+    read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def new_kafka_cluster(lib_dir: Path, base_dir: Path, broker_count: int = 1) -> KafkaCluster:
     """Write configurations for `broker_count` KRaft nodes under `base_dir` and format their storage."""
     if broker_count not in (1, 3):
         raise ValueError("broker_count must be 1 or 3")
     classpath = f"{lib_dir}/*"
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     ports = [(free_port(), free_port()) for _ in range(broker_count)]
     voters = ",".join(f"{i + 1}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports))
     replication = broker_count
@@ -433,7 +443,7 @@ def new_kafka_cluster(lib_dir: Path, base_dir: Path, broker_count: int = 1) -> K
         })
         format_command = [
             require_tool("java", _JAVA_HINT), "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool",
-            "format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted",
+            "format", f"--cluster-id={cluster_id}", "--config", str(properties), "--ignore-formatted",
         ]
         result = subprocess.run(format_command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if result.returncode != 0:

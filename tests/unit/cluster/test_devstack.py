@@ -81,3 +81,10 @@ def test_unreadable_state_file_raises_a_state_error(tmp_path: Path) -> None:
     with pytest.raises(DevStackStateError):
         devstack.read_state(state_file)
     assert devstack.read_state(tmp_path / "absent.json") is None
+
+
+def test_cluster_ids_are_22_url_safe_characters_never_starting_with_a_dash() -> None:
+    ids = [devstack.new_cluster_id() for _ in range(5000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert all(set(i) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") for i in ids)
+    assert len(set(ids)) == len(ids)
