@@ -172,10 +172,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not is_directory:
         raise UsageError(f"output {args.output!r} is not a directory")
     try:
-        expected, highs = read_topic(args.bootstrap, args.topic, args.timeout)
+        expected, highs, lows = read_topic(args.bootstrap, args.topic, args.timeout)
     except VerifyError as exc:
         raise UsageError(str(exc), cause=exc) from exc
-    report = audit(args.topic, expected, highs, read_output(fs, root, args.topic))
+    report = audit(args.topic, expected, highs, read_output(fs, root, args.topic), lows)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
     return 0 if report.ok else 1
 

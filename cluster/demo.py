@@ -190,8 +190,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
 
 def audit_output(bootstrap: str, topic: str, output: str) -> VerifyReport:
     fs, root = open_output(output)
-    expected, highs = read_topic(bootstrap, topic)
-    return audit(topic, expected, highs, read_output(fs, root, topic))
+    expected, highs, lows = read_topic(bootstrap, topic)
+    return audit(topic, expected, highs, read_output(fs, root, topic), lows)
 
 
 def wait_caught_up(

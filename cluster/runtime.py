@@ -843,4 +843,5 @@ class NodeRuntime:
                 await self._blocking(self.coordinator.stop)
             finally:
                 self._control.shutdown(wait=False)
-                self._sink_exec.shutdown(wait=True)
+                # wait for the last sink write off the loop (the sink executor runs one at a time)
+                await asyncio.get_running_loop().run_in_executor(None, self._sink_exec.shutdown, True)

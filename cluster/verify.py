@@ -112,9 +112,17 @@ class OutputScan:
 
 
 def audit(
-    topic: str, expected: Mapping[int, np.ndarray], high_watermarks: Mapping[int, int], scan: OutputScan
+    topic: str,
+    expected: Mapping[int, np.ndarray],
+    high_watermarks: Mapping[int, int],
+    scan: OutputScan,
+    low_watermarks: Mapping[int, int] | None = None,
 ) -> VerifyReport:
-    """Compare ``expected`` offsets (sorted, unique, per partition) with the scanned output. Pure."""
+    """Compare ``expected`` offsets (sorted, unique, per partition) with the scanned output. Pure.
+
+    Rows below a partition's low watermark were deleted from the topic by retention after they
+    landed: they cannot be checked against it, so they are not "unexpected" (they still count
+    for duplicates)."""
     results = []
     for partition in sorted(set(expected) | set(scan.offsets)):
         want = np.asarray(expected.get(partition, np.empty(0, np.int64)), dtype=np.int64)
@@ -126,6 +134,8 @@ def audit(
         duplicated = int(np.sum(counts - 1))
         missing = np.setdiff1d(want, unique, assume_unique=True)
         unexpected = np.setdiff1d(unique, want, assume_unique=True)
+        if low_watermarks is not None:
+            unexpected = unexpected[unexpected >= low_watermarks.get(partition, 0)]
         results.append(PartitionAudit(
             partition=partition,
             expected=int(want.size),
@@ -181,10 +191,12 @@ def read_output(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
     return scan
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 120.0) -> tuple[dict[int, np.ndarray], dict[int, int]]:
+def read_topic(
+    bootstrap: str, topic: str, timeout: float = 120.0
+) -> tuple[dict[int, np.ndarray], dict[int, int], dict[int, int]]:
     """The offsets of ``topic`` a read_committed consumer sees, up to the high watermarks taken now.
 
-    Returns (partition -> sorted offsets, partition -> high watermark). Raises :class:`VerifyError`
+    Returns (partition -> sorted offsets, partition -> high watermark, partition -> low watermark). Raises :class:`VerifyError`
     when the topic does not exist or the broker does not answer within ``timeout``.
     """
     consumer = Consumer({
@@ -232,6 +244,6 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 120.0) -> tuple[dict
             all_offsets = np.concatenate(chunks) if chunks else np.empty(0, np.int64)
             high = bounds[partition][1]
             expected[partition] = np.unique(all_offsets[all_offsets < high])
-        return expected, {p: high for p, (_, high) in bounds.items()}
+        return expected, {p: high for p, (_, high) in bounds.items()}, {p: low for p, (low, _) in bounds.items()}
     finally:
         consumer.close()

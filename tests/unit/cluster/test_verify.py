@@ -85,3 +85,16 @@ def test_foreign_parquet_is_an_error(tmp_path: Path) -> None:
     fs, root = open_output(str(tmp_path))
     with pytest.raises(VerifyError, match="lacks column"):
         read_output(fs, root, "t")
+
+
+def test_rows_below_the_low_watermark_are_not_unexpected_but_still_count_as_duplicates() -> None:
+    # Retention deleted offsets 0..4 after they landed; the topic now starts at 5.
+    scan = scan_of({0: [0, 1, 2, 2, 3, 4, 5, 6, 7]})
+    report = audit("t", {0: np.arange(5, 8)}, {0: 8}, scan, {0: 5})
+    partition = report.partitions[0]
+    assert (partition.missing, partition.unexpected, partition.duplicated) == (0, 0, 1)
+    assert not report.ok  # the duplicate of offset 2 is still caught
+    clean = audit("t", {0: np.arange(5, 8)}, {0: 8}, scan_of({0: [3, 4, 5, 6, 7]}), {0: 5})
+    assert clean.ok
+    # Without low watermarks the old rows cannot be told apart from strangers.
+    assert audit("t", {0: np.arange(5, 8)}, {0: 8}, scan_of({0: [3, 4, 5, 6, 7]})).partitions[0].unexpected == 2
