@@ -234,8 +234,7 @@ class Reader:
     submitted commands between ``consume`` calls, finds new partitions, and closes the consumer
     when stopped.
 
-    ``partition_filter(topic, partition)`` decides which discovered partitions this reader adopts
-    (all by default). Discovered partitions start at their low watermark.
+    Discovered partitions start at their low watermark.
     """
 
     def __init__(
@@ -248,7 +247,6 @@ class Reader:
         chunk_records: int,
         discovery_interval_s: float,
         metadata_timeout_s: float = 5.0,
-        partition_filter: Callable[[str, int], bool] | None = None,
         on_discovered: Callable[[int], None] | None = None,
         consume_timeout_s: float = 0.1,
         callbacks_pending: Callable[[], bool] | None = None,
@@ -259,7 +257,6 @@ class Reader:
         self.chunk_records = chunk_records
         self.discovery_interval_s = discovery_interval_s
         self.metadata_timeout_s = metadata_timeout_s
-        self.partition_filter = partition_filter or (lambda _t, _p: True)
         self.on_discovered = on_discovered
         self.consume_timeout_s = consume_timeout_s
         self.callbacks_pending = callbacks_pending or (lambda: False)
@@ -504,7 +501,7 @@ class Reader:
                     continue
                 for partition in info.partitions:
                     key = (topic, partition)
-                    if key not in self._assigned and self.partition_filter(topic, partition):
+                    if key not in self._assigned:
                         found.append(key)
             if not found:
                 return

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from coordinator.registry import VnodeRegistry
 from kafka_source.arrow_batch import BatchBuilder, metadata_fields
-from kafka_source.checkpoint import SourceCheckpoint
+from kafka_source.checkpoint import CONNECTOR_NAME, SourceCheckpoint
 from kafka_source.config import Format, KafkaSourceConfig
 from kafka_source.connector import (
     ConnectorConfig,
@@ -78,7 +78,6 @@ __all__ = ["KafkaSource", "SourceMetrics", "ERROR_RATE_MIN_RECORDS"]
 TP = tuple[str, int]
 #: Best-effort error rate is enforced once at least this many records were seen.
 ERROR_RATE_MIN_RECORDS = 100
-_KAFKA_CONNECTOR = "kafka"
 _CONSUME_TIMEOUT_S = 0.02
 
 
@@ -122,9 +121,9 @@ def _config_from(config: ConnectorConfig | KafkaSourceConfig | Mapping[str, str]
     if isinstance(config, KafkaSourceConfig):
         return config
     if isinstance(config, ConnectorConfig):
-        if config.connector_type != _KAFKA_CONNECTOR:
+        if config.connector_type != CONNECTOR_NAME:
             raise ConfigurationError(
-                f"connector type {config.connector_type!r} is not {_KAFKA_CONNECTOR!r}"
+                f"connector type {config.connector_type!r} is not {CONNECTOR_NAME!r}"
             )
         return KafkaSourceConfig.from_properties(config.properties)
     return KafkaSourceConfig.from_properties(config)
