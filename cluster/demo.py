@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,9 +174,21 @@ class ContinuousProducer:
         del self._producer
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+def create_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout: float = 30.0,
+    *,
+    replication: int = 1,
+    config: Mapping[str, str] | None = None,
+) -> None:
+    """Create `topic` and return once every partition has a leader visible in metadata.
+
+    Raises ClusterError when that does not happen within `timeout` seconds."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic].result(timeout)
+    new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=replication, config=dict(config or {}))
+    admin.create_topics([new_topic], operation_timeout=timeout)[topic].result(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = admin.list_topics(topic, timeout=5).topics.get(topic)

@@ -8,7 +8,9 @@ import time
 from typing import Iterable, Sequence
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+
+from cluster.demo import create_topic as cluster_create_topic
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -24,21 +26,7 @@ def create_topic(
     timeout: float = 30.0,
 ) -> None:
     """Create a topic and wait until every partition has a leader visible in metadata."""
-    client = admin(bootstrap)
-    futures = client.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=replication, config=config or {})],
-        operation_timeout=timeout,
-    )
-    futures[name].result(timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        topic = client.list_topics(name, timeout=5).topics.get(name)
-        if topic is not None and topic.error is None and len(topic.partitions) == partitions and all(
-            p.leader >= 0 for p in topic.partitions.values()
-        ):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {name} has no leaders for all {partitions} partitions after {timeout}s")
+    cluster_create_topic(bootstrap, name, partitions, timeout, replication=replication, config=config)
 
 
 def producer(bootstrap: str, **extra: object) -> Producer:
