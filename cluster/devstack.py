@@ -336,8 +336,31 @@ def _kafka_healthy(bootstrap: str, broker_count: int) -> bool:
     return len(metadata.brokers) >= broker_count
 
 
+class _ServerGroup:
+    """Fault controls on one server of a group (by index); a restarted server keeps its port and data."""
+
+    members: list[JvmServer]
+
+    def kill(self, index: int = 0) -> None:
+        self.members[index].kill()
+
+    def start_member(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
+        self.members[index].start()
+        self.members[index].wait_healthy(timeout)
+
+    def restart(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
+        self.members[index].stop()
+        self.start_member(index, timeout)
+
+    def pause(self, index: int = 0) -> None:
+        self.members[index].pause()
+
+    def resume(self, index: int = 0) -> None:
+        self.members[index].resume()
+
+
 @dataclass
-class KafkaCluster:
+class KafkaCluster(_ServerGroup):
     """A KRaft Kafka cluster of combined broker+controller nodes on loopback.
 
     One node: replication 1. Three nodes: replication 3 and min.insync.replicas 2, for fault tests.
@@ -347,42 +370,18 @@ class KafkaCluster:
     cluster_id: str
 
     @property
+    def members(self) -> list[JvmServer]:
+        return self.brokers
+
+    @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{broker.port}" for broker in self.brokers)
 
-    def healthy(self) -> bool:
-        return _kafka_healthy(self.bootstrap, len(self.brokers))
-
-    def start(self) -> None:
-        for broker in self.brokers:
-            broker.start()
-
-    def wait_healthy(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
-        started = time.monotonic()
-        for broker in self.brokers:
-            broker.wait_healthy(max(1.0, timeout - (time.monotonic() - started)))
-        return time.monotonic() - started
-
-    def stop(self) -> None:
-        for broker in self.brokers:
-            broker.stop()
-
-    def kill_broker(self, index: int = 0) -> None:
-        self.brokers[index].kill()
-
-    def start_broker(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
-        self.brokers[index].start()
-        self.brokers[index].wait_healthy(timeout)
-
-    def restart_broker(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
-        self.brokers[index].stop()
-        self.start_broker(index, timeout)
-
-    def pause_broker(self, index: int = 0) -> None:
-        self.brokers[index].pause()
-
-    def resume_broker(self, index: int = 0) -> None:
-        self.brokers[index].resume()
+    kill_broker = _ServerGroup.kill
+    start_broker = _ServerGroup.start_member
+    restart_broker = _ServerGroup.restart
+    pause_broker = _ServerGroup.pause
+    resume_broker = _ServerGroup.resume
 
 
 def new_cluster_id() -> str:
@@ -489,45 +488,24 @@ def _zookeeper_session_ok(hosts: str) -> bool:
 
 
 @dataclass
-class ZooKeeperEnsemble:
+class ZooKeeperEnsemble(_ServerGroup):
     """A standalone ZooKeeper server, or a three-server ensemble, on loopback."""
 
     servers: list[JvmServer]
 
     @property
+    def members(self) -> list[JvmServer]:
+        return self.servers
+
+    @property
     def hosts(self) -> str:
         return ",".join(f"127.0.0.1:{server.port}" for server in self.servers)
 
-    def start(self) -> None:
-        for server in self.servers:
-            server.start()
-
-    def wait_healthy(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
-        started = time.monotonic()
-        for server in self.servers:
-            server.wait_healthy(max(1.0, timeout - (time.monotonic() - started)))
-        return time.monotonic() - started
-
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
-
-    def kill_server(self, index: int = 0) -> None:
-        self.servers[index].kill()
-
-    def start_server(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
-        self.servers[index].start()
-        self.servers[index].wait_healthy(timeout)
-
-    def restart_server(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
-        self.servers[index].stop()
-        self.start_server(index, timeout)
-
-    def pause_server(self, index: int = 0) -> None:
-        self.servers[index].pause()
-
-    def resume_server(self, index: int = 0) -> None:
-        self.servers[index].resume()
+    kill_server = _ServerGroup.kill
+    start_server = _ServerGroup.start_member
+    restart_server = _ServerGroup.restart
+    pause_server = _ServerGroup.pause
+    resume_server = _ServerGroup.resume
 
 
 def new_zookeeper(lib_dir: Path, base_dir: Path, server_count: int = 1) -> ZooKeeperEnsemble:
