@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 _RUN_HELP = {
     "bootstrap": "Kafka bootstrap servers (host:port,...)",
-    "topic": "topic(s) to land, comma-separated",
+    "topic": "topic(s) to land, comma-separated, or re:<regex> (topics created later that match are landed too)",
     "output": "output directory or URI (file://, s3://, ...)",
     "zk": "ZooKeeper hosts (host:port,...); without it the node runs embedded (one node, local manifests)",
     "pipeline": "pipeline name (ZooKeeper subtree, default group id); default 'default'",
@@ -46,7 +46,11 @@ _RUN_HELP = {
     "row-group-rows": "rows per Parquet row group (default 65536)",
     "max-batch-records": "records per source poll (default 10000)",
     "format": "record format: raw or json (default raw)",
-    "startup-mode": "where a new pipeline starts: earliest or latest (default earliest)",
+    "startup-mode": "where a new pipeline starts: earliest, latest, timestamp or specific-offsets; resolved once "
+                    "and pinned before any node reads (default earliest)",
+    "startup-timestamp-ms": "with startup-mode=timestamp: the first record time to land (ms since the epoch)",
+    "startup-specific-offsets": "with startup-mode=specific-offsets: topic:partition:offset,...",
+    "topology-interval-ms": "how often topic metadata is read for new partitions and topics (default 10000; 0 = never)",
     "session-timeout-ms": "ZooKeeper session timeout in ms (default 6000)",
     "drain-timeout-ms": "deadline of a rebalance drain in ms (default 10000)",
     "vnode-count": "number of vnodes of a new pipeline (default 256)",

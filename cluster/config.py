@@ -20,10 +20,14 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from cluster.errors import ConfigError
+from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
+from kafka_source.topics import PATTERN_PREFIX, TopicSelector
 
 __all__ = ["NodeSettings", "SETTING_NAMES", "ENV_PREFIX", "env_name", "load_settings", "settings_from"]
 
 ENV_PREFIX = "LAMINAR_"
+#: where a new pipeline starts (resolved once and pinned as its initial manifest)
+STARTUP_MODES: tuple[str, ...] = ("earliest", "latest", "timestamp", "specific-offsets")
 
 
 def _positive(name: str, value: int) -> int:
@@ -54,6 +58,9 @@ class NodeSettings:
     max_batch_records: int = 10000
     format: str = "raw"
     startup_mode: str = "earliest"
+    startup_timestamp_ms: int = 0
+    startup_specific_offsets: str = ""
+    topology_interval_ms: int = 10000
     session_timeout_ms: int = 6000
     drain_timeout_ms: int = 10000
     vnode_count: int = 256
@@ -79,8 +86,26 @@ class NodeSettings:
             _positive(name.replace("_", "-"), getattr(self, name))
         if self.format not in ("raw", "json"):
             raise ConfigError(f"format={self.format!r}: expected raw or json")
-        if self.startup_mode not in ("earliest", "latest"):
-            raise ConfigError(f"startup-mode={self.startup_mode!r}: expected earliest or latest")
+        if self.startup_mode not in STARTUP_MODES:
+            raise ConfigError(f"startup-mode={self.startup_mode!r}: expected one of {', '.join(STARTUP_MODES)}")
+        if (self.startup_mode == "timestamp") != (self.startup_timestamp_ms > 0):
+            raise ConfigError("startup-timestamp-ms (> 0) goes with startup-mode=timestamp, and only with it")
+        if (self.startup_mode == "specific-offsets") != bool(self.startup_specific_offsets):
+            raise ConfigError(
+                "startup-specific-offsets (topic:partition:offset,...) goes with startup-mode=specific-offsets, "
+                "and only with it"
+            )
+        if self.topology_interval_ms < 0:
+            raise ConfigError(f"topology-interval-ms must be >= 0 (0 = never), got {self.topology_interval_ms}")
+        try:
+            TopicSelector.parse(",".join(self.topics))
+        except ConnectorConfigurationError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def selector(self) -> TopicSelector:
+        """The topics to land: the named ones, or every topic matching ``re:<regex>``."""
+        return TopicSelector.parse(",".join(self.topics))
 
     @property
     def effective_group_id(self) -> str:
@@ -109,7 +134,13 @@ class NodeSettings:
             "format": self.format,
             "startup.mode": self.startup_mode,
             "include.metadata": "_topic,_partition,_offset,_timestamp",
+            # the runtime watches the topology and hands new partitions to the source
+            "partition.discovery.interval.ms": "0",
         }
+        if self.startup_mode == "timestamp":
+            props["startup.timestamp.ms"] = str(self.startup_timestamp_ms)
+        if self.startup_mode == "specific-offsets":
+            props["startup.specific-offsets"] = self.startup_specific_offsets
         for key, value in self.kafka.items():
             props[f"kafka.{key}"] = str(value)
         return props
@@ -133,6 +164,8 @@ def _as_str(name: str, value: Any) -> str:
 
 
 def _as_topics(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) and value.strip().startswith(PATTERN_PREFIX):
+        return (value.strip(),)  # one regular expression (it may contain commas)
     if isinstance(value, (list, tuple)):
         items = [_as_str(name, v) for v in value]
     else:
@@ -156,6 +189,9 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "max-batch-records": ("max_batch_records", _as_int),
     "format": ("format", _as_str),
     "startup-mode": ("startup_mode", _as_str),
+    "startup-timestamp-ms": ("startup_timestamp_ms", _as_int),
+    "startup-specific-offsets": ("startup_specific_offsets", _as_str),
+    "topology-interval-ms": ("topology_interval_ms", _as_int),
     "session-timeout-ms": ("session_timeout_ms", _as_int),
     "drain-timeout-ms": ("drain_timeout_ms", _as_int),
     "vnode-count": ("vnode_count", _as_int),

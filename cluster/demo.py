@@ -125,13 +125,16 @@ class NodeProcess:
 
 
 class ContinuousProducer:
-    """Produces small records round-robin over partitions at ``rate`` per second from a thread."""
+    """Produces small records round-robin over partitions at ``rate`` per second from a thread.
+
+    ``partitions`` may be raised while it runs (after partitions were added to the topic).
+    """
 
     def __init__(self, bootstrap: str, topic: str, rate: int, partitions: int) -> None:
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, "acks": "all"})
         self._topic = topic
         self._rate = rate
-        self._partitions = partitions
+        self.partitions = partitions
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
         self.produced = 0
@@ -155,7 +158,7 @@ class ContinuousProducer:
             while self.produced < due and not self._stop.is_set():
                 try:
                     self._producer.produce(
-                        self._topic, value=b"record-%012d" % self.produced, partition=self.produced % self._partitions,
+                        self._topic, value=b"record-%012d" % self.produced, partition=self.produced % self.partitions,
                         on_delivery=self._delivered,
                     )
                     self.produced += 1

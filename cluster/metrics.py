@@ -68,11 +68,20 @@ class NodeMetrics:
         self.assignment_version = Gauge(
             "laminar_assignment_version", "Published assignment version seen", ["node"], registry=r
         )
+        self.partitions_discovered = Counter(
+            "laminar_partitions_discovered", "Partitions that appeared while the node ran (topic growth, "
+            "new topics matching the pattern)", ["node"], registry=r,
+        )
+        self.acks_rejected = Counter(
+            "laminar_acks_rejected", "This node's epoch acks the leader rejected (the generation restarted)",
+            ["node"], registry=r,
+        )
         # every per-node family is exported from the start (0 until something happens)
         for family in (
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
             self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
             self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
+            self.partitions_discovered, self.acks_rejected,
         ):
             family.labels(self.node)
 

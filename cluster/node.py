@@ -16,17 +16,22 @@ import signal
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, TopicPartition
 
 from cluster.config import NodeSettings
 from cluster.errors import SinkError, UsageError
+from cluster.metadata import MetadataUnavailable, TopologyReader
 from cluster.metrics import NodeMetrics
 from cluster.runtime import NodeRuntime, RuntimeOptions
 from cluster.sink import ParquetSink
+from cluster.topology import Topology
 from coordinator.base import Coordinator, CoordinatorConfig
 from kafka_source import KafkaSource
+from kafka_source.checkpoint import format_key
+from kafka_source.config import KafkaSourceConfig
 from kafka_source.connector import ConnectorConfig
+from kafka_source.startup import resolve_start_offsets
+from kafka_source.topics import TopicSelector
 
 logger = logging.getLogger(__name__)
 
@@ -41,20 +46,24 @@ class NodeInputs:
 
 
 def topic_partitions(bootstrap: str, topics: tuple[str, ...], timeout: float = 10.0) -> list[TP]:
-    """Every (topic, partition) of ``topics``. Raises :class:`UsageError` when Kafka does not answer
-    within ``timeout`` or a topic does not exist."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)})
+    """Every (topic, partition) of ``topics`` (names, or one ``re:<regex>``). Raises
+    :class:`UsageError` when Kafka does not answer within ``timeout`` or a named topic does not exist."""
+    selector = TopicSelector.parse(",".join(topics))
+    return sorted(read_topology(TopologyReader(bootstrap, selector, timeout_s=timeout), require_named=True).partitions())
+
+
+def read_topology(reader: TopologyReader, *, require_named: bool = False) -> Topology:
+    """``reader.read()`` with one-line errors: :class:`UsageError` when Kafka does not answer or
+    (``require_named``) a named topic does not exist."""
     try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise UsageError(f"cannot reach Kafka at {bootstrap} within {timeout:g}s", cause=exc) from exc
-    result: list[TP] = []
-    for topic in topics:
-        info = metadata.topics.get(topic)
-        if info is None or info.error is not None or not info.partitions:
-            raise UsageError(f"topic {topic!r} does not exist on {bootstrap}")
-        result.extend((topic, p) for p in sorted(info.partitions))
-    return result
+        topology = reader.read()
+    except MetadataUnavailable as exc:
+        raise UsageError(f"cannot reach Kafka within {reader.timeout_s:g}s: {exc}", cause=exc) from exc
+    if require_named:
+        for topic in reader.selector.names:
+            if topic not in topology.topics:
+                raise UsageError(f"topic {topic!r} does not exist")
+    return topology
 
 
 def check_zookeeper(hosts: str, timeout: float = 10.0) -> None:
@@ -79,6 +88,8 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
     """Validate every external input of ``run``; raises :class:`UsageError` (one line) on the first
     bad one. Writes to the output only when everything else is fine (creates ``_staging``)."""
     partitions = topic_partitions(settings.bootstrap, settings.topics, timeout)
+    if not partitions:
+        logger.warning("no topic matches %s yet; the node lands matching topics as they appear", settings.selector)
     if settings.zk:
         check_zookeeper(settings.zk, timeout)
     sink = ParquetSink(settings.output, node_id=settings.node_id, boot_id="preflight", filesystem=None)
@@ -144,15 +155,24 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         connector=connector,
         max_batch_records=settings.max_batch_records,
         vnode_mode=not settings.embedded,
+        topology_interval_s=settings.topology_interval_ms / 1000.0,
     )
+    topology = TopologyReader(settings.bootstrap, settings.selector, settings.kafka)
+    source_config = KafkaSourceConfig.from_properties(connector.properties)
+
+    def resolve_start() -> dict[str, int]:
+        offsets = resolve_start_offsets(source_config, options.delivery)
+        return {format_key(*tp): offset for tp, offset in offsets.items()}
+
     return NodeRuntime(
         coordinator,
         sink,
         source_factory=lambda: KafkaSource(connector),
-        partitions=lambda: topic_partitions(settings.bootstrap, settings.topics),
+        topology=topology.read,
         options=options,
         metrics=metrics,
         watermarks=WatermarkReader(settings.bootstrap),
+        resolve_start=resolve_start,
     )
 
 

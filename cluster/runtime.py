@@ -31,6 +31,16 @@ What the runtime guarantees (DESIGN sections 4 to 6):
   owner's ack); no source generation starts while an acked epoch may still commit.
 - SUSPENDED: no new epoch is admitted. LOST (or a fenced ack): the source generation is retired,
   unsealed output dropped, and the node rejoins with a new boot id.
+- Topology (DESIGN section 10): the selected topics are read every ``topology_interval_s``. New
+  partitions (of a known topic, or of a new topic a pattern matches) are handed to the running
+  source (``add_partitions``): their vnode's owner reads them from their first offset, or from the
+  manifest's cursor when an earlier owner already did. The owned set, the acks and the advisory
+  commits all route every partition by the current assignment, never by a list fixed at start. A
+  topic re-created under its name (a new topic id), or gone for three observations in a row, stops
+  the node with a :class:`RuntimeFailure`.
+- Pinned start: before any node reads, the start position is resolved once and written as the
+  pipeline's initial manifest (create-once); every generation and every acquisition starts from a
+  manifest, never from a position resolved again.
 """
 from __future__ import annotations
 
@@ -66,8 +76,9 @@ from coordinator.base import (
 from coordinator.errors import CoordinatorError, FencedError, RoundError
 from coordinator.registry import AssignmentSnapshot, VnodeRegistry
 from coordinator.rounds import AssignmentDrainId
-from coordinator.routing import owned_partitions
-from kafka_source.checkpoint import SourceCheckpoint, format_key
+from coordinator.routing import owned_partitions, partition_vnode
+from cluster.topology import Topology, TopologyChange, TopologyError, topology_change
+from kafka_source.checkpoint import SourceCheckpoint, format_key, parse_key
 from kafka_source.connector import (
     CheckpointAttempt,
     ConnectorConfig,
@@ -88,6 +99,8 @@ __all__ = ["HandoffRecord", "NodeRuntime", "RuntimeOptions", "ack_cursors"]
 T = TypeVar("T")
 #: seconds between two attempts to send an ack that failed transiently
 _ACK_RETRY_S = 0.5
+#: consecutive topology observations without a selected topic before it counts as deleted
+_MISSING_OBSERVATIONS = 3
 TP = tuple[str, int]
 
 
@@ -103,6 +116,8 @@ class RuntimeOptions:
     #: consecutive source generations that may fail before the node gives up (reset by a commit)
     max_generation_failures: int = 5
     delivery: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE
+    #: how often the topics' metadata is read (new partitions, new matching topics); 0 = never
+    topology_interval_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -123,13 +138,35 @@ class HandoffRecord:
     pause_s: float
 
 
-def ack_cursors(checkpoint: SourceCheckpoint, owned: Iterable[TP] | None) -> dict[str, int]:
-    """The ``"topic:partition" -> next offset`` map of an ack: the checkpoint's offsets restricted
-    to ``owned`` (all of them when ``owned`` is None, i.e. the node reads everything). Pure."""
-    if owned is None:
+def ack_cursors(
+    checkpoint: SourceCheckpoint, source_identity: str, snapshot: AssignmentSnapshot | None, node_id: int
+) -> dict[str, int]:
+    """The ``"topic:partition" -> next offset`` map of an ack: the checkpoint's offsets of the
+    partitions whose vnode ``node_id`` owns in ``snapshot`` (routed one by one, so a partition that
+    appeared after start counts like any other); all of them when ``snapshot`` is None (the node
+    reads everything). Pure."""
+    if snapshot is None:
         return dict(checkpoint.offsets)
-    keys = {format_key(t, p) for t, p in owned}
-    return {k: o for k, o in checkpoint.offsets.items() if k in keys}
+    owners, count = snapshot.owners, snapshot.vnode_count
+    mine: dict[str, int] = {}
+    for key, offset in checkpoint.offsets.items():
+        topic, partition = parse_key(key)
+        if owners[partition_vnode(source_identity, topic, partition, count)] == node_id:
+            mine[key] = offset
+    return mine
+
+
+def pinned_start_config(connector: ConnectorConfig, cursors: dict[str, int]) -> ConnectorConfig:
+    """``connector`` starting exactly at the pinned initial manifest's ``cursors``: startup mode
+    ``specific-offsets`` with them (partitions they lack start at their first offset), or
+    ``earliest`` when there are none (a pattern that matched no topic at start). Pure."""
+    properties = {k: v for k, v in connector.properties.items() if not k.startswith("startup.")}
+    if cursors:
+        properties["startup.mode"] = "specific-offsets"
+        properties["startup.specific-offsets"] = ",".join(f"{key}:{offset}" for key, offset in sorted(cursors.items()))
+    else:
+        properties["startup.mode"] = "earliest"
+    return ConnectorConfig(connector.connector_type, properties)
 
 
 class NodeRuntime:
@@ -140,11 +177,16 @@ class NodeRuntime:
         coordinator: Coordinator,
         sink: ParquetSink,
         source_factory: Callable[[], SourceConnector],
-        partitions: Callable[[], list[TP]],
+        topology: Callable[[], Topology],
         options: RuntimeOptions,
         metrics: NodeMetrics | None = None,
         watermarks: Callable[[list[TP]], dict[TP, int]] | None = None,
+        resolve_start: Callable[[], dict[str, int]] | None = None,
     ) -> None:
+        """``topology`` reads the selected topics now (blocking; it may raise, transient failures
+        are retried at the next interval); ``resolve_start`` resolves the configured start position
+        to ``"topic:partition" -> offset`` once, for the initial manifest (None: the source's own
+        Initial position, for tests without a broker)."""
         self.coordinator = coordinator
         self.sink = sink
         self.options = options
@@ -153,7 +195,14 @@ class NodeRuntime:
         self._watermarks = watermarks
         self._durable: dict[str, int] = {}
         self._lag_task: asyncio.Task[None] | None = None
-        self._list_partitions = partitions
+        self._read_topology = topology
+        self._resolve_start = resolve_start
+        self._topology = Topology()
+        self._topic_ids: dict[str, str] = {}
+        self._observed: Topology | None = None
+        self._missing_streak: dict[str, int] = {}
+        self._topology_task: asyncio.Task[None] | None = None
+        self._pinned_start: Manifest | None = None
         self._control = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="laminar-control")
         self._sink_exec = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="laminar-sink")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -169,7 +218,8 @@ class NodeRuntime:
         #: an ack whose send failed transiently: (ack, barrier time, next attempt), see _send_ack
         self._unsent_ack: tuple[EpochAck, float, float] | None = None
         self._drain: _Drain | None = None
-        self._offered_version: int | None = None
+        #: the last cursors offer: (version, partitions it was for)
+        self._offered: tuple[int, frozenset[TP]] | None = None
         self._manifest_epoch_at_version = 0
         self._generation_failures = 0
         self._drain_reported: AssignmentDrainId | None = None
@@ -242,10 +292,12 @@ class NodeRuntime:
         self._wake = asyncio.Event()
         leave_sent = False
         try:  # a failed start also stops the coordinator and the executors
-            self._partitions = await self._blocking(self._list_partitions)
+            topology = await self._blocking(self._read_topology)
             self.coordinator.subscribe(self._on_event)
             try:
                 await self._blocking(self.coordinator.start, self.options.start_timeout_s)
+                await self._adopt_topology(topology, first=True)
+                await self._pin_start()
             except CoordinatorError as exc:  # e.g. unreachable, or the node id held by a live session
                 raise RuntimeFailure(f"cannot join the pipeline: {exc}", cause=exc) from exc
             self.sink.new_boot(self.coordinator.boot_id)
@@ -255,8 +307,11 @@ class NodeRuntime:
             await self._recover_sink()
             if self._watermarks is not None:
                 self._lag_task = asyncio.create_task(self._export_lag())
+            if self.options.topology_interval_s > 0:
+                self._topology_task = asyncio.create_task(self._watch_topology(self.options.topology_interval_s))
             while not self._finished:
                 await self._handle_events()
+                await self._apply_observed_topology()
                 if self._stop_requested:
                     break
                 if self._leaving and not leave_sent:
@@ -295,7 +350,9 @@ class NodeRuntime:
             await self._send_ack(unsent[0], unsent[1])
         source = self._source
         if source is None:
-            if self._needs_generation():
+            if self._pending_barrier is not None and self._owns_no_partition():
+                await self._try_barrier(None)  # owns vnodes but no partition yet: an empty ack
+            elif self._needs_generation():
                 await self._restart_from_manifest()
             return False
         try:
@@ -384,7 +441,7 @@ class NodeRuntime:
         if needed is None:
             return
         version, partitions = needed
-        if self._offered_version == version:
+        if self._offered == (version, partitions):
             return
         snapshot = self._snapshot
         manifest_epoch = 0
@@ -395,7 +452,7 @@ class NodeRuntime:
             return
         cursors = dict(manifest.cursors.get(self.options.source_identity, {})) if manifest is not None else {}
         source.acquire_partitions(cursors, version)  # type: ignore[attr-defined]
-        self._offered_version = version
+        self._offered = (version, partitions)
         logger.info(
             "version %d: acquiring %d partition(s) at the cursors of %s",
             version, len(partitions), f"manifest {manifest.epoch}" if manifest is not None else "no manifest",
@@ -484,7 +541,7 @@ class NodeRuntime:
         source, self._source = self._source, None
         if source is not None:
             self._awaiting_first_row.clear()  # rows of the next generation start the clock again
-        self._offered_version = None
+        self._offered = None
         drain = self._drain
         if drain is not None and drain.begun and self._drain_reported != drain.drain_id:
             self._drain = _Drain(drain.drain_id, drain.deadline, drain.started)  # the next generation begins it
@@ -499,6 +556,10 @@ class NodeRuntime:
         if not self.options.vnode_mode:
             return None if snapshot.vnodes_of(self.options.node_id) else frozenset()
         return owned_partitions(self.options.source_identity, self._partitions, snapshot, self.options.node_id)
+
+    def _owns_no_partition(self) -> bool:
+        """Vnode mode: this node owns vnodes at the current version but none carries a partition."""
+        return self._owned is not None and not self._owned and self._owns_anything()
 
     def _owns_anything(self) -> bool:
         snapshot = self._snapshot
@@ -570,10 +631,13 @@ class NodeRuntime:
         if manifest is not None and manifest.epoch > self._latest_epoch:
             await self._publish_manifest(manifest)
         source = self._source_factory()
+        connector = self.options.connector
+        cursors = dict(manifest.cursors.get(self.options.source_identity, {})) if manifest is not None else {}
         if manifest is None:
             position: SourcePosition = SourcePosition.Initial()
+        elif manifest.epoch == 0:  # the pinned start: exactly its offsets, nothing resolved again
+            position, connector = SourcePosition.Initial(), pinned_start_config(connector, cursors)
         else:
-            cursors = dict(manifest.cursors.get(self.options.source_identity, {}))
             position = SourcePosition.Resume(
                 CheckpointAttempt(manifest.epoch, manifest.epoch),
                 SourceCheckpoint(cursors, manifest.assignment_version if self.options.vnode_mode else 0),
@@ -581,11 +645,11 @@ class NodeRuntime:
         try:
             if self.options.vnode_mode:
                 source.set_vnode_assignment(self.options.source_identity, self._registry, self.options.node_id)
-            await source.start(SourceStart(self.options.connector, position, self.options.delivery))
+            await source.start(SourceStart(connector, position, self.options.delivery))
         except ConnectorError as exc:
             raise RuntimeFailure(f"source start failed: {exc}", cause=exc) from exc
         self._source = source
-        self._offered_version = None
+        self._offered = None
         logger.info(
             "source generation started from %s",
             f"manifest {manifest.epoch}" if manifest is not None else "the initial position",
@@ -595,8 +659,6 @@ class NodeRuntime:
         if self._suspended:
             logger.info("epoch %d not admitted: session suspended", event.epoch)
             return
-        if self._owned is not None and not self._owned:
-            return  # owns nothing: nothing to ack (a retired generation's successor acks it once started)
         if self._snapshot is not None and event.assignment_version != self._snapshot.version:
             logger.warning(
                 "epoch %d is at version %d but this node has seen version %d; skipping",
@@ -605,15 +667,20 @@ class NodeRuntime:
             return
         self._pending_barrier = event
 
-    async def _try_barrier(self, source: SourceConnector) -> None:
+    async def _try_barrier(self, source: SourceConnector | None) -> None:
+        """Ack the pending barrier with the source's cursor (``None``: no source, no partition
+        owned: an ack with no cursor and no output, so the epoch is not held up)."""
         event = self._pending_barrier
         assert event is not None
-        checkpoint = source.try_checkpoint()
+        checkpoint = SourceCheckpoint({}) if source is None else source.try_checkpoint()
         if checkpoint is None:
             return  # not reconciled yet; the barrier waits
         self._pending_barrier = None
         started = time.monotonic()
-        cursors = ack_cursors(checkpoint, self._owned)
+        cursors = ack_cursors(
+            checkpoint, self.options.source_identity,
+            self._snapshot if self.options.vnode_mode else None, self.options.node_id,
+        )
         staged = await self._in_sink(self.sink.seal, event.epoch)
         ack = EpochAck(
             node_id=self.options.node_id,
@@ -660,7 +727,10 @@ class NodeRuntime:
         source = self._source
         if source is not None:
             cursors = manifest.cursors.get(self.options.source_identity, {})
-            mine = ack_cursors(SourceCheckpoint(dict(cursors)), self._owned)
+            mine = ack_cursors(
+                SourceCheckpoint(dict(cursors)), self.options.source_identity,
+                self._snapshot if self.options.vnode_mode else None, self.options.node_id,
+            )
             if mine:
                 await source.notify_epoch_committed(
                     manifest.epoch, SourceCheckpoint(mine, manifest.assignment_version if self.options.vnode_mode else 0)
@@ -775,6 +845,112 @@ class NodeRuntime:
             return
         self._drained_commit = outcome is SourceDrainOutcome.COMMIT
 
+    # -- topology ---------------------------------------------------------------------------------
+
+    async def _watch_topology(self, period_s: float) -> None:
+        """Every ``period_s``: read the topics' metadata (off the loop) for the main loop to apply
+        between two turns. A failed read is retried at the next period."""
+        while True:
+            await asyncio.sleep(period_s)
+            try:
+                observed = await self._blocking(self._read_topology)
+            except Exception as exc:  # noqa: BLE001 - transient: Kafka may be restarting
+                logger.warning("reading topic metadata failed (%s); retrying in %.0fs", exc, period_s)
+                continue
+            self._observed = observed
+            if self._wake is not None:
+                self._wake.set()
+
+    async def _apply_observed_topology(self) -> None:
+        observed, self._observed = self._observed, None
+        if observed is not None:
+            await self._adopt_topology(observed)
+
+    async def _adopt_topology(self, observed: Topology, *, first: bool = False) -> None:
+        """Take a topology observation: pin new topics' ids, hand new partitions to the source.
+
+        Raises :class:`RuntimeFailure` when a topic was re-created (new topic id) or stayed absent
+        for :data:`_MISSING_OBSERVATIONS` observations in a row.
+        """
+        try:
+            change = topology_change(self._topology, observed, self._topic_ids)
+        except TopologyError as exc:
+            raise RuntimeFailure(str(exc), cause=exc) from exc
+        await self._check_missing(change)
+        if change.new_topics:
+            await self._pin_topic_ids(dict(change.new_topics))
+        if not change.grew and not first:
+            return
+        self._topology = self._topology.merged(observed)
+        self._partitions = sorted(self._topology.partitions())
+        if first:
+            return
+        await self._on_topology_grew(change)
+
+    async def _check_missing(self, change: TopologyChange) -> None:
+        for topic in list(self._missing_streak):
+            if topic not in change.missing:
+                del self._missing_streak[topic]
+        for topic in sorted(change.missing):
+            streak = self._missing_streak.get(topic, 0) + 1
+            self._missing_streak[topic] = streak
+            if streak >= _MISSING_OBSERVATIONS:
+                raise RuntimeFailure(
+                    f"topic {topic!r} was deleted (absent from {streak} metadata reads in a row); "
+                    "its records can no longer be landed exactly once"
+                )
+            logger.warning("topic %r is absent from the topic metadata (%d of %d reads)", topic, streak,
+                           _MISSING_OBSERVATIONS)
+
+    async def _pin_topic_ids(self, ids: dict[str, str]) -> None:
+        """Record ``ids`` durably (create-once in the coordinator) and fail on a topic whose durable
+        id differs: it was deleted and re-created since the pipeline first saw it."""
+        durable = await self._blocking(self.coordinator.pin_topic_ids, ids)
+        for topic, topic_id in sorted(ids.items()):
+            pinned = durable.get(topic, topic_id)
+            if pinned != topic_id:
+                raise RuntimeFailure(
+                    f"topic {topic!r} was deleted and re-created (the pipeline pinned topic id {pinned}, "
+                    f"Kafka now has {topic_id}); land it with a new pipeline name, or restore the topic"
+                )
+            self._topic_ids[topic] = pinned
+
+    async def _on_topology_grew(self, change: TopologyChange) -> None:
+        new = sorted(change.new_partitions)
+        self.metrics.partitions_discovered.labels(self.metrics.node).inc(len(new))
+        if self.options.vnode_mode:
+            await self._publish_vnode_load()
+        snapshot = self._snapshot
+        mine: list[TP] = new
+        if snapshot is not None:
+            self._owned = self._owned_at(snapshot)
+            if self._owned is not None:
+                mine = [tp for tp in new if tp in self._owned]
+                self.metrics.owned_partitions.labels(self.metrics.node).set(len(self._owned))
+        logger.info(
+            "topology grew: %d new partition(s) (%d here): %s%s", len(new), len(mine),
+            ", ".join(format_key(*tp) for tp in new[:20]), " ..." if len(new) > 20 else "",
+        )
+        source = self._source
+        if source is not None:
+            try:
+                source.add_partitions(change.new_partitions)
+            except ConnectorError as exc:
+                raise RuntimeFailure(f"the source cannot follow new partitions: {exc}", cause=exc) from exc
+
+    async def _pin_start(self) -> None:
+        """Make sure the pipeline has its initial manifest: the start position resolved once, before
+        any node reads, and written create-once (another node may win the race: its pin is used)."""
+        if await self._blocking(self.coordinator.latest_manifest) is not None or self._resolve_start is None:
+            return
+        cursors = await self._blocking(self._resolve_start)
+        proposed = Manifest(epoch=0, assignment_version=0, cursors={self.options.source_identity: cursors})
+        pinned = await self._blocking(self.coordinator.pin_start, proposed)
+        logger.info(
+            "start position pinned for %d partition(s)%s", len(pinned.cursors.get(self.options.source_identity, {})),
+            "" if pinned == proposed else " (by another node)",
+        )
+
     # -- recovery and shutdown --------------------------------------------------------------------
 
     async def _publish_vnode_load(self) -> None:
@@ -810,7 +986,7 @@ class NodeRuntime:
             source = self._source
             if source is None:
                 continue
-            owned = sorted(self._owned) if self._owned is not None else list(self._partitions)
+            owned = sorted(self._owned) if self._owned is not None else sorted(self._partitions)
             try:
                 highs = await self._blocking(self._watermarks, owned)
             except Exception as exc:  # noqa: BLE001 - metrics must never stop the node
@@ -828,9 +1004,10 @@ class NodeRuntime:
     async def _shutdown(self) -> None:
         """Stop the lag task, the source, the coordinator and the executors; each step runs even
         when an earlier one raised."""
-        if self._lag_task is not None:
-            self._lag_task.cancel()
-            await asyncio.gather(self._lag_task, return_exceptions=True)
+        tasks = [t for t in (self._lag_task, self._topology_task) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         try:
             try:
                 close_watermarks = getattr(self._watermarks, "close", None)

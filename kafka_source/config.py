@@ -4,7 +4,8 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
 
 =================================  ==========================================================
 ``bootstrap.servers``              required; passed to librdkafka
-``topic``                          required; one topic or a comma-separated list
+``topic``                          required; one topic, a comma-separated list, or ``re:<regex>``
+                                   (topics created later that match are read too)
 ``group.id``                       required; group for advisory offset commits only
 ``format``                         ``raw`` (default; binary ``value`` column) or ``json``
 ``json.schema``                    ``name:type,...`` with pyarrow type aliases (``int64``,
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import difflib
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -38,6 +38,7 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from kafka_source.errors import ConfigurationError
+from kafka_source.topics import TopicSelector
 
 __all__ = [
     "METADATA_COLUMNS",
@@ -96,7 +97,6 @@ KAFKA_PREFIX = "kafka."
 _OWNED_KAFKA_KEYS: frozenset[str] = frozenset(
     {"bootstrap.servers", "group.id", "isolation.level", "enable.auto.offset.store"}
 )
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _FALSE = frozenset({"false", "0", "no", "off"})
 _TRUE = frozenset({"true", "1", "yes", "on"})
 
@@ -117,12 +117,6 @@ def _int(key: str, value: str, *, minimum: int) -> int:
     if result < minimum:
         raise ConfigurationError(f"{key}={value!r} must be >= {minimum}")
     return result
-
-
-def _topic(name: str, key: str) -> str:
-    if not _TOPIC_RE.fullmatch(name) or name in (".", ".."):
-        raise ConfigurationError(f"{key}: invalid topic name {name!r}")
-    return name
 
 
 def parse_json_schema(text: str) -> pa.Schema:
@@ -165,14 +159,14 @@ def _metadata(value: str) -> tuple[str, ...]:
     return tuple(c for c in METADATA_COLUMNS if c in wanted)
 
 
-def _specific_offsets(value: str, topics: tuple[str, ...]) -> dict[tuple[str, int], int]:
+def _specific_offsets(value: str, selector: TopicSelector) -> dict[tuple[str, int], int]:
     result: dict[tuple[str, int], int] = {}
     for item in filter(None, (p.strip() for p in value.split(","))):
         parts = item.rsplit(":", 2)
         if len(parts) != 3:
             raise ConfigurationError(f"startup.specific-offsets: {item!r} is not topic:partition:offset")
         topic, partition, offset = parts
-        if topic not in topics:
+        if not selector.matches(topic):
             raise ConfigurationError(f"startup.specific-offsets: topic {topic!r} is not configured")
         key = (topic, _int("startup.specific-offsets partition", partition, minimum=0))
         if key in result:
@@ -188,6 +182,7 @@ class KafkaSourceConfig:
     """Validated source configuration. Build it with :meth:`from_properties`."""
 
     bootstrap_servers: str
+    #: the named topics; empty when ``topic_pattern`` selects them (see :attr:`selector`)
     topics: tuple[str, ...]
     group_id: str
     format: Format = Format.RAW
@@ -202,12 +197,20 @@ class KafkaSourceConfig:
     partition_discovery_interval_ms: int = 30_000
     max_error_rate: float = 0.01
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
+    #: a regular expression selecting topics (``topic=re:<regex>``); None for named topics
+    topic_pattern: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "startup_specific_offsets", MappingProxyType(dict(self.startup_specific_offsets))
         )
         object.__setattr__(self, "kafka_properties", MappingProxyType(dict(self.kafka_properties)))
+        TopicSelector(self.topics, self.topic_pattern)  # exactly one of them (ConfigurationError)
+
+    @property
+    def selector(self) -> TopicSelector:
+        """The topics this source reads: the named ones, or every topic the pattern matches."""
+        return TopicSelector(self.topics, self.topic_pattern)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> KafkaSourceConfig:
@@ -243,9 +246,7 @@ class KafkaSourceConfig:
             return value
 
         bootstrap = required("bootstrap.servers")
-        topics = tuple(_topic(t.strip(), "topic") for t in required("topic").split(",") if t.strip())
-        if len(set(topics)) != len(topics):
-            raise ConfigurationError(f"topic lists a topic twice: {props['topic']!r}")
+        selector = TopicSelector.parse(required("topic"))
         group_id = required("group.id")
         fmt = _enum(Format, "format", props.get("format", "raw"))
         schema = None
@@ -267,7 +268,7 @@ class KafkaSourceConfig:
                 raise ConfigurationError(
                     "startup.specific-offsets requires startup.mode=specific-offsets"
                 )
-            specific = _specific_offsets(props["startup.specific-offsets"], topics)
+            specific = _specific_offsets(props["startup.specific-offsets"], selector)
         elif mode is StartupMode.SPECIFIC_OFFSETS:
             raise ConfigurationError(
                 "startup.mode=specific-offsets requires startup.specific-offsets"
@@ -280,7 +281,8 @@ class KafkaSourceConfig:
             raise ConfigurationError(f"max.error.rate={error_rate} must be within [0, 1]")
         return cls(
             bootstrap_servers=bootstrap,
-            topics=topics,
+            topics=selector.names,
+            topic_pattern=selector.pattern,
             group_id=group_id,
             format=fmt,  # type: ignore[arg-type]
             json_schema=schema,
@@ -336,7 +338,7 @@ class KafkaSourceConfig:
         """Semantic identity: topics, format, schema and startup; no endpoints or credentials."""
         options = {
             "connector": "kafka",
-            "topic": ",".join(self.topics),
+            "topic": str(self.selector),
             "format": self.format.value,
             "startup.mode": self.startup_mode.value,
             "include.metadata": ",".join(self.include_metadata),

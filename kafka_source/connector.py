@@ -15,7 +15,7 @@ import abc
 import asyncio
 import enum
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
@@ -364,6 +364,16 @@ class SourceConnector(abc.ABC):
         raise ConfigurationError(
             "source advertises splittable placement but does not implement vnode assignment"
         )
+
+    def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """The input's topology grew: ``partitions`` (``(topic, partition)``) exist now.
+
+        A source that follows topology changes reads each new partition it owns from its first
+        offset (or, in vnode mode, from explicit cursors offered for the published version). Never
+        blocks; idempotent. Fails closed: a connector that cannot follow them raises, so a new
+        partition is never silently left unread.
+        """
+        raise ConfigurationError("this source connector cannot follow topology changes (add_partitions)")
 
     # -- misc -----------------------------------------------------------------------------------
 

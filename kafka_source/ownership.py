@@ -437,6 +437,41 @@ class Ownership:
             live=(self.live - plan.release) | frozenset(acquired),
         )
 
+    # -- topology growth ---------------------------------------------------------------------------
+
+    def can_route_more(self, snapshot: AssignmentSnapshot) -> bool:
+        """Whether new partitions may join the routing table now: alive, no round active, and
+        pinned to ``snapshot`` (the published version), so their owned share is computed from the
+        owner map the source is pinned to."""
+        return (
+            self.failure is None
+            and not (self.drain is not None and self.drain.active)
+            and self.version == snapshot.version
+        )
+
+    def with_partitions(self, routes: Mapping[TP, int], snapshot: AssignmentSnapshot) -> Ownership:
+        """Add partitions that appeared in the topology (``{tp: vnode}``; known ones are ignored).
+
+        Pre: :meth:`can_route_more` (else :class:`DrainError`, state unchanged). Post: the new
+        partitions whose vnode ``self_id`` owns in ``snapshot`` are owned and pending (not live):
+        they are acquired by a :class:`Reconcile` at the same version with explicit cursors, and
+        :meth:`is_ready` is False until then.
+        """
+        if not self.can_route_more(snapshot):
+            raise DrainError(
+                f"cannot add partitions now (pinned {self.version}, published {snapshot.version}, "
+                f"phase {self.phase.value})"
+            )
+        added = {tp: v for tp, v in routes.items() if tp not in self.routes}
+        if not added:
+            return self
+        mine = frozenset(tp for tp, v in added.items() if snapshot.owners[v] == self.self_id)
+        return replace(
+            self,
+            routes=MappingProxyType(dict(sorted({**self.routes, **added}.items()))),
+            owned=self.owned | mine,
+        )
+
     def started(self, live: frozenset[TP]) -> Ownership:
         """The consumer was started holding ``live`` (a subset of ``owned``)."""
         return replace(self, live=frozenset(live))

@@ -27,7 +27,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -35,6 +35,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from kafka_source.errors import ConnectorError, FatalError, OffsetOutOfRangeError
+from kafka_source.startup import selected_topics
+from kafka_source.topics import TopicSelector
 
 logger = logging.getLogger(__name__)
 
@@ -242,7 +244,7 @@ class Reader:
         consumer: Consumer,
         fifo: ByteBoundedFifo,
         *,
-        topics: tuple[str, ...],
+        selector: TopicSelector,
         assigned: Mapping[TP, int],
         chunk_records: int,
         discovery_interval_s: float,
@@ -253,7 +255,7 @@ class Reader:
     ) -> None:
         self.consumer = consumer
         self.fifo = fifo
-        self.topics = topics
+        self.selector = selector
         self.chunk_records = chunk_records
         self.discovery_interval_s = discovery_interval_s
         self.metadata_timeout_s = metadata_timeout_s
@@ -494,30 +496,35 @@ class Reader:
     def _discover(self) -> None:
         try:
             found: list[TP] = []
-            for topic in self.topics:
-                metadata = self.consumer.list_topics(topic, timeout=self.metadata_timeout_s)
-                info = metadata.topics.get(topic)
-                if info is None or info.error is not None:
-                    continue
-                for partition in info.partitions:
-                    key = (topic, partition)
-                    if key not in self._assigned:
-                        found.append(key)
-            if not found:
-                return
-            offsets: dict[TP, int] = {}
-            for topic, partition in sorted(found):
-                low, _high = self.consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=self.metadata_timeout_s, cached=False
-                )
-                offsets[(topic, partition)] = low
-            self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
-            for key, offset in offsets.items():
-                self._assigned[key] = TopicPartition(*key)
-                self._positions[key] = offset
-            logger.info("assigned %d new partition(s): %s", len(offsets), sorted(offsets))
-            self.fifo.put_control(PartitionsAssigned(offsets))
-            if self.on_discovered is not None:
-                self.on_discovered(len(offsets))
+            for topic, info in selected_topics(self.consumer, self.selector, self.metadata_timeout_s).items():
+                found.extend((topic, p) for p in info.partitions if (topic, p) not in self._assigned)
+            self._assign_new(found)
         except Exception:  # noqa: BLE001 - discovery retries at the next interval
             logger.warning("partition discovery failed; retrying later", exc_info=True)
+
+    def assign_new(self, partitions: Iterable[TP]) -> concurrent.futures.Future[Any]:
+        """Assign ``partitions`` not held yet at their low watermark (on the reader thread), as
+        discovery does; the future's result is ``{tp: offset}`` of those assigned."""
+        wanted = sorted(set(partitions))
+        return self.submit(lambda _consumer: self._assign_new(wanted))
+
+    def _assign_new(self, found: Iterable[TP]) -> dict[TP, int]:
+        """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
+        announce it with a :class:`PartitionsAssigned` marker."""
+        offsets: dict[TP, int] = {}
+        for topic, partition in sorted(set(found) - set(self._assigned)):
+            low, _high = self.consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self.metadata_timeout_s, cached=False
+            )
+            offsets[(topic, partition)] = low
+        if not offsets:
+            return offsets
+        self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        for key, offset in offsets.items():
+            self._assigned[key] = TopicPartition(*key)
+            self._positions[key] = offset
+        logger.info("assigned %d new partition(s) at their first offset: %s", len(offsets), sorted(offsets))
+        self.fifo.put_control(PartitionsAssigned(offsets))
+        if self.on_discovered is not None:
+            self.on_discovered(len(offsets))
+        return offsets

@@ -19,7 +19,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,6 +172,8 @@ class KafkaSource(SourceConnector):
         self._op: _Op | None = None
         self._op_ids = itertools.count(1)
         self._offer: tuple[int, dict[TP, int]] | None = None
+        #: partitions announced by add_partitions that wait to join the routing table
+        self._unrouted: frozenset[TP] = frozenset()
         self._pause: tuple[DrainRoundId, concurrent.futures.Future[DrainBoundary]] | None = None
         #: Partitions whose records still in the FIFO must not be emitted (released, or acquired
         #: again at an explicit cursor); cleared when their AssignmentApplied marker is consumed.
@@ -305,7 +307,7 @@ class KafkaSource(SourceConnector):
         self._reader = Reader(
             consumer,
             self._fifo,
-            topics=config.topics,
+            selector=config.selector,
             assigned=offsets,
             chunk_records=config.consume_chunk_records,
             # vnode mode: the partition set is fixed at start (placement is computed from it)
@@ -323,7 +325,7 @@ class KafkaSource(SourceConnector):
         self._reader.start()
         logger.info(
             "kafka source started on %s at %d partition(s) (%s%s)",
-            ",".join(config.topics), len(offsets), type(position).__name__,
+            config.selector, len(offsets), type(position).__name__,
             f", assignment version {self._own.version}" if self._own is not None else "",
         )
 
@@ -463,7 +465,8 @@ class KafkaSource(SourceConnector):
                     )
             if not self._delivery.is_guaranteed:
                 self._check_error_rate(len(messages), len(built.bad))
-            cursor = _advance(cursor, messages, built.partitions, built.offsets, len(self.config.topics) > 1)
+            multi_topic = self.config.topic_pattern is not None or len(self.config.topics) > 1
+            cursor = _advance(cursor, messages, built.partitions, built.offsets, multi_topic)
             batch = built.batch
         for chunk, end in spans:
             if end == len(chunk.messages):
@@ -550,7 +553,8 @@ class KafkaSource(SourceConnector):
         partitions are ignored (this node reports only what it owns) and owned partitions it
         lacks start at their low watermark. Called after :meth:`start`, the partitions not owned
         stop being emitted at once and are released by :meth:`drive_control_plane`. The partition
-        set is fixed at :meth:`start` in vnode mode (no partition discovery). Calling it again
+        set is listed at :meth:`start`; later partitions arrive through :meth:`add_partitions`
+        (the source does not look for them itself in vnode mode). Calling it again
         with the same arguments is a no-op; different arguments raise :class:`ConfigurationError`.
         """
         if not isinstance(source_identity, str) or not source_identity:
@@ -626,6 +630,7 @@ class KafkaSource(SourceConnector):
             if self._failure is not None:
                 return
             assert self._own is not None
+            self._route_new_partitions()
             plan = self._own.plan_reconcile(self._binding_registry().snapshot(), self._offer)
             if plan is None:
                 return
@@ -643,6 +648,57 @@ class KafkaSource(SourceConnector):
             self._fail(f"reconciliation failed: {exc}")
         except Exception as exc:  # noqa: BLE001 - a reader-thread failure; surfaced as terminal
             self._fail(f"reconciliation failed: {exc!r}")
+
+    def add_partitions(self, partitions: Iterable[TP]) -> None:
+        """The topology grew: ``partitions`` exist now (partitions added to a topic, or the
+        partitions of a new topic that the pattern matches). Never blocks; idempotent; partitions
+        this generation already knows, or of topics it does not select, are ignored; a no-op
+        before :meth:`start` (which lists the partitions itself) and after :meth:`close`.
+
+        Without a vnode assignment the new partitions are assigned at their first offset (low
+        watermark) by the reader thread and appear in :meth:`checkpoint` from then on. In vnode
+        mode they join the routing table; the ones whose vnode this node owns become owned and
+        pending, :meth:`checkpoint_ready` turns False, and :meth:`acquisition_needed` names them
+        until :meth:`acquire_partitions` offers their cursors for the published version (a
+        partition the offer lacks starts at its first offset). They join the table only while no
+        round is active and the source is pinned to the published version; until then they wait
+        and :meth:`drive_control_plane` adds them.
+        """
+        if not self._started or self._closed or self._failure is not None:
+            return
+        selector = self.config.selector
+        wanted = frozenset(tp for tp in partitions if selector.matches(tp[0]) and tp not in self._cursor)
+        if not wanted:
+            return
+        if self._binding is None:
+            assert self._reader is not None
+            self._reader.assign_new(wanted)  # its PartitionsAssigned marker extends the cursor
+            return
+        own = self._require_vnode()
+        wanted = wanted - frozenset(own.routes)
+        if wanted:
+            self._unrouted = self._unrouted | wanted
+            self._offer = None  # offered before the growth: the runtime offers the latest cursors again
+
+    def _route_new_partitions(self) -> None:
+        """Add :attr:`_unrouted` partitions to the routing table when the ownership allows it."""
+        own, pending = self._own, self._unrouted
+        if not pending or own is None or self._op is not None:
+            return
+        binding = self._binding
+        assert binding is not None
+        snapshot = binding.registry.snapshot()
+        if not own.can_route_more(snapshot):
+            return
+        grown = own.with_partitions(route_partitions(binding.source_identity, pending, snapshot.vnode_count), snapshot)
+        self._unrouted = frozenset()
+        gained = grown.owned - own.owned
+        self._set_own(grown)
+        self.metrics.partitions_discovered += len(pending)
+        logger.info(
+            "kafka source routed %d new partition(s) at version %d; %d owned here: %s",
+            len(pending), snapshot.version, len(gained), sorted(gained),
+        )
 
     def acquire_partitions(self, cursors: Mapping[str, int] | SourceCheckpoint, version: int) -> None:
         """Offer explicit start cursors for partitions acquired *without* a drain at ``version``.

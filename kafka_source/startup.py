@@ -2,19 +2,22 @@
 
 The pure functions :func:`resolve_initial` and :func:`resolve_resume` decide offsets from broker
 facts (partitions, watermarks, timestamp lookups); :func:`query_broker_facts` gathers those facts
-with blocking client calls and must run off the event loop.
+with blocking client calls and must run off the event loop, as must :func:`resolve_start_offsets`
+(the whole Initial resolution with its own short-lived consumer).
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.config import KafkaSourceConfig, StartupMode
 from kafka_source.connector import DeliveryGuarantee
+from kafka_source.topics import TopicSelector
 from kafka_source.errors import (
     CheckpointError,
     ConfigurationError,
@@ -24,7 +27,10 @@ from kafka_source.errors import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BrokerFacts", "StartupPlan", "query_broker_facts", "resolve_initial", "resolve_resume"]
+__all__ = [
+    "BrokerFacts", "StartupPlan", "query_broker_facts", "resolve_initial", "resolve_resume",
+    "resolve_start_offsets", "selected_topics",
+]
 
 TP = tuple[str, int]
 
@@ -126,9 +132,9 @@ def resolve_resume(
     offsets: dict[TP, int] = {}
     resets = 0
     for tp in cursor:
-        if tp[0] not in config.topics:
+        if not config.selector.matches(tp[0]):
             raise CheckpointError(
-                f"checkpoint names topic {tp[0]!r}, which is not configured ({', '.join(config.topics)})"
+                f"checkpoint names topic {tp[0]!r}, which is not configured ({config.selector})"
             )
         if tp not in facts.watermarks:
             raise CheckpointError(f"checkpoint names {tp[0]}:{tp[1]}, which does not exist")
@@ -157,18 +163,46 @@ def resolve_resume(
     return StartupPlan(offsets, resets)
 
 
+def selected_topics(consumer: Consumer, selector: TopicSelector, timeout_s: float) -> dict[str, Any]:
+    """``{topic: TopicMetadata}`` of the selected topics (blocking). Raises :class:`ConfigurationError`
+    when a named topic is missing or has an error, and ``KafkaException`` when Kafka does not answer."""
+    if selector.is_pattern:
+        metadata = consumer.list_topics(timeout=timeout_s)
+        return {t: metadata.topics[t] for t in selector.select(metadata.topics)
+                if metadata.topics[t].error is None and metadata.topics[t].partitions}
+    found: dict[str, Any] = {}
+    for topic in selector.names:
+        info = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if info is None or info.error is not None or not info.partitions:
+            reason = info.error.str() if info is not None and info.error else "no partitions"
+            raise ConfigurationError(f"topic {topic!r} is not available: {reason}")
+        found[topic] = info
+    return found
+
+
+def resolve_start_offsets(
+    config: KafkaSourceConfig, delivery: DeliveryGuarantee, timeout_s: float = 10.0
+) -> dict[TP, int]:
+    """Resolve ``config``'s startup mode once to exact next-offsets of every selected partition,
+    with a short-lived consumer (blocking). Used to pin a pipeline's start durably before any node
+    reads (DESIGN section 10.2). Raises like :meth:`KafkaSource.start` does."""
+    consumer = Consumer(config.consumer_config(guaranteed=delivery.is_guaranteed), logger=logger)
+    try:
+        return dict(resolve_initial(config, query_broker_facts(consumer, config, timeout_s), delivery).offsets)
+    finally:
+        consumer.close()
+
+
 def query_broker_facts(
     consumer: Consumer, config: KafkaSourceConfig, timeout_s: float
 ) -> BrokerFacts:
-    """Partitions and watermarks of every configured topic (blocking; run off the loop)."""
+    """Partitions and watermarks of every selected topic (blocking; run off the loop).
+
+    Named topics must exist (:class:`ConfigurationError`); a pattern may match none yet.
+    """
     try:
         watermarks: dict[TP, tuple[int, int]] = {}
-        for topic in config.topics:
-            metadata = consumer.list_topics(topic, timeout=timeout_s)
-            info = metadata.topics.get(topic)
-            if info is None or info.error is not None or not info.partitions:
-                reason = info.error.str() if info is not None and info.error else "no partitions"
-                raise ConfigurationError(f"topic {topic!r} is not available: {reason}")
+        for topic, info in selected_topics(consumer, config.selector, timeout_s).items():
             for partition in sorted(info.partitions):
                 low, high = consumer.get_watermark_offsets(
                     TopicPartition(topic, partition), timeout=timeout_s, cached=False

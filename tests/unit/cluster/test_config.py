@@ -88,3 +88,28 @@ def test_every_setting_has_an_env_name_and_a_field() -> None:
     for name in SETTING_NAMES:
         assert env_name(name).startswith("LAMINAR_")
         assert name.replace("-", "_") in fields or name == "topic"
+
+
+def test_a_topic_pattern_is_one_setting_and_reaches_the_source() -> None:
+    s = settings_from(BASE, {}, {"topic": r"re:orders\.(eu|us){1,2}"})
+    assert s.topics == (r"re:orders\.(eu|us){1,2}",) and s.selector.is_pattern
+    props = s.source_properties()
+    assert props["topic"] == r"re:orders\.(eu|us){1,2}" and props["partition.discovery.interval.ms"] == "0"
+    with pytest.raises(ConfigError, match="regular expression"):
+        settings_from(BASE, {}, {"topic": "re:("})
+
+
+def test_every_startup_mode_and_its_parameter() -> None:
+    ts = settings_from(BASE, {}, {"startup-mode": "timestamp", "startup-timestamp-ms": "1700000000000"})
+    assert ts.source_properties()["startup.timestamp.ms"] == "1700000000000"
+    so = settings_from(BASE, {}, {"startup-mode": "specific-offsets", "startup-specific-offsets": "t:0:5"})
+    assert so.source_properties()["startup.specific-offsets"] == "t:0:5"
+    with pytest.raises(ConfigError, match="startup-timestamp-ms"):
+        settings_from(BASE, {}, {"startup-mode": "timestamp"})
+    with pytest.raises(ConfigError, match="startup-specific-offsets"):
+        settings_from(BASE, {}, {"startup-specific-offsets": "t:0:5"})
+    with pytest.raises(ConfigError, match="startup-mode"):
+        settings_from(BASE, {}, {"startup-mode": "middle"})
+    assert settings_from(BASE, {}, {"topology-interval-ms": "0"}).topology_interval_ms == 0
+    with pytest.raises(ConfigError, match="topology-interval-ms"):
+        settings_from(BASE, {}, {"topology-interval-ms": "-1"})

@@ -12,6 +12,7 @@ import pytest
 from cluster.errors import RuntimeFailure
 from cluster.runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from cluster.sink import ParquetSink, list_published
+from cluster.topology import TopicInfo, Topology
 from coordinator.base import (
     AssignmentChanged,
     Coordinator,
@@ -27,6 +28,7 @@ from coordinator.base import (
 )
 from coordinator.errors import CoordinatorError, FencedError
 from coordinator.registry import AssignmentSnapshot
+from coordinator.routing import partition_vnode
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.errors import FatalError
 from kafka_source.connector import (
@@ -42,6 +44,7 @@ from kafka_source.connector import (
 
 TOPIC = "t"
 PARTITIONS = [(TOPIC, 0), (TOPIC, 1)]
+TOPOLOGY = Topology.of(TopicInfo(TOPIC, "id-t", 2))
 
 
 class FakeCoordinator(Coordinator):
@@ -55,6 +58,7 @@ class FakeCoordinator(Coordinator):
         self.acks: list[EpochAck] = []
         self.manifests: dict[int, Manifest] = {}
         self.rejoins = 0
+        self.topic_ids: dict[str, str] = {}
         self.snapshot = AssignmentSnapshot.initial(4).next(1, [1, 1, 1, 1])
 
     @property
@@ -110,6 +114,15 @@ class FakeCoordinator(Coordinator):
 
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
         pass
+
+    def pin_start(self, manifest: Manifest) -> Manifest:
+        self.manifests.setdefault(0, manifest)
+        return self.manifests[0]
+
+    def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
+        for topic, topic_id in ids.items():
+            self.topic_ids.setdefault(topic, topic_id)
+        return {topic: self.topic_ids[topic] for topic in ids}
 
     def commit(self, ack: EpochAck) -> Manifest:
         manifest = Manifest(ack.epoch, ack.assignment_version, ack.cursors, ack.outputs, ((1, ack.boot_id),))
@@ -171,7 +184,7 @@ def make_runtime(tmp_path: Path, coordinator: FakeCoordinator) -> NodeRuntime:
     FakeSource.generations = []
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
-    return NodeRuntime(coordinator, sink, FakeSource, lambda: list(PARTITIONS), options)
+    return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)
 
 
 async def wait_for(predicate: object, timeout: float = 5.0) -> None:
@@ -191,10 +204,18 @@ def published_offsets(runtime: NodeRuntime) -> dict[int, list[int]]:
     return {p: sorted(o) for p, o in result.items()}
 
 
-def test_ack_cursors_restricts_to_owned() -> None:
-    cp = SourceCheckpoint.from_partitions({("t", 0): 5, ("t", 1): 7})
-    assert ack_cursors(cp, None) == {"t:0": 5, "t:1": 7}
-    assert ack_cursors(cp, [("t", 1)]) == {"t:1": 7}
+def test_ack_cursors_route_every_partition_by_the_snapshot() -> None:
+    partitions = {("t", p): 10 + p for p in range(40)}  # includes partitions added after start
+    cp = SourceCheckpoint.from_partitions(partitions)
+    assert ack_cursors(cp, "src", None, 1) == {f"t:{p}": 10 + p for p in range(40)}
+    snapshot = AssignmentSnapshot.initial(8).next(1, [1, 2] * 4)
+    mine = ack_cursors(cp, "src", snapshot, 1)
+    theirs = ack_cursors(cp, "src", snapshot, 2)
+    assert mine and theirs and not set(mine) & set(theirs)
+    assert {**mine, **theirs} == dict(cp.offsets)
+    for key in mine:
+        topic, partition = key.split(":")
+        assert snapshot.owners[partition_vnode("src", topic, int(partition), 8)] == 1
 
 
 async def test_barrier_acks_exact_cursors_and_commit_publishes(tmp_path: Path) -> None:

@@ -289,3 +289,49 @@ def test_drain_partitions_nodes_cleanly(before, after, node, commit, abort_early
         own = own.reconciled(own.plan_reconcile(s2, None), {})
     assert own.is_ready(s2)
     assert own.live == own.owned_at(s2.owners)
+
+
+# -- topology growth -------------------------------------------------------------------------------
+
+NEW = {(T, p): p % VNODES for p in range(16, 24)}  # partitions added to the topic later
+
+
+def test_new_partitions_become_owned_pending_and_are_acquired_at_offered_cursors() -> None:
+    s1 = snap(HALF)
+    own = started(s1, node=1)
+    grown = own.with_partitions({**NEW, (T, 0): 0}, s1)  # a known partition is ignored
+    mine = {tp for tp, v in NEW.items() if HALF[v] == 1}
+    assert grown.owned == own.owned | mine and grown.pending == mine and grown.live == own.live
+    assert grown.routes[(T, 16)] == 0 and len(grown.routes) == 24
+    assert not grown.is_ready(s1)  # intake held until they are acquired
+    assert grown.plan_reconcile(s1, None) is None  # waits for explicit cursors
+    step = grown.plan_reconcile(s1, (1, {(T, 16): 42}))
+    assert step is not None and step.version == 1 and not step.release
+    assert dict(step.acquire) == {tp: (42 if tp == (T, 16) else None) for tp in sorted(mine)}
+    done = grown.reconciled(step, {tp: 0 for tp in step.acquire})
+    assert done.is_ready(s1) and done.owned == done.live
+    assert grown.with_partitions(NEW, s1) == grown  # idempotent
+
+
+def test_new_partitions_wait_while_a_round_runs_or_the_pin_lags() -> None:
+    s1 = snap(HALF)
+    own = started(s1, node=1)
+    drain_id, pending = round_to(s1, ALL1)
+    draining, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    assert not draining.can_route_more(s1)
+    with pytest.raises(DrainError):
+        draining.with_partitions(NEW, s1)
+    s2 = s1.next(2, ALL1)
+    assert not own.can_route_more(s2)  # pinned to 1 while 2 is published: reconcile first
+    assert own.can_route_more(s1)
+    assert not own.fail("x").can_route_more(s1)
+
+
+def test_a_node_that_owns_none_of_the_new_partitions_stays_ready() -> None:
+    s1 = snap((1,) * 4 + (2,) * 4)
+    own = started(s1, node=1)
+    grown = own.with_partitions({(T, 40): 5, (T, 41): 6}, s1)
+    assert grown.owned == own.owned and grown.is_ready(s1)
+    later = s1.next(2, (2,) * 4 + (1,) * 4)  # the vnodes of the new partitions move here later
+    step = grown.plan_reconcile(later, (2, {}))
+    assert step is not None and {(T, 40), (T, 41)} <= set(step.acquire)

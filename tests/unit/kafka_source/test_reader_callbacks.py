@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Message, TopicPartition
 
+from kafka_source.topics import TopicSelector
 from kafka_source.reader import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, Reader, RecordChunk
 
 TOPIC = "t"
@@ -48,7 +49,7 @@ def started_reader(pending: threading.Event) -> tuple[Reader, FakeConsumer, Byte
     reader = Reader(
         consumer,  # type: ignore[arg-type]
         fifo,
-        topics=(TOPIC,),
+        selector=TopicSelector((TOPIC,)),
         assigned={(TOPIC, 0): 0},
         chunk_records=10,
         discovery_interval_s=0.0,

@@ -10,6 +10,7 @@ import types
 import pytest
 from confluent_kafka import Message, TopicPartition
 
+from kafka_source.topics import TopicSelector
 from kafka_source import KafkaSource
 from kafka_source.arrow_batch import BatchBuilder
 from kafka_source.checkpoint import SourceCheckpoint
@@ -69,7 +70,7 @@ async def test_commit_that_cannot_be_issued_fails_at_once() -> None:
     source = KafkaSource(request_timeout_s=5.0)
     fifo = ByteBoundedFifo(1024)
     source._reader = Reader(  # never started: every submit fails at once
-        None, fifo, topics=(TOPIC,), assigned={}, chunk_records=1, discovery_interval_s=0.0  # type: ignore[arg-type]
+        None, fifo, selector=TopicSelector((TOPIC,)), assigned={}, chunk_records=1, discovery_interval_s=0.0  # type: ignore[arg-type]
     )
     source._cursor = {(TOPIC, 0): 10}
     source._committed_loaded = True
@@ -126,7 +127,7 @@ def test_a_command_submitted_as_the_thread_exits_never_hangs() -> None:
     reader = Reader(
         _IdleConsumer(),  # type: ignore[arg-type]
         ByteBoundedFifo(1024),
-        topics=(TOPIC,),
+        selector=TopicSelector((TOPIC,)),
         assigned={},
         chunk_records=1,
         discovery_interval_s=0.0,

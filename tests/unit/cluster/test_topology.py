@@ -1,0 +1,60 @@
+"""Topology observations and their changes (pure): growth, new topics, re-created and missing topics."""
+from __future__ import annotations
+
+import pytest
+
+from cluster.runtime import pinned_start_config
+from cluster.topology import TopicInfo, Topology, TopologyError, topology_change
+from kafka_source.config import KafkaSourceConfig, StartupMode
+from kafka_source.connector import ConnectorConfig
+
+A8 = TopicInfo("a", "id-a", 8)
+
+
+def test_partitions_added_and_a_new_topic_are_growth() -> None:
+    before = Topology.of(A8)
+    after = Topology.of(TopicInfo("a", "id-a", 10), TopicInfo("b", "id-b", 2))
+    change = topology_change(before, after, {"a": "id-a"})
+    assert change.grew
+    assert change.new_partitions == {("a", 8), ("a", 9), ("b", 0), ("b", 1)}
+    assert dict(change.new_topics) == {"b": "id-b"} and not change.missing
+    assert before.merged(after).partitions() == after.partitions()
+
+
+def test_nothing_changed() -> None:
+    change = topology_change(Topology.of(A8), Topology.of(A8), {"a": "id-a"})
+    assert not change.grew and not change.new_topics and not change.missing
+
+
+def test_a_missing_topic_is_reported_not_forgotten() -> None:
+    before = Topology.of(A8, TopicInfo("b", "id-b", 1))
+    after = Topology.of(A8)
+    change = topology_change(before, after, {})
+    assert change.missing == {"b"} and not change.grew
+    assert "b" in before.merged(after).topics
+
+
+@pytest.mark.parametrize("pinned", [{"a": "id-old"}, {}])
+def test_a_recreated_topic_is_an_error(pinned: dict[str, str]) -> None:
+    before = Topology.of(TopicInfo("a", "id-old", 8)) if not pinned else Topology()
+    with pytest.raises(TopologyError, match="deleted and re-created"):
+        topology_change(before, Topology.of(A8), pinned)
+
+
+def test_fewer_partitions_is_an_error() -> None:
+    with pytest.raises(TopologyError, match="fewer"):
+        topology_change(Topology.of(A8), Topology.of(TopicInfo("a", "id-a", 4)), {"a": "id-a"})
+
+
+def test_pinned_start_config_uses_exactly_the_pinned_offsets() -> None:
+    connector = ConnectorConfig("kafka", {
+        "bootstrap.servers": "b", "topic": "a", "group.id": "g", "startup.mode": "latest",
+    })
+    pinned = pinned_start_config(connector, {"a:0": 17, "a:1": 0})
+    config = KafkaSourceConfig.from_properties(pinned.properties)
+    assert config.startup_mode is StartupMode.SPECIFIC_OFFSETS
+    assert dict(config.startup_specific_offsets) == {("a", 0): 17, ("a", 1): 0}
+    timestamp = ConnectorConfig("kafka", {**connector.properties, "startup.mode": "timestamp",
+                                          "startup.timestamp.ms": "5"})
+    empty = KafkaSourceConfig.from_properties(pinned_start_config(timestamp, {}).properties)
+    assert empty.startup_mode is StartupMode.EARLIEST and empty.startup_timestamp_ms is None
