@@ -60,6 +60,7 @@ from cluster.errors import RuntimeFailure
 from cluster.metrics import NodeMetrics
 from cluster.sink import ParquetSink, publish, recover
 from coordinator.base import (
+    AckRejected,
     AssignmentChanged,
     Coordinator,
     CoordinatorEvent,
@@ -502,6 +503,8 @@ class NodeRuntime:
                 await self._on_round_started(event)
             elif isinstance(event, RoundDecided):
                 await self._on_round_decided(event)
+            elif isinstance(event, AckRejected):
+                await self._on_ack_rejected(event)
 
     async def _on_session(self, event: SessionStateChanged) -> None:
         self.metrics.set_session_state(event.state.value)
@@ -737,6 +740,23 @@ class NodeRuntime:
                 )
         if manifest.epoch % 10 == 0:
             await self._recover_sink()
+
+    async def _on_ack_rejected(self, event: AckRejected) -> None:
+        """The leader rejected our ack of the open epoch (e.g. a cursor below the manifest, or a
+        partition this node does not own): the epoch waits for a replacement. Retire the generation
+        (its cursor cannot be trusted), start a new one from the latest manifest, and ack the same
+        epoch again from it. The rejected ack's staged files are never listed by a manifest, so
+        sink recovery deletes them once the epoch commits."""
+        if event.epoch <= self._latest_epoch or self._snapshot is None:
+            return  # committed meanwhile (with a replacement), or not ours to answer
+        logger.warning("epoch %d ack rejected by the leader (%s); restarting the source generation from "
+                       "the latest manifest and acking again", event.epoch, event.reason)
+        self.metrics.acks_rejected.labels(self.metrics.node).inc()
+        if self._unsent_ack is not None and self._unsent_ack[0].epoch == event.epoch:
+            self._unsent_ack = None
+        self._last_acked_epoch = self._latest_epoch  # the rejected ack will never commit
+        await self._retire_source()
+        self._pending_barrier = EpochOpened(event.epoch, self._snapshot.version)
 
     def _export_coordinator_metrics(self) -> None:
         m = self.coordinator.metrics

@@ -14,6 +14,7 @@ from cluster.runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from cluster.sink import ParquetSink, list_published
 from cluster.topology import TopicInfo, Topology
 from coordinator.base import (
+    AckRejected,
     AssignmentChanged,
     Coordinator,
     CoordinatorMetrics,
@@ -335,6 +336,33 @@ async def test_a_lost_ack_answer_is_dropped_once_its_epoch_commits(tmp_path: Pat
     attempts = len(coordinator.attempts)
     await asyncio.sleep(0.7)
     assert len(coordinator.attempts) == attempts
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
+
+
+async def test_a_rejected_ack_restarts_the_generation_and_acks_the_epoch_again(tmp_path: Path) -> None:
+    coordinator = FakeCoordinator()
+    runtime = make_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    coordinator.emit(EpochOpened(1, 1))
+    await wait_for(lambda: coordinator.acks)
+    rejected = coordinator.acks[0]
+    coordinator.emit(AckRejected(1, "cursor src/t:0 regresses"))
+    await wait_for(lambda: len(coordinator.acks) == 2)
+    assert len(FakeSource.generations) == 2 and FakeSource.generations[0].closed
+    replacement = coordinator.acks[1]
+    assert replacement.epoch == 1 and replacement.boot_id == rejected.boot_id
+    assert set(replacement.outputs).isdisjoint(rejected.outputs)
+    coordinator.commit(replacement)
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    cursors = replacement.cursors["src"]  # the new generation acked from where it started
+    expected = {p: list(range(cursors[f"t:{p}"])) for p in (0, 1) if cursors[f"t:{p}"]}
+    assert published_offsets(runtime) == expected  # none of the rejected ack's rows
+    assert runtime.metrics.acks_rejected.labels("1")._value.get() == 1
+    coordinator.emit(AckRejected(1, "late duplicate of the rejection"))  # already committed: ignored
+    await asyncio.sleep(0.1)
+    assert len(FakeSource.generations) == 2
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
 
