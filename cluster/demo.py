@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.errors import ClusterError
@@ -131,7 +131,8 @@ class ContinuousProducer:
     """
 
     def __init__(self, bootstrap: str, topic: str, rate: int, partitions: int) -> None:
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, "acks": "all"})
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                                   "acks": "all", "topic.metadata.refresh.interval.ms": 1000})
         self._topic = topic
         self._rate = rate
         self.partitions = partitions
@@ -163,6 +164,10 @@ class ContinuousProducer:
                     )
                     self.produced += 1
                 except BufferError:
+                    self._producer.poll(0.05)
+                except KafkaException as exc:  # a partition just added: wait for the metadata refresh
+                    if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                        raise
                     self._producer.poll(0.05)
             self._producer.poll(0.01)
 

@@ -91,7 +91,7 @@ from kafka_source.connector import (
     SourcePosition,
     SourceStart,
 )
-from kafka_source.errors import ConnectorError, DrainError, ErrorRateExceededError, FatalError
+from kafka_source.errors import ConnectorError, DrainError, ErrorRateExceededError, FatalError, TransientError
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,8 @@ __all__ = ["HandoffRecord", "NodeRuntime", "RuntimeOptions", "ack_cursors"]
 T = TypeVar("T")
 #: seconds between two attempts to send an ack that failed transiently
 _ACK_RETRY_S = 0.5
+#: seconds before a source start that failed transiently is tried again
+_START_RETRY_S = 1.0
 #: consecutive topology observations without a selected topic before it counts as deleted
 _MISSING_OBSERVATIONS = 3
 TP = tuple[str, int]
@@ -223,6 +225,7 @@ class NodeRuntime:
         self._offered: tuple[int, frozenset[TP]] | None = None
         self._manifest_epoch_at_version = 0
         self._generation_failures = 0
+        self._start_retry_at = 0.0
         self._drain_reported: AssignmentDrainId | None = None
         self._drained_commit = False
         self._suspended = False
@@ -405,6 +408,8 @@ class NodeRuntime:
         source, and every epoch it acked is committed (a generation started from an older
         manifest would read the acked rows again while the epoch can still commit them)."""
         if self._lost or self._stop_requested or self._snapshot is None:
+            return False
+        if time.monotonic() < self._start_retry_at:
             return False
         if not (self._owned is None or bool(self._owned)):
             return False
@@ -649,6 +654,10 @@ class NodeRuntime:
             if self.options.vnode_mode:
                 source.set_vnode_assignment(self.options.source_identity, self._registry, self.options.node_id)
             await source.start(SourceStart(connector, position, self.options.delivery))
+        except TransientError as exc:  # e.g. a partition without a leader yet, a broker restarting
+            self._start_retry_at = time.monotonic() + _START_RETRY_S
+            logger.warning("source start failed transiently (%s); retrying in %.0fs", exc, _START_RETRY_S)
+            return
         except ConnectorError as exc:
             raise RuntimeFailure(f"source start failed: {exc}", cause=exc) from exc
         self._source = source

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -18,6 +19,9 @@ from cluster.errors import ClusterError, UsageError
 from coordinator.base import Manifest, Member
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import partitions_by_vnode
+
+#: attempts to read one partition's high watermark (a new partition may briefly have no leader)
+_WATERMARK_ATTEMPTS = 8
 
 logger = logging.getLogger(__name__)
 
@@ -152,12 +156,16 @@ def high_watermarks(bootstrap: str, topics: Sequence[str], timeout: float = 10.0
             if info is None or info.error is not None or not info.partitions:
                 raise UsageError(f"topic {topic!r} does not exist on {bootstrap}")
             for partition in sorted(info.partitions):
-                try:
-                    result[(topic, partition)] = consumer.get_watermark_offsets(
-                        TopicPartition(topic, partition), timeout=timeout
-                    )[1]
-                except KafkaException as exc:  # e.g. a partition leader not elected yet
-                    raise ClusterError(f"high watermark of {topic}:{partition} unavailable: {exc}") from exc
+                for attempt in range(_WATERMARK_ATTEMPTS):
+                    try:
+                        result[(topic, partition)] = consumer.get_watermark_offsets(
+                            TopicPartition(topic, partition), timeout=timeout
+                        )[1]
+                        break
+                    except KafkaException as exc:  # e.g. a new partition whose leader is not elected yet
+                        if attempt + 1 == _WATERMARK_ATTEMPTS:
+                            raise ClusterError(f"high watermark of {topic}:{partition} unavailable: {exc}") from exc
+                        time.sleep(0.25)
         return result
     finally:
         consumer.close()

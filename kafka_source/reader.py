@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_source.errors import ConnectorError, FatalError, OffsetOutOfRangeError
 from kafka_source.startup import selected_topics
@@ -360,9 +360,7 @@ class Reader:
             offsets: dict[TP, int] = {}
             for tp, offset in sorted(acquire.items()):
                 if offset is None:
-                    offset, _high = consumer.get_watermark_offsets(
-                        TopicPartition(*tp), timeout=self.metadata_timeout_s, cached=False
-                    )
+                    offset = self._low_watermark(tp)
                 offsets[tp] = offset
             if offsets:
                 assignment = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
@@ -508,15 +506,29 @@ class Reader:
         wanted = sorted(set(partitions))
         return self.submit(lambda _consumer: self._assign_new(wanted))
 
+    def _low_watermark(self, tp: TP) -> int:
+        """The partition's first offset. A partition added to its topic moments ago may be unknown
+        to the client's metadata cache ("Local: Unknown partition"): the topic's metadata is read
+        again until it is known, within ``metadata_timeout_s``."""
+        deadline = time.monotonic() + self.metadata_timeout_s
+        while True:
+            try:
+                low, _high = self.consumer.get_watermark_offsets(
+                    TopicPartition(*tp), timeout=self.metadata_timeout_s, cached=False
+                )
+                return low
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+                    raise
+                self.consumer.list_topics(tp[0], timeout=self.metadata_timeout_s)
+                time.sleep(0.05)
+
     def _assign_new(self, found: Iterable[TP]) -> dict[TP, int]:
         """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
         announce it with a :class:`PartitionsAssigned` marker."""
         offsets: dict[TP, int] = {}
         for topic, partition in sorted(set(found) - set(self._assigned)):
-            low, _high = self.consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self.metadata_timeout_s, cached=False
-            )
-            offsets[(topic, partition)] = low
+            offsets[(topic, partition)] = self._low_watermark((topic, partition))
         if not offsets:
             return offsets
         self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])

@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from cluster.demo import ContinuousProducer, NodeProcess, create_topic, wait_caught_up
+from cluster.sink import list_published, open_output
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
 from tests.support import produce
@@ -38,13 +39,14 @@ def add_partitions(bootstrap: str, topic: str, total: int) -> None:
 
 def rows_of(output: str, topic: str) -> dict[int, list[int]]:
     """Published offsets per partition of ``topic``."""
-    root = Path(output) / topic
-    if not root.exists():
-        return {}
-    table = ds.dataset(str(root), format="parquet").to_table(columns=["_partition", "_offset"])
+    fs, root = open_output(output)
     result: dict[int, list[int]] = {}
-    for partition, offset in zip(table["_partition"].to_pylist(), table["_offset"].to_pylist()):
-        result.setdefault(partition, []).append(offset)
+    for path in list_published(fs, root):
+        table = pq.read_table(path, columns=["_topic", "_partition", "_offset"], filesystem=fs)
+        for t, partition, offset in zip(table["_topic"].to_pylist(), table["_partition"].to_pylist(),
+                                        table["_offset"].to_pylist()):
+            if t == topic:
+                result.setdefault(partition, []).append(offset)
     return {p: sorted(o) for p, o in result.items()}
 
 
@@ -65,6 +67,8 @@ def test_partitions_added_while_nodes_run_land_exactly_once(pipeline: Pipeline) 
     pipeline.wait_until(lambda: sum(len(n.partitions) for n in pipeline.status().nodes if n.live) == 16, 60,
                         "16 partitions owned by the survivors")
     pipeline.launch(4, *FAST_TOPOLOGY)
+    pipeline.wait_until(lambda: len(rows_of(pipeline.output, pipeline.topic)) == 16, 90,
+                        "rows of every partition published")
     report = pipeline.finish(timeout=120)
     assert_exact(report, pipeline)
     assert len(report.partitions) == 16
@@ -86,16 +90,16 @@ def test_a_new_topic_matching_the_pattern_is_landed(
         producers.append(ContinuousProducer(kafka.bootstrap, first, 800, 4).start())
         for node_id in (1, 2):
             p.launch(node_id, *FAST_TOPOLOGY)
-        p.wait_until(lambda: Path(p.output, first).exists(), 60, "the first topic landed")
+        p.wait_until(lambda: bool(rows_of(p.output, first)), 60, "the first topic landed")
         create_topic(kafka.bootstrap, second, 3)
         producers.append(ContinuousProducer(kafka.bootstrap, second, 800, 3).start())
-        p.wait_until(lambda: Path(p.output, second).exists(), 60, "the new matching topic landed")
+        p.wait_until(lambda: bool(rows_of(p.output, second)), 60, "the new matching topic landed")
         for producer in producers:
             producer.stop()
             assert producer.failed == 0
         for topic in (first, second):
             assert_exact(wait_caught_up(kafka.bootstrap, topic, p.output, 90), p)
-        assert not Path(p.output, f"{prefix}-other").exists()
+        assert not rows_of(p.output, f"{prefix}-other")
     finally:
         for producer in producers:
             producer.stop()
@@ -139,7 +143,7 @@ def test_a_recreated_topic_stops_the_node_loudly(
                               pipeline=topic, log_dir=tmp_path / "logs", extra=FAST_TOPOLOGY)
     try:
         deadline = time.monotonic() + 60
-        while not Path(tmp_path, "out", topic).exists():
+        while not rows_of(str(tmp_path / "out"), topic):
             assert time.monotonic() < deadline, node.log_text()[-3000:]
             time.sleep(0.2)
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
