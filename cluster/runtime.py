@@ -589,6 +589,9 @@ class NodeRuntime:
         previous = self._owned if self._source is not None else frozenset()
         self._snapshot = snapshot
         self._manifest_epoch_at_version = event.manifest_epoch
+        barrier = self._pending_barrier
+        if barrier is not None and barrier.assignment_version != snapshot.version:
+            self._pending_barrier = None  # epochs never straddle versions: that epoch is closed
         self.metrics.assignment_version.labels(self.metrics.node).set(snapshot.version)
         if self.options.vnode_mode:
             self._mirror(snapshot)
@@ -677,6 +680,8 @@ class NodeRuntime:
                 event.epoch, event.assignment_version, self._snapshot.version,
             )
             return
+        if self._snapshot is not None and not self._owns_anything():
+            return  # not an owner at the epoch's version: the leader does not wait for this node
         self._pending_barrier = event
 
     async def _try_barrier(self, source: SourceConnector | None) -> None:

@@ -367,6 +367,37 @@ async def test_a_rejected_ack_restarts_the_generation_and_acks_the_epoch_again(t
     await asyncio.wait_for(task, 5)
 
 
+def vnode_runtime(tmp_path: Path, coordinator: FakeCoordinator) -> NodeRuntime:
+    FakeSource.generations = []
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x")
+    options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}),
+                             vnode_mode=True, topology_interval_s=0)
+    return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)
+
+
+async def test_an_owner_of_vnodes_without_partitions_acks_empty_and_a_non_owner_not_at_all(tmp_path: Path) -> None:
+    coordinator = FakeCoordinator()
+    # t:0 routes to vnode 3 and t:1 to vnode 1 (source identity "src", 4 vnodes): node 1 owns neither
+    coordinator.snapshot = AssignmentSnapshot.initial(4).next(1, [1, 2, 1, 2])
+    runtime = vnode_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime._snapshot is not None)
+    coordinator.emit(EpochOpened(1, 1))
+    await wait_for(lambda: coordinator.acks)
+    ack = coordinator.acks[0]
+    assert ack.cursors == {"src": {}} and ack.outputs == () and FakeSource.generations == []
+    coordinator.commit(ack)
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    # a version where node 1 owns no vnode at all: the leader does not wait for it, no ack
+    coordinator.emit(AssignmentChanged(coordinator.snapshot.next(2, [2, 2, 2, 2]), 1))
+    coordinator.emit(EpochOpened(2, 2))
+    coordinator.emit(EpochCommitted(Manifest(2, 2, {"src": {}})))  # handled after the EpochOpened
+    await wait_for(lambda: runtime.epochs_committed == 2)
+    assert len(coordinator.acks) == 1 and runtime._pending_barrier is None
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
+
+
 async def test_a_failed_start_still_stops_the_coordinator(tmp_path: Path) -> None:
     class Unreachable(FakeCoordinator):
         stopped = False
