@@ -10,13 +10,16 @@ The names re-exported here come from the pure modules (no I/O), which :mod:`kafk
 - :mod:`coordinator.base`: the ``Coordinator`` interface, ``CoordinatorConfig``, events and values.
 
 The backends are imported from their modules so that importing this package never pulls in kazoo:
-``coordinator.zk.ZooKeeperCoordinator`` and ``coordinator.local.LocalCoordinator``. The pure
-round/epoch state machine they share is :mod:`coordinator.model`.
+``coordinator.zk.ZooKeeperCoordinator`` (with :mod:`coordinator.zk_leader`, the leader's reads and
+fenced writes, and :mod:`coordinator.zk_store`, chunked nodes and create-once records) and
+``coordinator.local.LocalCoordinator``. The pure round/epoch state machine they share is
+:mod:`coordinator.model` (its register type and node names are in :mod:`coordinator.state`).
 """
 from __future__ import annotations
 
 from coordinator.base import (
     MANIFEST_CHUNK_BYTES,
+    AckRejected,
     AssignmentChanged,
     Coordinator,
     CoordinatorConfig,
@@ -33,6 +36,9 @@ from coordinator.base import (
     RoundStarted,
     SessionState,
     SessionStateChanged,
+    check_initial_manifest,
+    check_topic_ids,
+    initial_manifest,
 )
 from coordinator.errors import (
     ConfigurationError,
@@ -69,6 +75,7 @@ from coordinator.routing import (
 )
 
 __all__ = [
+    "AckRejected",
     "AssignmentChanged",
     "AssignmentDrainId",
     "AssignmentSnapshot",
@@ -105,7 +112,10 @@ __all__ = [
     "UNASSIGNED",
     "VnodeRegistry",
     "balanced",
+    "check_initial_manifest",
+    "check_topic_ids",
     "drain_digest",
+    "initial_manifest",
     "moved_vnodes",
     "owned_partitions",
     "parse_round_id",

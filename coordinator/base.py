@@ -29,7 +29,19 @@ The protocol, as the runtime sees it (DESIGN sections 4 and 5):
    carry their last durable cursor; its ack, if any, and its staged output are dropped), then
    publishes a version that moves its vnodes without a drain. New owners start from the cursors
    of the manifest named in `AssignmentChanged.manifest_epoch`.
-5. Session states: `SessionStateChanged(SUSPENDED)` means stop admitting new epochs;
+5. A rejected ack: when the leader rejects an ack of a node's live, current boot (a cursor below the
+   previous manifest's, or a cursor of a partition the node does not own at the epoch's version), it
+   records the rejection durably and the node receives `AckRejected(epoch, reason)`, once per rejected
+   ack content. The epoch cannot commit while that owner is required: the node retires its source
+   generation, drops its staged output of that epoch, restarts from `latest_manifest()` and sends a
+   replacement ack for the same open epoch (`ack_epoch` overwrites its previous ack). The leader
+   classifies the latest ack content on every pass, so a valid replacement lets the epoch commit.
+6. Pinned start: before any node reads, the runtime resolves the start position once and calls
+   `pin_start` with it; every node uses the manifest it returns (the first one pinned wins). Until an
+   epoch commits, `latest_manifest()` is that initial manifest (epoch 0), and the first real manifest
+   carries its cursors for every partition no ack named. `pin_topic_ids` records each topic's Kafka id
+   once, so a topic deleted and re-created under the same name is detected.
+7. Session states: `SessionStateChanged(SUSPENDED)` means stop admitting new epochs;
    `LOST` means the node's membership is gone: the runtime retires its source generations and drops
    unstaged output, then calls `rejoin()`, which registers again with a new boot id.
    `SessionStateChanged(CONNECTED)` follows a SUSPENDED that ended on the same session, and a rejoin.
@@ -39,7 +51,8 @@ for one observed change, EpochCommitted of epochs bound to older versions, then 
 (only for rounds whose RoundStarted this node saw), then AssignmentChanged of the new version, then
 EpochCommitted of epochs at the new version, then RoundStarted, then EpochOpened. So a round's
 RoundDecided always immediately precedes the AssignmentChanged of its target version, and the cut
-epoch's EpochCommitted precedes both. Intermediate versions may be skipped (versions only grow).
+epoch's EpochCommitted precedes both. An AckRejected follows the EpochOpened of its epoch.
+Intermediate versions may be skipped (versions only grow).
 
 Which nodes must answer: `ack_epoch` from every owner at the epoch's version (an owner that dies
 is excused, its partitions keep their last durable cursor); `report_drain_ready` from every
@@ -50,6 +63,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import re
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -264,6 +278,34 @@ class Manifest:
             raise CoordinatorError(f"malformed manifest: {exc}", cause=exc) from exc
 
 
+def initial_manifest(cursors: Cursors, assignment_version: int = 0) -> Manifest:
+    """The pipeline's initial manifest for `pin_start`: epoch 0, no outputs, no acks, `cursors` = the
+    start position resolved once (per source identity, `topic:partition` -> next offset to read)."""
+    return Manifest(0, assignment_version, {s: dict(c) for s, c in cursors.items()})
+
+
+def check_initial_manifest(manifest: Manifest) -> None:
+    """Raise CoordinatorError unless `manifest` is an initial manifest (epoch 0, no outputs, no acks)."""
+    if manifest.epoch != 0 or manifest.outputs or manifest.acked_by:
+        raise CoordinatorError(
+            f"an initial manifest has epoch 0, no outputs and no acks; got epoch {manifest.epoch}, "
+            f"{len(manifest.outputs)} outputs, {len(manifest.acked_by)} acks"
+        )
+
+
+#: Kafka's legal topic names (what `pin_topic_ids` accepts as a path segment).
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def check_topic_ids(ids: Mapping[str, str]) -> None:
+    """Raise ConfigurationError unless every key is a legal Kafka topic name and every id a non-empty str."""
+    for topic, topic_id in ids.items():
+        if not isinstance(topic, str) or not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
+            raise ConfigurationError(f"topic name {topic!r} is not a legal Kafka topic name")
+        if not isinstance(topic_id, str) or not topic_id:
+            raise ConfigurationError(f"topic id {topic_id!r} of {topic!r} must be a non-empty str")
+
+
 # ---- events delivered to subscribers -----------------------------------------------------------
 
 
@@ -272,8 +314,8 @@ class AssignmentChanged:
     """A new assignment version is published.
 
     `manifest_epoch`: for partitions this node acquires without a drain (a dead node's, or the very
-    first assignment), the epoch of the manifest whose cursors they start from (0 = no manifest
-    yet: start at the configured initial position).
+    first assignment), the epoch of the manifest whose cursors they start from (0 = no epoch has
+    committed yet: start from the pinned initial manifest, `manifest(0)`).
     """
 
     snapshot: AssignmentSnapshot
@@ -311,12 +353,26 @@ class EpochCommitted:
 
 
 @dataclass(frozen=True)
+class AckRejected:
+    """The leader rejected this node's ack of the open epoch `epoch` (of this boot) for `reason`.
+
+    Delivered once per rejected ack content. The epoch cannot commit until this node sends a valid
+    replacement ack for it: retire the source generation, drop the staged output of `epoch`, restart
+    from `latest_manifest()` and call `ack_epoch` again (see the module docstring, point 5).
+    """
+
+    epoch: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class SessionStateChanged:
     state: SessionState
 
 
 CoordinatorEvent = Union[
-    AssignmentChanged, RoundStarted, RoundDecided, EpochOpened, EpochCommitted, SessionStateChanged
+    AssignmentChanged, RoundStarted, RoundDecided, EpochOpened, EpochCommitted, AckRejected,
+    SessionStateChanged,
 ]
 EventCallback = Callable[[CoordinatorEvent], None]
 
@@ -433,15 +489,45 @@ class Coordinator(ABC):
 
     @abstractmethod
     def ack_epoch(self, ack: EpochAck) -> None:
-        """Record this node's barrier ack. Raises FencedError if this boot id or version is stale."""
+        """Record this node's barrier ack for the open epoch, replacing an earlier ack of this boot.
+
+        Idempotent: if `ack.epoch` already committed and its manifest's `acked_by` holds
+        `(ack.node_id, ack.boot_id)`, it returns normally (a retry whose first answer was lost).
+        Raises FencedError when the boot id is not this live membership, the version is not the open
+        epoch's, or the epoch closed (committed without this boot's ack, or gone). Raises
+        CoordinatorError when the write may or may not have happened (retry it).
+        """
 
     @abstractmethod
     def latest_manifest(self) -> Manifest | None:
-        """The newest committed manifest (None before the first commit)."""
+        """The newest committed manifest; before the first commit the pinned initial manifest
+        (epoch 0); None when neither exists."""
 
     @abstractmethod
     def manifest(self, epoch: int) -> Manifest:
-        """The committed manifest of `epoch` (CoordinatorError if absent or garbage-collected)."""
+        """The committed manifest of `epoch`, or for 0 the pinned initial manifest (CoordinatorError
+        if absent or garbage-collected; the initial manifest is never collected)."""
+
+    def pin_start(self, manifest: Manifest) -> Manifest:
+        """Create-once the pipeline's durable initial manifest and return the stored one.
+
+        `manifest` must be an initial manifest (see `initial_manifest`; else CoordinatorError): its
+        cursors are the start position the caller resolved once. If an initial manifest is already
+        stored, it is returned unchanged and `manifest` is discarded: the caller must use what this
+        returns, never its own. Call after `start()`. (A concrete default only so that test doubles
+        need not implement it; both backends override it.)
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not pin a start position")
+
+    def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
+        """Create-once a durable record of each topic's Kafka topic id; return the durable id of
+        every topic in `ids` (an existing record wins over the given id).
+
+        The caller compares the result with the ids it sees and fails loudly when a topic's id changed
+        (the topic was deleted and re-created). Topic names must be legal Kafka names and ids non-empty
+        (ConfigurationError otherwise). Call after `start()`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not pin topic ids")
 
     @abstractmethod
     def set_vnode_load(self, load: Mapping[int, int]) -> None:

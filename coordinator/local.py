@@ -5,8 +5,10 @@ ZooKeeper backend (:func:`coordinator.model.next_step`), with the register held 
 
 Durability, in ``directory``::
 
-    manifest-<epoch:020d>.json   one committed manifest per file (the truth for recovery)
+    manifest-<epoch:020d>.json   one committed manifest per file (the truth for recovery); epoch 0 is
+                                 the pinned initial manifest (create-once, never garbage-collected)
     state.json                   the register (ControlState JSON), rewritten after each step
+    topics.json                  {topic: Kafka topic id}, each entry create-once (pin_topic_ids)
 
 Every file is written to ``<name>.tmp``, fsynced, atomically renamed over ``<name>``, and the
 directory is fsynced. A manifest file is the commit point of its epoch: it is written before the
@@ -15,9 +17,14 @@ adopted (the register is advanced to it). A crash between the temporary write an
 leaves the previous files intact; leftover ``*.tmp`` files are removed on start. After a restart the
 previous process's boot id is dead, so the first step re-publishes the vnodes to the new boot with
 ``manifest_epoch`` = the latest manifest (no drain).
+
+Acks, drain receipts and rejection records live in memory (one process: a restart reopens the epoch).
+The member is never fenced by node checks (``View.member_checks`` is None): this process is the only
+member. A content rejection of this node's ack is delivered as ``AckRejected`` once per ack content.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -29,6 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from coordinator.base import (
+    AckRejected,
     Coordinator,
     CoordinatorConfig,
     CoordinatorEvent,
@@ -41,9 +49,11 @@ from coordinator.base import (
     RoundOutcome,
     SessionState,
     SessionStateChanged,
+    check_initial_manifest,
+    check_topic_ids,
 )
 from coordinator.errors import ConfigurationError, CoordinatorError, FencedError, RoundError
-from coordinator.model import ControlState, EventTracker, Step, View, next_step, next_wakeup_ms
+from coordinator.model import ControlState, EventTracker, Step, View, next_step, next_wakeup_ms, rejection_name
 from coordinator.registry import AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId
 
@@ -103,6 +113,7 @@ class LocalCoordinator(Coordinator):
         self._events: queue.Queue[tuple[str, object]] = queue.Queue()
         self._control: ControlState | None = None
         self._acks: dict[int, dict[str, EpochAck]] = {}
+        self._rejections: dict[int, set[str]] = {}  # epoch -> rejection names (model.rejection_name)
         self._ready: dict[AssignmentDrainId, set[tuple[int, str]]] = {}
         self._decisions: set[AssignmentDrainId] = set()
         self._load: dict[int, int] = {}
@@ -231,20 +242,32 @@ class LocalCoordinator(Coordinator):
             self._lock.notify_all()
 
     def ack_epoch(self, ack: EpochAck) -> None:
+        """See Coordinator.ack_epoch (a replacement ack of this boot overwrites the previous one)."""
         with self._lock:
             control = self._control
             if ack.node_id != self.node_id or ack.boot_id != self._boot_id or control is None \
                     or control.open_epoch != ack.epoch or control.version != ack.assignment_version:
+                if self._already_committed(ack):
+                    return  # a retry of an ack that is in its epoch's manifest
                 self._metrics.stale_acks_rejected += 1
                 raise FencedError(f"stale ack for epoch {ack.epoch} at version {ack.assignment_version}")
             self._acks.setdefault(ack.epoch, {})[f"{ack.node_id}.{ack.boot_id}"] = ack
             self._dirty = True
             self._lock.notify_all()
 
+    def _already_committed(self, ack: EpochAck) -> bool:
+        control = self._control
+        if control is None or not 1 <= ack.epoch <= control.last_epoch:
+            return False
+        try:
+            return (ack.node_id, ack.boot_id) in self.manifest(ack.epoch).acked_by
+        except CoordinatorError:
+            return False
+
     def latest_manifest(self) -> Manifest | None:
         control = self._control
         if control is None or control.last_epoch == 0:
-            return None
+            return self._initial_manifest()
         return self.manifest(control.last_epoch)
 
     def manifest(self, epoch: int) -> Manifest:
@@ -254,10 +277,46 @@ class LocalCoordinator(Coordinator):
         try:
             manifest = Manifest.from_json(self._manifest_path(epoch).read_bytes())
         except FileNotFoundError as exc:
-            raise CoordinatorError(f"manifest {epoch} does not exist (never committed or collected)",
+            raise CoordinatorError(f"manifest {epoch} does not exist (never committed or pinned, or collected)",
                                    cause=exc) from exc
         self._manifests[epoch] = manifest
         return manifest
+
+    def _initial_manifest(self) -> Manifest | None:
+        try:
+            return self.manifest(0)
+        except CoordinatorError:
+            return None
+
+    def pin_start(self, manifest: Manifest) -> Manifest:
+        """See Coordinator.pin_start: ``manifest-00000000000000000000.json``, create-once."""
+        check_initial_manifest(manifest)
+        with self._lock:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            stored = self._initial_manifest()
+            if stored is None:
+                write_durable(self._manifest_path(0), manifest.to_json())
+                self._manifests[0] = stored = manifest
+            check_initial_manifest(stored)
+            return stored
+
+    def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
+        """See Coordinator.pin_topic_ids: ``topics.json``, each entry create-once."""
+        check_topic_ids(ids)
+        path = self._dir / "topics.json"
+        with self._lock:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            try:
+                stored = {str(t): str(i) for t, i in json.loads(path.read_bytes()).items()}
+            except FileNotFoundError:
+                stored = {}
+            except (ValueError, AttributeError) as exc:
+                raise CoordinatorError(f"malformed {path}: {exc}", cause=exc) from exc
+            missing = {t: i for t, i in ids.items() if t not in stored}
+            if missing:
+                stored.update(missing)
+                write_durable(path, json.dumps(dict(sorted(stored.items()))).encode())
+            return {t: stored[t] for t in ids}
 
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
         for vnode, count in load.items():
@@ -274,15 +333,19 @@ class LocalCoordinator(Coordinator):
         control = self._control
         acks: tuple[EpochAck, ...] = ()
         ready: frozenset[tuple[int, str]] = frozenset()
+        rejections: frozenset[str] = frozenset()
         latest = None
         if control is not None:
             acks = tuple(self._acks.get(control.open_epoch, {}).values())
+            rejections = frozenset(self._rejections.get(control.open_epoch, set()))
             if control.round is not None:
                 ready = frozenset(self._ready.get(control.round.drain_id, set()))
             if control.last_epoch:
                 latest = self.manifest(control.last_epoch)
+        if latest is None:
+            latest = self._initial_manifest()
         members = {self.node_id: Member(self.node_id, self._boot_id, self._endpoint, self._leaving)}
-        return View(control, members, _now_ms(), acks, ready, dict(self._load), latest)
+        return View(control, members, _now_ms(), acks, ready, dict(self._load), latest, None, rejections)
 
     def _leader_loop(self) -> None:
         with self._lock:
@@ -323,7 +386,12 @@ class LocalCoordinator(Coordinator):
         if step.kind == "commit_epoch":
             m.epochs_committed += 1
             self._acks.pop(step.manifest.epoch if step.manifest else 0, None)
+            self._rejections.pop(step.manifest.epoch if step.manifest else 0, None)
             self._collect_garbage(step.control.last_epoch)
+        for ack, reason in step.reported:  # recorded only now that the step is applied
+            self._rejections.setdefault(ack.epoch, set()).add(rejection_name(ack))
+            if ack.node_id == self.node_id and ack.boot_id == self._boot_id:
+                self._events.put(("event", AckRejected(ack.epoch, reason)))
         if step.decision is not None:
             if step.decision.outcome is RoundOutcome.COMMIT:
                 m.rounds_committed += 1
@@ -344,8 +412,9 @@ class LocalCoordinator(Coordinator):
             self._events.put(("event", event))
 
     def _collect_garbage(self, last_epoch: int) -> None:
+        """Delete manifests beyond the last K; never the pinned initial manifest (epoch 0)."""
         for epoch in self._manifest_epochs():
-            if epoch <= last_epoch - self.config.manifests_to_keep:
+            if 0 < epoch <= last_epoch - self.config.manifests_to_keep:
                 self._manifest_path(epoch).unlink(missing_ok=True)
                 self._manifests.pop(epoch, None)
 

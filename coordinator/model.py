@@ -1,23 +1,35 @@
 """The pure round and epoch state machine shared by every coordinator backend.
 
 The whole control state of a pipeline lives in one register, :class:`ControlState` (the ZooKeeper
-``assignment`` node; an in-memory value for the local backend and the model tests). The leader
-reads a :class:`View` (register + its version, live members, acks of the open epoch, drain receipts
-of the running round, vnode loads, latest manifest) and asks :func:`next_step` what to do. A
-:class:`Step` is the new register value plus the nodes to create next to it; the backend executes it
-as ONE compare-and-set transaction that also checks the leader's election node, so a step computed
-from a stale view, or by a deposed leader, is rejected as a whole. All the I/O is in the backends.
+``assignment`` node; an in-memory value for the local backend and the model tests; defined with the
+node names in :mod:`coordinator.state` and re-exported here). The leader
+reads a :class:`View` (register + its version, live members and the checks that fence them, acks and
+rejection markers of the open epoch, drain receipts of the running round, vnode loads, latest
+manifest) and asks :func:`next_step` what to do. A :class:`Step` is the new register value plus the
+nodes to create next to it and the node versions to check; the backend executes it as ONE
+compare-and-set transaction that also checks the leader's election node, so a step computed from a
+stale view, or by a deposed leader, is rejected as a whole. All the I/O is in the backends.
 
 Decisions, in priority order (each call returns at most one step):
 
 1. An open epoch E (bound to the published version V) commits once every *live* owner of V has a
    valid ack. Valid: ack for E at V, from an owner of V whose boot id is both the one recorded when V
-   was published and its live member's boot id, and no cursor below the previous manifest. Others are
-   returned in ``Step.rejected_acks``. The manifest overlays the previous manifest's cursors with the
-   valid acks' cursors; outputs are the union of the valid acks' outputs. A dead owner's partitions keep
-   their last durable cursor. If E is the cut epoch of the running round, no participant died and the
-   deadline has not passed, the same step creates the round's COMMIT decision and publishes V+1 =
-   target (manifest_epoch = E). While an epoch is open nothing else happens.
+   was published and its live member's boot id, whose cursors name only partitions that route to a
+   vnode it owns at V, and with no cursor below the previous manifest. Others are returned in
+   ``Step.rejected_acks``. The manifest overlays the previous manifest's cursors with the valid acks'
+   cursors (before the first commit, the previous manifest is the pinned initial manifest, epoch 0);
+   outputs are the union of the valid acks' outputs. A dead owner's partitions keep their last durable
+   cursor. The commit step checks the member entry of every node whose ack it relies on
+   (``View.member_checks``), so a node that lost its membership and rejoined after the view was read
+   cannot have its old boot's ack committed. If E is the cut epoch of the running round, no
+   participant died and the deadline has not passed, the same step creates the round's COMMIT
+   decision and publishes V+1 = target (manifest_epoch = E). While an epoch is open nothing else
+   happens, except: an ack of an owner's live, current boot that is rejected for its content (a foreign
+   partition, a regressing cursor) blocks the commit, so a ``reject_acks`` step first records the
+   rejection, create-once, as ``epochs/<E>/rejected/<node>.<boot>.<digest>`` (``{"reason": ...}``; the
+   digest is that of the ack's content, see :func:`rejection_name`). The node is told and sends a
+   replacement ack; the leader classifies the latest content on every pass, so a marker of an older
+   content never blocks a valid replacement, and an invalid replacement gets its own marker.
 2. A running round aborts when an owner of the predecessor or of the target is dead, or its deadline
    passed: the ABORT decision and V+1 = predecessor owners (dead owners are shed by a later step).
    When every *participant* (a predecessor owner that loses at least one vnode) has reported ready
@@ -51,10 +63,22 @@ from coordinator.base import (
     RoundOutcome,
     RoundStarted,
 )
-from coordinator.errors import CoordinatorError
+from coordinator.errors import RoutingError
 from coordinator.placement import place, rendezvous
-from coordinator.registry import UNASSIGNED, AssignmentSnapshot, NodeId
+from coordinator.registry import UNASSIGNED, AssignmentSnapshot
 from coordinator.rounds import AssignmentDrainId, round_id
+from coordinator.routing import partitions_by_vnode
+from coordinator.state import (  # the register and node names, re-exported here
+    RECENT_DECISIONS,
+    ControlState,
+    Decision,
+    RoundState,
+    ack_name,
+    epoch_name,
+    parse_ack_name,
+    parse_rejection_name,
+    rejection_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,171 +100,26 @@ __all__ = [
     "epoch_name",
     "ack_name",
     "parse_ack_name",
+    "rejection_name",
+    "parse_rejection_name",
+    "unowned_cursor",
 ]
-
-#: How many past decisions the register remembers (so a slow watcher never misses one).
-RECENT_DECISIONS: int = 8
-#: Width of epoch names in paths (sort like numbers).
-EPOCH_NAME_WIDTH: int = 20
-
-
-def epoch_name(epoch: int) -> str:
-    """Path-safe, sortable name of an epoch (20 zero-padded digits)."""
-    return f"{epoch:0{EPOCH_NAME_WIDTH}d}"
-
-
-def ack_name(node_id: NodeId, boot_id: str) -> str:
-    """Name of an ack or drain receipt: one per (node, boot), so a zombie can never block its successor."""
-    return f"{node_id}.{boot_id}"
-
-
-def parse_ack_name(name: str) -> tuple[NodeId, str]:
-    node, _, boot = name.partition(".")
-    if not node.isdigit() or not boot:
-        raise CoordinatorError(f"malformed receipt name {name!r}")
-    return int(node), boot
-
-
-@dataclass(frozen=True)
-class RoundState:
-    """A running round as recorded in the register (and, for readers, in ``rounds/<round_id>``).
-
-    ``participants``: predecessor owners that lose at least one vnode; each must report ready.
-    ``cut_epoch``: the epoch opened after every participant was ready (0 until then).
-    """
-
-    drain_id: AssignmentDrainId
-    target_owners: tuple[int, ...]
-    deadline_ms: int
-    leader_token: int
-    participants: tuple[int, ...]
-    cut_epoch: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "drain_id": self.drain_id.to_json(),
-            "target_owners": list(self.target_owners),
-            "deadline_ms": self.deadline_ms,
-            "leader_token": self.leader_token,
-            "participants": list(self.participants),
-            "cut_epoch": self.cut_epoch,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RoundState:
-        return cls(
-            drain_id=AssignmentDrainId.from_json(data["drain_id"]),
-            target_owners=tuple(int(o) for o in data["target_owners"]),
-            deadline_ms=int(data["deadline_ms"]),
-            leader_token=int(data["leader_token"]),
-            participants=tuple(int(p) for p in data["participants"]),
-            cut_epoch=int(data["cut_epoch"]),
-        )
-
-
-@dataclass(frozen=True)
-class Decision:
-    drain_id: AssignmentDrainId
-    outcome: RoundOutcome
-    manifest_epoch: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "drain_id": self.drain_id.to_json(),
-            "outcome": self.outcome.value,
-            "manifest_epoch": self.manifest_epoch,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
-        return cls(
-            AssignmentDrainId.from_json(data["drain_id"]),
-            RoundOutcome(data["outcome"]),
-            int(data["manifest_epoch"]),
-        )
-
-
-@dataclass(frozen=True)
-class ControlState:
-    """The register: published assignment, boot ids of its owners, round, epoch counters.
-
-    Invariants: ``open_epoch`` is 0 or ``last_epoch + 1``; an open epoch is bound to
-    ``snapshot.version``; ``round`` (if any) has ``predecessor_version == snapshot.version``.
-    ``last_commit_ms`` is the leader's wall clock at the last commit (or publication of version 1):
-    the base of the checkpoint-interval timer. ``leader_token`` is the fencing token of the last writer.
-    """
-
-    snapshot: AssignmentSnapshot
-    boots: tuple[tuple[int, str], ...]
-    manifest_epoch: int = 0
-    round: RoundState | None = None
-    open_epoch: int = 0
-    last_epoch: int = 0
-    last_commit_ms: int = 0
-    decisions: tuple[Decision, ...] = ()
-    leader_token: int = 0
-
-    @property
-    def version(self) -> int:
-        return self.snapshot.version
-
-    def boot_of(self, node: NodeId) -> str | None:
-        for owner, boot in self.boots:
-            if owner == node:
-                return boot
-        return None
-
-    def to_json(self) -> bytes:
-        return json.dumps({
-            "version": self.snapshot.version,
-            "vnode_count": self.snapshot.vnode_count,
-            "owners": list(self.snapshot.owners),
-            "changed_at": list(self.snapshot.changed_at),
-            "boots": {str(n): b for n, b in self.boots},
-            "manifest_epoch": self.manifest_epoch,
-            "round": None if self.round is None else self.round.to_dict(),
-            "open_epoch": self.open_epoch,
-            "last_epoch": self.last_epoch,
-            "last_commit_ms": self.last_commit_ms,
-            "decisions": [d.to_dict() for d in self.decisions],
-            "leader_token": self.leader_token,
-        }, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> ControlState:
-        """Strict decoding; CoordinatorError when malformed."""
-        try:
-            data = json.loads(raw)
-            snapshot = AssignmentSnapshot(
-                int(data["version"]),
-                tuple(int(o) for o in data["owners"]),
-                tuple(int(c) for c in data["changed_at"]),
-            )
-            if snapshot.vnode_count != int(data["vnode_count"]):
-                raise ValueError("vnode_count does not match owners")
-            return cls(
-                snapshot=snapshot,
-                boots=tuple(sorted((int(n), str(b)) for n, b in data["boots"].items())),
-                manifest_epoch=int(data["manifest_epoch"]),
-                round=None if data["round"] is None else RoundState.from_dict(data["round"]),
-                open_epoch=int(data["open_epoch"]),
-                last_epoch=int(data["last_epoch"]),
-                last_commit_ms=int(data["last_commit_ms"]),
-                decisions=tuple(Decision.from_dict(d) for d in data["decisions"]),
-                leader_token=int(data["leader_token"]),
-            )
-        except CoordinatorError:
-            raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CoordinatorError(f"malformed assignment register: {exc}", cause=exc) from exc
-
 
 @dataclass(frozen=True)
 class View:
     """What the leader read: everything :func:`next_step` needs.
 
-    ``acks``: acks found under the open epoch (any boot id). ``ready``: ``(node, boot_id)`` receipts
-    of the running round. ``latest_manifest``: the manifest of ``control.last_epoch`` (None if 0).
+    ``acks``: acks found under the open epoch (any boot id), latest content. ``rejections``: names of
+    the rejection markers of the open epoch (:func:`rejection_name`). ``ready``: ``(node, boot_id)``
+    receipts of the running round. ``latest_manifest``: the manifest of ``control.last_epoch``, or
+    while that is 0 the pinned initial manifest (None if there is none).
+
+    ``member_checks``: for each member read, the ``(relative path, node version)`` checks that hold
+    exactly while that member's entry (its boot id) is the one read; a commit adds the checks of
+    every node whose ack it relies on, and waits while a required node has none. ZooKeeper gives the
+    member node's data version and the election node of that boot (a member re-created by a new
+    session may have the same data version; its old election node is gone). None: the backend does
+    not fence members (one process).
     """
 
     control: ControlState | None
@@ -250,15 +129,20 @@ class View:
     ready: frozenset[tuple[int, str]] = frozenset()
     vnode_load: Mapping[int, int] = field(default_factory=dict)
     latest_manifest: Manifest | None = None
+    member_checks: Mapping[int, tuple[tuple[str, int], ...]] | None = None
+    rejections: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class Step:
-    """One leader action: replace the register with ``control`` and create ``creates`` atomically.
+    """One leader action: replace the register with ``control``, check ``checks`` and create
+    ``creates``, atomically.
 
-    ``creates`` paths are relative to the pipeline root. ``manifest`` is the manifest written by a
-    commit (also among ``creates`` as ``checkpoints/<epoch>``). Counters for metrics: ``kind`` and
-    ``rejected_acks`` / ``shed``.
+    ``creates`` and ``checks`` paths are relative to the pipeline root; a check is ``(path, version)``
+    and fails the whole step when the node is gone or at another version. ``manifest`` is the manifest
+    written by a commit (also among ``creates`` as ``checkpoints/<epoch>``). ``reported``: acks whose
+    rejection this step records (markers among ``creates``; the backend tells their nodes). Counters
+    for metrics: ``kind`` and ``rejected_acks`` / ``shed``.
     """
 
     kind: str
@@ -268,12 +152,18 @@ class Step:
     rejected_acks: tuple[tuple[EpochAck, str], ...] = ()
     decision: Decision | None = None
     shed: tuple[int, ...] = ()
+    checks: tuple[tuple[str, int], ...] = ()
+    reported: tuple[tuple[EpochAck, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class AckVerdict:
+    """``reason`` is "" for a valid ack. ``reportable``: the ack comes from the live, current boot of
+    an owner (identity checks passed) but its content is invalid, so its node must be told."""
+
     ack: EpochAck
-    reason: str  # "" = valid
+    reason: str
+    reportable: bool = False
 
 
 def _live_boots(members: Mapping[int, Member]) -> dict[int, str]:
@@ -286,10 +176,41 @@ def dead_owners(control: ControlState, members: Mapping[int, Member]) -> frozens
     return frozenset(n for n in control.snapshot.nodes() if live.get(n) != control.boot_of(n))
 
 
+def unowned_cursor(ack: EpochAck, snapshot: AssignmentSnapshot) -> str:
+    """Why a cursor of ``ack`` names a partition its node does not own in ``snapshot`` ("" if none).
+
+    Each ``topic:partition`` key of ``ack.cursors[source]`` routes to a vnode by
+    :func:`coordinator.routing.partition_vnode` with that source identity; its owner must be
+    ``ack.node_id``. A key that is not ``topic:partition`` (canonical decimal partition) is invalid too.
+    """
+    for source, partitions in sorted(ack.cursors.items()):
+        tps: list[tuple[str, int]] = []
+        for key in partitions:
+            topic, sep, number = key.rpartition(":")
+            if not sep or not topic or not number.isascii() or not number.isdigit() \
+                    or str(int(number)) != number:
+                return f"cursor key {key!r} of {source!r} is not topic:partition"
+            tps.append((topic, int(number)))
+        try:
+            groups = partitions_by_vnode(source, tps, snapshot.vnode_count)
+        except RoutingError as exc:
+            return f"cursors of {source!r} cannot be routed: {exc.message}"
+        for vnode, members in groups.items():
+            if snapshot.owners[vnode] != ack.node_id:
+                topic, partition = members[0]
+                return f"cursor {topic}:{partition} is not owned by node {ack.node_id} at version {snapshot.version}"
+    return ""
+
+
 def classify_ack(
     ack: EpochAck, control: ControlState, members: Mapping[int, Member], previous: Manifest | None
 ) -> AckVerdict:
-    """Why ``ack`` is invalid for the open epoch of ``control`` ("" when it is valid)."""
+    """Why ``ack`` is invalid for the open epoch of ``control`` ("" when it is valid).
+
+    Identity first (epoch, version, owner, recorded and live boot id: not reportable, the sender is
+    not the live owner), then content (every cursor owned at the epoch's version, none below
+    ``previous``: reportable).
+    """
     if control.open_epoch == 0 or ack.epoch != control.open_epoch:
         return AckVerdict(ack, "not the open epoch")
     if ack.assignment_version != control.version:
@@ -301,12 +222,16 @@ def classify_ack(
     member = members.get(ack.node_id)
     if member is None or member.boot_id != ack.boot_id:
         return AckVerdict(ack, "boot id is not the member's live boot id")
+    foreign = unowned_cursor(ack, control.snapshot)
+    if foreign:
+        return AckVerdict(ack, foreign, reportable=True)
     if previous is not None:
         for source, partitions in ack.cursors.items():
             before = previous.cursors.get(source, {})
             for tp, offset in partitions.items():
                 if offset < before.get(tp, 0):
-                    return AckVerdict(ack, f"cursor {source}/{tp} = {offset} regresses below {before[tp]}")
+                    reason = f"cursor {source}/{tp} = {offset} regresses below {before[tp]}"
+                    return AckVerdict(ack, reason, reportable=True)
     return AckVerdict(ack, "")
 
 
@@ -432,7 +357,12 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
         rejected = tuple((v.ack, v.reason) for v in verdicts if v.reason)
         required = control.snapshot.nodes() - dead
         if not required <= valid.keys():
-            return None
+            return _report_rejections(view, control, verdicts, token)
+        checks: tuple[tuple[str, int], ...] = ()
+        if view.member_checks is not None:
+            if not required <= view.member_checks.keys():
+                return None  # a member entry without its election node yet: its liveness cannot be fenced
+            checks = tuple(c for n in sorted(required) for c in view.member_checks[n])
         manifest = merge_manifest(epoch, control.version, previous, [valid[n] for n in sorted(required)])
         creates: list[tuple[str, bytes]] = [(f"checkpoints/{epoch_name(epoch)}", manifest.to_json())]
         base = replace(
@@ -443,8 +373,8 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
                 and view.now_ms < r.deadline_ms:
             new, decision, decision_node = _decide(base, RoundOutcome.COMMIT, epoch, members, token)
             creates.append(decision_node)
-            return Step("commit_epoch", new, tuple(creates), manifest, rejected, decision)
-        return Step("commit_epoch", base, tuple(creates), manifest, rejected)
+            return Step("commit_epoch", new, tuple(creates), manifest, rejected, decision, checks=checks)
+        return Step("commit_epoch", base, tuple(creates), manifest, rejected, checks=checks)
 
     # 2. The running round.
     if control.round is not None:
@@ -502,6 +432,24 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
     return _epoch_timer(view, control, config, token)
 
 
+def _report_rejections(
+    view: View, control: ControlState, verdicts: Sequence[AckVerdict], token: int
+) -> Step | None:
+    """A ``reject_acks`` step creating the missing markers of reportable rejections (None: none)."""
+    folder = f"epochs/{epoch_name(control.open_epoch)}/rejected"
+    reports = tuple(
+        (v.ack, v.reason) for v in verdicts if v.reportable and rejection_name(v.ack) not in view.rejections
+    )
+    if not reports:
+        return None
+    creates = tuple(
+        (f"{folder}/{rejection_name(ack)}", json.dumps({"reason": reason}, separators=(",", ":")).encode())
+        for ack, reason in reports
+    )
+    return Step("reject_acks", replace(control, leader_token=token), creates, rejected_acks=reports,
+                reported=reports)
+
+
 def _round_failed(control: ControlState, dead: frozenset[int], members: Mapping[int, Member]) -> bool:
     """A predecessor owner is dead, or a node that only gains vnodes is no longer a member."""
     r = control.round
@@ -514,7 +462,7 @@ def _round_failed(control: ControlState, dead: frozenset[int], members: Mapping[
 def _epoch_creates(epoch: int, version: int) -> tuple[tuple[str, bytes], ...]:
     name = epoch_name(epoch)
     data = json.dumps({"epoch": epoch, "assignment_version": version}, separators=(",", ":")).encode()
-    return ((f"epochs/{name}", data), (f"epochs/{name}/acks", b""))
+    return ((f"epochs/{name}", data), (f"epochs/{name}/acks", b""), (f"epochs/{name}/rejected", b""))
 
 
 def _epoch_timer(view: View, control: ControlState, config: CoordinatorConfig, token: int) -> Step | None:

@@ -15,10 +15,17 @@ Layout under ``<root>/<pipeline>`` (all names relative to it)::
     rounds/<round_id>/ready/<node>.<boot>   drain receipts
     rounds/<round_id>/decision        create-once {drain_id, outcome, manifest_epoch}
     epochs/<epoch>                    {epoch, assignment_version}
-    epochs/<epoch>/acks/<node>.<boot> EpochAck JSON
+    epochs/<epoch>/acks/<node>.<boot> EpochAck JSON (chunked over 512 KB, see below); a replacement
+                                      ack of the same boot overwrites it
+    epochs/<epoch>/rejected/<node>.<boot>.<digest>   create-once {"reason": ...}: the leader rejected
+                                      that ack content of a live owner (coordinator.model.rejection_name);
+                                      the node's coordinator delivers AckRejected once per marker
     checkpoints/<epoch>               Manifest JSON, or (over 512 KB) a header
                                       {"chunked": true, "chunks": n, "size": s, "xxh3": h} with
-                                      children chunk-0000.. holding the bytes in order
+                                      children chunk-0000.. holding the bytes in order (coordinator.zk_store)
+    checkpoints/00000000000000000000  the pinned initial manifest (create-once under locks/pin; never
+                                      garbage-collected)
+    topics/<topic>                    create-once: the topic's Kafka topic id (pin_topic_ids)
 
 Fencing: every leader write is one transaction that checks the leader's election node
 (``check(candidate, version=0)``: it exists, so the session that created it is alive) and replaces
@@ -27,11 +34,16 @@ leader, paused leader whose session expired, or a stale view) rejects the whole 
 FencedError and counts ``fenced_writes_rejected``. The only leader writes outside that shape are the
 chunks of a large manifest and garbage collection, which also check the election node and the
 register version without replacing it; a manifest is committed only by the register's ``last_epoch``,
-never by the existence of its node.
+never by the existence of its node (a chunked manifest's header is published in the commit itself).
+A commit also checks, for every node whose ack it relies on, its member node at the data version read
+and the election node of that boot (``View.member_checks``): a node that lost its session and
+rejoined after the leader read it fails the commit, which is retried from a fresh view.
 
 Threads: kazoo's own threads call only non-blocking callbacks here, which feed one inbox. One
-dispatcher thread turns the inbox into events (reading manifests as needed) and calls subscribers
-in order. One leader thread runs :func:`coordinator.model.next_step` while this node leads.
+dispatcher thread turns the inbox into events (reading manifests and rejection markers as needed)
+and calls subscribers in order. One leader thread runs :func:`coordinator.model.next_step` while
+this node leads; its reads and fenced writes are :class:`coordinator.zk_leader.LeaderStore`, the
+chunked-node format and create-once records :mod:`coordinator.zk_store`.
 Clocks: deadlines and the checkpoint timer use the leader's wall clock (nodes' clocks are assumed
 roughly synchronised; a skew only shifts when a new leader considers a deadline passed).
 """
@@ -44,10 +56,8 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Callable
 
-import xxhash
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
@@ -55,18 +65,20 @@ from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 
 from coordinator.base import (
     MANIFEST_CHUNK_BYTES,
+    AckRejected,
     Coordinator,
     CoordinatorConfig,
     CoordinatorEvent,
     CoordinatorMetrics,
     EpochAck,
     EventCallback,
-    Subscribers,
     Manifest,
     Member,
-    RoundOutcome,
     SessionState,
     SessionStateChanged,
+    Subscribers,
+    check_initial_manifest,
+    check_topic_ids,
 )
 from coordinator.errors import (
     ConfigurationError,
@@ -84,28 +96,18 @@ from coordinator.model import (
     epoch_name,
     next_step,
     next_wakeup_ms,
-    parse_ack_name,
 )
 from coordinator.registry import AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId, round_id
+from coordinator.zk_leader import CANDIDATE_PREFIX, Leadership, LeaderStore
+from coordinator.zk_store import ManifestStore, commit_or_raise, create_once, descendants, pin_names, write_chunks
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["ZooKeeperCoordinator"]
 
-_CANDIDATE_PREFIX = "candidate-"
 #: Upper bound on steps the leader takes in one pass before re-checking its leadership.
 _MAX_STEPS_PER_PASS = 64
-#: Ops per garbage-collection transaction.
-_GC_BATCH = 64
-
-
-@dataclass(frozen=True)
-class Leadership:
-    """This node's term as leader: its fencing token and election node (absolute path)."""
-
-    token: int
-    candidate: str
 
 
 def _now_ms() -> int:
@@ -141,8 +143,11 @@ class ZooKeeperCoordinator(Coordinator):
         self._leadership: Leadership | None = None
         self._tracker = EventTracker()
         self._snapshot = AssignmentSnapshot.initial(config.vnode_count)
-        self._manifests: dict[int, Manifest] = {}
-        self._cache: dict[str, bytes] = {}
+        self._manifests = ManifestStore(self._client, self._path("checkpoints"), config.session_timeout,
+                                        config.manifests_to_keep)
+        self._store = LeaderStore(self._client, config, self._metrics, self._manifests, self._kick)
+        self._rejection_watches: set[int] = set()  # epochs whose rejected/ folder is watched
+        self._reported: set[tuple[int, str]] = set()  # (epoch, marker) delivered as AckRejected
         self._threads: list[threading.Thread] = []
 
     # ---- paths --------------------------------------------------------------------------------
@@ -289,14 +294,13 @@ class ZooKeeperCoordinator(Coordinator):
     def _join_election(self) -> None:
         data = json.dumps({"node_id": self.node_id, "boot_id": self._boot_id}).encode()
         self._candidate = self._client.create(
-            self._path(f"leader/{_CANDIDATE_PREFIX}"), data, ephemeral=True, sequence=True
+            self._path(f"leader/{CANDIDATE_PREFIX}"), data, ephemeral=True, sequence=True
         )
 
     # ---- kazoo callbacks (never block) ------------------------------------------------------
 
     def _on_session_state(self, state: str) -> None:
-        with self._lock:
-            self._cache.clear()  # watches may have been missed while disconnected
+        self._store.clear_cache()  # watches may have been missed while disconnected
         if state == KazooState.SUSPENDED:
             self._suspended = True
             self._metrics.session_state = SessionState.SUSPENDED.value
@@ -316,12 +320,12 @@ class ZooKeeperCoordinator(Coordinator):
             self._kick.set()
 
     def _on_candidates(self, children: list[str]) -> None:
-        candidates = sorted(c for c in children if c.startswith(_CANDIDATE_PREFIX))
+        candidates = sorted(c for c in children if c.startswith(CANDIDATE_PREFIX))
         mine = self._candidate.rsplit("/", 1)[1] if self._candidate else None
         with self._lock:
             if mine is not None and candidates and candidates[0] == mine and not self._lost:
                 if self._leadership is None or self._leadership.candidate != self._candidate:
-                    token = int(mine[len(_CANDIDATE_PREFIX):]) + 1
+                    token = int(mine[len(CANDIDATE_PREFIX):]) + 1
                     assert self._candidate is not None
                     self._leadership = Leadership(token, self._candidate)
                     self._metrics.leader_elections_won += 1
@@ -353,8 +357,11 @@ class ZooKeeperCoordinator(Coordinator):
                     self._deliver([SessionStateChanged(payload)])
                 elif kind == "register":
                     self._observe(ControlState.from_json(payload))
+                elif kind == "rejections":
+                    self._report_rejections(*payload)
                 elif kind == "resync":
                     self._tracker = EventTracker()
+                    self._rejection_watches.clear()
                     control = self._read_register()[0]
                     if control is not None:
                         self._observe(control)
@@ -365,12 +372,64 @@ class ZooKeeperCoordinator(Coordinator):
         manifests: dict[int, Manifest] = {}
         for epoch in self._tracker.committed_range(control):
             try:
-                manifests[epoch] = self._read_manifest(epoch)
+                manifests[epoch] = self._manifests.read(epoch)
             except CoordinatorError:
                 logger.debug("manifest %d already collected", epoch)
         events = self._tracker.advance(control, manifests)
         self._snapshot = self._tracker.control.snapshot if self._tracker.control else self._snapshot
         self._deliver(events)
+        self._watch_rejections(control)
+
+    def _epoch_closed(self, epoch: int) -> bool:
+        control = self._tracker.control
+        return control is not None and control.last_epoch >= epoch
+
+    def _watch_rejections(self, control: ControlState) -> None:
+        """Watch the rejection markers of the open epoch (one kazoo ChildrenWatch per epoch, which
+        stops once the epoch is closed); the markers reach :meth:`_report_rejections` via the inbox."""
+        epoch = control.open_epoch
+        if not epoch or epoch in self._rejection_watches:
+            return
+        self._rejection_watches = {e for e in self._rejection_watches if e >= control.last_epoch}
+        self._reported = {r for r in self._reported if r[0] > control.last_epoch}
+        self._rejection_watches.add(epoch)
+
+        def on_markers(children: list[str]) -> bool | None:
+            if self._stopping.is_set() or self._epoch_closed(epoch):
+                return False
+            self._inbox.put(("rejections", (epoch, list(children))))
+            return None
+
+        try:
+            self._client.ChildrenWatch(self._path(f"epochs/{epoch_name(epoch)}/rejected"), on_markers)
+        except (KazooException, KazooTimeoutError) as exc:  # retried on the next register change or resync
+            self._rejection_watches.discard(epoch)
+            logger.warning("cannot watch the rejections of epoch %d: %r", epoch, exc)
+
+    def _report_rejections(self, epoch: int, names: list[str]) -> None:
+        """Deliver AckRejected once per new marker of this boot's acks (dispatcher thread)."""
+        prefix = f"{ack_name(self.node_id, self._boot_id)}."
+        for name in sorted(names):
+            if not name.startswith(prefix) or (epoch, name) in self._reported or self._epoch_closed(epoch):
+                continue
+            try:
+                raw, _ = self._client.get(self._path(f"epochs/{epoch_name(epoch)}/rejected/{name}"))
+                reason = str(json.loads(raw)["reason"])
+            except NoNodeError:
+                continue
+            except (KazooException, KazooTimeoutError) as exc:  # the watch will not fire again: retry
+                logger.info("reading rejection %s of epoch %d failed (%r); retrying", name, epoch, exc)
+                if not self._stopping.is_set():
+                    retry = threading.Timer(0.5, self._inbox.put, args=(("rejections", (epoch, [name])),))
+                    retry.daemon = True
+                    retry.start()
+                continue
+            except (ValueError, KeyError, TypeError):
+                reason = "rejected by the leader (malformed marker)"
+            self._reported.add((epoch, name))
+            self._metrics.bump("ack_rejections_received")
+            logger.warning("node %d: the leader rejected its ack of epoch %d: %s", self.node_id, epoch, reason)
+            self._deliver([AckRejected(epoch, reason)])
 
     def _deliver(self, events: list[CoordinatorEvent]) -> None:
         self._subscribers.deliver(events)
@@ -398,115 +457,6 @@ class ZooKeeperCoordinator(Coordinator):
             result[int(name)] = Member.from_json(int(name), data)
         return result
 
-    def _read_manifest(self, epoch: int) -> Manifest:
-        cached = self._manifests.get(epoch)
-        if cached is not None:
-            return cached
-        path = self._path(f"checkpoints/{epoch_name(epoch)}")
-        try:
-            data, _ = self._client.get(path)
-            header = json.loads(data)
-            if isinstance(header, dict) and header.get("chunked") is True:
-                pending = [
-                    self._client.get_async(f"{path}/chunk-{i:04d}") for i in range(int(header["chunks"]))
-                ]
-                data = b"".join(p.get(timeout=self.config.session_timeout)[0] for p in pending)
-                if len(data) != int(header["size"]) or xxhash.xxh3_64_intdigest(data) != int(header["xxh3"]):
-                    raise CoordinatorError(f"manifest {epoch} chunks do not match their header")
-        except NoNodeError as exc:
-            raise CoordinatorError(f"manifest {epoch} does not exist (never committed or collected)", cause=exc) from exc
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CoordinatorError(f"malformed manifest header {epoch}: {exc}", cause=exc) from exc
-        manifest = Manifest.from_json(data)
-        if manifest.epoch != epoch:
-            raise CoordinatorError(f"checkpoints/{epoch_name(epoch)} holds manifest {manifest.epoch}")
-        with self._lock:
-            self._manifests[epoch] = manifest
-            for old in [e for e in self._manifests if e < epoch - 2 * self.config.manifests_to_keep]:
-                del self._manifests[old]
-        return manifest
-
-    def _invalidate(self, event: WatchedEvent) -> None:
-        """A watched member, ack or load node changed: forget its cached value and wake the leader."""
-        with self._lock:
-            self._cache.pop(event.path, None)
-        self._kick.set()
-
-    def _cached_reads(self, paths: list[str]) -> dict[str, bytes]:
-        """Data of ``paths`` (missing ones omitted), from the watch-invalidated cache or one parallel
-        batch of reads that re-arm the watches."""
-        with self._lock:
-            result = {p: self._cache[p] for p in paths if p in self._cache}
-        pending = {p: self._client.get_async(p, watch=self._invalidate) for p in paths if p not in result}
-        for path, async_result in pending.items():
-            try:
-                data = async_result.get(timeout=self.config.session_timeout)[0]
-            except NoNodeError:
-                continue
-            result[path] = data
-            with self._lock:
-                self._cache[path] = data
-        return result
-
-    def _read_view(self) -> tuple[View, int]:
-        """One consistent-enough look for the leader: the register (its version is what the step's
-        transaction checks), members, vnode load, acks of the open epoch, drain receipts.
-
-        Reads are issued in parallel; member, ack and load data come from a cache that watches
-        invalidate (cleared on any session state change), so a pass costs about three round trips.
-        """
-        register = self._client.get_async(self._path("assignment"), watch=self._kick_watch)
-        names_async = self._client.get_children_async(self._path("members"), watch=self._kick_watch)
-        load_path = self._path("vnode_load")
-        try:
-            data, stat = register.get(timeout=self.config.session_timeout)
-            control: ControlState | None = ControlState.from_json(data)
-            version = stat.version
-        except NoNodeError:
-            self._client.exists(self._path("assignment"), watch=self._kick_watch)
-            control, version = None, -1
-        acks_async = ready_async = None
-        if control is not None and control.open_epoch:
-            acks_path = self._path(f"epochs/{epoch_name(control.open_epoch)}/acks")
-            acks_async = self._client.get_children_async(acks_path, watch=self._kick_watch)
-        if control is not None and control.round is not None:
-            ready_path = self._path(f"rounds/{round_id(control.round.drain_id.target_version)}/ready")
-            ready_async = self._client.get_children_async(ready_path, watch=self._kick_watch)
-        names = [n for n in names_async.get(timeout=self.config.session_timeout) if n.isdigit()]
-        paths = [self._path(f"members/{n}") for n in names] + [load_path]
-        ack_paths: list[str] = []
-        if acks_async is not None:
-            ack_paths = [f"{acks_path}/{n}" for n in acks_async.get(timeout=self.config.session_timeout)]
-        data_by_path = self._cached_reads(paths + ack_paths)
-        members = {
-            int(n): Member.from_json(int(n), data_by_path[self._path(f"members/{n}")])
-            for n in names if self._path(f"members/{n}") in data_by_path
-        }
-        load = {int(v): int(c) for v, c in json.loads(data_by_path[load_path]).items()} \
-            if load_path in data_by_path else {}
-        acks: list[EpochAck] = []
-        for path in ack_paths:
-            if path in data_by_path:
-                try:
-                    acks.append(EpochAck.from_json(data_by_path[path]))
-                except CoordinatorError:
-                    logger.warning("ignoring malformed ack %s", path)
-        ready: set[tuple[int, str]] = set()
-        if ready_async is not None:
-            for name in ready_async.get(timeout=self.config.session_timeout):
-                try:
-                    ready.add(parse_ack_name(name))
-                except CoordinatorError:
-                    continue
-        latest = None
-        if control is not None and control.last_epoch:
-            latest = self._read_manifest(control.last_epoch)
-        with self._lock:  # acks of closed epochs are never read again
-            for path in [p for p in self._cache if "/epochs/" in p and p not in ack_paths]:
-                del self._cache[path]
-        view = View(control, members, _now_ms(), tuple(acks), frozenset(ready), load, latest)
-        return view, version
-
     # ---- leader -------------------------------------------------------------------------------
 
     def _leader_loop(self) -> None:
@@ -525,9 +475,12 @@ class ZooKeeperCoordinator(Coordinator):
             except FencedError:
                 timeout = 0.05
                 self._check_still_leader(lead)
-            except (KazooException, CoordinatorError) as exc:
+            except (KazooException, KazooTimeoutError, CoordinatorError) as exc:
                 logger.warning("leader pass of node %d failed: %r", self.node_id, exc)
                 timeout = 0.2
+            except Exception:  # noqa: BLE001 - the leader thread must survive any one bad pass
+                logger.exception("leader pass of node %d failed", self.node_id)
+                timeout = 1.0
 
     def _check_still_leader(self, lead: Leadership) -> None:
         try:
@@ -545,7 +498,7 @@ class ZooKeeperCoordinator(Coordinator):
         for _ in range(_MAX_STEPS_PER_PASS):
             if self._leadership != lead:
                 return None
-            view, version = self._read_view()
+            view, version = self._store.read_view()
             step = next_step(view, self.config, lead.token)
             if step is None:
                 wake = next_wakeup_ms(view.control, self.config)
@@ -553,124 +506,13 @@ class ZooKeeperCoordinator(Coordinator):
             self.execute(lead, step, version)
         return 0.0
 
+    def _read_view(self) -> tuple[View, int]:
+        """The leader's view and the register version it was read at (see LeaderStore.read_view)."""
+        return self._store.read_view()
+
     def execute(self, lead: Leadership, step: Step, expected_version: int) -> None:
-        """Apply ``step`` as one fenced transaction (plus, for a large manifest, fenced chunk writes).
-
-        Raises FencedError (counted) when ZooKeeper rejects it: the election node is gone, the
-        register moved past ``expected_version``, or a create-once node already exists.
-        """
-        creates: list[tuple[str, bytes]] = []
-        final_checks: list[str] = []
-        for relative, data in step.creates:
-            if relative.startswith("checkpoints/") and len(data) > MANIFEST_CHUNK_BYTES:
-                self._write_chunked(lead, expected_version, self._path(relative), data)
-                final_checks.append(self._path(relative))
-            else:
-                creates.append((self._path(relative), data))
-        txn = self._client.transaction()
-        txn.check(lead.candidate, 0)
-        if expected_version < 0:
-            txn.create(self._path("assignment"), step.control.to_json())
-        else:
-            txn.set_data(self._path("assignment"), step.control.to_json(), version=expected_version)
-        for path in final_checks:
-            txn.check(path, 0)
-        for path, data in creates:
-            txn.create(path, data)
-        self._commit(txn, f"{step.kind} v{step.control.version}")
-        if step.manifest is not None:
-            with self._lock:
-                self._manifests[step.manifest.epoch] = step.manifest
-        self._account(step)
-        if step.kind == "commit_epoch":
-            self._collect_garbage(lead, step.control)
-
-    def _commit(self, txn: Any, what: str) -> None:
-        self._metrics.bump("zk_transactions")
-        self._metrics.bump("zk_write_ops", len(txn.operations))
-        try:
-            results = txn.commit()
-        except SessionExpiredError as exc:  # our session (and so our election node) is gone
-            self._metrics.fenced_writes_rejected += 1
-            raise FencedError(f"leader write rejected ({what}): session expired", cause=exc) from exc
-        failures = [r for r in results if isinstance(r, Exception)]
-        if failures:
-            self._metrics.fenced_writes_rejected += 1
-            cause = next((f for f in failures if type(f).__name__ != "RolledBackError"), failures[0])
-            raise FencedError(f"leader write rejected ({what}): {type(cause).__name__}", cause=cause)
-
-    def _fence(self, lead: Leadership, expected_version: int) -> Any:
-        txn = self._client.transaction()
-        txn.check(lead.candidate, 0)
-        if expected_version >= 0:
-            txn.check(self._path("assignment"), expected_version)
-        return txn
-
-    def _write_chunked(self, lead: Leadership, expected_version: int, path: str, data: bytes) -> None:
-        """Write a large manifest as header + chunks, one fenced transaction per chunk."""
-        if self._client.exists(path) is not None:  # debris of a leader that died mid-write
-            txn = self._fence(lead, expected_version)
-            for child in self._client.get_children(path):
-                txn.delete(f"{path}/{child}")
-            txn.delete(path)
-            self._commit(txn, f"clear {path}")
-        chunks = [data[i:i + MANIFEST_CHUNK_BYTES] for i in range(0, len(data), MANIFEST_CHUNK_BYTES)]
-        header = json.dumps({
-            "chunked": True, "chunks": len(chunks), "size": len(data), "xxh3": xxhash.xxh3_64_intdigest(data),
-        }).encode()
-        for index, chunk in enumerate(chunks):
-            txn = self._fence(lead, expected_version)
-            if index == 0:
-                txn.create(path, header)
-            txn.create(f"{path}/chunk-{index:04d}", chunk)
-            self._commit(txn, f"chunk {index} of {path}")
-
-    def _account(self, step: Step) -> None:
-        m = self._metrics
-        if step.kind == "commit_epoch":
-            m.epochs_committed += 1
-        if step.decision is not None:
-            if step.decision.outcome is RoundOutcome.COMMIT:
-                m.rounds_committed += 1
-            else:
-                m.rounds_aborted += 1
-            logger.info("round %s decided %s", step.decision.drain_id, step.decision.outcome.value)
-        if step.shed:
-            m.nodes_shed += len(step.shed)
-            logger.info("shed dead nodes %s at version %d", list(step.shed), step.control.version)
-        for ack, reason in step.rejected_acks:
-            m.stale_acks_rejected += 1
-            logger.warning("rejected ack of node %d boot %s for epoch %d: %s",
-                           ack.node_id, ack.boot_id, ack.epoch, reason)
-
-    def _collect_garbage(self, lead: Leadership, control: ControlState) -> None:
-        """Delete manifests, epochs and decided rounds beyond the last K (fenced, best effort)."""
-        keep = self.config.manifests_to_keep
-        if control.last_epoch % max(1, keep // 2) != 0:
-            return
-        doomed: list[str] = []
-        for folder, limit in (("checkpoints", control.last_epoch - keep), ("epochs", control.last_epoch - keep),
-                              ("rounds", control.version - keep)):
-            for name in self._client.get_children(self._path(folder)):
-                if name.isdigit() and int(name) <= limit:
-                    doomed.append(self._path(f"{folder}/{name}"))
-        if not doomed:
-            return
-        try:
-            ops: list[str] = []
-            for path in doomed:
-                for child in self._client.get_children(path):
-                    for grandchild in self._client.get_children(f"{path}/{child}"):
-                        ops.append(f"{path}/{child}/{grandchild}")
-                    ops.append(f"{path}/{child}")
-                ops.append(path)
-            for start in range(0, len(ops), _GC_BATCH):
-                txn = self._fence(lead, -1)
-                for path in ops[start:start + _GC_BATCH]:
-                    txn.delete(path)
-                self._commit(txn, "garbage collection")
-        except (KazooException, FencedError) as exc:
-            logger.info("garbage collection deferred: %r", exc)
+        """Apply ``step`` as one fenced transaction (see LeaderStore.execute); FencedError when rejected."""
+        self._store.execute(lead, step, expected_version)
 
     # ---- node operations ----------------------------------------------------------------------
 
@@ -721,6 +563,9 @@ class ZooKeeperCoordinator(Coordinator):
             raise CoordinatorError(f"ready report of round {drain_id} not confirmed: {exc!r}", cause=exc) from exc
 
     def ack_epoch(self, ack: EpochAck) -> None:
+        """See Coordinator.ack_epoch. The ack node ``epochs/<E>/acks/<node>.<boot>`` is created or
+        overwritten (a replacement after AckRejected); over MANIFEST_CHUNK_BYTES it is chunked
+        (:mod:`coordinator.zk_store`), replacing the previous node."""
         if ack.node_id != self.node_id or ack.boot_id != self._boot_id or self._lost:
             self._metrics.stale_acks_rejected += 1
             raise FencedError(f"ack of node {ack.node_id} boot {ack.boot_id} is not this live membership")
@@ -729,39 +574,96 @@ class ZooKeeperCoordinator(Coordinator):
         except SessionLostError as exc:
             self._metrics.stale_acks_rejected += 1
             raise FencedError(str(exc), cause=exc) from exc
-        for fresh in (False, True):
-            control = self._current_control(fresh)
-            if control is not None and control.open_epoch == ack.epoch and control.version == ack.assignment_version:
-                break
-        else:
-            self._metrics.stale_acks_rejected += 1
-            raise FencedError(f"epoch {ack.epoch} at version {ack.assignment_version} is not open")
         path = self._path(f"epochs/{epoch_name(ack.epoch)}/acks/{ack_name(self.node_id, self._boot_id)}")
+        data = ack.to_json()
         try:
+            for fresh in (False, True):
+                control = self._current_control(fresh)
+                if control is not None and control.open_epoch == ack.epoch \
+                        and control.version == ack.assignment_version:
+                    break
+            else:
+                self._closed_epoch_ack(ack, "is not open")
+                return
             try:
-                self._client.create(path, ack.to_json())
-            except NodeExistsError:
-                self._client.set(path, ack.to_json())
-        except NoNodeError as exc:
-            self._metrics.stale_acks_rejected += 1
-            raise FencedError(f"epoch {ack.epoch} is closed", cause=exc) from exc
+                self._write_ack(path, data)
+            except NoNodeError as exc:  # the epoch's node is gone (committed and collected)
+                self._closed_epoch_ack(ack, "is closed", exc)
         except SessionExpiredError as exc:
             self._metrics.stale_acks_rejected += 1
             raise FencedError(f"ack of epoch {ack.epoch}: session expired", cause=exc) from exc
-        except KazooException as exc:  # connection loss: the ack may or may not be recorded
+        except (KazooException, KazooTimeoutError) as exc:  # connection loss: the ack may or may not be recorded
             raise CoordinatorError(f"ack of epoch {ack.epoch} not confirmed: {exc!r}", cause=exc) from exc
+
+    def _write_ack(self, path: str, data: bytes) -> None:
+        """Create or overwrite the ack node. Over MANIFEST_CHUNK_BYTES: replace it by PENDING +
+        chunks, then publish the header (readers skip the ack meanwhile, and the header's publication
+        fires their data watch). A small ack overwriting a chunked one just replaces the data (the
+        old chunks are ignored, and collected with the epoch)."""
+        if len(data) <= MANIFEST_CHUNK_BYTES:
+            try:
+                self._client.create(path, data)
+            except NodeExistsError:
+                self._client.set(path, data)
+            return
+        debris = descendants(self._client, path)
+        if debris:
+            txn = self._client.transaction()
+            for doomed in debris:
+                txn.delete(doomed)
+            commit_or_raise(txn)
+        header = write_chunks(self._client, path, data, MANIFEST_CHUNK_BYTES, self._client.transaction,
+                              lambda txn, _what: commit_or_raise(txn))
+        self._client.set(path, header, version=0)
+
+    def _closed_epoch_ack(self, ack: EpochAck, why: str, cause: BaseException | None = None) -> None:
+        """An ack for an epoch that is not open: success if that epoch committed with this boot's ack
+        (a retry whose answer was lost), else FencedError (counted)."""
+        control = self._read_register()[0]
+        if control is not None and 1 <= ack.epoch <= control.last_epoch:
+            manifest = self._manifests.find(ack.epoch)
+            if manifest is not None and (ack.node_id, ack.boot_id) in manifest.acked_by:
+                return
+        self._metrics.stale_acks_rejected += 1
+        raise FencedError(f"epoch {ack.epoch} at version {ack.assignment_version} {why}", cause=cause)
 
     def latest_manifest(self) -> Manifest | None:
         control = self._read_register()[0]
-        if control is None or control.last_epoch == 0:
-            return None
-        return self._read_manifest(control.last_epoch)
+        if control is not None and control.last_epoch:
+            return self._manifests.read(control.last_epoch)
+        return self._manifests.find(0)
 
     def manifest(self, epoch: int) -> Manifest:
+        if epoch == 0:
+            return self._manifests.read(0)
         control = self._read_register()[0]
         if control is None or not 1 <= epoch <= control.last_epoch:
             raise CoordinatorError(f"epoch {epoch} is not committed")
-        return self._read_manifest(epoch)
+        return self._manifests.read(epoch)
+
+    def pin_start(self, manifest: Manifest) -> Manifest:
+        """See Coordinator.pin_start: ``checkpoints/00000000000000000000``, create-once under the lock
+        ``locks/pin`` (chunked when large)."""
+        check_initial_manifest(manifest)
+        path = self._path(f"checkpoints/{epoch_name(0)}")
+        try:
+            stored = create_once(self._client, path, manifest.to_json(), MANIFEST_CHUNK_BYTES,
+                                 self._path("locks/pin"), self.config.session_timeout * 3)
+        except KazooException as exc:
+            raise CoordinatorError(f"initial manifest not pinned: {exc!r}", cause=exc) from exc
+        pinned = Manifest.from_json(stored)
+        check_initial_manifest(pinned)
+        self._manifests.remember(pinned)
+        self._kick.set()
+        return pinned
+
+    def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
+        """See Coordinator.pin_topic_ids: one create-once node ``topics/<topic>`` per topic."""
+        check_topic_ids(ids)
+        try:
+            return pin_names(self._client, self._path("topics"), ids, self.config.session_timeout)
+        except KazooException as exc:
+            raise CoordinatorError(f"topic ids not pinned: {exc!r}", cause=exc) from exc
 
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
         for vnode, count in load.items():

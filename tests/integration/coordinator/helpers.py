@@ -23,9 +23,18 @@ from coordinator.base import (
     RoundStarted,
 )
 from coordinator.errors import CoordinatorError
+from coordinator.registry import AssignmentSnapshot
+from coordinator.routing import owned_partitions
 from coordinator.zk import ZooKeeperCoordinator
 
 E = TypeVar("E")
+
+
+def owned_keys(snapshot: AssignmentSnapshot, node_id: int) -> list[str]:
+    """The test partitions (topic `t` of source identity `s`, 2 per vnode) that `node_id` owns:
+    routed by the routing ABI, as the leader checks them."""
+    partitions = [("t", p) for p in range(2 * snapshot.vnode_count)]
+    return sorted(f"{t}:{p}" for t, p in owned_partitions("s", partitions, snapshot, node_id))
 
 
 def make_chroot(hosts: str, name: str) -> str:
@@ -63,7 +72,8 @@ class SimulatedNode:
     """A stand-in for the cluster runtime: records events; acks epochs it owns vnodes in and
     reports drain receipts on its own worker thread (callbacks never block).
 
-    Partitions: vnode v carries partition `t:v` of source `s`; the cursor after epoch E is 10 * E.
+    Partitions: `t:0` .. `t:<2 * vnode_count - 1>` of source `s` (see `owned_keys`); the cursor after
+    epoch E is 10 * E.
     """
 
     def __init__(self, coordinator: ZooKeeperCoordinator | Coordinator, auto: bool = True,
@@ -111,10 +121,9 @@ class SimulatedNode:
         snapshot = self.coordinator.assignment()
         if snapshot.version != event.assignment_version:
             return
-        owned = sorted(snapshot.vnodes_of(self.coordinator.node_id))
-        if not owned:
+        if not snapshot.vnodes_of(self.coordinator.node_id):
             return
-        cursors = {"s": {f"t:{v}": 10 * event.epoch for v in owned}}
+        cursors = {"s": {k: 10 * event.epoch for k in owned_keys(snapshot, self.coordinator.node_id)}}
         self.coordinator.ack_epoch(EpochAck(
             self.coordinator.node_id, self.coordinator.boot_id, event.epoch, event.assignment_version,
             cursors, (f"n{self.coordinator.node_id}-e{event.epoch}",),

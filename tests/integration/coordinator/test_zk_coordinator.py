@@ -225,7 +225,7 @@ def test_large_manifests_are_chunked_and_old_ones_collected(
         coordinator, node = coords[0], nodes[0]
         for round_no in range(6):
             opened = node.wait_for(EpochOpened, lambda e: e.epoch == round_no + 1)
-            # Epochs 1 and 2 each ack ~750 KB of distinct partitions (an ack must fit one 1 MB request);
+            # Epochs 1 and 2 each ack ~750 KB of distinct partitions (acks over 512 KB are chunked too);
             # manifest 2 merges both: ~1.5 MB, written as chunks over several transactions.
             span = range(20_000 * round_no, 20_000 * (round_no + 1)) if round_no < 2 else range(10)
             cursors = {"s": {f"topic-with-a-long-name:{p}": 1_000_000 + round_no for p in span}}

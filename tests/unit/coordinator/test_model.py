@@ -30,7 +30,7 @@ from coordinator.model import (
 )
 from coordinator.registry import UNASSIGNED
 from coordinator.rounds import round_id
-from tests.unit.coordinator.cas_store import MemoryStore, Rejected
+from tests.unit.coordinator.cas_store import MemoryStore, Rejected, owned_keys
 
 CONFIG = CoordinatorConfig(pipeline="m", hosts="memory", checkpoint_interval=1.0, round_deadline=5.0, vnode_count=8)
 
@@ -43,15 +43,11 @@ class World:
 
     def join(self, node: int, boot: str | None = None) -> str:
         boot = boot or f"b{node}-{self.store.next_seq}"
-        self.store.members[node] = Member(node, boot)
-        self.store.candidates[self.store.next_seq] = (node, boot)
-        self.store.next_seq += 1
+        self.store.register(Member(node, boot))
         return boot
 
     def drop(self, node: int) -> None:
-        self.store.members.pop(node, None)
-        for seq in [s for s, (n, _) in self.store.candidates.items() if n == node]:
-            del self.store.candidates[seq]
+        self.store.unregister(node)
 
     def settle(self, limit: int = 20) -> list[str]:
         kinds = []
@@ -70,13 +66,15 @@ class World:
         return control
 
     def ack(self, node: int, boot: str | None = None, version: int | None = None, offset: int = 5,
-            outputs: tuple[str, ...] = ()) -> None:
+            outputs: tuple[str, ...] = (), extra: dict[str, int] | None = None) -> EpochAck:
+        """Ack the open epoch with `offset` for every test partition `node` owns (plus `extra`)."""
         c = self.control
         boot = boot or self.store.members[node].boot_id
-        cursors = {"s": {f"t:{v}": offset for v in sorted(c.snapshot.vnodes_of(node))}}
+        cursors = {"s": {**{k: offset for k in owned_keys(c.snapshot.owners, node)}, **(extra or {})}}
         ack = EpochAck(node, boot, c.open_epoch, c.version if version is None else version, cursors,
                        outputs or (f"{node}-{boot}-{c.open_epoch}",))
         self.store.create(f"epochs/{epoch_name(c.open_epoch)}/acks/{ack_name(node, boot)}", ack.to_json(), overwrite=True)
+        return ack
 
     def ack_all(self, offset: int = 5) -> None:
         for node in sorted(self.control.snapshot.nodes()):
@@ -122,7 +120,7 @@ def test_epoch_opens_on_the_interval_and_commits_only_with_every_live_owner() ->
     w.ack(2)
     assert w.settle() == ["commit_epoch"]
     m = w.manifest(1)
-    assert m.assignment_version == 1 and len(m.cursors["s"]) == 8
+    assert m.assignment_version == 1 and len(m.cursors["s"]) == 24
     assert w.control.last_epoch == 1 and w.control.open_epoch == 0
 
 
@@ -193,12 +191,14 @@ def test_a_dead_owner_does_not_block_the_open_epoch_and_its_partitions_keep_thei
     w.tick()
     w.settle()
     w.ack(1, offset=9)
+    mine = set(owned_keys(w.control.snapshot.owners, 1))
     w.drop(2)
     assert w.settle()[:2] == ["commit_epoch", "shed"]
     m = w.manifest(2)
     owners_v1 = w.manifest(1).cursors["s"]
+    assert m.cursors["s"].keys() == owners_v1.keys()
     for tp, offset in m.cursors["s"].items():
-        assert offset == (9 if tp in {f"t:{v}" for v in range(8) if offset == 9} else owners_v1[tp])
+        assert offset == (9 if tp in mine else owners_v1[tp])
     assert [n for n, _ in m.acked_by] == [1]
     assert w.control.manifest_epoch == 2 and w.control.snapshot.nodes() == {1}
 
@@ -245,8 +245,12 @@ def test_a_regressing_cursor_is_rejected() -> None:
     w.ack(1, offset=3)
     view, _ = w.store.view(w.now)
     verdict = classify_ack(view.acks[0], view.control, view.members, view.latest_manifest)
-    assert "regresses" in verdict.reason
+    assert "regresses" in verdict.reason and verdict.reportable
+    assert w.settle() == ["reject_acks"]  # recorded once, then the epoch waits for a replacement
     assert w.settle() == []
+    w.ack(1, offset=12)  # the replacement overwrites the ack; the leader classifies the latest content
+    assert w.settle() == ["commit_epoch"]
+    assert set(w.manifest(2).cursors["s"].values()) == {12}
 
 
 def test_a_planned_leave_drains_and_moves_every_vnode_away() -> None:
@@ -254,7 +258,7 @@ def test_a_planned_leave_drains_and_moves_every_vnode_away() -> None:
     w.join(1)
     w.join(2)
     w.settle()
-    w.store.members[2] = Member(2, w.store.members[2].boot_id, leaving=True)
+    w.store.update_member(Member(2, w.store.members[2].boot_id, leaving=True))
     assert w.settle() == ["start_round"]
     assert w.control.round.participants == (2,)
     w.ready(2)

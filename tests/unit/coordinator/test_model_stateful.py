@@ -2,24 +2,33 @@
 random joins, crashes, session expiries, rejoins, planned leaves, leader changes, zombie leaders,
 stale acks, drain receipts, decisions and time.
 
+Also: a pinned initial manifest (before the first commit), acks whose content is invalid (a
+regressing cursor, a partition the node does not own) from live owners, and commits racing a member
+change (a session expiry and rejoin, or a planned leave) between the leader's view and its write.
+
 Invariants checked after every rule:
 - at most one decision per round, and the register never records two outcomes for one round;
 - the published vnode map is a partition of the vnodes (every vnode one owner; all unassigned only
   when no member could take them);
-- no committed manifest holds an ack from a stale boot id or version;
-- a committed manifest never goes backwards per partition; versions and epochs only grow.
+- no committed manifest holds an ack from a stale boot id or version, or an invalid ack's output;
+- a committed manifest never goes backwards per partition (the first one not below the pinned
+  initial manifest, whose cursors it carries); versions and epochs only grow;
+- every commit step checks the member entry and election node of each node whose ack it relies on,
+  and a commit computed before such a member changed is rejected;
+- once the leader is idle, every content rejection of a live owner's current ack is recorded (a
+  marker), and only such rejections are.
 """
 from __future__ import annotations
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from coordinator.base import CoordinatorConfig, EpochAck, Manifest, Member, RoundOutcome
-from coordinator.model import ControlState, Step, ack_name, epoch_name, next_step
+from coordinator.base import CoordinatorConfig, EpochAck, Manifest, Member, RoundOutcome, initial_manifest
+from coordinator.model import ControlState, Step, ack_name, classify_ack, epoch_name, next_step, rejection_name
 from coordinator.registry import UNASSIGNED
 from coordinator.rounds import round_id
-from tests.unit.coordinator.cas_store import MemoryStore, Rejected
+from tests.unit.coordinator.cas_store import MemoryStore, Rejected, owned_keys, partition_table
 
 NODES = st.integers(min_value=1, max_value=5)
 VNODES = 8
@@ -44,6 +53,14 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.last_epoch = 0
         self.progress = 0
         self.boot_counter = 0
+        self.initial: Manifest | None = None
+        self.all_keys = sorted(k for keys in partition_table(VNODES).values() for k in keys)
+
+    @initialize(nodes=st.integers(min_value=0, max_value=3))
+    def some_nodes_start(self, nodes: int) -> None:
+        """Most runs start with a few members, so epochs and rounds happen early."""
+        for node in range(1, nodes + 1):
+            self._enter(node)
 
     # ---- membership ---------------------------------------------------------------------------
 
@@ -51,16 +68,13 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.boot_counter += 1
         boot = f"{10**8 - self.boot_counter:08d}"  # later boots sort first: a zombie ack lists last
         self.boots[node] = boot
-        self.store.members[node] = Member(node, boot, leaving=leaving)
-        self.store.candidates[self.store.next_seq] = (node, boot)
-        self.store.next_seq += 1
+        self.store.register(Member(node, boot, leaving=leaving))
 
     def _drop(self, node: int) -> None:
-        member = self.store.members.pop(node, None)
+        member = self.store.members.get(node)
         if member is not None:
             self.zombie_boots.setdefault(node, []).append(member.boot_id)
-        for seq in [s for s, (n, _) in self.store.candidates.items() if n == node]:
-            del self.store.candidates[seq]
+        self.store.unregister(node)
         self.boots.pop(node, None)
 
     @rule(node=NODES)
@@ -83,7 +97,19 @@ class CoordinatorModel(RuleBasedStateMachine):
     def planned_leave(self, node: int) -> None:
         member = self.store.members.get(node)
         if member is not None:
-            self.store.members[node] = Member(node, member.boot_id, leaving=True)
+            self.store.update_member(Member(node, member.boot_id, leaving=True))
+
+    @precondition(lambda self: self.initial is None)
+    @rule(offset=st.integers(min_value=0, max_value=4))
+    def pin_start(self, offset: int) -> None:
+        """The runtime pins the resolved start position before any node reads (so before a commit)."""
+        control, _ = self.store.control()
+        if control is not None and control.last_epoch:
+            return
+        pinned = initial_manifest({"s": {k: offset for k in self.all_keys}, "gone": {"x:0": 7}})
+        self.initial = self.store.pin_start(pinned)
+        assert self.store.pin_start(initial_manifest({"s": {}})) == self.initial  # create-once
+        self.manifests[0] = self.initial
 
     @rule()
     def leader_changes(self) -> None:
@@ -103,6 +129,14 @@ class CoordinatorModel(RuleBasedStateMachine):
         if step.rejected_acks:
             event("stale ack rejected at commit")
         self.boots_at.setdefault(control.version, dict(control.boots))
+        if step.kind == "commit_epoch" and step.manifest is not None:
+            checked = {path for path, _ in step.checks}
+            for node, _boot in step.manifest.acked_by:
+                assert f"members/{node}" in checked, (node, step.checks)
+            assert sum(p.startswith("leader/") for p in checked) == len(step.manifest.acked_by)
+        for ack, _reason in step.reported:
+            assert ack.boot_id == self.boots.get(ack.node_id) == control.boot_of(ack.node_id), ack
+            event("content rejection recorded")
         for path, data in step.creates:
             if path.endswith("/decision"):
                 assert path not in self.decided, f"second decision for {path}"
@@ -116,8 +150,44 @@ class CoordinatorModel(RuleBasedStateMachine):
         for _ in range(steps):
             step = self.store.leader_step(CONFIG, self.now)
             if step is None:
+                self._check_rejections_recorded()
                 return
             self._apply(step)
+
+    def _check_rejections_recorded(self) -> None:
+        """The leader is idle: each reportable rejection in the open epoch has its marker."""
+        view, _ = self.store.view(self.now)
+        if view.control is None or not view.control.open_epoch or self.store.leader() is None:
+            return
+        for ack in view.acks:
+            verdict = classify_ack(ack, view.control, view.members, view.latest_manifest)
+            assert (rejection_name(ack) in view.rejections) >= verdict.reportable, verdict
+
+    @rule(data=st.data(), change=st.sampled_from(["expire_and_rejoin", "planned_leave"]))
+    def commit_races_a_member_change(self, data: st.DataObject, change: str) -> None:
+        """The leader computes a commit relying on a node's ack; that node changes before the write."""
+        self.every_owner_acks()
+        leader = self.store.leader()
+        if leader is None:
+            return
+        view, version = self.store.view(self.now)
+        step = next_step(view, CONFIG, leader[0] + 1)
+        if step is None or step.kind != "commit_epoch" or step.manifest is None or not step.manifest.acked_by:
+            return
+        node = data.draw(st.sampled_from(sorted(n for n, _ in step.manifest.acked_by)))
+        if change == "expire_and_rejoin":
+            self._drop(node)
+            self._enter(node)
+        else:
+            self.planned_leave(node)
+            if self.store.member_versions.get(node) == view.member_checks[node][0][1]:  # type: ignore[index]
+                return  # already leaving: no change
+        try:
+            self.store.transaction(leader[0], version, step.control, step.creates, step.checks)
+        except Rejected:
+            event(f"commit raced {change}: rejected")
+            return
+        raise AssertionError(f"a commit relying on node {node} survived its {change}")
 
     @rule()
     def capture_leader_intent(self) -> None:
@@ -148,6 +218,15 @@ class CoordinatorModel(RuleBasedStateMachine):
     def time_passes(self, ms: int) -> None:
         self.now += ms
 
+    @rule()
+    def an_epoch_goes_by(self) -> None:
+        """The common case in one rule: the interval passes, the leader opens, owners ack, it commits."""
+        self.time_passes(1000)
+        self.leader_acts(3)
+        self.every_node_reports_ready()
+        self.every_owner_acks()
+        self.leader_acts(3)
+
     # ---- nodes --------------------------------------------------------------------------------
 
     def _ack(self, node: int, boot: str, epoch: int, version: int, cursors: dict, tag: str) -> None:
@@ -167,11 +246,33 @@ class CoordinatorModel(RuleBasedStateMachine):
         latest = self.manifests.get(control.last_epoch)
         self.progress += 1
         cursors = {"s": {
-            f"t:{v}": max((latest.cursors["s"].get(f"t:{v}", 0) if latest and "s" in latest.cursors else 0),
-                          self.progress)
-            for v in sorted(control.snapshot.vnodes_of(node))
+            k: max((latest.cursors["s"].get(k, 0) if latest and "s" in latest.cursors else 0), self.progress)
+            for k in owned_keys(control.snapshot.owners, node)
         }}
         self._ack(node, self.boots[node], control.open_epoch, control.version, cursors, "live")
+
+    @rule(node=NODES, kind=st.sampled_from(["regress", "foreign"]))
+    def invalid_ack(self, node: int, kind: str) -> None:
+        """A live owner's current boot acks with invalid content (it must be told, and must replace it)."""
+        control, _ = self.store.control()
+        if control is None or not control.open_epoch or node not in self.boots:
+            return
+        if node not in control.snapshot.nodes() or control.boot_of(node) != self.boots[node]:
+            return
+        mine = owned_keys(control.snapshot.owners, node)
+        latest = self.manifests.get(control.last_epoch)
+        cursors = {k: (latest.cursors.get("s", {}).get(k, 0) if latest else 0) + 1 for k in mine}
+        if kind == "regress":
+            below = [k for k in mine if latest is not None and latest.cursors.get("s", {}).get(k, 0) > 0]
+            if not below:
+                return
+            cursors[below[0]] = latest.cursors["s"][below[0]] - 1  # type: ignore[union-attr]
+        else:
+            foreign = [k for k in self.all_keys if k not in mine]
+            if not foreign:
+                return
+            cursors[foreign[0]] = 10**9
+        self._ack(node, self.boots[node], control.open_epoch, control.version, {"s": cursors}, "bad")
 
     @rule()
     def every_owner_acks(self) -> None:
@@ -197,7 +298,7 @@ class CoordinatorModel(RuleBasedStateMachine):
         else:
             return
         # Zombie ack names sort after the live one's, so a wrong "last wins" merge would pick them.
-        cursors = {"s": {f"t:{v}": 0 for v in range(VNODES)}}
+        cursors = {"s": {k: 0 for k in self.all_keys}}
         self._ack(node, boot, control.open_epoch, version, cursors, "stale")
 
     @rule(node=NODES)
@@ -250,10 +351,15 @@ class CoordinatorModel(RuleBasedStateMachine):
             manifest = self.manifests[epoch]
             if epoch > control.last_epoch:
                 continue
-            assert not any(o.startswith("stale") for o in manifest.outputs), manifest.outputs
+            assert not any(o.startswith(("stale", "bad")) for o in manifest.outputs), manifest.outputs
+            if epoch == 0:
+                previous = manifest
+                continue
             recorded = self.boots_at[manifest.assignment_version]
             for node, boot in manifest.acked_by:
                 assert recorded.get(node) == boot, (node, boot, recorded)
+            if epoch == 1 and self.initial is not None:
+                assert manifest.cursors["gone"] == {"x:0": 7}  # carried: no ack ever names it
             if previous is not None:
                 assert previous.epoch == epoch - 1
                 for source, parts in previous.cursors.items():
