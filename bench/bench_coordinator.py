@@ -39,6 +39,10 @@ from coordinator.base import (  # noqa: E402
     RoundStarted,
 )
 from coordinator.zk import ZooKeeperCoordinator  # noqa: E402
+from coordinator.routing import owned_partitions  # noqa: E402
+
+#: the partitions the simulated members ack (routed like a real pipeline's: the leader rejects foreign ones)
+BENCH_PARTITIONS = [("t", p) for p in range(64)]
 
 
 class Member:
@@ -80,8 +84,9 @@ class Member:
             if snapshot.version != event.assignment_version or not owned:
                 continue
             try:
+                mine = owned_partitions("bench", BENCH_PARTITIONS, snapshot, self.c.node_id)
                 self.c.ack_epoch(EpochAck(self.c.node_id, self.c.boot_id, event.epoch, event.assignment_version,
-                                          {"bench": {f"t:{v}": event.epoch for v in owned}}, ()))
+                                          {"bench": {f"{t}:{p}": event.epoch for t, p in sorted(mine)}}, ()))
                 self.acks += 1
             except Exception:  # noqa: BLE001 - a stale epoch during failover is expected
                 pass
