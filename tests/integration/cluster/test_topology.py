@@ -160,3 +160,34 @@ def test_a_recreated_topic_stops_the_node_loudly(
         assert "was deleted and re-created" in node.log_text() or "was deleted" in node.log_text(), node.log_text()[-3000:]
     finally:
         node.stop()
+
+
+def test_embedded_node_lands_partitions_added_while_it_runs(
+    kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    """One embedded node (no ZooKeeper): partitions added under load land exactly once too."""
+    topic = unique("grow-embedded")
+    create_topic(kafka.bootstrap, topic, 3)
+    producer = ContinuousProducer(kafka.bootstrap, topic, 1000, 3).start()
+    output = str(tmp_path / "out")
+    node = NodeProcess.launch(1, bootstrap=kafka.bootstrap, topic=topic, output=output, zk=None,
+                              pipeline=topic, log_dir=tmp_path / "logs", extra=FAST_TOPOLOGY)
+    try:
+        deadline = time.monotonic() + 60
+        while not rows_of(output, topic):
+            assert time.monotonic() < deadline and node.alive(), node.log_text()[-3000:]
+            time.sleep(0.2)
+        add_partitions(kafka.bootstrap, topic, 5)
+        producer.partitions = 5
+        deadline = time.monotonic() + 60
+        while len(rows_of(output, topic)) < 5:
+            assert time.monotonic() < deadline and node.alive(), node.log_text()[-3000:]
+            time.sleep(0.2)
+        producer.stop()
+        assert producer.failed == 0
+        report = wait_caught_up(kafka.bootstrap, topic, output, 60)
+        assert report.ok and report.missing == 0 and report.duplicated == 0, report.table()
+        assert len(report.partitions) == 5 and all(p.expected > 0 for p in report.partitions), report.table()
+    finally:
+        producer.stop()
+        node.stop()
