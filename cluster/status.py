@@ -11,6 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import asdict, dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -209,25 +210,22 @@ def _read_zookeeper(hosts: str, pipeline: str, timeout: float) -> tuple[
             snapshot = control.snapshot
             if control.round is not None:
                 round_info = control.round.to_dict()
-            if control.last_epoch:
-                manifest = _read_manifest(client, f"{base}/checkpoints/{epoch_name(control.last_epoch)}")
+            # before the first commit: the pinned initial manifest (epoch 0), if any
+            manifest = _read_manifest(client, f"{base}/checkpoints/{epoch_name(control.last_epoch)}", timeout)
         return members, leader, snapshot, manifest, round_info
     finally:
         client.stop()
         client.close()
 
 
-def _read_manifest(client: object, path: str) -> Manifest | None:
+def _read_manifest(client: Any, path: str, timeout: float = 10.0) -> Manifest | None:
+    """The manifest at ``path`` (chunks reassembled, size and hash checked), None if absent."""
     from kazoo.exceptions import NoNodeError
 
+    from coordinator.zk_store import read_value
+
     try:
-        raw = client.get(path)[0]  # type: ignore[attr-defined]
-        header = json.loads(raw)
-        if isinstance(header, dict) and header.get("chunked") is True:
-            raw = b"".join(
-                client.get(f"{path}/chunk-{i:04d}")[0] for i in range(int(header["chunks"]))  # type: ignore[attr-defined]
-            )
-        return Manifest.from_json(raw)
+        return Manifest.from_json(read_value(client, path, client.get(path)[0], timeout))
     except NoNodeError:
         return None
 
