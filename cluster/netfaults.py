@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Coroutine, Iterable, TypeVar
 
+from cluster.devstack import pid_alive
 from cluster.errors import ClusterError
 
 logger = logging.getLogger(__name__)
@@ -815,7 +816,7 @@ def cleanup_stale(prefix: str = DEFAULT_PREFIX, force: bool = False, kill_proces
         if not force and (
             namespace in live
             or (owner_alive(record) and record is not None and record.get("pid") != os.getpid())
-            or (probing is not None and _pid_alive(probing))
+            or (probing is not None and pid_alive(probing))
         ):
             if record and record.get("interface"):
                 keep_interfaces.add(str(record["interface"]))
@@ -839,7 +840,7 @@ def cleanup_stale(prefix: str = DEFAULT_PREFIX, force: bool = False, kill_proces
             probing = _probe_pid(interface, prefix)
             if not force and (
                 any(n.host_interface == interface for n in list(_OPEN))
-                or (probing is not None and _pid_alive(probing))
+                or (probing is not None and pid_alive(probing))
             ):
                 continue
             if _ip("link", "del", interface, check=False).returncode == 0:
@@ -860,14 +861,6 @@ def _probe_pid(name: str, prefix: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def used_indexes() -> set[int]:
