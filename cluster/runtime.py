@@ -207,6 +207,9 @@ class NodeRuntime:
         self._topology_task: asyncio.Task[None] | None = None
         self._pinned_start: Manifest | None = None
         self._control = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="laminar-control")
+        #: Kafka metadata reads (topology, watermarks for the lag metrics): slow while Kafka is
+        #: unreachable, so they never hold a thread the coordinator calls need
+        self._metadata_exec = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="laminar-metadata")
         self._sink_exec = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="laminar-sink")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._events: asyncio.Queue[CoordinatorEvent] | None = None
@@ -250,6 +253,10 @@ class NodeRuntime:
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._loop is not None
         return await self._loop.run_in_executor(self._control, functools.partial(fn, *args))
+
+    async def _in_metadata(self, fn: Callable[..., T], *args: Any) -> T:
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._metadata_exec, functools.partial(fn, *args))
 
     async def _in_sink(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._loop is not None
@@ -887,7 +894,7 @@ class NodeRuntime:
         while True:
             await asyncio.sleep(period_s)
             try:
-                observed = await self._blocking(self._read_topology)
+                observed = await self._in_metadata(self._read_topology)
             except Exception as exc:  # noqa: BLE001 - transient: Kafka may be restarting
                 logger.warning("reading topic metadata failed (%s); retrying in %.0fs", exc, period_s)
                 continue
@@ -1022,7 +1029,7 @@ class NodeRuntime:
                 continue
             owned = sorted(self._owned) if self._owned is not None else sorted(self._partitions)
             try:
-                highs = await self._blocking(self._watermarks, owned)
+                highs = await self._in_metadata(self._watermarks, owned)
             except Exception as exc:  # noqa: BLE001 - metrics must never stop the node
                 logger.debug("watermark lookup failed: %s", exc)
                 continue
@@ -1046,7 +1053,7 @@ class NodeRuntime:
             try:
                 close_watermarks = getattr(self._watermarks, "close", None)
                 if close_watermarks is not None:
-                    await self._blocking(close_watermarks)
+                    await self._in_metadata(close_watermarks)
             finally:
                 await self._retire_source()
         finally:
@@ -1054,5 +1061,6 @@ class NodeRuntime:
                 await self._blocking(self.coordinator.stop)
             finally:
                 self._control.shutdown(wait=False)
+                self._metadata_exec.shutdown(wait=False)
                 # wait for the last sink write off the loop (the sink executor runs one at a time)
                 await asyncio.get_running_loop().run_in_executor(None, self._sink_exec.shutdown, True)
