@@ -78,7 +78,7 @@ from coordinator.errors import CoordinatorError, FencedError, RoundError
 from coordinator.registry import AssignmentSnapshot, VnodeRegistry
 from coordinator.rounds import AssignmentDrainId
 from coordinator.routing import owned_partitions, partition_vnode
-from cluster.topology import Topology, TopologyChange, TopologyError, topology_change
+from cluster.topology import MISSING_OBSERVATIONS, Topology, TopologyChange, TopologyError, TopologyView
 from kafka_source.checkpoint import SourceCheckpoint, format_key, parse_key
 from kafka_source.connector import (
     CheckpointAttempt,
@@ -102,8 +102,6 @@ T = TypeVar("T")
 _ACK_RETRY_S = 0.5
 #: seconds before a source start that failed transiently is tried again
 _START_RETRY_S = 1.0
-#: consecutive topology observations without a selected topic before it counts as deleted
-_MISSING_OBSERVATIONS = 3
 TP = tuple[str, int]
 
 
@@ -200,10 +198,8 @@ class NodeRuntime:
         self._lag_task: asyncio.Task[None] | None = None
         self._read_topology = topology
         self._resolve_start = resolve_start
-        self._topology = Topology()
-        self._topic_ids: dict[str, str] = {}
+        self._view = TopologyView()
         self._observed: Topology | None = None
-        self._missing_streak: dict[str, int] = {}
         self._topology_task: asyncio.Task[None] | None = None
         self._pinned_start: Manifest | None = None
         self._control = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="laminar-control")
@@ -908,53 +904,24 @@ class NodeRuntime:
             await self._adopt_topology(observed)
 
     async def _adopt_topology(self, observed: Topology, *, first: bool = False) -> None:
-        """Take a topology observation: pin new topics' ids, hand new partitions to the source.
-
-        Raises :class:`RuntimeFailure` when a topic was re-created (new topic id) or stayed absent
-        for :data:`_MISSING_OBSERVATIONS` observations in a row.
-        """
+        """Take a topology observation: pin new topics' ids durably, hand new partitions to the
+        source. Raises :class:`RuntimeFailure` for a re-created topic (new topic id), fewer
+        partitions, or a topic absent from several observations in a row (deleted)."""
         try:
-            change = topology_change(self._topology, observed, self._topic_ids)
+            view, change = self._view.observe(observed)
+            for topic in sorted(change.missing):
+                logger.warning("topic %r is absent from the topic metadata (%d of %d reads)", topic,
+                               view.missing_streak[topic], MISSING_OBSERVATIONS)
+            if change.new_topics:
+                durable = await self._blocking(self.coordinator.pin_topic_ids, dict(change.new_topics))
+                view = view.with_pinned(change.new_topics, durable)
         except TopologyError as exc:
             raise RuntimeFailure(str(exc), cause=exc) from exc
-        await self._check_missing(change)
-        if change.new_topics:
-            await self._pin_topic_ids(dict(change.new_topics))
-        if not change.grew and not first:
-            return
-        self._topology = self._topology.merged(observed)
-        self._partitions = sorted(self._topology.partitions())
-        if first:
-            return
-        await self._on_topology_grew(change)
-
-    async def _check_missing(self, change: TopologyChange) -> None:
-        for topic in list(self._missing_streak):
-            if topic not in change.missing:
-                del self._missing_streak[topic]
-        for topic in sorted(change.missing):
-            streak = self._missing_streak.get(topic, 0) + 1
-            self._missing_streak[topic] = streak
-            if streak >= _MISSING_OBSERVATIONS:
-                raise RuntimeFailure(
-                    f"topic {topic!r} was deleted (absent from {streak} metadata reads in a row); "
-                    "its records can no longer be landed exactly once"
-                )
-            logger.warning("topic %r is absent from the topic metadata (%d of %d reads)", topic, streak,
-                           _MISSING_OBSERVATIONS)
-
-    async def _pin_topic_ids(self, ids: dict[str, str]) -> None:
-        """Record ``ids`` durably (create-once in the coordinator) and fail on a topic whose durable
-        id differs: it was deleted and re-created since the pipeline first saw it."""
-        durable = await self._blocking(self.coordinator.pin_topic_ids, ids)
-        for topic, topic_id in sorted(ids.items()):
-            pinned = durable.get(topic, topic_id)
-            if pinned != topic_id:
-                raise RuntimeFailure(
-                    f"topic {topic!r} was deleted and re-created (the pipeline pinned topic id {pinned}, "
-                    f"Kafka now has {topic_id}); land it with a new pipeline name, or restore the topic"
-                )
-            self._topic_ids[topic] = pinned
+        self._view = view
+        if change.grew or first:
+            self._partitions = sorted(view.topology.partitions())
+        if change.grew and not first:
+            await self._on_topology_grew(change)
 
     async def _on_topology_grew(self, change: TopologyChange) -> None:
         new = sorted(change.new_partitions)

@@ -24,7 +24,13 @@ from types import MappingProxyType
 
 from cluster.errors import ClusterError
 
-__all__ = ["TopicInfo", "Topology", "TopologyChange", "TopologyError", "topology_change"]
+__all__ = [
+    "MISSING_OBSERVATIONS", "TopicInfo", "Topology", "TopologyChange", "TopologyError", "TopologyView",
+    "topology_change",
+]
+
+#: consecutive observations without a selected topic before it counts as deleted
+MISSING_OBSERVATIONS = 3
 
 TP = tuple[str, int]
 
@@ -106,3 +112,44 @@ def topology_change(before: Topology, after: Topology, pinned_ids: Mapping[str, 
     new_topics = {name: info.topic_id for name, info in after.topics.items() if name not in before.topics}
     missing = frozenset(before.topics) - frozenset(after.topics)
     return TopologyChange(frozenset(new_partitions), MappingProxyType(new_topics), missing)
+
+
+@dataclass(frozen=True)
+class TopologyView:
+    """What a node knows of the topology: the topics seen so far (never forgotten), their ids as
+    pinned durably, and for each topic missing from the latest observations how many in a row.
+
+    Immutable: :meth:`observe` and :meth:`with_pinned` return new values or raise
+    :class:`TopologyError`.
+    """
+
+    topology: Topology = field(default_factory=Topology)
+    pinned_ids: Mapping[str, str] = field(default_factory=dict)
+    missing_streak: Mapping[str, int] = field(default_factory=dict)
+
+    def observe(self, observed: Topology) -> tuple[TopologyView, TopologyChange]:
+        """Take one observation. Raises :class:`TopologyError` for a re-created topic, fewer
+        partitions, or a topic absent from :data:`MISSING_OBSERVATIONS` observations in a row.
+        The new view knows every topic seen; new topics' ids still need :meth:`with_pinned`."""
+        change = topology_change(self.topology, observed, self.pinned_ids)
+        streak = {t: self.missing_streak.get(t, 0) + 1 for t in change.missing}
+        for topic, count in sorted(streak.items()):
+            if count >= MISSING_OBSERVATIONS:
+                raise TopologyError(
+                    f"topic {topic!r} was deleted (absent from {count} metadata reads in a row); "
+                    "its records can no longer be landed exactly once"
+                )
+        view = TopologyView(self.topology.merged(observed), self.pinned_ids, MappingProxyType(streak))
+        return view, change
+
+    def with_pinned(self, seen: Mapping[str, str], durable: Mapping[str, str]) -> TopologyView:
+        """Adopt the durable ids of topics seen with ids ``seen``; raises :class:`TopologyError`
+        when a durable id differs (the topic was re-created since the pipeline pinned it)."""
+        for topic, topic_id in sorted(seen.items()):
+            pinned = durable.get(topic, topic_id)
+            if pinned != topic_id:
+                raise TopologyError(
+                    f"topic {topic!r} was deleted and re-created (the pipeline pinned topic id {pinned}, "
+                    f"Kafka now has {topic_id}); land it with a new pipeline name, or restore the topic"
+                )
+        return TopologyView(self.topology, MappingProxyType({**self.pinned_ids, **seen}), self.missing_streak)

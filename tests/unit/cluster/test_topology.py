@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.runtime import pinned_start_config
-from cluster.topology import TopicInfo, Topology, TopologyError, topology_change
+from cluster.topology import MISSING_OBSERVATIONS, TopicInfo, Topology, TopologyError, TopologyView, topology_change
 from kafka_source.config import KafkaSourceConfig, StartupMode
 from kafka_source.connector import ConnectorConfig
 
@@ -58,3 +58,27 @@ def test_pinned_start_config_uses_exactly_the_pinned_offsets() -> None:
                                           "startup.timestamp.ms": "5"})
     empty = KafkaSourceConfig.from_properties(pinned_start_config(timestamp, {}).properties)
     assert empty.startup_mode is StartupMode.EARLIEST and empty.startup_timestamp_ms is None
+
+
+def test_view_pins_new_topics_and_fails_on_a_different_durable_id() -> None:
+    view, change = TopologyView().observe(Topology.of(A8))
+    assert dict(change.new_topics) == {"a": "id-a"} and change.grew
+    pinned = view.with_pinned(change.new_topics, {"a": "id-a"})
+    assert dict(pinned.pinned_ids) == {"a": "id-a"}
+    with pytest.raises(TopologyError, match="pinned topic id id-first"):
+        view.with_pinned(change.new_topics, {"a": "id-first"})  # re-created while no node ran
+    again, change = pinned.observe(Topology.of(A8))
+    assert not change.grew and not change.new_topics and again == pinned
+
+
+def test_view_declares_a_topic_deleted_only_after_consecutive_misses() -> None:
+    view, _ = TopologyView().observe(Topology.of(A8, TopicInfo("b", "id-b", 1)))
+    for count in range(1, MISSING_OBSERVATIONS):
+        view, change = view.observe(Topology.of(A8))
+        assert change.missing == {"b"} and view.missing_streak["b"] == count
+    back, change = view.observe(Topology.of(A8, TopicInfo("b", "id-b", 1)))
+    assert not back.missing_streak and not change.missing  # a glitch: the streak restarts
+    for _ in range(MISSING_OBSERVATIONS - 1):
+        back, _ = back.observe(Topology.of(A8))
+    with pytest.raises(TopologyError, match="was deleted"):
+        back.observe(Topology.of(A8))
