@@ -3,12 +3,15 @@
 #               ZooKeeper jars from Maven Central (cached), and runs every suite against real servers.
 #   make demo   a local 3-node cluster with a live rebalance and a node kill, ending with `verify`.
 #   make bench  the benchmarks (JSON on stdout).
+#   make chaos  the seeded chaos campaign (SEEDS=20 draws every fault kind; CHAOS_ARGS for more flags).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+SEEDS ?= 20
+CHAOS_ARGS ?=
 
-.PHONY: install artifacts test test-unit demo bench clean
+.PHONY: install artifacts test test-unit demo chaos bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +32,9 @@ test-unit: install
 
 demo: artifacts
 	$(VENV)/bin/laminar-kafka demo
+
+chaos: artifacts
+	$(VENV)/bin/laminar-kafka chaos --seeds $(SEEDS) $(CHAOS_ARGS)
 
 bench: artifacts
 	$(PY) bench/bench_source.py

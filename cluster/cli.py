@@ -11,9 +11,11 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, Callable, NoReturn, TypeVar
 
 from cluster.config import SETTING_NAMES, env_name, load_settings
 from cluster.errors import ClusterError, UsageError
@@ -31,6 +33,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see --help)")
 
+
+T = TypeVar("T")
 
 _RUN_HELP = {
     "bootstrap": "Kafka bootstrap servers (host:port,...)",
@@ -68,7 +72,7 @@ def _add_common(parser: argparse.ArgumentParser, top: bool = False) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Land Kafka topics into Parquet exactly once, on a cluster of nodes.")
     _add_common(parser, top=True)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,demo,dev}",
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,demo,chaos,dev}",
                                      parser_class=_Parser)
 
     run = commands.add_parser("run", help="run one node", description=(
@@ -104,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(verify)
     verify.add_argument("--output", required=True, help="output directory or URI")
     verify.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
-    verify.add_argument("--topic", required=True, help="the topic to audit")
+    verify.add_argument("--topic", required=True,
+                        help="the topic(s) to audit: a name, a comma-separated list, or re:<regex> (every matching topic)")
     verify.add_argument("--timeout", type=float, default=120.0, help="seconds to read the topic (default 120)")
     verify.add_argument("--json", action="store_true", help="print JSON instead of a table")
     verify.set_defaults(handler=cmd_verify)
@@ -119,8 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print the final report as JSON")
     demo.set_defaults(handler=cmd_demo)
 
+    from cluster.chaos_cli import add_chaos_command
     from cluster.cli_dev import add_dev_commands
 
+    add_chaos_command(commands)
     add_dev_commands(commands)
     return parser
 
@@ -142,9 +149,40 @@ def _configure_logging(debug: bool, log_file: str | None = None) -> None:
 # -- commands ------------------------------------------------------------------------------------
 
 
+def _stop_before_joining(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGINT before the node joined: it owns nothing, so stopping at once is the planned
+    leave (run_node replaces this handler with the draining one before it joins)."""
+    logging.getLogger(__name__).info("signal %s before joining: stopping", signal.Signals(signum).name)
+    raise SystemExit(0)
+
+
+def _interruptible(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a daemon thread, so a signal handler runs while it blocks in the Kafka or
+    ZooKeeper client (Python runs handlers only between bytecodes of the main thread)."""
+    result: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            result["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
+            result["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="laminar-preflight", daemon=True).start()
+    while not done.wait(0.2):
+        pass
+    if "error" in result:
+        raise result["error"]
+    return result["value"]  # type: ignore[no-any-return]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from cluster.node import preflight, run_node
 
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop_before_joining)
     flags = {name: getattr(args, name.replace("-", "_")) for name in SETTING_NAMES}
     settings = load_settings(args.config, os.environ, flags)
     _configure_logging(args.debug, args.log_file)
@@ -153,7 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         kazoo_logger.setLevel(logging.CRITICAL)  # an unreachable ZooKeeper is reported in one line
     if args.connect_timeout <= 0:
         raise UsageError(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
-    preflight(settings, args.connect_timeout)
+    _interruptible(preflight, settings, args.connect_timeout)
     kazoo_logger.setLevel(logging.DEBUG if args.debug else logging.WARNING)
     return asyncio.run(run_node(settings))
 
@@ -175,13 +213,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(f"output {args.output!r} cannot be read: {exc}", cause=exc) from exc
     if not is_directory:
         raise UsageError(f"output {args.output!r} is not a directory")
-    try:
-        expected, highs, lows = read_topic(args.bootstrap, args.topic, args.timeout)
-    except VerifyError as exc:
-        raise UsageError(str(exc), cause=exc) from exc
-    report = audit(args.topic, expected, highs, read_output(fs, root, args.topic), lows)
-    print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
-    return 0 if report.ok else 1
+    from cluster.node import topic_partitions
+
+    topics = sorted({t for t, _ in topic_partitions(args.bootstrap, (args.topic,), min(args.timeout, 10.0))})
+    if not topics:
+        raise UsageError(f"no topic matches {args.topic!r} on {args.bootstrap}")
+    reports = []
+    for topic in topics:
+        try:
+            expected, highs, lows = read_topic(args.bootstrap, topic, args.timeout)
+        except VerifyError as exc:
+            raise UsageError(str(exc), cause=exc) from exc
+        reports.append(audit(topic, expected, highs, read_output(fs, root, topic), lows))
+    if args.json:
+        body = reports[0].to_json() if len(reports) == 1 else {"topics": [r.to_json() for r in reports]}
+        print(json.dumps(body, indent=2))
+    else:
+        print("\n\n".join(r.table() for r in reports))
+    return 0 if all(r.ok for r in reports) else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -53,12 +54,19 @@ def topic_partitions(bootstrap: str, topics: tuple[str, ...], timeout: float = 1
 
 
 def read_topology(reader: TopologyReader, *, require_named: bool = False) -> Topology:
-    """``reader.read()`` with one-line errors: :class:`UsageError` when Kafka does not answer or
-    (``require_named``) a named topic does not exist."""
-    try:
-        topology = reader.read()
-    except MetadataUnavailable as exc:
-        raise UsageError(f"cannot reach Kafka within {reader.timeout_s:g}s: {exc}", cause=exc) from exc
+    """``reader.read()`` with one-line errors: :class:`UsageError` when Kafka does not answer within
+    the reader's timeout (a transient failure, such as a controller failover, is retried until
+    then) or (``require_named``) a named topic does not exist."""
+    deadline = time.monotonic() + reader.timeout_s
+    while True:
+        try:
+            topology = reader.read()
+            break
+        except MetadataUnavailable as exc:
+            if time.monotonic() >= deadline:
+                raise UsageError(f"cannot reach Kafka within {reader.timeout_s:g}s: {exc}", cause=exc) from exc
+            logger.info("topic metadata unavailable (%s); retrying", exc)
+            time.sleep(0.5)
     if require_named:
         for topic in reader.selector.names:
             if topic not in topology.topics:

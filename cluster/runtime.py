@@ -299,7 +299,7 @@ class NodeRuntime:
         self._wake = asyncio.Event()
         leave_sent = False
         try:  # a failed start also stops the coordinator and the executors
-            topology = await self._blocking(self._read_topology)
+            topology = await self._first_topology()
             self.coordinator.subscribe(self._on_event)
             try:
                 await self._blocking(self.coordinator.start, self.options.start_timeout_s)
@@ -897,6 +897,19 @@ class NodeRuntime:
             self._observed = observed
             if self._wake is not None:
                 self._wake.set()
+
+    async def _first_topology(self) -> Topology:
+        """The topology at start; a transient failure (a controller failover, a broker restarting)
+        is retried for up to ``start_timeout_s``."""
+        deadline = time.monotonic() + self.options.start_timeout_s
+        while True:
+            try:
+                return await self._in_metadata(self._read_topology)
+            except Exception as exc:  # noqa: BLE001 - any failure to read metadata is retried, bounded
+                if time.monotonic() >= deadline:
+                    raise RuntimeFailure(f"cannot read the topics' metadata: {exc}", cause=exc) from exc
+                logger.warning("reading topic metadata failed (%s); retrying", exc)
+                await asyncio.sleep(1.0)
 
     async def _apply_observed_topology(self) -> None:
         observed, self._observed = self._observed, None

@@ -341,8 +341,7 @@ def recover(
             if name.boot_id in live_boots:
                 kept += 1
             else:
-                fs.delete_file(info.path)
-                deleted += 1
+                deleted += _delete_if_present(fs, info.path)
         elif name.epoch > latest_epoch:
             kept += 1
         else:
@@ -357,11 +356,20 @@ def recover(
         published += publish(fs, root, [f for f in files if f in wanted])
         for relative in files:
             if relative not in wanted:
-                fs.delete_file(_join(root, relative))
-                deleted += 1
+                deleted += _delete_if_present(fs, _join(root, relative))
     if published or deleted:
         logger.info("sink recovery: %d published, %d deleted, %d kept", published, deleted, kept)
     return RecoveryReport(published, deleted, kept)
+
+
+def _delete_if_present(fs: pafs.FileSystem, path: str) -> int:
+    """Delete ``path``; 1 if this call deleted it, 0 if it was gone (every node recovers the same
+    staging directory, so another node may have deleted it first)."""
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        return 0
+    return 1
 
 
 def list_published(fs: pafs.FileSystem, root: str) -> list[str]:

@@ -6,6 +6,9 @@ with the exactly-once audit over every partition, including the new ones.
 """
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -100,6 +103,12 @@ def test_a_new_topic_matching_the_pattern_is_landed(
         for topic in (first, second):
             assert_exact(wait_caught_up(kafka.bootstrap, topic, p.output, 90), p)
         assert not rows_of(p.output, f"{prefix}-other")
+        audit = subprocess.run(
+            [sys.executable, "-m", "cluster.cli", "verify", "--bootstrap", kafka.bootstrap, "--output", p.output,
+             "--topic", f"re:{prefix}\\..*", "--json"], capture_output=True, text=True, timeout=120,
+        )
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        assert sorted(r["topic"] for r in json.loads(audit.stdout)["topics"]) == [first, second]
     finally:
         for producer in producers:
             producer.stop()

@@ -85,3 +85,23 @@ def test_debug_prints_the_stack_trace(capsys: pytest.CaptureFixture[str]) -> Non
 def test_console_module_entry_point() -> None:
     result = subprocess.run([sys.executable, "-m", "cluster.cli", "verify"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.strip().startswith("error:")
+
+
+def test_sigterm_before_the_node_joined_exits_0(tmp_path: Path) -> None:
+    """Chaos seed 45: a node told to leave within a second of its start died of the signal (-15)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    node = subprocess.Popen(
+        [sys.executable, "-m", "cluster.cli", "run", "--bootstrap", "127.0.0.1:9", "--topic", "t",
+         "--output", str(tmp_path / "out"), "--connect-timeout", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        time.sleep(1.5)  # inside the preflight: Kafka at 127.0.0.1:9 never answers
+        node.send_signal(signal.SIGTERM)
+        assert node.wait(10) == 0, node.stdout.read() if node.stdout else ""
+    finally:
+        node.kill()

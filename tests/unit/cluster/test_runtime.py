@@ -471,3 +471,22 @@ def test_handoff_clock_closes_only_for_partitions_with_rows(tmp_path: Path) -> N
 
     assert sorted(h.partition for h in runtime.handoffs) == ["a:0", "b:1"]
     assert sorted(runtime._awaiting_first_row) == ["a:1", "b:0"], "a topic x partition cross product is not a row"
+
+
+async def test_a_transient_metadata_failure_at_start_is_retried(tmp_path: Path) -> None:
+    """Chaos seed 10: a node started during a Kafka controller failover exited at once."""
+    coordinator = FakeCoordinator()
+    failures = [RuntimeError("Timed out waiting for controller")] * 2
+
+    def topology() -> Topology:
+        if failures:
+            raise failures.pop()
+        return TOPOLOGY
+
+    runtime = make_runtime(tmp_path, coordinator)
+    runtime._read_topology = topology
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 10)
+    assert not failures
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)

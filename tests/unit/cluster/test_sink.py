@@ -151,3 +151,31 @@ def test_check_writable_fails_for_a_file_in_the_way(tmp_path: Path) -> None:
 def test_bad_boot_id_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(SinkError):
         ParquetSink(str(tmp_path), node_id=1, boot_id="a/b")
+
+
+class _RacingFs:
+    """A filesystem where another node deletes each file just before this one does."""
+
+    def __init__(self, fs: object) -> None:
+        self._fs = fs
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._fs, name)
+
+    def delete_file(self, path: str) -> None:
+        self._fs.delete_file(path)  # type: ignore[attr-defined] # the other node's delete
+        self._fs.delete_file(path)  # type: ignore[attr-defined] # ours: the file is gone
+
+
+def test_recover_tolerates_a_file_another_node_deleted_first(tmp_path: Path) -> None:
+    """Chaos seed 11: two nodes recovered the same staging directory at once and one died with
+    FileNotFoundError on a file the other had just deleted."""
+    fs, root = open_output(str(tmp_path / "out"))
+    dead = ParquetSink(root, node_id=2, boot_id="dead", filesystem=(fs, root))
+    dead.write(batch(1, 0, 5))
+    dead.seal(1)  # acked, but epoch 1 committed without it
+    dead.write(batch(1, 5, 1))
+    dead._flush()  # an open file of the dead boot
+    report = recover(_RacingFs(fs), root, latest_epoch=1, manifest_outputs={1: ()}.get, live_boots=set())  # type: ignore[arg-type]
+    assert (report.published, report.deleted) == (0, 0)
+    assert list((Path(root) / STAGING_DIR).iterdir()) == []

@@ -1,0 +1,35 @@
+"""The fault kinds of the chaos campaign: one small class per kind, in :data:`FAULTS`.
+
+A fault's :meth:`Fault.inject` resolves the event's target role (a random node, the leader, a drain
+donor or recipient, the busiest broker, the ZooKeeper leader...), applies the fault and returns an
+:class:`Injection`: the moment the fault really hit (``at``: for a kill inside a round, the kill,
+not the join that started the round), an optional ``heal`` to call ``heal_after_s`` later, details
+for the report, and partitions that appeared because of the fault (their first record must become
+durable before the fault counts as recovered). Every wait is bounded and polls; nothing sleeps
+longer than the event asks for.
+
+The kinds live in :mod:`cluster.chaos_faults_nodes` (processes and sessions) and
+:mod:`cluster.chaos_faults_infra` (topics, servers, network, producer, output); what they share in
+:mod:`cluster.chaos_fault_api`.
+"""
+from __future__ import annotations
+
+from cluster.chaos_fault_api import Fault, FaultContext, Injection, TopicBook
+from cluster.chaos_faults_infra import (
+    AbortBurst, AddPartitions, BrokerKill, NetworkCut, NewTopic, OutputFault, SlowLinks, ZooKeeperKill,
+)
+from cluster.chaos_faults_nodes import Churn, Join, LeaderKill, Leave, NodeKill, RoundKill, SessionExpiry, Zombie
+from cluster.chaos_plan import KINDS
+
+__all__ = ["FAULTS", "Fault", "FaultContext", "Injection", "TopicBook"]
+
+
+FAULTS: dict[str, Fault] = {f.kind: f for f in (
+    NodeKill(), LeaderKill(), RoundKill("kill-donor"), RoundKill("kill-recipient"), Zombie(), Leave(), Join(),
+    Churn(), SessionExpiry(), AddPartitions(), NewTopic(), BrokerKill(), ZooKeeperKill("zk-kill"),
+    ZooKeeperKill("zk-quorum-loss"), NetworkCut("net-zk", "zookeeper"), NetworkCut("net-kafka", "kafka"),
+    SlowLinks(), AbortBurst(), OutputFault("output-readonly"), OutputFault("output-full"),
+)}
+
+if set(FAULTS) != set(KINDS):  # pragma: no cover - a programming error, caught by the unit tests
+    raise RuntimeError(f"fault kinds {sorted(set(FAULTS) ^ set(KINDS))} have no plan or no fault")

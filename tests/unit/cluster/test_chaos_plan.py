@@ -1,0 +1,227 @@
+"""The chaos campaign's pure parts: the seeded schedule (cluster.chaos_plan), the per-kind table
+(cluster.chaos_report) and the evidence of a violation (cluster.chaos_evidence, on a small local
+output). No server, no clock."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cluster.chaos_plan import (
+    KINDS, MAX_EVENTS, MIN_GAP_S, MIN_LIVE, SPECS, FaultEvent, live_counts, parse_kinds, plan_faults, plan_run,
+)
+from cluster.chaos_report import FaultResult, RunResult, campaign_json, format_table, summarize
+
+_NODE_TARGETS = {"node:any", "node:leader", "node:donor", "node:recipient", "node:new", "node:all", "nodes"}
+
+
+def test_same_arguments_same_plan() -> None:
+    for seed in range(40):
+        assert plan_run(seed, 40.0) == plan_run(seed, 40.0)
+        assert plan_faults(seed, 40.0, node_count=4) == list(plan_run(seed, 40.0, node_count=4).events)
+
+
+def test_different_seeds_differ() -> None:
+    assert len({plan_run(seed, 40.0).events for seed in range(20)}) == 20
+
+
+def test_twenty_consecutive_seeds_draw_every_kind() -> None:
+    assert len(KINDS) <= 20
+    for start in (0, 1, 7, 100):
+        drawn = {e.kind for seed in range(start, start + 20) for e in plan_run(seed, 40.0).events}
+        assert drawn == set(KINDS), set(KINDS) - drawn
+
+
+def test_every_requested_kind_is_drawn_round_robin() -> None:
+    kinds = ("zombie", "new-topic", "net-zk", "leave", "join")
+    plans = [plan_run(seed, 20.0, kinds, kinds_per_run=2, max_extras=0) for seed in range(3)]
+    assert {e.kind for p in plans for e in p.events} == set(kinds)
+    assert all(e.kind in kinds for p in plans for e in p.events)
+    assert plans[0].kinds[:2] == ("zombie", "new-topic") and plans[1].kinds[:2] == ("net-zk", "leave")
+
+
+def test_extras_never_need_a_heavier_stack_than_the_primaries() -> None:
+    for seed in range(200):
+        plan = plan_run(seed, 40.0)
+        primary = SPECS[KINDS[seed % len(KINDS)]]
+        assert plan.brokers == primary.brokers and plan.zk_servers == primary.zk_servers
+        assert plan.network == primary.network
+
+
+def test_stack_shape_follows_the_kinds() -> None:
+    broker = plan_run(0, 20.0, ("broker-kill",), max_extras=0)
+    assert (broker.brokers, broker.zk_servers, broker.network) == (3, 1, False)
+    quorum = plan_run(0, 20.0, ("zk-quorum-loss",), max_extras=0)
+    assert (quorum.brokers, quorum.zk_servers) == (1, 3)
+    growth = plan_run(0, 20.0, ("new-topic",), max_extras=0)
+    assert growth.pattern and not growth.transactional and not growth.output_mount
+    assert plan_run(0, 20.0, ("transactions",), max_extras=0).transactional
+    assert plan_run(0, 20.0, ("output-full",), max_extras=0).output_mount
+    plain = plan_run(0, 20.0, ("node-kill",), max_extras=0)
+    assert (plain.brokers, plain.zk_servers, plain.pattern, plain.network) == (1, 1, False, False)
+
+
+def _check_spacing(events: tuple[FaultEvent, ...]) -> None:
+    for earlier, later in zip(events, events[1:]):
+        end = earlier.at_s + earlier.hold_s + SPECS[earlier.kind].budget_s
+        assert end + MIN_GAP_S <= later.at_s + 1e-9, (earlier, later)
+    assert all(e.at_s > 0 and e.hold_s >= 0 for e in events)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    duration=st.floats(5.0, 300.0),
+    kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=len(KINDS), unique=True),
+    nodes=st.integers(2, 5),
+    per_run=st.integers(1, 4),
+)
+def test_faults_never_overlap_and_membership_stays_survivable(
+    seed: int, duration: float, kinds: list[str], nodes: int, per_run: int
+) -> None:
+    plan = plan_run(seed, duration, kinds, nodes, kinds_per_run=per_run)
+    assert plan.events, "a run has at least one fault"
+    assert len(plan.events) <= max(MAX_EVENTS, per_run + 2)
+    _check_spacing(plan.events)
+    counts = live_counts(plan.events, nodes)
+    assert all(MIN_LIVE <= c <= nodes + 1 for c in counts), counts
+    for event in plan.events:
+        assert event.kind in kinds
+        if event.kind in ("zombie",):
+            assert event.hold_s > plan.session_timeout_s, "a zombie outlives its session"
+        if event.kind == "zk-quorum-loss":
+            first, second = event.target.split(":")[1].split(",")
+            assert first != second, "quorum loss takes two different servers"
+        if event.kind == "net-zk":
+            expires = event.param("expires")
+            assert (event.hold_s > plan.session_timeout_s) == expires
+
+
+def test_kills_keep_at_least_one_survivor_even_with_two_nodes() -> None:
+    for seed in range(100):
+        plan = plan_run(seed, 120.0, ("node-kill", "kill-leader", "kill-donor", "kill-recipient", "leave", "churn"), 2)
+        assert all(c >= MIN_LIVE for c in live_counts(plan.events, 2))
+
+
+def test_node_faults_only_in_node_roles_and_server_faults_name_servers() -> None:
+    for seed in range(60):
+        for event in plan_run(seed, 60.0).events:
+            family = event.target.split(":")[0]
+            if event.kind in ("broker-kill",):
+                assert family == "broker"
+            elif event.kind.startswith("zk-"):
+                assert family == "zk"
+            elif event.kind in ("add-partitions", "new-topic"):
+                assert family == "topic"
+            elif event.kind.startswith("output-"):
+                assert event.target == "output"
+            elif event.kind == "transactions":
+                assert event.target == "producer"
+            else:
+                assert event.target in _NODE_TARGETS, event
+
+
+def test_plan_json_round_trips_through_json() -> None:
+    plan = plan_run(3, 40.0, node_count=4)
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["seed"] == 3 and data["node_count"] == 4
+    assert [e["kind"] for e in data["events"]] == [e.kind for e in plan.events]
+
+
+def test_parse_kinds() -> None:
+    assert parse_kinds(None) == KINDS
+    assert parse_kinds("zombie, join,zombie") == ("zombie", "join")
+    with pytest.raises(ValueError, match="did you mean 'zombie'"):
+        parse_kinds("zombi")
+    with pytest.raises(ValueError):
+        plan_run(0, 10.0, ("nope",))
+    with pytest.raises(ValueError):
+        plan_run(0, 10.0, KINDS, node_count=1)
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+def _run(seed: int, kinds: tuple[str, ...], recoveries: list[float | None], **fields: object) -> RunResult:
+    result = RunResult(seed=seed, kinds=kinds, audited=True, caught_up=True, records=1000,
+                       **fields)  # type: ignore[arg-type]
+    for kind, recovery in zip(kinds, recoveries):
+        result.faults.append(FaultResult(kind=kind, target="node:any", planned_at_s=1.0, injected_at_s=1.5,
+                                         recovery_s=recovery))
+    return result
+
+
+def test_summarize_counts_a_run_in_each_of_its_kinds() -> None:
+    runs = [
+        _run(0, ("node-kill",), [4.5]),
+        _run(1, ("zombie", "node-kill"), [9.25, 6.0], duplicated=3),
+        _run(2, ("zombie",), [None]),
+    ]
+    rows = {row.kind: row for row in summarize(runs, KINDS)}
+    assert list(rows) == ["node-kill", "zombie", "all"]
+    assert (rows["node-kill"].runs, rows["node-kill"].faults, rows["node-kill"].records) == (2, 2, 2000)
+    assert rows["node-kill"].worst_recovery_s == 6.0 and rows["node-kill"].duplicated == 3
+    assert rows["node-kill"].failed == 1
+    assert rows["zombie"].unrecovered == 1 and rows["zombie"].worst_recovery_s == 9.25
+    assert (rows["all"].runs, rows["all"].faults, rows["all"].records, rows["all"].failed) == (3, 4, 3000, 1)
+
+
+def test_format_table() -> None:
+    runs = [_run(0, ("node-kill",), [4.5]), _run(1, ("zombie",), [None], missing=7)]
+    text = format_table(summarize(runs, KINDS), recovery_timeout_s=90)
+    lines = text.splitlines()
+    assert lines[0].split() == ["kind", "runs", "faults", "records", "missing", "duplicated", "failed", "worst",
+                                "recovery", "s"]
+    assert lines[2].split() == ["node-kill", "1", "1", "1000", "0", "0", "0", "4.5"]
+    assert lines[3].split() == ["zombie", "1", "1", "1000", "7", "0", "1", ">90", "(1x)"]
+    assert lines[5].split() == ["all", "2", "2", "2000", "7", "0", "1", ">90", "(1x)"]
+    assert len({len(lines[0]), len(lines[1])}) == 1
+
+
+def test_run_verdicts_and_json() -> None:
+    good = _run(0, ("join",), [2.0])
+    assert good.exact and good.ok
+    assert not _run(1, ("join",), [2.0], acked_lost=1).exact
+    assert not _run(2, ("join",), [2.0], aborted_in_output=1).exact
+    assert _run(3, ("join",), [2.0], error="boom").exact and not _run(3, ("join",), [2.0], error="boom").ok
+    not_caught = _run(4, ("join",), [2.0])
+    not_caught.caught_up = False
+    assert not not_caught.ok
+    never_audited = RunResult(seed=5, kinds=("join",))
+    assert not never_audited.exact
+    data = json.loads(json.dumps(campaign_json([good, not_caught], summarize([good, not_caught]), 12.34)))
+    assert data["ok"] is False and data["seeds"] == [0, 4] and data["elapsed_s"] == 12.3
+    assert data["kinds"]["join"]["runs"] == 2 and data["runs"][0]["exact"] is True
+
+
+# -- the evidence of a violation ---------------------------------------------------------------------
+
+
+def test_evidence_names_the_files_around_a_gap_and_a_duplicate(tmp_path: Path) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    from cluster.chaos_evidence import describe
+    from cluster.verify import audit, read_output
+
+    def write(name: str, offsets: list[int]) -> None:
+        pq.write_table(pa.table({"_topic": ["t"] * len(offsets), "_partition": [0] * len(offsets),
+                                 "_offset": pa.array(offsets, pa.int64())}), tmp_path / name)
+
+    write("epoch-0000000001.node-1.boot-a.seq-00000001.parquet", [0, 1, 2, 3])
+    write("epoch-0000000002.node-2.boot-b.seq-00000001.parquet", [3, 4])  # 3 again: a duplicate
+    write("epoch-0000000003.node-2.boot-b.seq-00000002.parquet", [7, 8])  # 5 and 6 missing
+    fs, root = pafs.LocalFileSystem(), str(tmp_path)
+    report = audit("t", {0: np.arange(9)}, {0: 9}, read_output(fs, root, "t"))
+    assert report.missing == 2 and report.duplicated == 1
+    lines = describe(fs, root, "t", report)
+    text = "\n".join(lines)
+    assert "t:0: 2 missing, first [5, 6]; offset 4 is in " \
+           "['epoch-0000000002.node-2.boot-b.seq-00000001.parquet']" in text
+    assert "next present offset 7 is in ['epoch-0000000003.node-2.boot-b.seq-00000002.parquet']" in text
+    assert "t:0: 1 duplicated, first [3]" in text and "epoch-0000000001.node-1.boot-a" in text
