@@ -1,6 +1,7 @@
 # laminar-kafka: one entry point for people and CI.
 #   make test   creates .venv, installs the package with its test extra, fetches the Kafka and
-#               ZooKeeper jars from Maven Central (cached), and runs every suite against real servers.
+#               ZooKeeper jars from Maven Central (cached), builds the container images (make images,
+#               cached), and runs every suite against real servers: local processes, then containers.
 #   make demo   a local 3-node cluster with a live rebalance and a node kill, ending with `verify`.
 #   make bench  the benchmarks (JSON on stdout).
 #   make chaos  the seeded chaos campaign (SEEDS=20 draws every fault kind; CHAOS_ARGS for more flags).
@@ -10,8 +11,17 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 SEEDS ?= 20
 CHAOS_ARGS ?=
+# the container pass of `make test`: Kafka and ZooKeeper as containers (LAMINAR_TEST_BACKEND=docker),
+# container faults, the compose cluster, `dev up --containers`; tests that start local JVMs whatever
+# the backend are left to the first pass
+CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_containers_compose.py \
+  tests/integration/test_smoke.py tests/integration/test_readme_example.py tests/integration/kafka_source \
+  tests/integration/coordinator tests/integration/cluster/test_cluster_e2e.py \
+  tests/integration/cluster/test_runtime_zookeeper.py tests/faults/test_container_faults.py \
+  tests/faults/test_smoke_broker_restart.py \
+  tests/faults/coordinator/test_zk_faults.py::test_standalone_server_restart_members_reconnect_and_state_is_intact
 
-.PHONY: install artifacts test test-unit demo chaos bench clean
+.PHONY: install artifacts images test test-containers test-unit demo chaos bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +34,15 @@ install: $(VENV)/.installed
 artifacts: install
 	$(PY) -c "from cluster.devstack import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
 
-test: artifacts
+images: artifacts
+	$(PY) -m cluster.containers build
+
+test: artifacts images
 	$(PY) -m pytest tests/unit tests/integration tests/faults $(PYTEST_ARGS)
+	LAMINAR_TEST_BACKEND=docker LAMINAR_CONTAINERS_REQUIRED=1 $(PY) -m pytest $(CONTAINER_TESTS) $(PYTEST_ARGS)
+
+test-containers: images
+	LAMINAR_TEST_BACKEND=docker LAMINAR_CONTAINERS_REQUIRED=1 $(PY) -m pytest $(CONTAINER_TESTS) $(PYTEST_ARGS)
 
 test-unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

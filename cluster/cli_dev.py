@@ -4,15 +4,23 @@
 time to healthy; `dev status` checks the recorded processes against the process table; `dev down`
 stops them and leaves no process behind. A state file left by a crashed `dev up` is detected (its
 processes are gone or no longer ours) and cleaned, never trusted blindly.
+
+`dev up --containers` is the container variant: Kafka and ZooKeeper containers of the project's
+images (`python -m cluster.containers build`) on any engine answering the Docker API, published on
+127.0.0.1 and recorded in `<state file>.containers.json`; `dev status` and `dev down` handle both
+kinds. Containers are found by their stack label, so a lost state file leaves nothing unmanaged.
 """
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from cluster import devstack
 from cluster.errors import DevStackStateError
+
+CONTAINER_STACK = "laminar-dev"
 
 
 def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,11 +39,15 @@ def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: i
     up.add_argument("--zookeepers", type=int, choices=(1, 3), default=1, help="ZooKeeper servers (default 1)")
     up.add_argument("--timeout", type=float, default=devstack.DEFAULT_START_TIMEOUT_S, help="seconds to wait for health")
     up.add_argument("--json", action="store_true", help="print the state as JSON")
+    up.add_argument("--containers", action="store_true",
+                    help="run Kafka and ZooKeeper as containers of the project's images (one broker, one server)")
     up.set_defaults(handler=dev_up)
     status = actions.add_parser("status", help="show the recorded stack and whether each process is alive")
     status.add_argument("--json", action="store_true", help="print the state as JSON")
     status.set_defaults(handler=dev_status)
-    down = actions.add_parser("down", help="stop the stack and remove its data")
+    down = actions.add_parser("down", help="stop the stack and remove its data (processes and containers)")
+    down.add_argument("--containers", action="store_true",
+                      help="also remove the container stack's containers when its state file is lost")
     down.set_defaults(handler=dev_down)
 
 
@@ -52,7 +64,103 @@ def _print_stack(state: dict[str, object], as_json: bool) -> None:
     print(f"started in         {state['startup_seconds']} s")
 
 
+def _containers_state_file(args: argparse.Namespace) -> Path:
+    state_file = _state_file(args)
+    return state_file.with_name(f"{state_file.stem}.containers.json")
+
+
+def _stack_name(args: argparse.Namespace) -> str:
+    """One container stack per state file: the default one is `laminar-dev`."""
+    if args.state_file is None:
+        return CONTAINER_STACK
+    import hashlib
+
+    return f"{CONTAINER_STACK}-{hashlib.sha256(str(args.state_file.resolve()).encode()).hexdigest()[:8]}"
+
+
+def _container_states(client: Any, name: str) -> list[dict[str, object]]:
+    from cluster.containers_servers import stack_containers
+
+    return [{"name": c.name, "id": c.id[:12], "status": c.status,
+             "ports": [f"{b['HostIp']}:{b['HostPort']}" for bs in (c.ports or {}).values() for b in (bs or [])]}
+            for c in stack_containers(client, name)]
+
+
+def dev_up_containers(args: argparse.Namespace) -> int:
+    from cluster import containers
+    from cluster.containers_servers import ContainerStack, remove_stack
+
+    if args.brokers != 1 or args.zookeepers != 1:
+        print("dev up --containers runs one broker and one ZooKeeper server")
+        return 2
+    state_file = _containers_state_file(args)
+    name = _stack_name(args)
+    try:
+        client = containers.connect()
+        containers.check_container_runs(client)
+    except containers.ContainerError as exc:
+        print(f"containers: {exc}")
+        return 2
+    running = _container_states(client, name)
+    if running and state_file.exists() and all(c["status"] == "running" for c in running):
+        state = json.loads(state_file.read_text())
+        print("dev stack (containers) already running")
+        _print_stack(state, args.json)
+        return 0
+    if running or state_file.exists():
+        removed = remove_stack(client, name)
+        state_file.unlink(missing_ok=True)
+        print(f"cleaned a stale container stack (removed: {', '.join(removed) or 'nothing'})")
+    try:
+        stack = ContainerStack.launch(client, name, timeout=args.timeout)
+    except containers.ContainerError as exc:
+        print(f"containers: {exc}")
+        return 2
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    temporary = state_file.with_suffix(".tmp")
+    temporary.write_text(json.dumps(stack.to_state(), indent=2))
+    temporary.replace(state_file)
+    _print_stack(stack.to_state(), args.json)
+    return 0
+
+
+def _containers_status(args: argparse.Namespace) -> tuple[dict[str, object], bool] | None:
+    """(state with each container's status, healthy) of the recorded container stack, or None."""
+    state_file = _containers_state_file(args)
+    if not state_file.exists():
+        return None
+    from cluster import containers
+
+    state = json.loads(state_file.read_text())
+    try:
+        live = {c["name"]: c for c in _container_states(containers.connect(), str(state["stack"]))}
+    except containers.ContainerError as exc:
+        live = {}
+        state["engine"] = str(exc)
+    for recorded in state["containers"]:
+        recorded["status"] = live.get(recorded["name"], {}).get("status", "gone")
+    return state, all(c["status"] == "running" for c in state["containers"])
+
+
+def _containers_down(args: argparse.Namespace) -> list[str]:
+    state_file = _containers_state_file(args)
+    from cluster import containers
+    from cluster.containers_servers import remove_stack
+
+    name = _stack_name(args)
+    if state_file.exists():
+        name = str(json.loads(state_file.read_text()).get("stack", name))
+    try:
+        removed = remove_stack(containers.connect(start=False), name)
+    except containers.ContainerError:
+        removed = []  # no engine: no container can be left
+    state_file.unlink(missing_ok=True)
+    return removed
+
+
 def dev_up(args: argparse.Namespace) -> int:
+    if getattr(args, "containers", False):
+        return dev_up_containers(args)
     state_file = _state_file(args)
     try:
         recorded = devstack.read_state(state_file)
@@ -77,11 +185,30 @@ def dev_up(args: argparse.Namespace) -> int:
 
 
 def dev_status(args: argparse.Namespace) -> int:
-    """Exit 0 when every recorded process is alive, 1 when some are gone, 3 when nothing is recorded."""
+    """Exit 0 when every recorded process (or container) is alive, 1 when some are gone, 3 when
+    nothing is recorded."""
     recorded = devstack.read_state(_state_file(args))
+    containers_state = _containers_status(args)
+    if containers_state is not None:
+        state, healthy = containers_state
+        if args.json:
+            print(json.dumps({**state, "healthy": healthy}, indent=2))
+        else:
+            print(f"containers         bootstrap.servers {state['bootstrap']}  zookeeper {state['zk_hosts']}")
+            for container in state["containers"]:  # type: ignore[union-attr]
+                print(f"{container['name']:<18} port {container['port']:<6} {container['status']}")
+        if recorded is None:
+            return 0 if healthy else 1
+        if not healthy:
+            dev_status_processes(args, recorded)
+            return 1
     if recorded is None:
         print("no dev stack recorded")
         return 3
+    return dev_status_processes(args, recorded)
+
+
+def dev_status_processes(args: argparse.Namespace, recorded: devstack.RecordedStack) -> int:
     if args.json:
         print(json.dumps({
             "bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts, "healthy": recorded.healthy,
@@ -97,6 +224,11 @@ def dev_status(args: argparse.Namespace) -> int:
 
 
 def dev_down(args: argparse.Namespace) -> int:
+    if _containers_state_file(args).exists() or getattr(args, "containers", False):
+        removed = _containers_down(args)
+        print(f"removed containers: {', '.join(removed) or 'none were left'}")
+        if not _state_file(args).exists():
+            return 0
     state_file = _state_file(args)
     try:
         recorded = devstack.read_state(state_file)

@@ -3,8 +3,14 @@
 Backend choice, in order:
 1. `KAFKA_BOOTSTRAP` / `ZK_HOSTS` set: use that existing cluster (servers cannot be restarted, so
    tests that need to control a server are skipped with that reason).
-2. `LAMINAR_TEST_BACKEND=docker`: testcontainers (Kafka in KRaft mode, a ZooKeeper container);
-   skipped with a clear reason where no Docker engine answers.
+2. `LAMINAR_TEST_BACKEND=docker`: testcontainers starts Kafka (KRaft) and ZooKeeper containers from
+   the project's images (`python -m cluster.containers build`; missing server images are built on
+   first use), on any engine that answers the Docker API (Docker, or podman's service, started when
+   needed). Restartable fixtures are dedicated containers the tests kill, stop, pause and restart;
+   the three-broker cluster and the ZooKeeper ensemble stay on the local backend (skipped here).
+   Without an engine the tests are skipped with the one-line reason, or fail when
+   `LAMINAR_CONTAINERS_REQUIRED=1` (CI). Tests marked `containers` (images, compose, container
+   faults) run only with this backend.
 3. Otherwise (default): local JVM processes from `cluster.devstack`, started once per session.
 
 Unit tests (tests/unit) never touch these fixtures and never start a server.
@@ -44,7 +50,7 @@ class _Controllable(ABC):
     def _require_control(self) -> Any:
         controlled = self._controlled()
         if controlled is None:
-            pytest.skip(f"this {self._control_kind} backend (external or container) cannot be restarted by the test")
+            pytest.skip(f"this {self._control_kind} backend (an external cluster) cannot be restarted by the test")
         return controlled
 
 
@@ -52,7 +58,8 @@ class _Controllable(ABC):
 class KafkaHandle(_Controllable):
     """What a test gets from the `kafka` fixture.
 
-    `cluster` is the controllable local cluster, or None for an external / container backend.
+    `cluster` is the controllable local cluster (a `cluster.containers_servers.ContainerGroup` with the
+    docker backend), or None for an external cluster.
     """
 
     bootstrap: str
@@ -80,7 +87,8 @@ class KafkaHandle(_Controllable):
 
 @dataclass
 class ZooKeeperHandle(_Controllable):
-    """What a test gets from the `zookeeper` fixture (`ensemble` None when not controllable)."""
+    """What a test gets from the `zookeeper` fixture (`ensemble` None when not controllable; a
+    `ContainerGroup` with the docker backend)."""
 
     hosts: str
     ensemble: devstack.ZooKeeperEnsemble | None = None
@@ -109,13 +117,105 @@ def _backend() -> str:
     return os.environ.get("LAMINAR_TEST_BACKEND", "local").lower()
 
 
-def _docker_or_skip() -> None:
-    try:
-        import docker  # type: ignore[import-not-found]
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "containers: needs a container engine and the project's images "
+                                       "(runs only with LAMINAR_TEST_BACKEND=docker)")
 
-        docker.from_env().ping()
-    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
-        pytest.skip(f"LAMINAR_TEST_BACKEND=docker but no Docker engine answers: {exc}")
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _backend() == "docker":
+        return
+    skip = pytest.mark.skip(reason="container test: runs with LAMINAR_TEST_BACKEND=docker (the container pass)")
+    for item in items:
+        if "containers" in item.keywords:
+            item.add_marker(skip)
+
+
+_engine_problem: list[str] = []
+
+
+def containers_unavailable(reason: str) -> None:
+    """Skip with `reason`, or fail when LAMINAR_CONTAINERS_REQUIRED=1 (CI: the container pass must run)."""
+    if os.environ.get("LAMINAR_CONTAINERS_REQUIRED") == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+def container_engine(*, compose: bool = False) -> Any:
+    """The docker SDK client of the engine, with the server images built (and a compose client when
+    `compose`); skips (or fails) saying in one line what is missing."""
+    from cluster import containers
+
+    if compose:
+        from cluster.containers_compose import compose_command
+
+        try:
+            compose_command()
+        except containers.ContainerError as exc:
+            containers_unavailable(str(exc))
+    if not _engine_problem:
+        try:
+            client = containers.connect()
+            containers.check_container_runs(client)
+            containers.configure_testcontainers()
+            from cluster.containers_images import ImageBuilder
+
+            ImageBuilder(client, log=lambda line: None).build(["kafka", "zookeeper"])
+            return client
+        except containers.ContainerError as exc:
+            _engine_problem.append(str(exc).splitlines()[0])
+    containers_unavailable(f"LAMINAR_TEST_BACKEND=docker but {_engine_problem[0]}")
+
+
+@contextlib.contextmanager
+def _server_container(role: str, name: str) -> Iterator[Any]:
+    """A Kafka or ZooKeeper container started by testcontainers, healthy, removed on exit.
+
+    Yields a `cluster.containers_servers.ServerContainer` (host port, health, fault controls).
+    """
+    container_engine()
+    from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found]
+
+    from cluster import containers_servers as servers
+
+    for attempt in range(1, 4):
+        port = devstack.free_port()
+        if role == "kafka":
+            image, inside, env, health = (servers.KAFKA_IMAGE, servers.KAFKA_PORT, servers.kafka_environment(port),
+                                          servers.kafka_health(port))
+        else:
+            image, inside, env, health = (servers.ZOOKEEPER_IMAGE, servers.ZOOKEEPER_PORT,
+                                          servers.zookeeper_environment(), servers.zookeeper_health(port))
+        container = DockerContainer(image).with_name(f"{name}-{_RUN_TOKEN}-{next(_counter)}").with_envs(**env)
+        container.ports[f"{inside}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment] - loopback only
+        container.with_kwargs(labels={servers.ROLE_LABEL: role, "dev.laminar.test": _RUN_TOKEN})
+        try:
+            container.start()
+        except Exception as exc:  # noqa: BLE001 - a port taken in between is retried
+            container.stop()
+            if attempt == 3 or not servers._port_taken(exc):
+                raise
+            continue
+        server = servers.ServerContainer(container._name, container.get_wrapped_container(), port, health)
+        try:
+            server.wait_healthy()
+            yield server
+        finally:
+            container.stop()
+        return
+
+
+@contextlib.contextmanager
+def _container_handles(role: str, name: str) -> Iterator[Any]:
+    """A controllable Kafka or ZooKeeper handle backed by one container."""
+    from cluster.containers_servers import ContainerGroup
+
+    with _server_container(role, name) as server:
+        group = ContainerGroup([server])
+        if role == "kafka":
+            yield KafkaHandle(bootstrap=f"127.0.0.1:{server.port}", cluster=group)  # type: ignore[arg-type]
+        else:
+            yield ZooKeeperHandle(hosts=f"127.0.0.1:{server.port}", ensemble=group)  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager
@@ -136,7 +236,7 @@ def _dedicated_stack(
 ) -> Iterator[devstack.DevStack]:
     """A local stack a test module may kill and restart; skipped on external or container backends."""
     if os.environ.get(external_env) or _backend() == "docker":
-        pytest.skip(reason)
+        pytest.skip(reason if os.environ.get(external_env) else f"{reason} (container backend: the local backend covers it)")
     with _local_stack(tmp_path_factory, name, **servers) as stack:
         yield stack
 
@@ -159,11 +259,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
         yield KafkaHandle(bootstrap=external)
         return
     if _backend() == "docker":
-        _docker_or_skip()
-        from testcontainers.kafka import KafkaContainer  # type: ignore[import-not-found]
-
-        with KafkaContainer().with_kraft() as container:
-            yield KafkaHandle(bootstrap=container.get_bootstrap_server())
+        with _container_handles("kafka", "laminar-test-kafka") as handle:
+            yield handle
         return
     with _local_stack(tmp_path_factory, "kafka", kafka_brokers=1, zookeeper_servers=0) as stack:
         yield _kafka_handle(stack)
@@ -171,7 +268,12 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
 
 @pytest.fixture(scope="module")
 def kafka_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
-    """A dedicated single local broker for one test module; tests may kill and restart it."""
+    """A dedicated single broker for one test module (a local process, or a container with the docker
+    backend); tests may kill and restart it."""
+    if _backend() == "docker" and not os.environ.get("KAFKA_BOOTSTRAP"):
+        with _container_handles("kafka", "laminar-test-kafka-restartable") as handle:
+            yield handle
+        return
     with _dedicated_stack(
         tmp_path_factory, "kafka-restartable", "KAFKA_BOOTSTRAP", "broker restarts need the local process backend",
         kafka_brokers=1, zookeeper_servers=0,
@@ -198,14 +300,8 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHan
         yield ZooKeeperHandle(hosts=external)
         return
     if _backend() == "docker":
-        _docker_or_skip()
-        from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found]
-        from testcontainers.core.waiting_utils import wait_for_logs  # type: ignore[import-not-found]
-
-        with DockerContainer("zookeeper:3.9").with_exposed_ports(2181) as container:
-            wait_for_logs(container, "binding to port", timeout=60)
-            port = container.get_exposed_port(2181)
-            yield ZooKeeperHandle(hosts=f"{container.get_container_host_ip()}:{port}")
+        with _container_handles("zookeeper", "laminar-test-zookeeper") as handle:
+            yield handle
         return
     with _local_stack(tmp_path_factory, "zookeeper", kafka_brokers=0, zookeeper_servers=1) as stack:
         yield _zookeeper_handle(stack)
@@ -213,7 +309,12 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHan
 
 @pytest.fixture(scope="module")
 def zookeeper_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
-    """A dedicated standalone ZooKeeper for one test module; tests may kill and restart it."""
+    """A dedicated standalone ZooKeeper for one test module (a local process, or a container with the
+    docker backend); tests may kill and restart it."""
+    if _backend() == "docker" and not os.environ.get("ZK_HOSTS"):
+        with _container_handles("zookeeper", "laminar-test-zookeeper-restartable") as handle:
+            yield handle
+        return
     with _dedicated_stack(
         tmp_path_factory, "zookeeper-restartable", "ZK_HOSTS", "ZooKeeper restarts need the local process backend",
         kafka_brokers=0, zookeeper_servers=1,

@@ -1,24 +1,61 @@
-"""The compose file and Dockerfile agree with the CLI (no Docker engine runs here)."""
+"""The compose file, the Dockerfiles and the image recipes agree with the CLI and with each other
+(no engine needed: the container pass runs them for real)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
 import yaml
 
+from cluster import containers
 from cluster.cli import build_parser
 from cluster.config import SETTING_NAMES, env_name, settings_from
+from cluster.containers_images import RECIPES, apt_mirrors
 
 DOCKER = Path(__file__).resolve().parents[3] / "docker"
+_DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
 
 
 def load() -> dict:
     return yaml.safe_load((DOCKER / "compose.yaml").read_text())
 
 
-def test_compose_has_zookeeper_kraft_kafka_and_three_nodes() -> None:
+def default(value: str) -> str:
+    """A compose value with every ${VAR:-default} replaced by its default."""
+    return _DEFAULT.sub(lambda m: m.group(1), value)
+
+
+def test_compose_has_zookeeper_kraft_kafka_topic_init_and_three_nodes() -> None:
     services = load()["services"]
-    assert {"zookeeper", "kafka", "node1", "node2", "node3"} <= set(services)
+    assert {"zookeeper", "kafka", "topic-init", "node1", "node2", "node3"} <= set(services)
     assert "controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]  # KRaft, no ZooKeeper for Kafka
+
+
+def test_compose_images_are_the_built_images() -> None:
+    services = load()["services"]
+    assert default(services["kafka"]["image"]) == containers.KAFKA_IMAGE
+    assert default(services["zookeeper"]["image"]) == containers.ZOOKEEPER_IMAGE
+    for name in ("topic-init", "node1", "node2", "node3"):
+        assert default(services[name]["image"]) == containers.NODE_IMAGE
+
+
+def test_no_dependency_needs_a_healthcheck_to_run() -> None:
+    """podman runs healthchecks only when driven: the start order must not wait on service_healthy."""
+    services = load()["services"]
+    for name in ("node1", "node2", "node3"):
+        assert services[name]["depends_on"] == {"topic-init": {"condition": "service_completed_successfully"}}
+    assert "service_healthy" not in (DOCKER / "compose.yaml").read_text()
+    assert services["topic-init"]["entrypoint"][-1] == "cluster.containers_init"
+    assert services["kafka"]["healthcheck"]["test"][0] == "CMD"
+
+
+def test_kafka_advertises_the_published_host_port() -> None:
+    kafka = load()["services"]["kafka"]
+    advertised = kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    external = re.search(r"EXTERNAL://127\.0\.0\.1:(\$\{[^}]+\})", advertised)
+    assert external is not None and "PLAINTEXT://kafka:9092" in advertised
+    assert kafka["ports"] == [f"127.0.0.1:{external.group(1)}:19092"]
 
 
 def test_node_commands_parse_and_env_vars_are_settings() -> None:
@@ -38,13 +75,56 @@ def test_node_commands_parse_and_env_vars_are_settings() -> None:
         node_ids.add(settings.node_id)
         assert service["volumes"] == ["output:/data"] and settings.output.startswith("/data/")
         assert service["stop_signal"] == "SIGTERM"
+        assert default(service["ports"][0]).startswith("127.0.0.1:910")
     assert node_ids == {1, 2, 3}
 
 
-def test_dockerfile_installs_the_package_and_runs_the_console_script() -> None:
+def test_dockerfile_takes_a_base_defaulting_to_python_slim_and_runs_the_console_script() -> None:
     text = (DOCKER / "Dockerfile").read_text()
-    assert text.startswith("#") and "FROM python:3.11-slim" in text
-    assert "pip install --no-cache-dir ." in text
+    assert text.startswith("#") and "ARG BASE=python:3.11-slim" in text and "FROM ${BASE}" in text
+    assert "pip install --no-cache-dir --no-deps ." in text
     assert 'ENTRYPOINT ["laminar-kafka"]' in text
     for package in ("kafka_source", "coordinator", "cluster"):
         assert f"COPY {package} ./{package}" in text
+
+
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.dockerfile], ids=lambda r: r.key)
+def test_every_recipe_builds_on_its_parent_and_its_context_exists(recipe) -> None:  # noqa: ANN001
+    text = recipe.dockerfile.read_text()
+    assert re.search(r"^ARG BASE=\S+$", text, re.MULTILINE) and "FROM ${BASE}" in text
+    if recipe.key != "jvm-servers":  # its context resolves the jars (Maven): checked by the container pass
+        for name, source in recipe.context().items():
+            assert source.exists(), (recipe.key, name)
+            if name.endswith(".sh"):
+                assert f"COPY {name}" in text and source.stat().st_mode & 0o111
+
+
+def test_apt_mirrors_follow_the_hosts_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAMINAR_DEBIAN_MIRROR", raising=False)
+    (tmp_path / "etc/apt/sources.list.d").mkdir(parents=True)
+    (tmp_path / "etc/apt/sources.list.d/debian.sources").write_text(
+        "Types: deb\n# a comment\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\n\nTypes: deb\nURIs: http://mirror.example/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n"
+    )
+    (tmp_path / "etc/apt/sources.list.d/other.list").write_text("deb [arch=amd64] https://other.example/apt stable main\n")
+    assert apt_mirrors(tmp_path) == ("http://mirror.example/debian", "http://mirror.example/debian-security")
+    (tmp_path / "etc/apt/sources.list.d/debian.sources").unlink()
+    (tmp_path / "etc/apt/sources.list").write_text("deb http://one.example/debian/ bookworm main\n")
+    assert apt_mirrors(tmp_path) == ("http://one.example/debian", None)
+    monkeypatch.setenv("LAMINAR_DEBIAN_MIRROR", "http://override.example/debian")
+    assert apt_mirrors(tmp_path)[0] == "http://override.example/debian"
+
+
+def test_engine_errors_become_one_line_hints() -> None:
+    error = RuntimeError("runc create failed: error setting rlimits for ready process: error setting rlimit "
+                         "type 6: operation not permitted\nmore detail")
+    hint = containers._hint(error)
+    assert "\n" not in hint and "containers.conf" in hint and "default_ulimits" in hint
+    assert "cannot run" in containers._hint(RuntimeError("something else entirely"))
+
+
+def test_dev_up_has_a_container_variant() -> None:
+    args = build_parser().parse_args(["dev", "up", "--containers"])
+    assert args.containers and args.dev_command == "up"
+    assert build_parser().parse_args(["dev", "down", "--containers"]).containers

@@ -1,0 +1,7 @@
+# The pinned Kafka and ZooKeeper jars (cluster/pom.xml, resolved from Maven Central by
+# cluster.devstack.ensure_artifacts) on the Java image: the shared layer of the two server images.
+ARG BASE=laminar-java:17
+FROM ${BASE}
+COPY lib/ /opt/laminar/lib/
+COPY log4j2.properties /opt/laminar/log4j2.properties
+RUN useradd --system --home-dir /var/lib/laminar --create-home laminar

@@ -1,0 +1,107 @@
+"""docker/compose.yaml for real: ZooKeeper, Kafka, the topic init and three node containers.
+
+Records flow from the host into the compose Kafka while one node container is SIGKILLed; the
+survivors take its partitions over, and `laminar-kafka verify` (run inside a node container, on
+the shared output volume) finds 0 missing and 0 duplicated. `down` leaves no container, volume or
+network behind. Kafka's and ZooKeeper's healthchecks are driven (podman has no systemd timers) and
+must report healthy.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.request
+from collections.abc import Callable
+
+import pytest
+
+from cluster import devstack
+from cluster.containers_compose import ComposeProject, HealthcheckDriver, health
+from cluster.containers_images import ImageBuilder
+from cluster.demo import ContinuousProducer
+from tests.conftest import container_engine
+
+pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.timeout(600)]
+
+PARTITIONS = 8
+_OWNED = re.compile(r'^laminar_owned_partitions\{[^}]*\}\s+([0-9.]+)', re.MULTILINE)
+
+
+def owned_partitions(port: int) -> int | None:
+    """Partitions a node reports it reads (its /metrics), or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            match = _OWNED.search(response.read().decode())
+    except OSError:
+        return None
+    return int(float(match.group(1))) if match else 0
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, project: ComposeProject) -> float:
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{what} not reached in {timeout:.0f}s; logs:\n{project.logs()}")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def verify(project: ComposeProject) -> tuple[int, dict]:
+    result = project.exec("node1", "laminar-kafka", "verify", "--output", "/data/orders",
+                          "--bootstrap", "kafka:9092", "--topic", "orders", "--json")
+    try:
+        return result.returncode, json.loads(result.stdout)
+    except ValueError:
+        return result.returncode, {"error": (result.stdout + result.stderr)[-500:]}
+
+
+def test_compose_cluster_survives_a_node_kill_exactly_once(unique: Callable[[str], str]) -> None:
+    client = container_engine(compose=True)
+    ImageBuilder(client, log=lambda line: None).build(["kafka", "zookeeper", "node"])
+    kafka_port = devstack.free_port()
+    metrics = {n: devstack.free_port() for n in (1, 2, 3)}
+    project = ComposeProject(
+        name=unique("laminar-compose").lower().replace(".", "-"),
+        env={"LAMINAR_KAFKA_HOST_PORT": str(kafka_port),
+             **{f"LAMINAR_NODE{n}_METRICS_PORT": str(port) for n, port in metrics.items()}},
+    )
+    started = time.monotonic()
+    try:
+        with HealthcheckDriver(client, project) as driver:
+            project.up()
+            wait_for(lambda: all((owned_partitions(p) or 0) > 0 for p in metrics.values()), 180,
+                     "three nodes each reading partitions", project)
+            producer = ContinuousProducer(f"127.0.0.1:{kafka_port}", "orders", 400, PARTITIONS).start()
+            try:
+                wait_for(lambda: producer.acked > 2_000, 60, "2000 records produced", project)
+                project.kill("node2")  # SIGKILL: no planned leave, its partitions restart from the manifest
+                takeover = wait_for(lambda: owned_partitions(metrics[1]) is not None and owned_partitions(metrics[3]) is not None
+                         and owned_partitions(metrics[1]) + owned_partitions(metrics[3]) == PARTITIONS,  # type: ignore[operator]
+                         90, "the survivors owning every partition", project)
+                time.sleep(3)
+            finally:
+                producer.stop()
+            assert producer.failed == 0 and producer.acked > 2_000
+
+            deadline = time.monotonic() + 120
+            code, report = verify(project)
+            while code != 0 and time.monotonic() < deadline:
+                assert report.get("duplicated", 0) == 0, report
+                time.sleep(2)
+                code, report = verify(project)
+            assert code == 0, f"{report}\n{project.logs()}"
+            assert report["missing"] == 0 and report["duplicated"] == 0
+            assert sum(p["expected"] for p in report["partitions"]) == producer.acked
+            print(f"compose test: {producer.acked} records, node2 SIGKILLed, survivors owned its partitions "
+                  f"after {takeover:.1f} s, verify: 0 missing, 0 duplicated")
+
+            if driver.podman:  # the healthchecks were driven: both servers report healthy
+                wait_for(lambda: driver.runs > 0, 30, "healthchecks run", project)
+            services = {c.labels.get("com.docker.compose.service"): c for c in project.containers(client)}
+            assert health(services["kafka"]) == "healthy" and health(services["zookeeper"]) == "healthy"
+            assert services["topic-init"].attrs["State"]["ExitCode"] == 0
+    finally:
+        project.down()
+        print(f"compose test: up to down in {time.monotonic() - started:.1f} s")
+    assert project.leftovers(client) == []
