@@ -49,7 +49,7 @@ import concurrent.futures
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from cluster.demo import ContinuousProducer, NodeProcess, create_topic, wait_caught_up
 from cluster.sink import list_published, open_output
 from tests.conftest import KafkaHandle, ZooKeeperHandle
-from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
+from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
 from tests.support import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
