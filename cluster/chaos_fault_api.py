@@ -7,6 +7,8 @@ The kinds themselves are in :mod:`cluster.chaos_faults_nodes` (processes and ses
 """
 from __future__ import annotations
 
+import abc
+
 import random
 import time
 from collections.abc import Callable
@@ -89,14 +91,15 @@ class Injection:
     targets_at_heal: bool = False
 
 
-class Fault:
+class Fault(abc.ABC):
     """One fault kind. ``role``: what the fault acts on (for the report and the docs)."""
 
     kind = ""
     role = ""
 
+    @abc.abstractmethod
     def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
-        raise NotImplementedError
+        """Apply ``event``; the :class:`Injection` says how it heals and what it hit."""
 
 
 # --------------------------------------------------------------------------------------------------

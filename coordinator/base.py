@@ -508,17 +508,17 @@ class Coordinator(ABC):
         """The committed manifest of `epoch`, or for 0 the pinned initial manifest (CoordinatorError
         if absent or garbage-collected; the initial manifest is never collected)."""
 
+    @abstractmethod
     def pin_start(self, manifest: Manifest) -> Manifest:
         """Create-once the pipeline's durable initial manifest and return the stored one.
 
         `manifest` must be an initial manifest (see `initial_manifest`; else CoordinatorError): its
         cursors are the start position the caller resolved once. If an initial manifest is already
         stored, it is returned unchanged and `manifest` is discarded: the caller must use what this
-        returns, never its own. Call after `start()`. (A concrete default only so that test doubles
-        need not implement it; both backends override it.)
+        returns, never its own. Call after `start()`.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not pin a start position")
 
+    @abstractmethod
     def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
         """Create-once a durable record of each topic's Kafka topic id; return the durable id of
         every topic in `ids` (an existing record wins over the given id).
@@ -527,7 +527,6 @@ class Coordinator(ABC):
         (the topic was deleted and re-created). Topic names must be legal Kafka names and ids non-empty
         (ConfigurationError otherwise). Call after `start()`.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not pin topic ids")
 
     @abstractmethod
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
