@@ -310,7 +310,7 @@ class KafkaSource(SourceConnector):
             selector=config.selector,
             assigned=offsets,
             chunk_records=config.consume_chunk_records,
-            # vnode mode: the partition set is fixed at start (placement is computed from it)
+            # vnode mode: new partitions arrive through add_partitions (the runtime watches the topology)
             discovery_interval_s=(
                 0.0 if binding is not None else config.partition_discovery_interval_ms / 1000.0
             ),
