@@ -200,3 +200,24 @@ def test_embedded_node_lands_partitions_added_while_it_runs(
     finally:
         producer.stop()
         node.stop()
+
+
+def test_a_pattern_that_matches_nothing_yet_lands_topics_created_later(
+    kafka: KafkaHandle, zookeeper: ZooKeeperHandle, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Nodes started before any matching topic exists: they join, ack empty epochs, and land the
+    first matching topic from its first offset once it appears."""
+    prefix = unique("empty")
+    topic = f"{prefix}.a"
+    p = Pipeline(bootstrap=kafka.bootstrap, zk=zookeeper.hosts, topic=f"re:{prefix}\\..*", pipeline=prefix, base=tmp_path)
+    try:
+        for node_id in (1, 2):
+            p.launch(node_id, *FAST_TOPOLOGY)
+        p.wait_until(lambda: "start position pinned for 0 partition(s)" in p.nodes[1].log_text()
+                     + p.nodes[2].log_text(), 60, "an empty start pinned")
+        create_topic(kafka.bootstrap, topic, 3)
+        produce(kafka.bootstrap, topic, [b"r-%d" % i for i in range(600)])
+        p.wait_until(lambda: sum(map(len, rows_of(p.output, topic).values())) >= 600, 90, "the new topic landed")
+        assert_exact(wait_caught_up(kafka.bootstrap, topic, p.output, 60), p)
+    finally:
+        p.stop_all()
