@@ -33,6 +33,7 @@ from kafka_source.errors import (
     FatalError,
     OffsetOutOfRangeError,
     TransientError,
+    UnassignedVnodeError,
 )
 from kafka_source.source import KafkaSource, SourceMetrics
 
@@ -71,4 +72,5 @@ __all__ = [
     "SourceTopology",
     "StartupMode",
     "TransientError",
+    "UnassignedVnodeError",
 ]

@@ -7,7 +7,6 @@ only when that fails is each record parsed on its own to find the bad ones.
 from __future__ import annotations
 
 import io
-import logging
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,8 +17,6 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
 from kafka_source.config import Format, KafkaSourceConfig
 from kafka_source.errors import ConfigurationError
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["BadRecord", "BatchBuilder", "BuiltBatch", "HEADERS_TYPE", "metadata_fields"]
 

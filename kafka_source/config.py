@@ -37,10 +37,13 @@ from types import MappingProxyType
 
 import pyarrow as pa
 
+from kafka_source.checkpoint import CONNECTOR_NAME
+from kafka_source.connector import ConnectorConfig
 from kafka_source.errors import ConfigurationError
 from kafka_source.topics import TopicSelector
 
 __all__ = [
+    "as_kafka_config",
     "METADATA_COLUMNS",
     "Format",
     "IsolationLevel",
@@ -353,3 +356,17 @@ class KafkaSourceConfig:
                 f"{t}:{p}:{o}" for (t, p), o in sorted(self.startup_specific_offsets.items())
             )
         return options
+
+
+def as_kafka_config(config: ConnectorConfig | KafkaSourceConfig | Mapping[str, str]) -> KafkaSourceConfig:
+    """``config`` as a :class:`KafkaSourceConfig` (a ``ConnectorConfig`` must name this connector);
+    raises :class:`ConfigurationError` for an invalid one."""
+    if isinstance(config, KafkaSourceConfig):
+        return config
+    if isinstance(config, ConnectorConfig):
+        if config.connector_type != CONNECTOR_NAME:
+            raise ConfigurationError(
+                f"connector type {config.connector_type!r} is not {CONNECTOR_NAME!r}"
+            )
+        return KafkaSourceConfig.from_properties(config.properties)
+    return KafkaSourceConfig.from_properties(config)

@@ -14,16 +14,18 @@ from __future__ import annotations
 import abc
 import asyncio
 import enum
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from coordinator.rounds import AssignmentDrainId
+from coordinator.routing import TopicPartition
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.errors import ConfigurationError
+from kafka_source.tasks import ConnectorTaskTracker
 
 if TYPE_CHECKING:
     from coordinator.registry import VnodeRegistry
@@ -34,7 +36,6 @@ __all__ = [
     "ConnectorConfig",
     "ConnectorTaskTracker",
     "DeliveryGuarantee",
-    "DrainRoundId",
     "SourceBatch",
     "SourceCheckpoint",
     "SourceCheckpointUnavailablePolicy",
@@ -64,21 +65,26 @@ class DeliveryGuarantee(enum.Enum):
 
 
 class SourceCheckpointUnavailablePolicy(enum.Enum):
-    """What the runtime does while ``try_checkpoint()`` returns ``None``."""
+    """What the runtime does while ``try_checkpoint()`` returns ``None`` (a retained barrier)."""
 
-    #: Hold intake until control-plane reconciliation makes the cursor available.
+    #: The runtime must not call ``poll_batch`` while ``try_checkpoint()`` returns ``None``: intake
+    #: is held until control-plane reconciliation makes the cursor available again.
     HOLD_INTAKE = "hold-intake"
-    #: Poll at most one batch before retrying a retained barrier; every batch is bound to its exact
-    #: cursor and stops at the first completed replay-unit boundary.
+    #: The runtime may poll at most one batch before retrying the retained barrier. The source binds
+    #: every batch to its exact cursor and stops it at the first completed replay-unit boundary.
     POLL_TO_REPLAY_BOUNDARY = "poll-to-replay-boundary"
 
 
 class ConnectorCancellationPolicy(enum.Enum):
-    """How the runtime may treat a lifecycle coroutine cancelled at a deadline."""
+    """How the runtime may treat a lifecycle coroutine (``poll_batch``, ``finish_drain``, ...)
+    cancelled at a deadline."""
 
-    #: After a cancellation the connector generation is terminal and must not be reused.
+    #: After a cancelled lifecycle coroutine the runtime must close this connector, await its
+    #: :meth:`SourceConnector.terminal_task_tracker`, and build a new generation from the last
+    #: durable checkpoint; the cancelled connector is never called again.
     RETIRE_CONNECTOR = "retire-connector"
-    #: Cancelling any lifecycle coroutine preserves replay of every record not yet returned.
+    #: Cancelling any lifecycle coroutine preserves replay of every record not yet returned, so the
+    #: runtime may keep using the same connector after a cancellation.
     CANCEL_SAFE = "cancel-safe"
 
 
@@ -196,12 +202,6 @@ class SourceBatch:
         return self.records.num_rows
 
 
-class DrainRoundId(Protocol):
-    """What the protocol needs of a round identity (``coordinator.rounds.AssignmentDrainId``)."""
-
-    def is_canonical(self) -> bool: ...
-
-
 @dataclass(frozen=True)
 class SourceDrainRequest:
     """The exact cluster transition for which a source must stop advancing input.
@@ -209,7 +209,7 @@ class SourceDrainRequest:
     Raises :class:`ConfigurationError` unless the round identity is canonical.
     """
 
-    round: DrainRoundId
+    round: AssignmentDrainId
 
     def __post_init__(self) -> None:
         if not self.round.is_canonical():
@@ -227,33 +227,8 @@ class SourceDrainOutcome(enum.Enum):
 class SourceDrainResolution:
     """The terminal resolution of one exact drain round."""
 
-    round: DrainRoundId
+    round: AssignmentDrainId
     outcome: SourceDrainOutcome
-
-
-class ConnectorTaskTracker:
-    """Observes detached work (threads) that may outlive the connector value.
-
-    :meth:`wait` returns True once every tracked thread has terminated.
-    """
-
-    def __init__(self, threads: list[threading.Thread] | None = None) -> None:
-        self._threads: list[threading.Thread] = list(threads or [])
-
-    def track(self, thread: threading.Thread) -> None:
-        self._threads.append(thread)
-
-    def is_terminated(self) -> bool:
-        return not any(t.is_alive() for t in self._threads)
-
-    async def wait(self, timeout: float | None = None) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while not self.is_terminated():
-            if deadline is not None and loop.time() >= deadline:
-                return False
-            await asyncio.sleep(0.02)
-        return True
 
 
 class SourceConnector(abc.ABC):
@@ -266,11 +241,18 @@ class SourceConnector(abc.ABC):
     # -- lifecycle ------------------------------------------------------------------------------
 
     def cancellation_policy(self) -> ConnectorCancellationPolicy:
-        """Deadline behaviour. Default: retire the connector after any cancellation."""
+        """What the runtime may do after cancelling a lifecycle coroutine at a deadline; stable.
+
+        Default (conservative): ``RETIRE_CONNECTOR``: the runtime closes this generation, awaits
+        :meth:`terminal_task_tracker` and builds a new one. ``CANCEL_SAFE`` lets the runtime reuse
+        the connector after a cancellation.
+        """
         return ConnectorCancellationPolicy.RETIRE_CONNECTOR
 
     def terminal_task_tracker(self) -> ConnectorTaskTracker | None:
-        """Tracker of detached work that may outlive this value, or ``None`` if there is none."""
+        """Tracker of every thread this connector starts that may outlive this value, or ``None``
+        if it starts none. The runtime awaits :meth:`ConnectorTaskTracker.wait` after
+        :meth:`close` before it starts the next generation."""
         return None
 
     @abc.abstractmethod
@@ -314,7 +296,13 @@ class SourceConnector(abc.ABC):
         return self.checkpoint()
 
     def checkpoint_unavailable_policy(self) -> SourceCheckpointUnavailablePolicy:
-        """How the runtime proceeds while :meth:`try_checkpoint` returns ``None``; stable after start."""
+        """How the runtime proceeds while :meth:`try_checkpoint` returns ``None``; stable after
+        :meth:`start`.
+
+        Default ``HOLD_INTAKE``: the runtime calls no :meth:`poll_batch` until a cursor is available
+        again. ``POLL_TO_REPLAY_BOUNDARY``: the runtime may poll at most one batch before retrying
+        the retained barrier.
+        """
         return SourceCheckpointUnavailablePolicy.HOLD_INTAKE
 
     def checkpoint_ready(self) -> bool:
@@ -330,42 +318,81 @@ class SourceConnector(abc.ABC):
         return None
 
     # -- drain and ownership (fail closed unless implemented) -----------------------------------
-
-    def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
-        """Stop advancing the input that changes owner in ``request.round``, without blocking.
-
-        ``deadline`` is an absolute :func:`time.monotonic` value. Readiness is observed through
-        :meth:`poll_drain_ready`.
-        """
-        raise ConfigurationError("assignment-scoped source does not implement provider drain")
-
-    def poll_drain_ready(self, round: DrainRoundId) -> bool:
-        """Whether every record fetched before the drain boundary has been emitted."""
-        raise ConfigurationError(
-            "assignment-scoped source does not expose provider drain readiness"
-        )
-
-    async def finish_drain(self, resolution: SourceDrainResolution, deadline: float) -> None:
-        """Resolve a drain: Commit adopts the target ownership, Abort rewinds to the cut.
-
-        Blocking client work is bounded by ``deadline`` (absolute :func:`time.monotonic`).
-        """
-        raise ConfigurationError(
-            "assignment-scoped source does not implement provider drain resolution"
-        )
+    #
+    # A round (``coordinator.rounds.AssignmentDrainId``) moves the published assignment from version
+    # v to v + 1. The runtime calls: set_vnode_assignment (once, before start) -> drive_control_plane
+    # / checkpoint_ready every turn -> acquisition_needed / acquire_partitions when the published
+    # version gives this node partitions without a round -> begin_drain, poll_drain_ready,
+    # finish_drain for each round this node takes part in; add_partitions when the topology grows.
 
     def set_vnode_assignment(
         self, source_identity: str, registry: VnodeRegistry, self_id: int
     ) -> None:
-        """Read exactly the partitions whose vnode ``self_id`` owns from now on.
+        """Read exactly the partitions whose vnode ``self_id`` owns in ``registry`` from now on.
 
-        Fails closed unless the connector implements exact vnode-scoped ownership.
+        A published owner map that leaves a vnode routing one of this source's partitions
+        unassigned while other vnodes have owners is invalid (the coordinator assigns every vnode
+        or none) and is rejected with a ``ConnectorError``. Fails closed (ConfigurationError)
+        unless the connector implements exact vnode-scoped ownership.
         """
         raise ConfigurationError(
             "source advertises splittable placement but does not implement vnode assignment"
         )
 
-    def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
+    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartition]] | None:
+        """``(published version, partitions)`` while reconciling with the published version needs
+        explicit start cursors (:meth:`acquire_partitions`) for these partitions, else ``None``.
+
+        Never blocks and never raises. Default ``None``: a connector without vnode ownership never
+        waits for cursors (its :meth:`acquire_partitions` fails closed).
+        """
+        return None
+
+    def acquire_partitions(self, cursors: Mapping[str, int] | SourceCheckpoint, version: int) -> None:
+        """Offer explicit start cursors for partitions this node gains without a round at ``version``.
+
+        ``cursors`` maps ``"topic:partition"`` to the next offset to read (normally the cursors of
+        the last durable manifest; a partition it lacks starts at its first offset). Applied by
+        :meth:`drive_control_plane` when reconciling to exactly ``version``. Never blocks.
+        Fails closed (ConfigurationError) unless the connector implements vnode ownership.
+        """
+        raise ConfigurationError("this source connector cannot acquire partitions at explicit cursors")
+
+    def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
+        """Stop advancing the input that changes owner in ``request.round``, without blocking.
+
+        ``deadline`` is an absolute :func:`time.monotonic` value. Readiness is observed through
+        :meth:`poll_drain_ready`. A ``DrainError`` refuses the round for now (nothing changed; the
+        runtime may retry); a ``FatalError`` retires the generation.
+        """
+        raise ConfigurationError("assignment-scoped source does not implement provider drain")
+
+    def poll_drain_ready(self, round: AssignmentDrainId) -> bool:
+        """Whether every record fetched before the drain boundary of ``round`` has been emitted
+        (then the cut is fixed and in :meth:`checkpoint`). Never blocks."""
+        raise ConfigurationError(
+            "assignment-scoped source does not expose provider drain readiness"
+        )
+
+    async def finish_drain(
+        self,
+        resolution: SourceDrainResolution,
+        deadline: float,
+        handoff_cursors: Mapping[str, int] | SourceCheckpoint | None = None,
+    ) -> None:
+        """Resolve a drain: Commit adopts the target ownership, Abort rewinds to the cut.
+
+        Commit: partitions gained under the target start at ``handoff_cursors`` (the cursors of
+        the durable manifest holding the cut, ``"topic:partition" -> next offset``; never the
+        broker's group offsets); without them the gained partitions wait for
+        :meth:`acquire_partitions`. Blocking client work is bounded by ``deadline`` (absolute
+        :func:`time.monotonic`); a resolution that timed out never acts later. Idempotent.
+        """
+        raise ConfigurationError(
+            "assignment-scoped source does not implement provider drain resolution"
+        )
+
+    def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """The input's topology grew: ``partitions`` (``(topic, partition)``) exist now.
 
         A source that follows topology changes reads each new partition it owns from its first

@@ -81,6 +81,21 @@ class DecodeError(ConnectorError):
         self.offset = offset
 
 
+class UnassignedVnodeError(FatalError):
+    """A published owner map leaves vnodes that route partitions of this source unassigned while
+    other vnodes have owners.
+
+    The coordinator assigns every vnode or none (none: before the first publication, or with no
+    live member), so such a map is a control-plane bug; reading it would silently leave the
+    partitions of ``vnodes`` unread. ``version`` is the map's assignment version.
+    """
+
+    def __init__(self, message: str, *, version: int, vnodes: tuple[int, ...]) -> None:
+        super().__init__(message)
+        self.version = version
+        self.vnodes = vnodes
+
+
 class ErrorRateExceededError(FatalError):
     """Best-effort delivery skipped more bad records than ``max.error.rate`` allows."""
 
@@ -95,4 +110,5 @@ __all__ = [
     "FatalError",
     "OffsetOutOfRangeError",
     "TransientError",
+    "UnassignedVnodeError",
 ]

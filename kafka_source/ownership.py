@@ -1,11 +1,11 @@
-"""Vnode-scoped partition ownership and the drain state machine of one source generation (pure).
+"""Vnode-scoped partition ownership of one source generation and its reconciliation (pure).
 
 No I/O and no clock: callers pass ``now`` (a :func:`time.monotonic` value) and the registry
 snapshots they read. :class:`Ownership` is an immutable value; every transition returns a new one
-or raises. The source (:mod:`kafka_source.source`) executes what a transition asks for (pause,
+or raises. The vnode driver (:mod:`kafka_source.vnode`) executes what a transition asks for (pause,
 release, acquire, rewind) on its reader thread and feeds the outcome back.
 
-Vocabulary (``TP`` = ``(topic, partition)``):
+Vocabulary (``TopicPartition`` = ``(topic, partition)``):
 
 - ``version``: the assignment version the source is *pinned* to. Checkpoints carry it, and the
   source never emits records of a partition it does not own under it.
@@ -15,11 +15,16 @@ Vocabulary (``TP`` = ``(topic, partition)``):
 - Reconciled with a published snapshot ``S`` iff ``version == S.version`` and ``live == owned``
   (and then ``owned`` equals the owned set computed from ``S``; a mismatch is a conflict).
 
-Drain phases (:class:`DrainPhase`): ``IDLE`` (no round seen) -> ``DRAINING`` (boundary in the FIFO,
-revoked partitions paused) -> ``READY`` (boundary consumed; the cut is fixed) -> ``RESOLVED``
-(commit or abort applied; remembered so a repeated resolution is a no-op). ``FAILED`` is
-terminal: a drain deadline passed before the boundary was consumed, a resolution could not act in
-time, or an invariant broke. A round that revokes nothing is ``READY`` at once with an empty cut.
+Drains: :attr:`Ownership.drain` is the current or last round's
+:class:`~kafka_source.drain.DrainProgress` (phases and the cut live in :mod:`kafka_source.drain`);
+:class:`Ownership` checks each drain transition against the registry and fails the generation when
+one breaks an invariant.
+
+Owner maps: a map where a vnode that routes a known partition is unassigned while other vnodes have
+owners is rejected (:class:`~kafka_source.errors.UnassignedVnodeError`; in a round's target, a
+:class:`~kafka_source.errors.DrainError`). The coordinator assigns every vnode or none; an
+all-unassigned map (version 0 before the first publication, or no live member) is legitimate and
+gives this node nothing.
 
 Self -> other -> self: a partition kept between two looks at versions ``a < b`` really stayed
 only if its vnode's ``changed_at <= a`` in the version-``b`` snapshot; otherwise another node
@@ -28,93 +33,60 @@ resumed from the stale local one).
 """
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from coordinator.registry import AssignmentSnapshot, PendingTarget
+from coordinator.registry import UNASSIGNED, AssignmentSnapshot, PendingTarget
 from coordinator.rounds import AssignmentDrainId
-from coordinator.routing import partition_vnode
+from coordinator.routing import TopicPartition, partition_vnode
 from kafka_source.connector import SourceDrainOutcome, SourceDrainResolution
-from kafka_source.errors import DrainError, FatalError
+from kafka_source.drain import DrainPhase, DrainProgress, FinishPlan
+from kafka_source.errors import DrainError, FatalError, UnassignedVnodeError
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "DrainPhase",
-    "DrainRound",
-    "FinishPlan",
     "Ownership",
     "Reconcile",
-    "TP",
     "route_partitions",
+    "unassigned_vnodes",
 ]
 
-TP = tuple[str, int]
 
-
-def _frozen(mapping: Mapping[TP, int | None]) -> Mapping[TP, int | None]:
+def _frozen(mapping: Mapping[TopicPartition, int | None]) -> Mapping[TopicPartition, int | None]:
     return MappingProxyType(dict(sorted(mapping.items())))
 
 
 def route_partitions(
-    source_identity: str, partitions: frozenset[TP] | set[TP] | list[TP], vnode_count: int
-) -> Mapping[TP, int]:
+    source_identity: str, partitions: frozenset[TopicPartition] | set[TopicPartition] | list[TopicPartition], vnode_count: int
+) -> Mapping[TopicPartition, int]:
     """``{tp: vnode}`` for every partition (routing ABI v1 of :mod:`coordinator.routing`)."""
     return MappingProxyType(
         {tp: partition_vnode(source_identity, tp[0], tp[1], vnode_count) for tp in sorted(partitions)}
     )
 
 
-class DrainPhase(enum.Enum):
-    IDLE = "idle"
-    DRAINING = "draining"
-    READY = "ready"
-    RESOLVED = "resolved"
-    FAILED = "failed"
+def unassigned_vnodes(routes: Mapping[TopicPartition, int], owners: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """The vnodes of ``routes`` that ``owners`` leaves unassigned while it assigns some vnode.
 
-
-@dataclass(frozen=True)
-class DrainRound:
-    """One drain round as this source sees it.
-
-    ``revoked``: partitions owned now and not under the target (paused from the boundary on).
-    ``target_owned``: partitions owned under the target. ``boundary``: the reader's position of
-    each revoked partition when it paused (what the cut will be), ``None`` until observed.
-    ``cut``: the next offset of each revoked partition once the boundary was consumed (empty
-    before). ``outcome``: set once ``RESOLVED``.
+    Empty for a map that assigns every routed vnode, and for a map that assigns no vnode at all
+    (nothing published yet, or no live member: legitimately nobody reads).
     """
-
-    round: AssignmentDrainId
-    deadline: float
-    phase: DrainPhase
-    revoked: frozenset[TP]
-    target_owned: frozenset[TP]
-    boundary: Mapping[TP, int] | None = None
-    cut: Mapping[TP, int] = field(default_factory=dict)
-    outcome: SourceDrainOutcome | None = None
-
-    @property
-    def active(self) -> bool:
-        """True while the round holds the source (``DRAINING`` or ``READY``)."""
-        return self.phase in (DrainPhase.DRAINING, DrainPhase.READY)
+    if all(owner == UNASSIGNED for owner in owners):
+        return ()
+    return tuple(sorted({vnode for vnode in routes.values() if owners[vnode] == UNASSIGNED}))
 
 
-@dataclass(frozen=True)
-class FinishPlan:
-    """What resolving a round asks of the consumer.
-
-    Commit: unassign ``release``, assign ``acquire`` (``{tp: next offset}``; partitions of the
-    target still missing from it stay pending until explicit cursors arrive). Abort: seek each
-    partition of ``resume`` to its offset and resume it.
-    """
-
-    outcome: SourceDrainOutcome
-    release: frozenset[TP] = frozenset()
-    acquire: Mapping[TP, int | None] = field(default_factory=dict)
-    resume: Mapping[TP, int] = field(default_factory=dict)
+def _require_assigned(routes: Mapping[TopicPartition, int], snapshot: AssignmentSnapshot) -> None:
+    vnodes = unassigned_vnodes(routes, snapshot.owners)
+    if vnodes:
+        raise UnassignedVnodeError(
+            f"assignment version {snapshot.version} leaves {len(vnodes)} vnode(s) that route "
+            f"partitions of this source unassigned while other vnodes have owners: {list(vnodes)[:16]}",
+            version=snapshot.version, vnodes=vnodes,
+        )
 
 
 @dataclass(frozen=True)
@@ -124,9 +96,9 @@ class Reconcile:
     rule as a Resume checkpoint that lacks a partition). An empty plan only moves the pin."""
 
     version: int
-    owned: frozenset[TP]
-    release: frozenset[TP] = frozenset()
-    acquire: Mapping[TP, int | None] = field(default_factory=dict)
+    owned: frozenset[TopicPartition]
+    release: frozenset[TopicPartition] = frozenset()
+    acquire: Mapping[TopicPartition, int | None] = field(default_factory=dict)
 
     @property
     def needs_consumer(self) -> bool:
@@ -142,22 +114,27 @@ class Ownership:
     """
 
     self_id: int
-    routes: Mapping[TP, int]
+    routes: Mapping[TopicPartition, int]
     version: int
-    owned: frozenset[TP]
-    live: frozenset[TP] = frozenset()
-    drain: DrainRound | None = None
+    owned: frozenset[TopicPartition]
+    live: frozenset[TopicPartition] = frozenset()
+    drain: DrainProgress | None = None
     failure: str | None = None
 
     # -- construction and queries ------------------------------------------------------------------
 
     @classmethod
-    def at(cls, self_id: int, routes: Mapping[TP, int], snapshot: AssignmentSnapshot) -> Ownership:
-        """Pinned to ``snapshot`` with nothing live yet (the state before the consumer starts)."""
+    def at(cls, self_id: int, routes: Mapping[TopicPartition, int], snapshot: AssignmentSnapshot) -> Ownership:
+        """Pinned to ``snapshot`` with nothing live yet (the state before the consumer starts).
+
+        Raises :class:`UnassignedVnodeError` if ``snapshot`` leaves a routed vnode unassigned
+        (see the module docstring).
+        """
+        _require_assigned(routes, snapshot)
         state = cls(self_id, MappingProxyType(dict(routes)), snapshot.version, frozenset())
         return replace(state, owned=state.owned_at(snapshot.owners))
 
-    def owned_at(self, owners: tuple[int, ...] | list[int]) -> frozenset[TP]:
+    def owned_at(self, owners: tuple[int, ...] | list[int]) -> frozenset[TopicPartition]:
         """The known partitions whose vnode ``self_id`` owns in ``owners``."""
         me = self.self_id
         return frozenset(tp for tp, vnode in self.routes.items() if owners[vnode] == me)
@@ -169,7 +146,7 @@ class Ownership:
         return DrainPhase.IDLE if self.drain is None else self.drain.phase
 
     @property
-    def pending(self) -> frozenset[TP]:
+    def pending(self) -> frozenset[TopicPartition]:
         """Owned partitions the consumer does not hold yet (waiting for explicit cursors)."""
         return self.owned - self.live
 
@@ -205,7 +182,7 @@ class Ownership:
     def expire(self, now: float) -> Ownership:
         """Fail if a round is still ``DRAINING`` after its deadline (the boundary came too late)."""
         drain = self.drain
-        if self.failure is None and drain is not None and drain.phase is DrainPhase.DRAINING and now > drain.deadline:
+        if self.failure is None and drain is not None and drain.expired(now):
             return self.fail(
                 f"drain {drain.round} passed its deadline before the boundary was consumed"
             )
@@ -258,30 +235,34 @@ class Ownership:
                 f"drain {round} is not the registry's pending round "
                 f"({pending.drain_id if pending is not None else 'none pending'})"
             )
-        target_owned = self.owned_at(pending.owners)
-        revoked = self.owned - target_owned
-        phase = DrainPhase.DRAINING if revoked else DrainPhase.READY
-        new = DrainRound(round, deadline, phase, revoked, target_owned, None if revoked else {}, {})
+        vnodes = unassigned_vnodes(self.routes, pending.owners)
+        if vnodes:
+            raise DrainError(
+                f"drain {round}: the target leaves vnode(s) {list(vnodes)[:16]} that route partitions "
+                "of this source unassigned while other vnodes have owners (an invalid owner map)"
+            )
+        new = DrainProgress.begin(round, deadline, self.owned, self.owned_at(pending.owners))
         return replace(self, drain=new), True
 
-    def _active(self, round: AssignmentDrainId) -> DrainRound:
+    def _active(self, round: AssignmentDrainId) -> DrainProgress:
         drain = self.drain
         if drain is None or drain.round != round:
             current = drain.round if drain is not None else None
             raise DrainError(f"unknown or stale drain {round} (current: {current})")
         return drain
 
-    def boundary_paused(self, round: AssignmentDrainId, positions: Mapping[TP, int]) -> Ownership:
+    def boundary_paused(self, round: AssignmentDrainId, positions: Mapping[TopicPartition, int]) -> Ownership:
         """Record the reader's positions of the revoked partitions at the pause (for an abort
-        that arrives before the boundary is consumed)."""
+        that arrives before the boundary is consumed); fails the generation on a mismatch."""
         drain = self._active(round)
-        if drain.boundary is not None:
-            return self
-        if set(positions) != set(drain.revoked):
-            return self.fail(f"drain {round}: the reader paused {sorted(positions)}, not {sorted(drain.revoked)}")
-        return replace(self, drain=replace(drain, boundary=MappingProxyType(dict(positions))))
+        try:
+            return replace(self, drain=drain.paused_at(positions))
+        except FatalError as exc:
+            return self.fail(str(exc))
 
-    def boundary_consumed(self, round: AssignmentDrainId, cursor: Mapping[TP, int], now: float) -> Ownership:
+    def boundary_consumed(
+        self, round: AssignmentDrainId, cursor: Mapping[TopicPartition, int], now: float
+    ) -> Ownership:
         """Every record fetched before ``round``'s boundary was emitted: fix the cut from ``cursor``.
 
         A boundary of a round that is not ``DRAINING`` (already aborted, superseded) changes nothing.
@@ -294,25 +275,19 @@ class Ownership:
         drain = state.drain
         if drain is None or drain.round != round or drain.phase is not DrainPhase.DRAINING:
             return state
-        missing = [tp for tp in drain.revoked if tp not in cursor]
-        if missing:
-            return state.fail(f"drain {round}: no cursor for revoked {sorted(missing)}")
-        cut = {tp: cursor[tp] for tp in sorted(drain.revoked)}
-        if drain.boundary is not None and dict(drain.boundary) != cut:
-            return state.fail(f"drain {round}: cut {cut} differs from the pause positions {dict(drain.boundary)}")
-        return replace(state, drain=replace(drain, phase=DrainPhase.READY, cut=MappingProxyType(cut)))
+        try:
+            return replace(state, drain=drain.cut_at(cursor))
+        except FatalError as exc:
+            return state.fail(str(exc))
 
-    def check_cut(self, cursor: Mapping[TP, int]) -> Ownership:
+    def check_cut(self, cursor: Mapping[TopicPartition, int]) -> Ownership:
         """Fail the generation if a revoked partition's cursor moved after the cut was fixed."""
-        drain = self.drain
-        if self.failure is not None or drain is None or drain.phase is not DrainPhase.READY:
+        if self.failure is not None or self.drain is None:
             return self
-        for tp, offset in drain.cut.items():
-            if cursor.get(tp) != offset:
-                return self.fail(
-                    f"drain {drain.round}: cursor of revoked {tp[0]}:{tp[1]} moved from the cut "
-                    f"{offset} to {cursor.get(tp)}"
-                )
+        try:
+            self.drain.check_cut(cursor)
+        except FatalError as exc:
+            return self.fail(str(exc))
         return self
 
     def ready(self, round: AssignmentDrainId) -> bool:
@@ -327,59 +302,24 @@ class Ownership:
         resolution: SourceDrainResolution,
         now: float,
         deadline: float,
-        handoff: Mapping[TP, int] | None,
+        handoff: Mapping[TopicPartition, int] | None,
     ) -> FinishPlan | None:
         """What resolving the active round takes; ``None`` if it was already resolved the same way.
 
-        Raises :class:`DrainError` (state unchanged; a rejection) for an unknown or stale round, a
-        different outcome than the one already applied, or handoff cursors that lack a gained
-        partition. Raises :class:`FatalError` for a durable decision this generation cannot honour
-        exactly: a resolution whose deadline has passed, a Commit before the drain is ready, or
-        handoff cursors that contradict this node's cut (they must come from the durable cut); the
-        caller then fails the generation.
-
-        ``handoff`` (Commit only): ``{tp: next offset}`` from the durable manifest holding the cut;
-        ``None`` leaves gained partitions pending for a later explicit acquisition.
+        Raises :class:`DrainError` (state unchanged) for an unknown or stale round, and otherwise
+        as :meth:`DrainProgress.plan_finish` (:class:`FatalError`: the caller fails the
+        generation). ``handoff`` (Commit only): ``{tp: next offset}`` from the durable manifest
+        holding the cut; ``None`` leaves gained partitions pending for a later explicit acquisition.
         """
         self.require_alive()
         drain = self._active(resolution.round)
-        outcome = resolution.outcome
-        if drain.phase is DrainPhase.RESOLVED:
-            if drain.outcome is outcome:
-                return None
-            raise DrainError(
-                f"drain {drain.round} was resolved as {drain.outcome.value if drain.outcome else '?'}; "
-                f"cannot {outcome.value} it"
-            )
-        if now > deadline:
-            raise FatalError(f"{outcome.value} of drain {drain.round}: its deadline has passed")
-        if outcome is SourceDrainOutcome.ABORT:
-            positions = drain.cut if drain.phase is DrainPhase.READY else drain.boundary
-            if positions is None:
-                raise DrainError(f"abort of drain {drain.round}: the pause has not been observed yet")
-            return FinishPlan(outcome, resume=MappingProxyType(dict(positions)))
-        if drain.phase is not DrainPhase.READY:
-            raise FatalError(f"commit of drain {drain.round} arrived before the drain was ready")
-        gained = drain.target_owned - self.owned
-        acquire: dict[TP, int | None] = {}
-        if handoff is not None:
-            missing = sorted(gained - set(handoff))
-            if missing:
-                raise DrainError(f"commit of drain {drain.round}: no handoff cursor for {missing}")
-            wrong = {tp: (handoff[tp], o) for tp, o in drain.cut.items() if tp in handoff and handoff[tp] != o}
-            if wrong:
-                raise FatalError(
-                    f"commit of drain {drain.round}: handoff cursors contradict the cut "
-                    f"(handoff, cut) = {wrong}"
-                )
-            acquire = {tp: handoff[tp] for tp in sorted(gained)}
-        return FinishPlan(outcome, release=drain.revoked, acquire=_frozen(acquire))
+        return drain.plan_finish(resolution.outcome, self.owned, now, deadline, handoff)
 
-    def finished(self, plan: FinishPlan, acquired: Mapping[TP, int]) -> Ownership:
+    def finished(self, plan: FinishPlan, acquired: Mapping[TopicPartition, int]) -> Ownership:
         """Apply a :class:`FinishPlan` the consumer executed (``acquired``: partitions assigned)."""
         drain = self.drain
         assert drain is not None and drain.active
-        resolved = replace(drain, phase=DrainPhase.RESOLVED, outcome=plan.outcome)
+        resolved = drain.resolved(plan.outcome)
         if plan.outcome is SourceDrainOutcome.ABORT:
             return replace(self, drain=resolved)
         return replace(
@@ -393,7 +333,7 @@ class Ownership:
     # -- reconciliation outside drains --------------------------------------------------------------
 
     def plan_reconcile(
-        self, snapshot: AssignmentSnapshot, offer: tuple[int, Mapping[TP, int]] | None
+        self, snapshot: AssignmentSnapshot, offer: tuple[int, Mapping[TopicPartition, int]] | None
     ) -> Reconcile | None:
         """The next step toward ``snapshot``, or ``None`` when there is nothing to do now.
 
@@ -402,12 +342,15 @@ class Ownership:
         did not change owner in between; release the rest of the live ones; acquire the owned
         partitions not kept at the cursors of ``offer`` if it was made for ``snapshot.version``
         (partitions it lacks start at their low watermark). Without a matching offer, gained
-        partitions stay pending.
+        partitions stay pending. Raises :class:`UnassignedVnodeError` for a newer ``snapshot``
+        that leaves a routed vnode unassigned (see the module docstring).
         """
         if self.failure is not None or (self.drain is not None and self.drain.active):
             return None
         if snapshot.version < self.version:
             return None
+        if snapshot.version > self.version:
+            _require_assigned(self.routes, snapshot)
         if snapshot.version == self.version:
             if self.owned != self.owned_at(snapshot.owners):
                 raise FatalError(f"ownership conflict at version {self.version}: two owner maps")
@@ -420,7 +363,7 @@ class Ownership:
         keep = (self.live & new_owned) - stale
         release = self.live - keep
         need = new_owned - keep
-        acquire: dict[TP, int | None] = {}
+        acquire: dict[TopicPartition, int | None] = {}
         if need and offer is not None and offer[0] == snapshot.version:
             cursors = offer[1]
             acquire = {tp: cursors.get(tp) for tp in sorted(need)}
@@ -428,7 +371,7 @@ class Ownership:
             return None
         return Reconcile(snapshot.version, new_owned, release, _frozen(acquire))
 
-    def reconciled(self, plan: Reconcile, acquired: Mapping[TP, int]) -> Ownership:
+    def reconciled(self, plan: Reconcile, acquired: Mapping[TopicPartition, int]) -> Ownership:
         """Apply a :class:`Reconcile` the consumer executed (``acquired``: partitions assigned)."""
         return replace(
             self,
@@ -449,13 +392,14 @@ class Ownership:
             and self.version == snapshot.version
         )
 
-    def with_partitions(self, routes: Mapping[TP, int], snapshot: AssignmentSnapshot) -> Ownership:
+    def with_partitions(self, routes: Mapping[TopicPartition, int], snapshot: AssignmentSnapshot) -> Ownership:
         """Add partitions that appeared in the topology (``{tp: vnode}``; known ones are ignored).
 
         Pre: :meth:`can_route_more` (else :class:`DrainError`, state unchanged). Post: the new
         partitions whose vnode ``self_id`` owns in ``snapshot`` are owned and pending (not live):
         they are acquired by a :class:`Reconcile` at the same version with explicit cursors, and
-        :meth:`is_ready` is False until then.
+        :meth:`is_ready` is False until then. Raises :class:`UnassignedVnodeError` if ``snapshot``
+        leaves a new partition's vnode unassigned (see the module docstring).
         """
         if not self.can_route_more(snapshot):
             raise DrainError(
@@ -465,6 +409,7 @@ class Ownership:
         added = {tp: v for tp, v in routes.items() if tp not in self.routes}
         if not added:
             return self
+        _require_assigned(added, snapshot)
         mine = frozenset(tp for tp, v in added.items() if snapshot.owners[v] == self.self_id)
         return replace(
             self,
@@ -472,6 +417,6 @@ class Ownership:
             owned=self.owned | mine,
         )
 
-    def started(self, live: frozenset[TP]) -> Ownership:
+    def started(self, live: frozenset[TopicPartition]) -> Ownership:
         """The consumer was started holding ``live`` (a subset of ``owned``)."""
         return replace(self, live=frozenset(live))

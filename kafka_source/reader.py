@@ -1,4 +1,4 @@
-"""The reader thread and the byte-bounded FIFO between it and the asyncio side.
+"""The reader thread: the only thread that touches the Kafka consumer once the source runs.
 
 The reader thread is the only thread that calls ``Consumer.consume`` (and, at exit,
 ``Consumer.close``). Changes to the consumer's assignment are executed *by the reader thread*
@@ -6,9 +6,8 @@ between two ``consume`` calls (:meth:`Reader.submit`), so anything it pushes aft
 :class:`PartitionsAssigned` marker, and in the drain work a boundary marker) is ordered after every
 record fetched before the change: data and control travel in one FIFO and cannot overtake each other.
 
-FIFO items are :class:`RecordChunk` (the messages of one ``consume`` call plus the consumer
-positions after it) or a :class:`ControlItem`. Only chunks count against the byte cap; control
-items are never refused. Commands run while the FIFO is at its cap; client callbacks (an advisory
+The FIFO and its items are in :mod:`kafka_source.fifo`. Commands run while the FIFO is at its
+cap; client callbacks (an advisory
 commit's result) are delivered only inside ``consume``, so while one is awaited
 (``callbacks_pending``) a full FIFO still gets one-record ``consume`` calls, put past the cap.
 
@@ -21,208 +20,37 @@ the explicit cursor).
 """
 from __future__ import annotations
 
-import asyncio
 import collections
 import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_source.errors import ConnectorError, FatalError, OffsetOutOfRangeError
+from coordinator.rounds import AssignmentDrainId
+from coordinator.routing import TopicPartition
+from kafka_source.errors import FatalError, OffsetOutOfRangeError
+from kafka_source.fifo import (
+    MESSAGE_OVERHEAD_BYTES,
+    AssignmentApplied,
+    ByteBoundedFifo,
+    DrainBoundary,
+    PartitionsAssigned,
+    ReaderFailed,
+    RecordChunk,
+)
 from kafka_source.startup import selected_topics
 from kafka_source.topics import TopicSelector
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "AssignmentApplied",
-    "ControlItem",
-    "DrainBoundary",
-    "FifoItem",
-    "ByteBoundedFifo",
-    "PartitionsAssigned",
-    "Reader",
-    "ReaderFailed",
-    "RecordChunk",
-]
-
-TP = tuple[str, int]
-#: Bytes charged per message on top of its value length (key, headers, object overhead).
-MESSAGE_OVERHEAD_BYTES = 96
-
-
-@dataclass(eq=False)
-class RecordChunk:
-    """The messages of one ``consume`` call, in client order.
-
-    ``positions`` holds, for every partition whose consumer position moved during that call, the
-    position after it. It is the valid cursor for a partition only once every message of the
-    chunk has been emitted (it may lie past transaction markers). ``taken`` counts the messages
-    already handed to the asyncio side.
-    """
-
-    messages: list[Message]
-    positions: Mapping[TP, int]
-    nbytes: int
-    taken: int = 0
-
-    @property
-    def remaining(self) -> int:
-        return len(self.messages) - self.taken
-
-
-class ControlItem:
-    """Base of the non-data FIFO items. Subclasses are frozen dataclasses."""
-
-
-@dataclass(frozen=True)
-class PartitionsAssigned(ControlItem):
-    """Partitions added to the consumer at these next-offsets; later chunks may carry them."""
-
-    offsets: Mapping[TP, int]
-
-
-@dataclass(frozen=True)
-class ReaderFailed(ControlItem):
-    """The reader hit an error the source must surface; everything before it is intact."""
-
-    error: ConnectorError
-
-
-@dataclass(frozen=True)
-class DrainBoundary(ControlItem):
-    """Every record fetched before the pause of ``round``'s revoked partitions precedes this item.
-
-    ``positions`` is the reader's position of each revoked partition at the pause: the cursor the
-    source holds for it once every earlier item was emitted (the cut).
-    """
-
-    round: Hashable
-    positions: Mapping[TP, int]
-
-
-@dataclass(frozen=True)
-class AssignmentApplied(ControlItem):
-    """The consumer released ``released``, rewound ``resumed`` to these offsets and resumed them,
-    and acquired ``acquired`` at these offsets; every later chunk reflects it. ``op_id`` names the
-    source operation that asked for it."""
-
-    op_id: int
-    released: frozenset[TP]
-    acquired: Mapping[TP, int]
-    resumed: Mapping[TP, int]
-
-
-FifoItem = RecordChunk | ControlItem
-
-
-class ByteBoundedFifo:
-    """A FIFO of :data:`FifoItem` bounded by the payload bytes of its chunks.
-
-    ``put_chunk`` blocks while the queued bytes are at or over ``max_bytes`` (but always admits a
-    chunk into an empty FIFO, so one oversized chunk cannot deadlock; ``over_cap`` admits it at
-    once, for the reader's bounded one-record takes). ``put_control`` never blocks.
-    The consumer side (:meth:`head`, :meth:`release_head`) never blocks. ``on_ready`` is called
-    (outside the lock) after every put, to wake the asyncio side.
-    """
-
-    def __init__(self, max_bytes: int, on_ready: Callable[[], None] | None = None) -> None:
-        self.max_bytes = max_bytes
-        self._items: collections.deque[FifoItem] = collections.deque()
-        self._bytes = 0
-        self._cond = threading.Condition()
-        self._on_ready = on_ready
-
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def put_chunk(
-        self, chunk: RecordChunk, stop: threading.Event, timeout: float = 0.1, *, over_cap: bool = False
-    ) -> bool:
-        """Append ``chunk`` once the byte cap allows (at once with ``over_cap``); False if ``stop``
-        was set meanwhile."""
-        with self._cond:
-            while not over_cap and self._items and self._bytes >= self.max_bytes:
-                if stop.is_set():
-                    return False
-                self._cond.wait(timeout)
-            self._items.append(chunk)
-            self._bytes += chunk.nbytes
-        self._notify()
-        return True
-
-    def wait_for_space(self, stop: threading.Event, timeout: float) -> bool:
-        """Block up to ``timeout`` until the FIFO is under its cap; True if it is."""
-        with self._cond:
-            if self._bytes >= self.max_bytes and self._items and not stop.is_set():
-                self._cond.wait(timeout)
-            return self._bytes < self.max_bytes or not self._items
-
-    def put_control(self, item: ControlItem) -> None:
-        with self._cond:
-            self._items.append(item)
-        self._notify()
-
-    def head(self) -> FifoItem | None:
-        """The oldest item, left in place; ``None`` when empty."""
-        with self._cond:
-            return self._items[0] if self._items else None
-
-    def peek(self, max_records: int) -> list[FifoItem]:
-        """The items from the head whose remaining records reach ``max_records`` (left in place).
-
-        Control items are included in order; the walk stops after the chunk that reaches
-        ``max_records``.
-        """
-        items: list[FifoItem] = []
-        count = 0
-        with self._cond:
-            for item in self._items:
-                items.append(item)
-                if isinstance(item, RecordChunk):
-                    count += item.remaining
-                    if count >= max_records:
-                        break
-        return items
-
-    def release_head(self, item: FifoItem) -> None:
-        """Remove ``item`` (which must be the head) and return its bytes to the cap."""
-        with self._cond:
-            if not self._items or self._items[0] is not item:
-                raise FatalError("FIFO head changed underneath its only consumer")
-            self._items.popleft()
-            if isinstance(item, RecordChunk):
-                self._bytes -= item.nbytes
-            self._cond.notify_all()
-
-    def clear_event_if_empty(self, event: asyncio.Event) -> bool:
-        """Clear ``event`` iff the FIFO is empty, atomically with the check; True if cleared.
-
-        A put that follows schedules ``on_ready`` after the clear, so no wake-up is lost.
-        """
-        with self._cond:
-            if self._items:
-                return False
-            event.clear()
-            return True
-
-    def wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    def _notify(self) -> None:
-        if self._on_ready is not None:
-            self._on_ready()
+__all__ = ["Reader"]
 
 
 @dataclass
@@ -245,7 +73,7 @@ class Reader:
         fifo: ByteBoundedFifo,
         *,
         selector: TopicSelector,
-        assigned: Mapping[TP, int],
+        assigned: Mapping[TopicPartition, int],
         chunk_records: int,
         discovery_interval_s: float,
         metadata_timeout_s: float = 5.0,
@@ -262,15 +90,15 @@ class Reader:
         self.on_discovered = on_discovered
         self.consume_timeout_s = consume_timeout_s
         self.callbacks_pending = callbacks_pending or (lambda: False)
-        self._assigned: dict[TP, TopicPartition] = {tp: TopicPartition(*tp) for tp in assigned}
-        self._positions: dict[TP, int] = dict(assigned)
+        self._assigned: dict[TopicPartition, KafkaTopicPartition] = {tp: KafkaTopicPartition(*tp) for tp in assigned}
+        self._positions: dict[TopicPartition, int] = dict(assigned)
         self._commands: collections.deque[_Command] = collections.deque()
         #: Guards ``_accepting`` with the append in :meth:`submit`, so a command is either run or
         #: cancelled by the thread, never left behind by its exit.
         self._commands_lock = threading.Lock()
         self._accepting = False
         #: Partitions whose records are dropped and positions not reported (paused for a drain).
-        self._blocked: frozenset[TP] = frozenset()
+        self._blocked: frozenset[TopicPartition] = frozenset()
         self._stop = threading.Event()
         self._failed = False
         self._thread = threading.Thread(target=self._run, name="kafka-source-reader", daemon=True)
@@ -304,7 +132,7 @@ class Reader:
         return command.future
 
     def pause_for_drain(
-        self, round: Hashable, revoked: frozenset[TP]
+        self, round: AssignmentDrainId, revoked: frozenset[TopicPartition]
     ) -> concurrent.futures.Future[DrainBoundary]:
         """On the reader thread: pause ``revoked``, block them, then put a :class:`DrainBoundary`.
 
@@ -314,7 +142,7 @@ class Reader:
 
         def run(consumer: Consumer) -> DrainBoundary:
             if revoked:
-                consumer.pause([TopicPartition(t, p) for t, p in sorted(revoked)])
+                consumer.pause([KafkaTopicPartition(t, p) for t, p in sorted(revoked)])
             self._blocked = self._blocked | revoked
             marker = DrainBoundary(
                 round, MappingProxyType({tp: self._positions[tp] for tp in sorted(revoked)})
@@ -328,9 +156,9 @@ class Reader:
         self,
         op_id: int,
         *,
-        release: frozenset[TP] = frozenset(),
-        acquire: Mapping[TP, int | None] | None = None,
-        resume: Mapping[TP, int] | None = None,
+        release: frozenset[TopicPartition] = frozenset(),
+        acquire: Mapping[TopicPartition, int | None] | None = None,
+        resume: Mapping[TopicPartition, int] | None = None,
         cancelled: threading.Event | None = None,
     ) -> concurrent.futures.Future[AssignmentApplied]:
         """On the reader thread: unassign ``release``; seek each partition of ``resume`` to its
@@ -346,30 +174,30 @@ class Reader:
             if cancelled is not None and cancelled.is_set():
                 raise FatalError(f"assignment change {op_id} was cancelled before it ran")
             if release:
-                consumer.incremental_unassign([TopicPartition(t, p) for t, p in sorted(release)])
+                consumer.incremental_unassign([KafkaTopicPartition(t, p) for t, p in sorted(release)])
                 for tp in release:
                     self._assigned.pop(tp, None)
                     self._positions.pop(tp, None)
                 self._blocked = self._blocked - release
             if resume:
                 for (topic, partition), offset in sorted(resume.items()):
-                    consumer.seek(TopicPartition(topic, partition, offset))
-                consumer.resume([TopicPartition(t, p) for t, p in sorted(resume)])
+                    consumer.seek(KafkaTopicPartition(topic, partition, offset))
+                consumer.resume([KafkaTopicPartition(t, p) for t, p in sorted(resume)])
                 self._positions.update(resume)
                 self._blocked = self._blocked - frozenset(resume)
-            offsets: dict[TP, int] = {}
+            offsets: dict[TopicPartition, int] = {}
             for tp, offset in sorted(acquire.items()):
                 if offset is None:
                     offset = self._low_watermark(tp)
                 offsets[tp] = offset
             if offsets:
-                assignment = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+                assignment = [KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()]
                 consumer.incremental_assign(assignment)
                 # librdkafka keeps a partition's pause flag across unassign/assign: a partition
                 # paused for an earlier drain of this consumer would otherwise never fetch again.
                 consumer.resume(assignment)
                 for tp, offset in offsets.items():
-                    self._assigned[tp] = TopicPartition(*tp)
+                    self._assigned[tp] = KafkaTopicPartition(*tp)
                     self._positions[tp] = offset
                 self._blocked = self._blocked - frozenset(offsets)
             marker = AssignmentApplied(
@@ -449,10 +277,10 @@ class Reader:
         nbytes = sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
         self.fifo.put_chunk(RecordChunk(good, positions, nbytes), self._stop, over_cap=over_cap)
 
-    def _moved_positions(self) -> dict[TP, int]:
+    def _moved_positions(self) -> dict[TopicPartition, int]:
         if not self._assigned:
             return {}
-        moved: dict[TP, int] = {}
+        moved: dict[TopicPartition, int] = {}
         blocked = self._blocked
         for tp in self.consumer.position(list(self._assigned.values())):
             if tp.offset < 0:
@@ -493,20 +321,20 @@ class Reader:
 
     def _discover(self) -> None:
         try:
-            found: list[TP] = []
+            found: list[TopicPartition] = []
             for topic, info in selected_topics(self.consumer, self.selector, self.metadata_timeout_s).items():
                 found.extend((topic, p) for p in info.partitions if (topic, p) not in self._assigned)
             self._assign_new(found)
         except Exception:  # noqa: BLE001 - discovery retries at the next interval
             logger.warning("partition discovery failed; retrying later", exc_info=True)
 
-    def assign_new(self, partitions: Iterable[TP]) -> concurrent.futures.Future[Any]:
+    def assign_new(self, partitions: Iterable[TopicPartition]) -> concurrent.futures.Future[Any]:
         """Assign ``partitions`` not held yet at their low watermark (on the reader thread), as
         discovery does; the future's result is ``{tp: offset}`` of those assigned."""
         wanted = sorted(set(partitions))
         return self.submit(lambda _consumer: self._assign_new(wanted))
 
-    def _low_watermark(self, tp: TP) -> int:
+    def _low_watermark(self, tp: TopicPartition) -> int:
         """The partition's first offset. A partition added to its topic moments ago may be unknown
         to the client's metadata cache ("Local: Unknown partition"): the topic's metadata is read
         again until it is known, within ``metadata_timeout_s``."""
@@ -514,7 +342,7 @@ class Reader:
         while True:
             try:
                 low, _high = self.consumer.get_watermark_offsets(
-                    TopicPartition(*tp), timeout=self.metadata_timeout_s, cached=False
+                    KafkaTopicPartition(*tp), timeout=self.metadata_timeout_s, cached=False
                 )
                 return low
             except KafkaException as exc:
@@ -523,17 +351,17 @@ class Reader:
                 self.consumer.list_topics(tp[0], timeout=self.metadata_timeout_s)
                 time.sleep(0.05)
 
-    def _assign_new(self, found: Iterable[TP]) -> dict[TP, int]:
+    def _assign_new(self, found: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
         announce it with a :class:`PartitionsAssigned` marker."""
-        offsets: dict[TP, int] = {}
+        offsets: dict[TopicPartition, int] = {}
         for topic, partition in sorted(set(found) - set(self._assigned)):
             offsets[(topic, partition)] = self._low_watermark((topic, partition))
         if not offsets:
             return offsets
-        self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        self.consumer.incremental_assign([KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()])
         for key, offset in offsets.items():
-            self._assigned[key] = TopicPartition(*key)
+            self._assigned[key] = KafkaTopicPartition(*key)
             self._positions[key] = offset
         logger.info("assigned %d new partition(s) at their first offset: %s", len(offsets), sorted(offsets))
         self.fifo.put_control(PartitionsAssigned(offsets))

@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from coordinator.routing import TopicPartition
 
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.config import KafkaSourceConfig, StartupMode
@@ -32,28 +35,26 @@ __all__ = [
     "resolve_start_offsets", "selected_topics",
 ]
 
-TP = tuple[str, int]
-
 
 @dataclass(frozen=True)
 class BrokerFacts:
     """``watermarks[(topic, partition)] = (low, high)`` for every partition of the topics;
     ``time_offsets`` only for ``startup.mode=timestamp`` (``None`` = no record at/after it)."""
 
-    watermarks: Mapping[TP, tuple[int, int]]
-    time_offsets: Mapping[TP, int | None] = field(default_factory=dict)
+    watermarks: Mapping[TopicPartition, tuple[int, int]]
+    time_offsets: Mapping[TopicPartition, int | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class StartupPlan:
     """Exact next-offsets for every partition to read, and how many were reset (best-effort)."""
 
-    offsets: Mapping[TP, int]
+    offsets: Mapping[TopicPartition, int]
     resets: int = 0
 
 
 def _below_low(
-    tp: TP, offset: int, low: int, high: int, delivery: DeliveryGuarantee, what: str
+    tp: TopicPartition, offset: int, low: int, high: int, delivery: DeliveryGuarantee, what: str
 ) -> int:
     if delivery.is_guaranteed:
         raise OffsetOutOfRangeError(
@@ -84,7 +85,7 @@ def resolve_initial(
     delivery and is reset to the low watermark under best-effort.
     """
     mode = config.startup_mode
-    offsets: dict[TP, int] = {}
+    offsets: dict[TopicPartition, int] = {}
     resets = 0
     for tp, (low, high) in sorted(facts.watermarks.items()):
         if mode is StartupMode.EARLIEST:
@@ -129,7 +130,7 @@ def resolve_resume(
     (counted in ``resets``) under best-effort.
     """
     cursor = checkpoint.partitions()
-    offsets: dict[TP, int] = {}
+    offsets: dict[TopicPartition, int] = {}
     resets = 0
     for tp in cursor:
         if not config.selector.matches(tp[0]):
@@ -182,7 +183,7 @@ def selected_topics(consumer: Consumer, selector: TopicSelector, timeout_s: floa
 
 def resolve_start_offsets(
     config: KafkaSourceConfig, delivery: DeliveryGuarantee, timeout_s: float = 10.0
-) -> dict[TP, int]:
+) -> dict[TopicPartition, int]:
     """Resolve ``config``'s startup mode once to exact next-offsets of every selected partition,
     with a short-lived consumer (blocking). Used to pin a pipeline's start durably before any node
     reads (DESIGN section 10.2). Raises like :meth:`KafkaSource.start` does."""
@@ -201,17 +202,17 @@ def query_broker_facts(
     Named topics must exist (:class:`ConfigurationError`); a pattern may match none yet.
     """
     try:
-        watermarks: dict[TP, tuple[int, int]] = {}
+        watermarks: dict[TopicPartition, tuple[int, int]] = {}
         for topic, info in selected_topics(consumer, config.selector, timeout_s).items():
             for partition in sorted(info.partitions):
                 low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=timeout_s, cached=False
+                    KafkaTopicPartition(topic, partition), timeout=timeout_s, cached=False
                 )
                 watermarks[(topic, partition)] = (low, high)
-        time_offsets: dict[TP, int | None] = {}
+        time_offsets: dict[TopicPartition, int | None] = {}
         if config.startup_mode is StartupMode.TIMESTAMP:
             assert config.startup_timestamp_ms is not None
-            wanted = [TopicPartition(t, p, config.startup_timestamp_ms) for t, p in watermarks]
+            wanted = [KafkaTopicPartition(t, p, config.startup_timestamp_ms) for t, p in watermarks]
             for tp in consumer.offsets_for_times(wanted, timeout=timeout_s):
                 if tp.error is not None:
                     raise TransientError(f"offsets_for_times failed: {tp.error}", cause=tp.error)

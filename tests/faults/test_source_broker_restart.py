@@ -29,7 +29,9 @@ async def test_broker_restart_mid_stream_no_loss_no_duplicate(
         while sum(b.num_rows for b in batches) < 5_000:
             batch = await source.poll_batch(500)
             if batch is None:
-                await asyncio.wait_for(source.data_ready_notify().wait(), 10)  # type: ignore[union-attr]
+                ready = source.data_ready_notify()
+                assert ready is not None
+                await asyncio.wait_for(ready.wait(), 10)
             else:
                 batches.append(batch)
         restarted = threading.Event()

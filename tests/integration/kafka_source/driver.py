@@ -26,7 +26,7 @@ from confluent_kafka import Producer
 from coordinator.placement import balanced
 from coordinator.registry import AssignmentSnapshot, VnodeRegistry
 from coordinator.rounds import AssignmentDrainId
-from coordinator.routing import partition_vnode
+from coordinator.routing import TopicPartition, partition_vnode
 from kafka_source import (
     CheckpointAttempt,
     ConnectorConfig,
@@ -44,7 +44,6 @@ from kafka_source import (
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-TP = tuple[str, int]
 SOURCE_IDENTITY = "orders_source"
 
 
@@ -211,7 +210,7 @@ class Producing:
 class RoundReport:
     drain_id: AssignmentDrainId
     outcome: SourceDrainOutcome
-    moved: dict[TP, tuple[int, int]]  # partition -> (old owner, new owner)
+    moved: dict[TopicPartition, tuple[int, int]]  # partition -> (old owner, new owner)
     cut: dict[str, int]
     drain_s: float
 
@@ -238,10 +237,10 @@ class Driver:
             load[vnode] = load.get(vnode, 0) + 1
         return load
 
-    def owner_of(self, tp: TP, owners: Sequence[int] | None = None) -> int:
+    def owner_of(self, tp: TopicPartition, owners: Sequence[int] | None = None) -> int:
         return (owners or self.snapshot.owners)[self.routes[tp]]
 
-    def owned(self, node_id: int, owners: Sequence[int] | None = None) -> set[TP]:
+    def owned(self, node_id: int, owners: Sequence[int] | None = None) -> set[TopicPartition]:
         return {tp for tp in self.partitions if self.owner_of(tp, owners) == node_id}
 
     def place(self, nodes: Sequence[int]) -> tuple[int, ...]:

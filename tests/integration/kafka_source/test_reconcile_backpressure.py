@@ -20,7 +20,7 @@ from collections.abc import Callable
 import pytest
 
 from kafka_source import SourceCheckpoint
-from kafka_source.reader import MESSAGE_OVERHEAD_BYTES
+from kafka_source.fifo import MESSAGE_OVERHEAD_BYTES
 from tests.integration.kafka_source.driver import Driver, Node, assert_contiguous, wait_caught_up
 from tests.integration.kafka_source.helpers import props, start_source
 from tests.support import create_topic, high_watermarks, produce
@@ -82,7 +82,9 @@ async def test_acquisition_completes_while_the_fifo_is_full(kafka, unique, poll_
         # v2: node 1 takes every vnode without a drain; it needs explicit cursors (none durable)
         driver.publish([1] * driver.vnode_count)
         await _wait_for(lambda: source.acquisition_needed() is not None, "acquisition_needed", 10)
-        version, partitions = source.acquisition_needed()  # type: ignore[misc]
+        needed = source.acquisition_needed()
+        assert needed is not None
+        version, partitions = needed
         assert version == 2 and partitions == set(driver.partitions) - driver.owned(1, owners)
         assert len(partitions) >= 4
         await a.call(lambda: _offer(source, {}, 2))

@@ -1,17 +1,29 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
 
+import pyarrow as pa
 import pytest
 
+from coordinator.registry import VnodeRegistry
+from coordinator.rounds import AssignmentDrainId
 from kafka_source import (
     CheckpointAttempt,
     ConfigurationError,
+    ConnectorCancellationPolicy,
     ConnectorConfig,
+    ConnectorTaskTracker,
     DeliveryGuarantee,
     KafkaSource,
+    SourceBatch,
     SourceCheckpoint,
+    SourceCheckpointUnavailablePolicy,
+    SourceConnector,
+    SourceContract,
+    SourceDrainOutcome,
     SourceDrainRequest,
+    SourceDrainResolution,
+    SourceOrdering,
     SourcePosition,
     SourceStart,
     SourceTopology,
@@ -30,18 +42,13 @@ def test_resume_attempt_must_be_canonical() -> None:
     assert start.into_parts() == (CONFIG, SourcePosition.Initial(), DeliveryGuarantee.BEST_EFFORT)
 
 
-@dataclass(frozen=True)
-class Round:
-    canonical: bool
-
-    def is_canonical(self) -> bool:
-        return self.canonical
+ROUND = AssignmentDrainId(1, 2, 7)
 
 
 def test_drain_request_must_be_canonical() -> None:
-    SourceDrainRequest(Round(True))
+    SourceDrainRequest(ROUND)
     with pytest.raises(ConfigurationError):
-        SourceDrainRequest(Round(False))
+        SourceDrainRequest(AssignmentDrainId(1, 3, 7))
 
 
 def test_delivery_guarantee() -> None:
@@ -60,9 +67,83 @@ async def test_kafka_source_contract_identity_and_fail_closed_hooks() -> None:
     with pytest.raises(ConfigurationError):
         source.set_vnode_assignment("src", object(), 1)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
-        source.begin_drain(SourceDrainRequest(Round(True)), 0.0)
+        source.begin_drain(SourceDrainRequest(ROUND), 0.0)
     with pytest.raises(ConfigurationError):
-        source.poll_drain_ready(Round(True))
+        source.poll_drain_ready(ROUND)
+    with pytest.raises(ConfigurationError):
+        source.acquire_partitions({"t:0": 1}, 1)
+    with pytest.raises(ConfigurationError):
+        await source.finish_drain(SourceDrainResolution(ROUND, SourceDrainOutcome.COMMIT), 0.0, {"t:0": 1})
+    assert source.acquisition_needed() is None
+    assert source.cancellation_policy() is ConnectorCancellationPolicy.RETIRE_CONNECTOR
+    assert source.checkpoint_unavailable_policy() is SourceCheckpointUnavailablePolicy.HOLD_INTAKE
     with pytest.raises(ConfigurationError):
         source.contract(ConnectorConfig("postgres", {}))
     await source.close()
+
+
+class _MinimalSource(SourceConnector):
+    """Implements only the abstract methods: every vnode hook must fail closed."""
+
+    async def start(self, request: SourceStart) -> None:
+        return None
+
+    async def poll_batch(self, max_records: int) -> SourceBatch | None:
+        return None
+
+    def schema(self) -> pa.Schema:
+        return pa.schema([])
+
+    def checkpoint(self) -> SourceCheckpoint:
+        return SourceCheckpoint.empty()
+
+    async def close(self) -> None:
+        return None
+
+    def contract(self, config: ConnectorConfig) -> SourceContract:
+        return SourceContract(True, SourceTopology.SPLITTABLE, True, SourceOrdering.PER_SPLIT)
+
+
+async def test_protocol_defaults_fail_closed_for_every_vnode_hook() -> None:
+    source = _MinimalSource()
+    resolution = SourceDrainResolution(ROUND, SourceDrainOutcome.ABORT)
+    with pytest.raises(ConfigurationError):
+        source.set_vnode_assignment("src", VnodeRegistry(8), 1)
+    with pytest.raises(ConfigurationError):
+        source.acquire_partitions(SourceCheckpoint.empty(), 1)
+    with pytest.raises(ConfigurationError):
+        source.begin_drain(SourceDrainRequest(ROUND), 0.0)
+    with pytest.raises(ConfigurationError):
+        source.poll_drain_ready(ROUND)
+    with pytest.raises(ConfigurationError):
+        await source.finish_drain(resolution, 0.0)
+    with pytest.raises(ConfigurationError):
+        await source.finish_drain(resolution, 0.0, handoff_cursors={"t:0": 1})
+    with pytest.raises(ConfigurationError):
+        source.add_partitions([("t", 1)])
+    assert source.acquisition_needed() is None  # never in vnode mode: never waits for cursors
+    assert source.terminal_task_tracker() is None
+    assert source.cancellation_policy() is ConnectorCancellationPolicy.RETIRE_CONNECTOR
+    assert source.checkpoint_unavailable_policy() is SourceCheckpointUnavailablePolicy.HOLD_INTAKE
+
+
+async def test_task_tracker_waits_for_its_threads() -> None:
+    tracker = ConnectorTaskTracker()
+    assert tracker.is_terminated() and await tracker.wait(0)
+    release = threading.Event()
+    future = tracker.spawn("blocked", lambda: release.wait(10))
+    assert not tracker.is_terminated()
+    assert not await tracker.wait(0.05)  # times out while the thread blocks
+    release.set()
+    assert await tracker.wait(5) and tracker.is_terminated()
+    assert future.result() is True
+
+
+async def test_task_tracker_keeps_a_thread_whose_waiter_was_cancelled() -> None:
+    tracker = ConnectorTaskTracker()
+    release = threading.Event()
+    future = tracker.spawn("blocked", lambda: release.wait(10))
+    future.cancel()  # the caller gave up; the thread still runs
+    assert not tracker.is_terminated()
+    release.set()
+    assert await tracker.wait(5)

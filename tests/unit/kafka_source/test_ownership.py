@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from coordinator.registry import AssignmentSnapshot, PendingTarget
 from coordinator.rounds import AssignmentDrainId
-from kafka_source import DrainError, FatalError, SourceDrainOutcome, SourceDrainResolution
-from kafka_source.ownership import DrainPhase, Ownership, route_partitions
+from kafka_source import DrainError, FatalError, SourceDrainOutcome, SourceDrainResolution, UnassignedVnodeError
+from kafka_source.drain import DrainPhase
+from kafka_source.ownership import Ownership, route_partitions
 
 VNODES = 8
 T = "t"
@@ -234,7 +235,9 @@ def test_conflicting_owner_maps_under_one_version_fail() -> None:
         own.is_ready(other)
 
 
-owner_maps = st.lists(st.integers(0, 3), min_size=VNODES, max_size=VNODES).map(tuple)
+#: The coordinator assigns every vnode or none (see test_owner_maps_with_unassigned_vnodes_*).
+assigned_maps = st.lists(st.integers(1, 3), min_size=VNODES, max_size=VNODES).map(tuple)
+owner_maps = st.one_of(st.just((0,) * VNODES), assigned_maps)
 
 
 @settings(max_examples=200, deadline=None)
@@ -265,7 +268,7 @@ def test_reconciliation_reads_exactly_the_owned_partitions(maps, node, data) -> 
 
 
 @settings(max_examples=200, deadline=None)
-@given(owner_maps.filter(lambda m: any(m)), owner_maps, st.integers(1, 3), st.booleans(), st.booleans())
+@given(assigned_maps, owner_maps, st.integers(1, 3), st.booleans(), st.booleans())
 def test_drain_partitions_nodes_cleanly(before, after, node, commit, abort_early) -> None:  # type: ignore[no-untyped-def]
     """A round revokes exactly owned-now minus owned-under-target; commit yields the target set, abort
     the predecessor set, and the cut covers exactly the revoked partitions."""
@@ -289,6 +292,51 @@ def test_drain_partitions_nodes_cleanly(before, after, node, commit, abort_early
         own = own.reconciled(own.plan_reconcile(s2, None), {})
     assert own.is_ready(s2)
     assert own.live == own.owned_at(s2.owners)
+
+
+# -- owner maps that leave routed vnodes unassigned -------------------------------------------------
+
+PARTIAL = (1, 1, 0, 1, 2, 2, 2, 2)  # vnode 2 (partitions 2 and 10) has no owner; the others do
+
+
+def test_owner_maps_with_unassigned_vnodes_are_rejected_at_start() -> None:
+    with pytest.raises(UnassignedVnodeError, match="version 1") as caught:
+        Ownership.at(1, ROUTES, snap(PARTIAL))
+    assert caught.value.vnodes == (2,) and caught.value.version == 1
+
+
+def test_all_unassigned_maps_are_accepted_and_give_nothing() -> None:
+    before_first = AssignmentSnapshot.initial(VNODES)  # version 0: nothing published yet
+    assert Ownership.at(1, ROUTES, before_first).owned == frozenset()
+    nobody = snap(ALL1, (0,) * VNODES)  # no live member: nobody reads
+    own = started(snap(ALL1))
+    step = own.plan_reconcile(nobody, None)
+    assert step is not None and step.release == own.live and not step.owned
+
+
+def test_owner_maps_with_unassigned_vnodes_are_rejected_when_published() -> None:
+    s1 = snap(ALL1)
+    own = started(s1)
+    with pytest.raises(UnassignedVnodeError):
+        own.plan_reconcile(snap(ALL1, PARTIAL), (2, {}))
+    # a vnode that routes none of the known partitions may be unassigned only if no vnode has an owner
+    sparse = MappingProxyType({(T, 0): 0})
+    assert Ownership.at(1, sparse, snap((1,) + (0,) * (VNODES - 1))).owned == {(T, 0)}
+
+
+def test_round_targets_with_unassigned_vnodes_are_refused() -> None:
+    s1 = snap(ALL1)
+    own = started(s1)
+    drain_id, pending = round_to(s1, PARTIAL)
+    with pytest.raises(DrainError, match="unassigned"):
+        own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+
+
+def test_new_partitions_on_unassigned_vnodes_are_rejected() -> None:
+    published = snap((1, 1, 0, 1, 1, 1, 1, 1))  # vnode 2 routes no known partition yet
+    own = Ownership.at(1, {tp: v for tp, v in ROUTES.items() if v != 2}, published).started(frozenset())
+    with pytest.raises(UnassignedVnodeError):
+        own.with_partitions({(T, 2): 2}, published)
 
 
 # -- topology growth -------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from confluent_kafka import Message, TopicPartition
 
 from kafka_source.topics import TopicSelector
-from kafka_source.reader import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, Reader, RecordChunk
+from kafka_source.fifo import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, RecordChunk
+from kafka_source.reader import Reader
 
 TOPIC = "t"
 
@@ -43,7 +44,22 @@ def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
         time.sleep(0.002)
 
 
-def started_reader(pending: threading.Event) -> tuple[Reader, FakeConsumer, ByteBoundedFifo]:
+class Pending:
+    """``callbacks_pending`` for the reader: answers ``flag`` and counts the reader's questions
+    (one per loop turn while the FIFO is at its cap), so tests can await turns instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.flag = threading.Event()
+        self.idle_turns = 0  # turns that were told no callback is awaited
+
+    def __call__(self) -> bool:
+        pending = self.flag.is_set()
+        if not pending:
+            self.idle_turns += 1
+        return pending
+
+
+def started_reader(pending: Pending) -> tuple[Reader, FakeConsumer, ByteBoundedFifo]:
     consumer = FakeConsumer()
     fifo = ByteBoundedFifo(max_bytes=1_000)
     reader = Reader(
@@ -54,7 +70,7 @@ def started_reader(pending: threading.Event) -> tuple[Reader, FakeConsumer, Byte
         chunk_records=10,
         discovery_interval_s=0.0,
         consume_timeout_s=0.01,
-        callbacks_pending=pending.is_set,
+        callbacks_pending=pending,
     )
     reader.start()
     wait_until(lambda: fifo.nbytes >= fifo.max_bytes)
@@ -66,32 +82,35 @@ def offsets(fifo: ByteBoundedFifo) -> list[int]:
 
 
 def test_full_fifo_stops_consuming_but_runs_commands() -> None:
-    pending = threading.Event()
+    pending = Pending()
     reader, consumer, fifo = started_reader(pending)
     try:
         calls = len(consumer.calls)
         assert reader.submit(lambda _c: "ran").result(timeout=2) == "ran"
-        time.sleep(0.1)
-        assert len(consumer.calls) == calls  # at the cap and no callback awaited: no consume
+        turns = pending.idle_turns
+        wait_until(lambda: pending.idle_turns >= turns + 3)
+        assert len(consumer.calls) == calls  # three turns at the cap, no callback awaited: no consume
     finally:
         reader.stop()
         reader.thread.join(2)
 
 
 def test_awaited_callback_is_served_one_record_at_a_time_past_the_cap() -> None:
-    pending = threading.Event()
+    pending = Pending()
     reader, consumer, fifo = started_reader(pending)
     try:
         full_bytes, calls = fifo.nbytes, len(consumer.calls)
-        pending.set()
+        pending.flag.set()
         wait_until(lambda: len(consumer.calls) >= calls + 3)
-        pending.clear()
-        time.sleep(0.05)  # let a take that was already running finish
+        turns = pending.idle_turns
+        pending.flag.clear()
+        wait_until(lambda: pending.idle_turns > turns)  # a take that was already running finished
         settled = len(consumer.calls)
         assert consumer.calls[calls:] == [1] * (settled - calls)
         over = fifo.nbytes - full_bytes
         assert over == (settled - calls) * (100 + MESSAGE_OVERHEAD_BYTES)
-        time.sleep(0.1)
+        turns = pending.idle_turns
+        wait_until(lambda: pending.idle_turns >= turns + 3)
         assert len(consumer.calls) == settled  # no callback awaited any more: back to waiting
         assert offsets(fifo) == list(range(consumer.next_offset))  # order kept, nothing lost
     finally:

@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import Message
 
 from kafka_source.errors import FatalError, TransientError
-from kafka_source.reader import ByteBoundedFifo, PartitionsAssigned, ReaderFailed, RecordChunk
+from kafka_source.fifo import ByteBoundedFifo, PartitionsAssigned, ReaderFailed, RecordChunk
 
 
 def chunk(n: int, nbytes: int) -> RecordChunk:

@@ -17,7 +17,9 @@ from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.config import KafkaSourceConfig
 from kafka_source.connector import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
 from kafka_source.errors import ConfigurationError, FatalError
-from kafka_source.reader import ByteBoundedFifo, Reader, RecordChunk
+from kafka_source.batches import DecodeFailures
+from kafka_source.fifo import ByteBoundedFifo, RecordChunk
+from kafka_source.reader import Reader
 
 TOPIC = "t"
 PROPS = {
@@ -38,6 +40,7 @@ def running_source(delivery: DeliveryGuarantee) -> tuple[KafkaSource, ByteBounde
     source._fifo = fifo
     source._builder = BatchBuilder(config)
     source._delivery = delivery
+    source._decode_failures = DecodeFailures(delivery, config.format, config.max_error_rate, source.metrics)
     source._started = True
     source._cursor = {(TOPIC, 0): 0}
     return source, fifo
@@ -73,7 +76,7 @@ async def test_commit_that_cannot_be_issued_fails_at_once() -> None:
         None, fifo, selector=TopicSelector((TOPIC,)), assigned={}, chunk_records=1, discovery_interval_s=0.0  # type: ignore[arg-type]
     )
     source._cursor = {(TOPIC, 0): 10}
-    source._committed_loaded = True
+    source._commits.loaded = True
     started = time.monotonic()
     await source.notify_epoch_committed(1, SourceCheckpoint.from_partitions({(TOPIC, 0): 10}))
     assert time.monotonic() - started < 1.0
@@ -93,9 +96,9 @@ class _CancelledAfterCheck(concurrent.futures.Future):  # type: ignore[type-arg]
 
 def test_commit_result_racing_the_waiters_timeout_does_not_raise_on_the_reader_thread() -> None:
     source = KafkaSource()
-    source._pending_commit = _CancelledAfterCheck()
-    source._on_commit(None, [TopicPartition(TOPIC, 0, 5)])  # must not raise InvalidStateError
-    assert source._committed == {(TOPIC, 0): 5}
+    source._commits.pending = _CancelledAfterCheck()
+    source._commits.on_commit(None, [TopicPartition(TOPIC, 0, 5)])  # must not raise InvalidStateError
+    assert source._commits.committed == {(TOPIC, 0): 5}
 
 
 async def test_client_rejected_property_is_a_configuration_error() -> None:
@@ -144,3 +147,15 @@ def test_a_command_submitted_as_the_thread_exits_never_hangs() -> None:
     future = reader.submit(lambda consumer: None)
     with pytest.raises(FatalError):
         future.result(timeout=2)
+
+
+async def test_terminal_task_tracker_covers_the_reader_thread_until_close() -> None:
+    config = KafkaSourceConfig.from_properties(PROPS)
+    source = KafkaSource(config, close_timeout_s=5.0)
+    source._start_reader(_IdleConsumer(), config, {(TOPIC, 0): 0})  # type: ignore[arg-type]
+    tracker = source.terminal_task_tracker()
+    reader_thread = source._reader.thread  # type: ignore[union-attr]
+    assert reader_thread.is_alive() and not tracker.is_terminated()
+    await source.close()
+    assert not reader_thread.is_alive()
+    assert tracker.is_terminated() and await tracker.wait(0)
