@@ -32,10 +32,10 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 artifacts: install
-	$(PY) -c "from cluster.devstack import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
+	$(PY) -c "from devstack.artifacts import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
 
 images: artifacts
-	$(PY) -m cluster.containers build
+	$(PY) -m devstack.containers build
 
 test: artifacts images
 	$(PY) -m pytest tests/unit tests/integration tests/faults $(PYTEST_ARGS)

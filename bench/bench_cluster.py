@@ -21,32 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Producer  # noqa: E402
-
-from cluster import devstack  # noqa: E402
-from cluster.demo import (  # noqa: E402
-    ContinuousProducer,
-    NodeProcess,
-    audit_output,
-    create_topic,
-    handoff_pauses,
-)
 from cluster.status import collect_status  # noqa: E402
+from devstack.demo import audit_output, handoff_pauses  # noqa: E402
+from devstack.processes import NodeProcess  # noqa: E402
+from devstack.producers import ContinuousProducer, produce  # noqa: E402
+from devstack.stack import DevStack  # noqa: E402
+from devstack.topics import create_topic  # noqa: E402
+from devstack.waiting import wait_until  # noqa: E402
 
 PARTITIONS = 8
-
-
-def fill(bootstrap: str, topic: str, records: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
-    value = b"x" * 100
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(120)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -57,7 +40,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Bench:
-    def __init__(self, stack: devstack.DevStack, base: Path, session_timeout_ms: int) -> None:
+    def __init__(self, stack: DevStack, base: Path, session_timeout_ms: int) -> None:
         self.stack = stack
         self.base = base
         self.extra = ["--checkpoint-interval-ms", "1000", "--session-timeout-ms", str(session_timeout_ms)]
@@ -79,14 +62,12 @@ class Bench:
     def throughput(self, nodes: int, records: int) -> dict[str, float]:
         name = f"tp{nodes}-{int(time.time())}"
         create_topic(self.stack.bootstrap, name, PARTITIONS)
-        fill(self.stack.bootstrap, name, records)
+        produce(self.stack.bootstrap, name, [b"x" * 100] * records, timeout=120)  # round-robin: i % PARTITIONS
         started = time.monotonic()
         procs = [self.launch(name, i + 1, name) for i in range(nodes)]
         try:
-            while audit_output(self.stack.bootstrap, name, str(self.base / name)).missing > 0:
-                if time.monotonic() - started > 600:
-                    raise TimeoutError("throughput run did not finish")
-                time.sleep(0.5)
+            wait_until(lambda: audit_output(self.stack.bootstrap, name, str(self.base / name)).missing == 0, 600,
+                       "the throughput run's last record landing", interval=0.5)
             elapsed = time.monotonic() - started
         finally:
             for p in procs:
@@ -96,11 +77,8 @@ class Bench:
 
     def wait_spread(self, name: str, live: int, timeout: float = 90.0) -> None:
         even = sorted([PARTITIONS // live + (1 if i < PARTITIONS % live else 0) for i in range(live)])
-        deadline = time.monotonic() + timeout
-        while sorted(self.owners(name, name).values()) != even:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{live} nodes did not share the partitions")
-            time.sleep(0.2)
+        wait_until(lambda: sorted(self.owners(name, name).values()) == even, timeout,
+                   f"{live} nodes sharing the partitions")
 
     def handoff(self) -> dict[str, float]:
         name = f"handoff-{int(time.time())}"
@@ -142,14 +120,13 @@ class Bench:
             status = collect_status(bootstrap=self.stack.bootstrap, topics=[name], zk=self.stack.zk_hosts,
                                     state_dir=None, pipeline=name, source_identity="kafka")
             marks = {p.partition: p.high_watermark for p in status.partitions}
-            while True:
-                status = collect_status(bootstrap=self.stack.bootstrap, topics=[name], zk=self.stack.zk_hosts,
-                                        state_dir=None, pipeline=name, source_identity="kafka")
-                if all((p.durable_cursor or 0) >= marks[p.partition] for p in status.partitions):
-                    break
-                if time.monotonic() - killed > 120:
-                    raise TimeoutError("no durable progress after the kill")
-                time.sleep(0.2)
+
+            def durable_past_marks() -> bool:
+                now = collect_status(bootstrap=self.stack.bootstrap, topics=[name], zk=self.stack.zk_hosts,
+                                     state_dir=None, pipeline=name, source_identity="kafka")
+                return all((p.durable_cursor or 0) >= marks[p.partition] for p in now.partitions)
+
+            wait_until(durable_past_marks, 120 - (time.monotonic() - killed), "durable progress after the kill")
             durable = time.monotonic() - killed
         finally:
             producer.stop()
@@ -164,7 +141,7 @@ def main() -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="laminar-bench-cluster-"))
-    stack = devstack.DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
+    stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
     try:
         bench = Bench(stack, base, args.session_timeout_ms)
         result = {

@@ -10,7 +10,7 @@ Prints one JSON object:
 
     .venv/bin/python bench/bench_coordinator.py [--zk HOST:PORT] [--epochs 300] [--failovers 3]
 
-Without ``--zk`` a standalone ZooKeeper is started via ``cluster.devstack``.
+Without ``--zk`` a standalone ZooKeeper is started via ``devstack.stack.DevStack``.
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from coordinator.base import (  # noqa: E402
 )
 from coordinator.zk import ZooKeeperCoordinator  # noqa: E402
 from coordinator.routing import owned_partitions  # noqa: E402
+from devstack.waiting import wait_until  # noqa: E402
 
 #: the partitions the simulated members ack (routed like a real pipeline's: the leader rejects foreign ones)
 BENCH_PARTITIONS = [("t", p) for p in range(64)]
@@ -125,8 +126,8 @@ def run(hosts: str, epochs: int, failovers: int) -> dict[str, object]:
         lm = members[coords.index(leader)]
         # Warm up until all three own vnodes and commit together.
         first = lm.wait_committed(lambda e: True, 30)
-        while len(coords[0].assignment().nodes()) < 3:
-            time.sleep(0.05)
+        wait_until(lambda: len(coords[0].assignment().nodes()) >= 3, 30, "all three members owning vnodes",
+                   interval=0.05)
         start_epoch = lm.wait_committed(lambda e: e > first + 3 and coords[0].assignment().version > 0, 30)
         tx0, ops0 = leader.metrics.extra.get("zk_transactions", 0), leader.metrics.extra.get("zk_write_ops", 0)
         acks0 = sum(m.acks for m in members)
@@ -154,8 +155,7 @@ def run(hosts: str, epochs: int, failovers: int) -> dict[str, object]:
             twin.start(timeout=15)
             twin.stop()
             twin.close()
-            while not any(c.is_leader() for c in others):
-                time.sleep(0.001)
+            wait_until(lambda: any(c.is_leader() for c in others), 30, "a new leader", interval=0.001)
             failover_ms.append((time.perf_counter() - t0) * 1000)
             watcher.wait_committed(lambda e: e > last + 1, 30)
             first_commit_ms.append((watcher.committed[min(e for e in watcher.committed if e > last)] - t0) * 1000)
@@ -198,7 +198,7 @@ def main() -> None:
     with ExitStack() as stack:
         hosts = args.zk
         if not hosts:
-            from cluster.devstack import DevStack
+            from devstack.stack import DevStack
 
             base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-coordinator-")))
             dev = stack.enter_context(DevStack.create(base_dir=base, kafka_brokers=0, zookeeper_servers=1))

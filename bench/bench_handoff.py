@@ -11,7 +11,7 @@ compared with the same-length window just before the drain. Prints one JSON obje
 
     .venv/bin/python bench/bench_handoff.py [--bootstrap HOST:PORT] [--rounds 12] [--rate 6000]
 
-Without ``--bootstrap`` a local single-broker dev stack is started via ``cluster.devstack``.
+Without ``--bootstrap`` a local single-broker dev stack is started via ``devstack.stack.DevStack``.
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ from tests.integration.kafka_source.driver import (  # noqa: E402
     assert_contiguous,
     wait_caught_up,
 )
-from tests.support import create_topic, high_watermarks  # noqa: E402
+from devstack.topics import create_topic  # noqa: E402
+from tests.support import high_watermarks  # noqa: E402
 
 PARTITIONS = 16
 
@@ -175,9 +176,9 @@ def main() -> None:
     stack = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        from cluster import devstack
+        from devstack.stack import DevStack
 
-        stack = devstack.DevStack.launch(kafka_brokers=1, zookeeper_servers=0)
+        stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=0)
         bootstrap = stack.bootstrap
     try:
         result = asyncio.run(run(bootstrap, args.rounds, args.rate, args.holds, args.hold))

@@ -18,7 +18,7 @@ timed test.
     .venv/bin/python bench/bench_source.py [--bootstrap HOST:PORT] [--topic T] [--records 2000000] [--runs 5]
         [--prop kafka.max.partition.fetch.bytes=262144 ...]
 
-Without ``--bootstrap`` a local single-broker dev stack is started via ``cluster.devstack``.
+Without ``--bootstrap`` a local single-broker dev stack is started via ``devstack.stack.DevStack``.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from devstack.topics import create_topic  # noqa: E402
 
 from kafka_source import (  # noqa: E402
     ConnectorConfig,
@@ -55,8 +55,7 @@ _STATUS = Path("/proc/self/status")
 
 
 def fill(bootstrap: str, topic: str, records: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    create_topic(bootstrap, topic, PARTITIONS, 60)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
          "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000}
@@ -186,9 +185,9 @@ def main() -> None:
     stack = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        from cluster import devstack
+        from devstack.stack import DevStack
 
-        stack = devstack.DevStack.launch(kafka_brokers=1, zookeeper_servers=0)
+        stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=0)
         bootstrap = stack.bootstrap
     try:
         topic = args.topic or f"bench-source-{uuid.uuid4().hex[:8]}"

@@ -124,8 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print the final report as JSON")
     demo.set_defaults(handler=cmd_demo)
 
-    from cluster.chaos_cli import add_chaos_command
-    from cluster.cli_dev import add_dev_commands
+    from cluster.cli_dev import add_chaos_command, add_dev_commands
 
     add_chaos_command(commands)
     add_dev_commands(commands)
@@ -246,7 +245,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from cluster.demo import run_demo
+    from devstack.demo import run_demo
 
     _configure_logging(args.debug)
     if not args.debug:

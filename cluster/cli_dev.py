@@ -1,4 +1,9 @@
-"""`laminar-kafka dev up|status|down`: a local Kafka + ZooKeeper for development.
+"""`laminar-kafka dev up|status|down` and `laminar-kafka chaos`: the dev tooling's commands.
+
+Both drive the `devstack` package, imported inside the command functions only, so the runtime's
+commands never load the dev tooling.
+
+`dev`: a local Kafka + ZooKeeper for development.
 
 `dev up` starts the servers detached, records them in a state file and prints the addresses and the
 time to healthy; `dev status` checks the recorded processes against the process table; `dev down`
@@ -6,7 +11,7 @@ stops them and leaves no process behind. A state file left by a crashed `dev up`
 processes are gone or no longer ours) and cleaned, never trusted blindly.
 
 `dev up --containers` is the container variant: Kafka and ZooKeeper containers of the project's
-images (`python -m cluster.containers build`) on any engine answering the Docker API, published on
+images (`python -m devstack.containers build`) on any engine answering the Docker API, published on
 127.0.0.1 and recorded in `<state file>.containers.json`; `dev status` and `dev down` handle both
 kinds. Containers are found by their stack label, so a lost state file leaves nothing unmanaged.
 """
@@ -14,30 +19,39 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cluster import devstack
-from cluster.errors import DevStackStateError
+from cluster.errors import UsageError
+
+if TYPE_CHECKING:
+    from devstack.stack import RecordedStack
+
+__all__ = ["add_chaos_command", "add_dev_commands", "cmd_chaos"]
 
 CONTAINER_STACK = "laminar-dev"
 
 
 def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the `dev` command and its `up`, `status` and `down` subcommands."""
+    from devstack.servers import DEFAULT_START_TIMEOUT_S
+    from devstack.stack import default_state_file
+
     dev = subparsers.add_parser(
         "dev", help="run a local Kafka (KRaft) and ZooKeeper for development",
         description="Run a local Kafka (KRaft) and ZooKeeper from their Maven Central artifacts.",
     )
     dev.add_argument(
         "--state-file", type=Path, default=None,
-        help=f"where the running stack is recorded (default: {devstack.default_state_file()})",
+        help=f"where the running stack is recorded (default: {default_state_file()})",
     )
     actions = dev.add_subparsers(dest="dev_command", required=True, metavar="{up,status,down}")
     up = actions.add_parser("up", help="start Kafka and ZooKeeper, print their addresses")
     up.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="Kafka brokers (default 1)")
     up.add_argument("--zookeepers", type=int, choices=(1, 3), default=1, help="ZooKeeper servers (default 1)")
-    up.add_argument("--timeout", type=float, default=devstack.DEFAULT_START_TIMEOUT_S, help="seconds to wait for health")
+    up.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S, help="seconds to wait for health")
     up.add_argument("--json", action="store_true", help="print the state as JSON")
     up.add_argument("--containers", action="store_true",
                     help="run Kafka and ZooKeeper as containers of the project's images (one broker, one server)")
@@ -52,7 +66,9 @@ def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: i
 
 
 def _state_file(args: argparse.Namespace) -> Path:
-    return args.state_file or devstack.default_state_file()
+    from devstack.stack import default_state_file
+
+    return args.state_file or default_state_file()
 
 
 def _print_stack(state: dict[str, object], as_json: bool) -> None:
@@ -79,7 +95,7 @@ def _stack_name(args: argparse.Namespace) -> str:
 
 
 def _container_states(client: Any, name: str) -> list[dict[str, object]]:
-    from cluster.containers_servers import stack_containers
+    from devstack.containers_servers import stack_containers
 
     return [{"name": c.name, "id": c.id[:12], "status": c.status,
              "ports": [f"{b['HostIp']}:{b['HostPort']}" for bs in (c.ports or {}).values() for b in (bs or [])]}
@@ -87,8 +103,8 @@ def _container_states(client: Any, name: str) -> list[dict[str, object]]:
 
 
 def dev_up_containers(args: argparse.Namespace) -> int:
-    from cluster import containers
-    from cluster.containers_servers import ContainerStack, remove_stack
+    from devstack import containers
+    from devstack.containers_servers import ContainerStack, remove_stack
 
     if args.brokers != 1 or args.zookeepers != 1:
         print("dev up --containers runs one broker and one ZooKeeper server")
@@ -129,7 +145,7 @@ def _containers_status(args: argparse.Namespace) -> tuple[dict[str, object], boo
     state_file = _containers_state_file(args)
     if not state_file.exists():
         return None
-    from cluster import containers
+    from devstack import containers
 
     state = json.loads(state_file.read_text())
     try:
@@ -144,8 +160,8 @@ def _containers_status(args: argparse.Namespace) -> tuple[dict[str, object], boo
 
 def _containers_down(args: argparse.Namespace) -> list[str]:
     state_file = _containers_state_file(args)
-    from cluster import containers
-    from cluster.containers_servers import remove_stack
+    from devstack import containers
+    from devstack.containers_servers import remove_stack
 
     name = _stack_name(args)
     if state_file.exists():
@@ -161,9 +177,12 @@ def _containers_down(args: argparse.Namespace) -> list[str]:
 def dev_up(args: argparse.Namespace) -> int:
     if getattr(args, "containers", False):
         return dev_up_containers(args)
+    from devstack.errors import DevStackStateError
+    from devstack.stack import DevStack, read_state, tear_down_recorded, write_state
+
     state_file = _state_file(args)
     try:
-        recorded = devstack.read_state(state_file)
+        recorded = read_state(state_file)
     except DevStackStateError as exc:
         print(f"warning: {exc}; discarding it")
         state_file.unlink(missing_ok=True)
@@ -174,12 +193,12 @@ def dev_up(args: argparse.Namespace) -> int:
             _print_stack({"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
                           "startup_seconds": recorded.startup_seconds}, args.json)
             return 0
-        stopped = devstack.tear_down_recorded(recorded, state_file)
+        stopped = tear_down_recorded(recorded, state_file)
         print(f"cleaned a stale state file from a crashed dev up (stopped: {', '.join(stopped) or 'nothing'})")
-    stack = devstack.DevStack.launch(
+    stack = DevStack.launch(
         kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout, detach=True
     )
-    devstack.write_state(state_file, stack)
+    write_state(state_file, stack)
     _print_stack(stack.to_state(), args.json)
     return 0
 
@@ -187,7 +206,9 @@ def dev_up(args: argparse.Namespace) -> int:
 def dev_status(args: argparse.Namespace) -> int:
     """Exit 0 when every recorded process (or container) is alive, 1 when some are gone, 3 when
     nothing is recorded."""
-    recorded = devstack.read_state(_state_file(args))
+    from devstack.stack import read_state
+
+    recorded = read_state(_state_file(args))
     containers_state = _containers_status(args)
     if containers_state is not None:
         state, healthy = containers_state
@@ -208,7 +229,7 @@ def dev_status(args: argparse.Namespace) -> int:
     return dev_status_processes(args, recorded)
 
 
-def dev_status_processes(args: argparse.Namespace, recorded: devstack.RecordedStack) -> int:
+def dev_status_processes(args: argparse.Namespace, recorded: RecordedStack) -> int:
     if args.json:
         print(json.dumps({
             "bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts, "healthy": recorded.healthy,
@@ -229,9 +250,12 @@ def dev_down(args: argparse.Namespace) -> int:
         print(f"removed containers: {', '.join(removed) or 'none were left'}")
         if not _state_file(args).exists():
             return 0
+    from devstack.errors import DevStackStateError
+    from devstack.stack import read_state, tear_down_recorded
+
     state_file = _state_file(args)
     try:
-        recorded = devstack.read_state(state_file)
+        recorded = read_state(state_file)
     except DevStackStateError as exc:
         print(f"warning: {exc}; removing it")
         state_file.unlink(missing_ok=True)
@@ -239,6 +263,74 @@ def dev_down(args: argparse.Namespace) -> int:
     if recorded is None:
         print("no dev stack recorded")
         return 0
-    stopped = devstack.tear_down_recorded(recorded, state_file)
+    stopped = tear_down_recorded(recorded, state_file)
     print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
     return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# chaos: the seeded chaos campaign (devstack.chaos)
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    """The ``chaos`` command: run the campaign, print the table (or JSON), exit 0 iff every run was OK."""
+    from cluster.cli import _configure_logging
+    from devstack.chaos import CampaignConfig, run_campaign
+    from devstack.chaos_plan import KINDS, parse_kinds
+    from devstack.chaos_report import campaign_json, format_table, summarize
+
+    _configure_logging(args.debug)
+    if not args.debug:
+        logging.getLogger().setLevel(logging.WARNING)
+    try:
+        kinds = parse_kinds(args.kinds)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.seeds < 1 or args.nodes < 2 or args.duration_s <= 0 or args.rate < 1 or args.partitions < 1:
+        raise UsageError("--seeds >= 1, --nodes >= 2, --duration-s > 0, --rate >= 1 and --partitions >= 1 are required")
+    config = CampaignConfig(seeds=args.seeds, seed_start=args.seed_start, duration_s=args.duration_s, kinds=kinds,
+                            node_count=args.nodes, rate=args.rate, partitions=args.partitions,
+                            kinds_per_run=args.kinds_per_run,
+                            max_extras=args.max_extras, workdir=Path(args.workdir) if args.workdir else None,
+                            keep=args.keep)
+    started = time.monotonic()
+    results, base = run_campaign(config)
+    rows = summarize(results, KINDS)
+    if args.json:
+        print(json.dumps(campaign_json(results, rows, time.monotonic() - started), indent=2, default=str))
+    else:
+        print(format_table(rows, config.recovery_timeout_s))
+        failed = [r for r in results if not r.ok]
+        for r in failed:
+            print(f"seed {r.seed} ({', '.join(r.kinds)}): FAILED"
+                  + (f": {r.error}" if r.error else f": {r.missing} missing, {r.duplicated} duplicated, "
+                     f"{r.unexpected} unexpected, {r.acked_lost} acknowledged lost, caught up {r.caught_up}")
+                  + f"; workdir {r.workdir}")
+        print(f"{len(results) - len(failed)}/{len(results)} run(s) exact in {time.monotonic() - started:.0f}s"
+              + (f"; campaign directory {base}" if failed or config.workdir else ""))
+    return 0 if results and all(r.ok for r in results) else 1
+
+
+def add_chaos_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``laminar-kafka chaos`` on the CLI's subcommands."""
+    from devstack.chaos_plan import KINDS  # pure: the fault kinds, for the help text
+
+    chaos = commands.add_parser("chaos", help="a seeded chaos campaign over real processes, audited", description=(
+        "For each seed: start Kafka and ZooKeeper, a producer and laminar-kafka nodes, apply the seed's schedule "
+        "of faults, stop producing, catch up, audit (0 missing, 0 duplicated), and measure each fault's recovery. "
+        "Prints a table per fault kind. Kinds: " + ", ".join(KINDS)))
+    chaos.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="verbose logs")
+    chaos.add_argument("--seeds", type=int, required=True, help="number of runs (one seed each)")
+    chaos.add_argument("--seed-start", type=int, default=0, help="first seed (default 0)")
+    chaos.add_argument("--duration-s", type=float, default=40.0,
+                       help="seconds of faults per run, at least (default 40)")
+    chaos.add_argument("--kinds", help="comma-separated fault kinds (default: all), drawn round-robin over the seeds")
+    chaos.add_argument("--kinds-per-run", type=int, default=1, help="round-robin kinds per run (default 1)")
+    chaos.add_argument("--max-extras", type=int, default=2, help="random extra kinds per run, at most (default 2)")
+    chaos.add_argument("--nodes", type=int, default=3, help="nodes at the start of a run (default 3)")
+    chaos.add_argument("--rate", type=int, default=400, help="records per second to produce (default 400)")
+    chaos.add_argument("--partitions", type=int, default=6, help="partitions of the first topic (default 6)")
+    chaos.add_argument("--workdir", help="campaign directory (default: a temporary one, removed when all runs pass)")
+    chaos.add_argument("--keep", action="store_true", help="keep the directories of passing runs too")
+    chaos.add_argument("--json", action="store_true", help="print the results as JSON")
+    chaos.set_defaults(handler=cmd_chaos)

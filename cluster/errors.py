@@ -13,22 +13,6 @@ class ClusterError(Exception):
         self.cause = cause
 
 
-class ToolMissingError(ClusterError):
-    """A required external tool (Java, Maven) is not installed; the message says what to install."""
-
-
-class ArtifactError(ClusterError):
-    """The Kafka or ZooKeeper JVM artifacts could not be resolved from Maven Central."""
-
-
-class ServerStartError(ClusterError):
-    """A server process did not become healthy; the message quotes the tail of its log."""
-
-
-class DevStackStateError(ClusterError):
-    """The dev stack's state file is missing, unreadable or describes processes that are gone."""
-
-
 class UsageError(ClusterError):
     """Bad input from a person: a wrong flag, an unreachable server, an unwritable path (CLI exit 2)."""
 

@@ -17,7 +17,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from cluster.config import NodeSettings
 from cluster.errors import SinkError, UsageError
@@ -27,6 +28,7 @@ from cluster.runtime import NodeRuntime, RuntimeOptions
 from cluster.sink import ParquetSink
 from cluster.topology import Topology
 from coordinator.base import Coordinator, CoordinatorConfig
+from coordinator.routing import TopicPartition
 from kafka_source import KafkaSource
 from kafka_source.checkpoint import format_key
 from kafka_source.config import KafkaSourceConfig
@@ -38,15 +40,12 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["NodeInputs", "make_coordinator", "preflight", "run_node", "topic_partitions"]
 
-TP = tuple[str, int]
-
-
 @dataclass(frozen=True)
 class NodeInputs:
-    partitions: tuple[TP, ...]
+    partitions: tuple[TopicPartition, ...]
 
 
-def topic_partitions(bootstrap: str, topics: tuple[str, ...], timeout: float = 10.0) -> list[TP]:
+def topic_partitions(bootstrap: str, topics: tuple[str, ...], timeout: float = 10.0) -> list[TopicPartition]:
     """Every (topic, partition) of ``topics`` (names, or one ``re:<regex>``). Raises
     :class:`UsageError` when Kafka does not answer within ``timeout`` or a named topic does not exist."""
     selector = TopicSelector.parse(",".join(topics))
@@ -138,9 +137,9 @@ class WatermarkReader:
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "laminar-watermarks",
                                    "enable.auto.commit": False})
 
-    def __call__(self, partitions: list[TP]) -> dict[TP, int]:
+    def __call__(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         return {
-            (t, p): self._consumer.get_watermark_offsets(TopicPartition(t, p), timeout=5.0, cached=False)[1]
+            (t, p): self._consumer.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=5.0, cached=False)[1]
             for t, p in partitions
         }
 

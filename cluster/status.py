@@ -11,22 +11,28 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 from dataclasses import asdict, dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from cluster.errors import ClusterError, UsageError
-from coordinator.base import Manifest, Member
+from coordinator.config import CoordinatorConfig
+from coordinator.values import Manifest, Member
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import partitions_by_vnode
+
+#: The ZooKeeper root pipelines live under unless configured otherwise.
+DEFAULT_ROOT: str = CoordinatorConfig.root
 
 #: attempts to read one partition's high watermark (a new partition may briefly have no leader)
 _WATERMARK_ATTEMPTS = 8
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NodeStatus", "PartitionStatus", "PipelineStatus", "build_status", "collect_status"]
+__all__ = [
+    "DEFAULT_ROOT", "NodeStatus", "PartitionStatus", "PipelineStatus", "build_status", "collect_status",
+    "read_zookeeper",
+]
 
 TP = tuple[str, int]
 
@@ -172,62 +178,70 @@ def high_watermarks(bootstrap: str, topics: Sequence[str], timeout: float = 10.0
         consumer.close()
 
 
-def _read_zookeeper(hosts: str, pipeline: str, timeout: float) -> tuple[
+def read_zookeeper(hosts: str, pipeline: str, timeout: float, root: str) -> tuple[
     list[Member], int | None, AssignmentSnapshot | None, Manifest | None, Mapping[str, object] | None
 ]:
+    """Read the pipeline under ``<root>/<pipeline>`` (the layout of :mod:`coordinator.layout`);
+    manifests through the checked chunk codec (a truncated or mismatching chunk set is an error)."""
     from kazoo.client import KazooClient
     from kazoo.exceptions import NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from coordinator.model import ControlState, epoch_name
+    from coordinator import layout
+    from coordinator.config import CoordinatorConfig
+    from coordinator.errors import CodecError, ConfigurationError
+    from coordinator.state import ControlState
+    from coordinator.zk_chunks import read_value
 
-    base = f"/laminar/{pipeline}"
+    try:
+        base = layout.pipeline_path(CoordinatorConfig(pipeline=pipeline, hosts=hosts, root=root))
+    except ConfigurationError as exc:
+        raise UsageError(exc.message, cause=exc) from exc
     client = KazooClient(hosts=hosts, timeout=timeout, read_only=True)
     try:
         client.start(timeout=timeout)
     except KazooTimeoutError as exc:
         raise UsageError(f"cannot reach ZooKeeper at {hosts} within {timeout:.0f}s", cause=exc) from exc
+
+    def path(relative: str) -> str:
+        return f"{base}/{relative}"
+
     try:
         if client.exists(base) is None:
-            raise UsageError(f"pipeline {pipeline!r} does not exist in ZooKeeper at {hosts}")
+            raise UsageError(f"pipeline {pipeline!r} does not exist in ZooKeeper at {hosts} (under {root})")
         members = []
-        for name in client.get_children(f"{base}/members") if client.exists(f"{base}/members") else []:
+        for name in client.get_children(path(layout.MEMBERS)) if client.exists(path(layout.MEMBERS)) else []:
             try:
-                members.append(Member.from_json(int(name), client.get(f"{base}/members/{name}")[0]))
+                members.append(Member.from_json(int(name), client.get(path(layout.member_path(int(name))))[0]))
             except NoNodeError:
                 continue
         leader = None
-        candidates = sorted(client.get_children(f"{base}/leader")) if client.exists(f"{base}/leader") else []
+        folder = path(layout.LEADER)
+        candidates = sorted(client.get_children(folder)) if client.exists(folder) else []
         if candidates:
             try:
-                leader = int(json.loads(client.get(f"{base}/leader/{candidates[0]}")[0])["node_id"])
-            except (NoNodeError, ValueError, KeyError):
+                leader = layout.parse_candidate(client.get(path(layout.candidate_path(candidates[0])))[0])[0]
+            except (NoNodeError, CodecError):
                 leader = None
         snapshot = manifest = None
         round_info: Mapping[str, object] | None = None
-        if client.exists(f"{base}/assignment"):
-            control = ControlState.from_json(client.get(f"{base}/assignment")[0])
+        if client.exists(path(layout.ASSIGNMENT)):
+            control = ControlState.from_json(client.get(path(layout.ASSIGNMENT))[0])
             snapshot = control.snapshot
             if control.round is not None:
                 round_info = control.round.to_dict()
             # before the first commit: the pinned initial manifest (epoch 0), if any
-            manifest = _read_manifest(client, f"{base}/checkpoints/{epoch_name(control.last_epoch)}", timeout)
+            checkpoint = path(layout.checkpoint_path(control.last_epoch))
+            try:
+                manifest = Manifest.from_json(read_value(client, checkpoint, client.get(checkpoint)[0], timeout))
+            except NoNodeError:
+                manifest = None
         return members, leader, snapshot, manifest, round_info
+    except CodecError as exc:
+        raise UsageError(f"pipeline {pipeline!r} holds a malformed record: {exc.message}", cause=exc) from exc
     finally:
         client.stop()
         client.close()
-
-
-def _read_manifest(client: Any, path: str, timeout: float = 10.0) -> Manifest | None:
-    """The manifest at ``path`` (chunks reassembled, size and hash checked), None if absent."""
-    from kazoo.exceptions import NoNodeError
-
-    from coordinator.zk_store import read_value
-
-    try:
-        return Manifest.from_json(read_value(client, path, client.get(path)[0], timeout))
-    except NoNodeError:
-        return None
 
 
 def collect_status(
@@ -239,12 +253,14 @@ def collect_status(
     pipeline: str,
     source_identity: str,
     timeout: float = 10.0,
+    root: str = DEFAULT_ROOT,
 ) -> PipelineStatus:
     """Read everything the view needs; :class:`UsageError` (one line) when a server does not answer,
-    the topic or the pipeline does not exist."""
+    the topic or the pipeline does not exist, or a record is malformed. ``root``: the ZooKeeper root
+    the pipeline lives under (``CoordinatorConfig.root``; a chroot in ``zk`` applies first)."""
     highs = high_watermarks(bootstrap, topics, timeout)
     if zk:
-        members, leader, snapshot, manifest, round_info = _read_zookeeper(zk, pipeline, timeout)
+        members, leader, snapshot, manifest, round_info = read_zookeeper(zk, pipeline, timeout, root)
     else:
         assert state_dir is not None
         members, leader, snapshot, manifest, round_info = _read_state_dir(state_dir)
@@ -263,15 +279,17 @@ def _read_state_dir(state_dir: str) -> tuple[
     from pathlib import Path
 
     from coordinator.errors import CoordinatorError
-    from coordinator.model import ControlState
+    from coordinator.local_store import LocalStore
+    from coordinator.state import ControlState
 
     directory = Path(state_dir)
     if not (directory / "state.json").is_file():
         raise UsageError(f"{state_dir!r} holds no embedded pipeline state (state.json)")
     try:
         control = ControlState.from_json((directory / "state.json").read_bytes())
-        manifests = sorted(directory.glob("manifest-*.json"))
-        manifest = Manifest.from_json(manifests[-1].read_bytes()) if manifests else None
+        store = LocalStore(directory)
+        epochs = store.manifest_epochs()
+        manifest = store.read_manifest(epochs[-1]) if epochs else None
     except (OSError, CoordinatorError) as exc:
         raise UsageError(f"cannot read the embedded pipeline state in {state_dir!r}: {exc}", cause=exc) from exc
     # One process: the owner is the member (when it runs; status cannot tell without a process table).

@@ -2,18 +2,28 @@
 
 The names re-exported here come from the pure modules (no I/O), which :mod:`kafka_source` may import:
 
-- :mod:`coordinator.errors`: ``CoordinatorError`` and its subclasses.
+- :mod:`coordinator.errors`: ``CoordinatorError`` and its subclasses (``CodecError``, ...).
+- :mod:`coordinator.codec`: strict decoding primitives and the cursor codec (``topic:partition`` keys).
 - :mod:`coordinator.registry`: ``NodeId``, ``UNASSIGNED``, ``AssignmentSnapshot``, ``VnodeRegistry``, ...
 - :mod:`coordinator.routing`: ``partition_vnode`` (LaminarDB routing ABI v1) and grouping helpers.
 - :mod:`coordinator.placement`: ``rendezvous``, ``balanced``, ``place``.
 - :mod:`coordinator.rounds`: ``AssignmentDrainId``, ``drain_digest``, ``round_id``.
-- :mod:`coordinator.base`: the ``Coordinator`` interface, ``CoordinatorConfig``, events and values.
+- :mod:`coordinator.config`, :mod:`coordinator.values`, :mod:`coordinator.events`: the settings, the
+  durable values (``Manifest``, ``EpochAck``, ``Member``) and the events; :mod:`coordinator.base`: the
+  ``Coordinator`` interface (and every one of those names, re-exported).
+
+The engine: :mod:`coordinator.state` (the register, ``ControlState``), :mod:`coordinator.steps` (the
+leader's ``View`` and its typed ``Step`` intents), :mod:`coordinator.model` (``next_step``, the pure
+state machine), :mod:`coordinator.tracker` (register values -> events), :mod:`coordinator.store` (the
+one store interface), :mod:`coordinator.engine` and :mod:`coordinator.dispatch` (leader loop, event
+dispatch, metrics and validation shared by both backends), :mod:`coordinator.layout` (the ZooKeeper
+paths, record bytes and chunk codec).
 
 The backends are imported from their modules so that importing this package never pulls in kazoo:
-``coordinator.zk.ZooKeeperCoordinator`` (with :mod:`coordinator.zk_leader`, the leader's reads and
-fenced writes, and :mod:`coordinator.zk_store`, chunked nodes and create-once records) and
-``coordinator.local.LocalCoordinator``. The pure round/epoch state machine they share is
-:mod:`coordinator.model` (its register type and node names are in :mod:`coordinator.state`).
+``coordinator.zk.ZooKeeperCoordinator`` (store: :mod:`coordinator.zk_store`, chunk I/O:
+:mod:`coordinator.zk_chunks`) and ``coordinator.local.LocalCoordinator`` (store:
+:mod:`coordinator.local_store`, built on :mod:`coordinator.memory_store`, which also drives the
+stateful model tests).
 """
 from __future__ import annotations
 
@@ -41,6 +51,7 @@ from coordinator.base import (
     initial_manifest,
 )
 from coordinator.errors import (
+    CodecError,
     ConfigurationError,
     CoordinatorError,
     FencedError,
@@ -79,6 +90,7 @@ __all__ = [
     "AssignmentChanged",
     "AssignmentDrainId",
     "AssignmentSnapshot",
+    "CodecError",
     "ConfigurationError",
     "Coordinator",
     "CoordinatorConfig",

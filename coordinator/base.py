@@ -60,373 +60,49 @@ predecessor owner that loses at least one vnode (nodes that only gain vnodes nev
 """
 from __future__ import annotations
 
-import enum
-import json
 import logging
-import re
-import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Union
+from collections.abc import Mapping
 
-from coordinator.errors import ConfigurationError, CoordinatorError
-from coordinator.placement import DEFAULT_STRATEGY, STRATEGIES
-from coordinator.registry import DEFAULT_VNODE_COUNT, AssignmentSnapshot, NodeId
+from coordinator.config import CoordinatorConfig
+from coordinator.events import (
+    AckRejected,
+    AssignmentChanged,
+    CoordinatorEvent,
+    CoordinatorMetrics,
+    EpochCommitted,
+    EpochOpened,
+    EventCallback,
+    RoundDecided,
+    RoundStarted,
+    SessionState,
+    SessionStateChanged,
+    Subscribers,
+)
+from coordinator.layout import MANIFEST_CHUNK_BYTES
+from coordinator.registry import AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId
+from coordinator.values import (
+    Cursors,
+    EpochAck,
+    Manifest,
+    Member,
+    RoundOutcome,
+    check_initial_manifest,
+    check_topic_ids,
+    initial_manifest,
+)
 
 logger = logging.getLogger(__name__)
 
-# source identity -> "topic:partition" -> next offset to read
-Cursors = Mapping[str, Mapping[str, int]]
-
-
-#: A manifest larger than this is stored as a header plus chunk children (ZooKeeper nodes stay < 1 MB).
-MANIFEST_CHUNK_BYTES: int = 512 * 1024
-
-
-def _decode_cursors(raw: object) -> dict[str, dict[str, int]]:
-    if not isinstance(raw, dict):
-        raise TypeError("cursors must be an object")
-    result: dict[str, dict[str, int]] = {}
-    for source, partitions in raw.items():
-        if not isinstance(partitions, dict):
-            raise TypeError(f"cursors of {source!r} must be an object")
-        decoded: dict[str, int] = {}
-        for tp, offset in partitions.items():
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-                raise TypeError(f"cursor {source}/{tp} = {offset!r} is not an offset")
-            decoded[str(tp)] = offset
-        result[str(source)] = decoded
-    return result
-
-
-def _encode_cursors(cursors: Cursors) -> dict[str, dict[str, int]]:
-    return {s: dict(sorted(c.items())) for s, c in sorted(cursors.items())}
-
-
-@dataclass(frozen=True)
-class CoordinatorConfig:
-    """Settings of one pipeline's coordinator (identical on every node of the pipeline).
-
-    `hosts` is a kazoo connection string, optionally with a chroot (`h1:2181,h2:2181/chroot`);
-    the pipeline lives under `<root>/<pipeline>`. Durations are in seconds. `manifests_to_keep`
-    (K >= 1) bounds garbage collection: the last K manifests, epochs and decided rounds are kept.
-    Invalid values raise ConfigurationError on construction.
-    """
-
-    pipeline: str
-    hosts: str = ""
-    session_timeout: float = 10.0
-    checkpoint_interval: float = 1.0
-    round_deadline: float = 30.0
-    vnode_count: int = DEFAULT_VNODE_COUNT
-    placement: str = DEFAULT_STRATEGY
-    manifests_to_keep: int = 10
-    root: str = "/laminar"
-
-    def __post_init__(self) -> None:
-        if not self.pipeline or "/" in self.pipeline or self.pipeline in (".", ".."):
-            raise ConfigurationError(f"pipeline name {self.pipeline!r} must be a non-empty path segment")
-        if not self.root.startswith("/") or self.root.endswith("/") and self.root != "/":
-            raise ConfigurationError(f"root {self.root!r} must be an absolute path without a trailing /")
-        for name in ("session_timeout", "checkpoint_interval", "round_deadline"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ConfigurationError(f"{name} = {value!r} must be a positive number of seconds")
-        if not isinstance(self.vnode_count, int) or isinstance(self.vnode_count, bool) or self.vnode_count < 1:
-            raise ConfigurationError(f"vnode_count = {self.vnode_count!r} must be an int >= 1")
-        if self.placement not in STRATEGIES:
-            raise ConfigurationError(f"placement {self.placement!r} is not one of {list(STRATEGIES)}")
-        if not isinstance(self.manifests_to_keep, int) or self.manifests_to_keep < 1:
-            raise ConfigurationError(f"manifests_to_keep = {self.manifests_to_keep!r} must be an int >= 1")
-
-    @property
-    def base_path(self) -> str:
-        """The pipeline's ZooKeeper subtree."""
-        return f"{self.root.rstrip('/')}/{self.pipeline}"
-
-
-class SessionState(enum.Enum):
-    """Coordinator session states, as kazoo names them."""
-
-    CONNECTED = "CONNECTED"
-    SUSPENDED = "SUSPENDED"
-    LOST = "LOST"
-
-
-class RoundOutcome(enum.Enum):
-    COMMIT = "commit"
-    ABORT = "abort"
-
-
-@dataclass(frozen=True)
-class Member:
-    """A live member of the pipeline."""
-
-    node_id: NodeId
-    boot_id: str
-    endpoint: str = ""
-    leaving: bool = False
-
-    def to_json(self) -> bytes:
-        """The member node's data (the node id is the node's name, not part of the data)."""
-        return json.dumps(
-            {"boot_id": self.boot_id, "endpoint": self.endpoint, "leaving": self.leaving},
-            separators=(",", ":"),
-        ).encode()
-
-    @classmethod
-    def from_json(cls, node_id: NodeId, raw: bytes) -> Member:
-        """Strict decoding of a member node's data; CoordinatorError when malformed."""
-        try:
-            data = json.loads(raw)
-            if not isinstance(data["boot_id"], str) or not isinstance(data["leaving"], bool):
-                raise TypeError("boot_id must be a string and leaving a bool")
-            return cls(node_id, data["boot_id"], str(data.get("endpoint", "")), data["leaving"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CoordinatorError(f"malformed member {node_id}: {exc}", cause=exc) from exc
-
-
-@dataclass(frozen=True)
-class EpochAck:
-    """A node's answer to an epoch barrier.
-
-    Valid only when `boot_id` is the node's live boot id and `assignment_version` equals the epoch's
-    version; otherwise it is rejected (and counted). `cursors` hold exactly the partitions the node
-    owned at that version; `outputs` are its staged output paths for this epoch.
-    """
-
-    node_id: NodeId
-    boot_id: str
-    epoch: int
-    assignment_version: int
-    cursors: Cursors
-    outputs: tuple[str, ...] = ()
-
-    def to_json(self) -> bytes:
-        return json.dumps({
-            "node_id": self.node_id,
-            "boot_id": self.boot_id,
-            "epoch": self.epoch,
-            "assignment_version": self.assignment_version,
-            "cursors": _encode_cursors(self.cursors),
-            "outputs": list(self.outputs),
-        }, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> EpochAck:
-        """Strict decoding: wrong types or missing fields raise CoordinatorError."""
-        try:
-            data = json.loads(raw)
-            for key in ("node_id", "epoch", "assignment_version"):
-                if not isinstance(data[key], int) or isinstance(data[key], bool):
-                    raise TypeError(f"{key} must be an int")
-            if not isinstance(data["boot_id"], str) or not isinstance(data["outputs"], list):
-                raise TypeError("boot_id must be a string and outputs a list")
-            return cls(
-                node_id=data["node_id"],
-                boot_id=data["boot_id"],
-                epoch=data["epoch"],
-                assignment_version=data["assignment_version"],
-                cursors=_decode_cursors(data["cursors"]),
-                outputs=tuple(str(o) for o in data["outputs"]),
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CoordinatorError(f"malformed epoch ack: {exc}", cause=exc) from exc
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """The durable record of a committed epoch: the truth for recovery.
-
-    `cursors` cover every partition ever owned (a partition missing from every ack keeps its cursor
-    from the previous manifest); `outputs` list the staged files to publish for this epoch.
-    """
-
-    epoch: int
-    assignment_version: int
-    cursors: Cursors
-    outputs: tuple[str, ...] = ()
-    acked_by: tuple[tuple[NodeId, str], ...] = ()
-
-    def to_json(self) -> bytes:
-        return json.dumps({
-            "epoch": self.epoch,
-            "assignment_version": self.assignment_version,
-            "cursors": _encode_cursors(self.cursors),
-            "outputs": list(self.outputs),
-            "acked_by": [list(a) for a in self.acked_by],
-        }, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> Manifest:
-        """Strict decoding: wrong types or missing fields raise CoordinatorError."""
-        try:
-            data = json.loads(raw)
-            cursors = {
-                str(source): {str(tp): int(offset) for tp, offset in partitions.items()}
-                for source, partitions in data["cursors"].items()
-            }
-            return cls(
-                epoch=int(data["epoch"]),
-                assignment_version=int(data["assignment_version"]),
-                cursors=cursors,
-                outputs=tuple(str(o) for o in data["outputs"]),
-                acked_by=tuple((int(n), str(b)) for n, b in data["acked_by"]),
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CoordinatorError(f"malformed manifest: {exc}", cause=exc) from exc
-
-
-def initial_manifest(cursors: Cursors, assignment_version: int = 0) -> Manifest:
-    """The pipeline's initial manifest for `pin_start`: epoch 0, no outputs, no acks, `cursors` = the
-    start position resolved once (per source identity, `topic:partition` -> next offset to read)."""
-    return Manifest(0, assignment_version, {s: dict(c) for s, c in cursors.items()})
-
-
-def check_initial_manifest(manifest: Manifest) -> None:
-    """Raise CoordinatorError unless `manifest` is an initial manifest (epoch 0, no outputs, no acks)."""
-    if manifest.epoch != 0 or manifest.outputs or manifest.acked_by:
-        raise CoordinatorError(
-            f"an initial manifest has epoch 0, no outputs and no acks; got epoch {manifest.epoch}, "
-            f"{len(manifest.outputs)} outputs, {len(manifest.acked_by)} acks"
-        )
-
-
-#: Kafka's legal topic names (what `pin_topic_ids` accepts as a path segment).
-_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-
-
-def check_topic_ids(ids: Mapping[str, str]) -> None:
-    """Raise ConfigurationError unless every key is a legal Kafka topic name and every id a non-empty str."""
-    for topic, topic_id in ids.items():
-        if not isinstance(topic, str) or not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
-            raise ConfigurationError(f"topic name {topic!r} is not a legal Kafka topic name")
-        if not isinstance(topic_id, str) or not topic_id:
-            raise ConfigurationError(f"topic id {topic_id!r} of {topic!r} must be a non-empty str")
-
-
-# ---- events delivered to subscribers -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AssignmentChanged:
-    """A new assignment version is published.
-
-    `manifest_epoch`: for partitions this node acquires without a drain (a dead node's, or the very
-    first assignment), the epoch of the manifest whose cursors they start from (0 = no epoch has
-    committed yet: start from the pinned initial manifest, `manifest(0)`).
-    """
-
-    snapshot: AssignmentSnapshot
-    manifest_epoch: int = 0
-
-
-@dataclass(frozen=True)
-class RoundStarted:
-    """A live rebalance round: drain what you lose under `target_owners`, then `report_drain_ready`."""
-
-    drain_id: AssignmentDrainId
-    target_owners: tuple[int, ...]
-    deadline_unix_ms: int
-
-
-@dataclass(frozen=True)
-class RoundDecided:
-    """The create-once decision of a round. On COMMIT the handoff cursors are those of
-    manifest `manifest_epoch`."""
-
-    drain_id: AssignmentDrainId
-    outcome: RoundOutcome
-    manifest_epoch: int
-
-
-@dataclass(frozen=True)
-class EpochOpened:
-    epoch: int
-    assignment_version: int
-
-
-@dataclass(frozen=True)
-class EpochCommitted:
-    manifest: Manifest
-
-
-@dataclass(frozen=True)
-class AckRejected:
-    """The leader rejected this node's ack of the open epoch `epoch` (of this boot) for `reason`.
-
-    Delivered once per rejected ack content. The epoch cannot commit until this node sends a valid
-    replacement ack for it: retire the source generation, drop the staged output of `epoch`, restart
-    from `latest_manifest()` and call `ack_epoch` again (see the module docstring, point 5).
-    """
-
-    epoch: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class SessionStateChanged:
-    state: SessionState
-
-
-CoordinatorEvent = Union[
-    AssignmentChanged, RoundStarted, RoundDecided, EpochOpened, EpochCommitted, AckRejected,
-    SessionStateChanged,
+# The values, events and config are defined in their own modules and re-exported here (the names
+# every importer of this module has always used).
+__all__ = [
+    "MANIFEST_CHUNK_BYTES", "AckRejected", "AssignmentChanged", "Coordinator", "CoordinatorConfig",
+    "CoordinatorEvent", "CoordinatorMetrics", "Cursors", "EpochAck", "EpochCommitted", "EpochOpened",
+    "EventCallback", "Manifest", "Member", "RoundDecided", "RoundOutcome", "RoundStarted", "SessionState",
+    "SessionStateChanged", "Subscribers", "check_initial_manifest", "check_topic_ids", "initial_manifest",
 ]
-EventCallback = Callable[[CoordinatorEvent], None]
-
-
-class Subscribers:
-    """The event callbacks of one coordinator: thread-safe registration, and delivery in order
-    where one failing subscriber is logged and never keeps an event from the others."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._callbacks: list[EventCallback] = []
-
-    def add(self, callback: EventCallback) -> None:
-        with self._lock:
-            self._callbacks.append(callback)
-
-    def deliver(self, events: Iterable[CoordinatorEvent]) -> None:
-        with self._lock:
-            callbacks = list(self._callbacks)
-        for event in events:
-            for callback in callbacks:
-                try:
-                    callback(event)
-                except Exception:  # noqa: BLE001 - one subscriber must not break the others
-                    logger.exception("subscriber failed on %s", type(event).__name__)
-
-
-@dataclass
-class CoordinatorMetrics:
-    """Counters a coordinator keeps; the cluster exports them on /metrics."""
-
-    fenced_writes_rejected: int = 0
-    stale_acks_rejected: int = 0
-    stale_ready_rejected: int = 0
-    epochs_committed: int = 0
-    rounds_committed: int = 0
-    rounds_aborted: int = 0
-    nodes_shed: int = 0
-    leader_elections_won: int = 0
-    session_state: str = SessionState.CONNECTED.value
-    extra: dict[str, int] = field(default_factory=dict)
-
-    def bump(self, name: str, amount: int = 1) -> None:
-        """Add `amount` to the counter `name` (a field, or else an entry of `extra`)."""
-        if name in _METRIC_FIELDS:
-            setattr(self, name, getattr(self, name) + amount)
-        else:
-            self.extra[name] = self.extra.get(name, 0) + amount
-
-
-_METRIC_FIELDS: frozenset[str] = frozenset({
-    "fenced_writes_rejected", "stale_acks_rejected", "stale_ready_rejected", "epochs_committed",
-    "rounds_committed", "rounds_aborted", "nodes_shed", "leader_elections_won",
-})
 
 
 class Coordinator(ABC):

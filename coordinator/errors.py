@@ -19,6 +19,7 @@ __all__ = [
     "FencedError",
     "SessionLostError",
     "ConfigurationError",
+    "CodecError",
 ]
 
 
@@ -64,3 +65,9 @@ class SessionLostError(CoordinatorError):
 
 class ConfigurationError(CoordinatorError):
     """Coordinator configuration is invalid (missing hosts, non-positive timeouts, bad paths, ...)."""
+
+
+class CodecError(CoordinatorError):
+    """A durable record does not decode: not strict JSON, a wrong type (a bool or a string where an
+    integer belongs), a negative or out-of-range number, a missing or unknown key, an unknown format
+    version, or a truncated or mismatching chunk set. The message names the record and the field."""

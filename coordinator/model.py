@@ -1,14 +1,14 @@
 """The pure round and epoch state machine shared by every coordinator backend.
 
 The whole control state of a pipeline lives in one register, :class:`ControlState` (the ZooKeeper
-``assignment`` node; an in-memory value for the local backend and the model tests; defined with the
-node names in :mod:`coordinator.state` and re-exported here). The leader
-reads a :class:`View` (register + its version, live members and the checks that fence them, acks and
-rejection markers of the open epoch, drain receipts of the running round, vnode loads, latest
-manifest) and asks :func:`next_step` what to do. A :class:`Step` is the new register value plus the
-nodes to create next to it and the node versions to check; the backend executes it as ONE
-compare-and-set transaction that also checks the leader's election node, so a step computed from a
-stale view, or by a deposed leader, is rejected as a whole. All the I/O is in the backends.
+``assignment`` node; defined in :mod:`coordinator.state`). The leader reads a :class:`View`
+(register + its version, live members and the fences of their memberships, acks and rejection
+markers of the open epoch, drain receipts of the running round, vnode loads, latest manifest) and asks
+:func:`next_step` what to do. A :class:`Step` (:mod:`coordinator.steps`) is the new register value
+plus typed intents (open an epoch, write a manifest, start a round, create a decision, record a
+rejection) and the member fences it relies on; a store (:mod:`coordinator.store`) executes it as ONE
+compare-and-set that also checks the leader's election, so a step computed from a stale view, or by a
+deposed leader, is rejected as a whole. This module names no path and does no I/O.
 
 Decisions, in priority order (each call returns at most one step):
 
@@ -19,15 +19,15 @@ Decisions, in priority order (each call returns at most one step):
    ``Step.rejected_acks``. The manifest overlays the previous manifest's cursors with the valid acks'
    cursors (before the first commit, the previous manifest is the pinned initial manifest, epoch 0);
    outputs are the union of the valid acks' outputs. A dead owner's partitions keep their last durable
-   cursor. The commit step checks the member entry of every node whose ack it relies on
-   (``View.member_checks``), so a node that lost its membership and rejoined after the view was read
+   cursor. The commit step fences the membership of every node whose ack it relies on
+   (``View.member_fences``), so a node that lost its membership and rejoined after the view was read
    cannot have its old boot's ack committed. If E is the cut epoch of the running round, no
    participant died and the deadline has not passed, the same step creates the round's COMMIT
    decision and publishes V+1 = target (manifest_epoch = E). While an epoch is open nothing else
    happens, except: an ack of an owner's live, current boot that is rejected for its content (a foreign
    partition, a regressing cursor) blocks the commit, so a ``reject_acks`` step first records the
-   rejection, create-once, as ``epochs/<E>/rejected/<node>.<boot>.<digest>`` (``{"reason": ...}``; the
-   digest is that of the ack's content, see :func:`rejection_name`). The node is told and sends a
+   rejection, create-once (:class:`RecordRejection`, keyed by the ack's content: see
+   :func:`rejection_name`). The node is told and sends a
    replacement ack; the leader classifies the latest content on every pass, so a marker of an older
    content never blocks a valid replacement, and an invalid replacement gets its own marker.
 2. A running round aborts when an owner of the predecessor or of the target is dead, or its deadline
@@ -44,41 +44,38 @@ This module does no I/O.
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from coordinator.base import (
-    AssignmentChanged,
-    CoordinatorConfig,
-    CoordinatorEvent,
-    EpochAck,
-    EpochCommitted,
-    EpochOpened,
-    Manifest,
-    Member,
-    RoundDecided,
-    RoundOutcome,
-    RoundStarted,
-)
-from coordinator.errors import RoutingError
-from coordinator.placement import place, rendezvous
-from coordinator.registry import UNASSIGNED, AssignmentSnapshot
-from coordinator.rounds import AssignmentDrainId, round_id
-from coordinator.routing import partitions_by_vnode
-from coordinator.state import (  # the register and node names, re-exported here
-    RECENT_DECISIONS,
-    ControlState,
-    Decision,
-    RoundState,
+from coordinator.codec import parse_partition_key
+from coordinator.config import CoordinatorConfig
+from coordinator.errors import CodecError, RoutingError
+from coordinator.layout import (  # the node names, re-exported here
     ack_name,
     epoch_name,
     parse_ack_name,
     parse_rejection_name,
     rejection_name,
 )
+from coordinator.placement import place, rendezvous
+from coordinator.registry import UNASSIGNED, AssignmentSnapshot
+from coordinator.rounds import AssignmentDrainId
+from coordinator.routing import partitions_by_vnode
+from coordinator.state import RECENT_DECISIONS, ControlState, Decision, RoundState  # re-exported here
+from coordinator.steps import (  # re-exported here
+    CreateDecision,
+    MemberFence,
+    OpenEpoch,
+    RecordRejection,
+    StartRound,
+    Step,
+    View,
+    WriteManifest,
+)
+from coordinator.tracker import EventTracker  # re-exported here
+from coordinator.values import EpochAck, Manifest, Member, RoundOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +86,7 @@ __all__ = [
     "ControlState",
     "View",
     "Step",
+    "MemberFence",
     "AckVerdict",
     "classify_ack",
     "dead_owners",
@@ -104,56 +102,6 @@ __all__ = [
     "parse_rejection_name",
     "unowned_cursor",
 ]
-
-@dataclass(frozen=True)
-class View:
-    """What the leader read: everything :func:`next_step` needs.
-
-    ``acks``: acks found under the open epoch (any boot id), latest content. ``rejections``: names of
-    the rejection markers of the open epoch (:func:`rejection_name`). ``ready``: ``(node, boot_id)``
-    receipts of the running round. ``latest_manifest``: the manifest of ``control.last_epoch``, or
-    while that is 0 the pinned initial manifest (None if there is none).
-
-    ``member_checks``: for each member read, the ``(relative path, node version)`` checks that hold
-    exactly while that member's entry (its boot id) is the one read; a commit adds the checks of
-    every node whose ack it relies on, and waits while a required node has none. ZooKeeper gives the
-    member node's data version and the election node of that boot (a member re-created by a new
-    session may have the same data version; its old election node is gone). None: the backend does
-    not fence members (one process).
-    """
-
-    control: ControlState | None
-    members: Mapping[int, Member]
-    now_ms: int
-    acks: tuple[EpochAck, ...] = ()
-    ready: frozenset[tuple[int, str]] = frozenset()
-    vnode_load: Mapping[int, int] = field(default_factory=dict)
-    latest_manifest: Manifest | None = None
-    member_checks: Mapping[int, tuple[tuple[str, int], ...]] | None = None
-    rejections: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Step:
-    """One leader action: replace the register with ``control``, check ``checks`` and create
-    ``creates``, atomically.
-
-    ``creates`` and ``checks`` paths are relative to the pipeline root; a check is ``(path, version)``
-    and fails the whole step when the node is gone or at another version. ``manifest`` is the manifest
-    written by a commit (also among ``creates`` as ``checkpoints/<epoch>``). ``reported``: acks whose
-    rejection this step records (markers among ``creates``; the backend tells their nodes). Counters
-    for metrics: ``kind`` and ``rejected_acks`` / ``shed``.
-    """
-
-    kind: str
-    control: ControlState
-    creates: tuple[tuple[str, bytes], ...] = ()
-    manifest: Manifest | None = None
-    rejected_acks: tuple[tuple[EpochAck, str], ...] = ()
-    decision: Decision | None = None
-    shed: tuple[int, ...] = ()
-    checks: tuple[tuple[str, int], ...] = ()
-    reported: tuple[tuple[EpochAck, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,11 +134,10 @@ def unowned_cursor(ack: EpochAck, snapshot: AssignmentSnapshot) -> str:
     for source, partitions in sorted(ack.cursors.items()):
         tps: list[tuple[str, int]] = []
         for key in partitions:
-            topic, sep, number = key.rpartition(":")
-            if not sep or not topic or not number.isascii() or not number.isdigit() \
-                    or str(int(number)) != number:
-                return f"cursor key {key!r} of {source!r} is not topic:partition"
-            tps.append((topic, int(number)))
+            try:
+                tps.append(parse_partition_key(key))
+            except CodecError as exc:
+                return f"cursor key {key!r} of {source!r} is not topic:partition ({exc.message})"
         try:
             groups = partitions_by_vnode(source, tps, snapshot.vnode_count)
         except RoutingError as exc:
@@ -313,7 +260,7 @@ def _publish(
 def _decide(
     control: ControlState, outcome: RoundOutcome, manifest_epoch: int, members: Mapping[int, Member],
     token: int, **changes: Any,
-) -> tuple[ControlState, Decision, tuple[str, bytes]]:
+) -> tuple[ControlState, CreateDecision]:
     assert control.round is not None
     r = control.round
     decision = Decision(r.drain_id, outcome, manifest_epoch)
@@ -322,8 +269,7 @@ def _decide(
         control, owners, members, token, round=None, manifest_epoch=manifest_epoch,
         decisions=(control.decisions + (decision,))[-RECENT_DECISIONS:], **changes,
     )
-    path = f"rounds/{round_id(r.drain_id.target_version)}/decision"
-    return new, decision, (path, json.dumps(decision.to_dict(), separators=(",", ":")).encode())
+    return new, CreateDecision(decision)
 
 
 def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
@@ -358,38 +304,35 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
         required = control.snapshot.nodes() - dead
         if not required <= valid.keys():
             return _report_rejections(view, control, verdicts, token)
-        checks: tuple[tuple[str, int], ...] = ()
-        if view.member_checks is not None:
-            if not required <= view.member_checks.keys():
+        fences: tuple[MemberFence, ...] = ()
+        if view.member_fences is not None:
+            if not required <= view.member_fences.keys():
                 return None  # a member entry without its election node yet: its liveness cannot be fenced
-            checks = tuple(c for n in sorted(required) for c in view.member_checks[n])
+            fences = tuple(view.member_fences[n] for n in sorted(required))
         manifest = merge_manifest(epoch, control.version, previous, [valid[n] for n in sorted(required)])
-        creates: list[tuple[str, bytes]] = [(f"checkpoints/{epoch_name(epoch)}", manifest.to_json())]
+        write = WriteManifest(manifest)
         base = replace(
             control, open_epoch=0, last_epoch=epoch, last_commit_ms=view.now_ms, leader_token=token,
         )
         r = control.round
         if r is not None and r.cut_epoch == epoch and not _round_failed(control, dead, members) \
                 and view.now_ms < r.deadline_ms:
-            new, decision, decision_node = _decide(base, RoundOutcome.COMMIT, epoch, members, token)
-            creates.append(decision_node)
-            return Step("commit_epoch", new, tuple(creates), manifest, rejected, decision, checks=checks)
-        return Step("commit_epoch", base, tuple(creates), manifest, rejected, checks=checks)
+            new, decide = _decide(base, RoundOutcome.COMMIT, epoch, members, token)
+            return Step("commit_epoch", new, (write, decide), rejected, fences=fences)
+        return Step("commit_epoch", base, (write,), rejected, fences=fences)
 
     # 2. The running round.
     if control.round is not None:
         r = control.round
         if _round_failed(control, dead, members) or view.now_ms >= r.deadline_ms:
-            new, decision, decision_node = _decide(
-                control, RoundOutcome.ABORT, control.last_epoch, members, token
-            )
-            return Step("decide", new, (decision_node,), decision=decision)
+            new, decide = _decide(control, RoundOutcome.ABORT, control.last_epoch, members, token)
+            return Step("decide", new, (decide,))
         if r.cut_epoch == 0:
             ready = all((p, control.boot_of(p)) in view.ready for p in r.participants)
             if ready:
                 epoch = control.last_epoch + 1
                 new = replace(control, open_epoch=epoch, round=replace(r, cut_epoch=epoch), leader_token=token)
-                return Step("open_epoch", new, _epoch_creates(epoch, control.version))
+                return Step("open_epoch", new, (OpenEpoch(epoch, control.version),))
         # Waiting for drain receipts: ordinary epochs continue (below).
         return _epoch_timer(view, control, config, token)
 
@@ -419,14 +362,8 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
             deadline_ms=view.now_ms + int(config.round_deadline * 1000), leader_token=token,
             participants=participants,
         )
-        rid = round_id(drain_id.target_version)
-        record = json.dumps({
-            "predecessor": drain_id.predecessor_version, "target": drain_id.target_version,
-            "digest": drain_id.digest, "leader_token": token, "target_owners": list(target),
-            "participants": list(participants), "deadline_ms": r.deadline_ms,
-        }, separators=(",", ":")).encode()
         new = replace(control, round=r, leader_token=token)
-        return Step("start_round", new, ((f"rounds/{rid}", record), (f"rounds/{rid}/ready", b"")))
+        return Step("start_round", new, (StartRound(r),))
 
     # 5. The epoch timer.
     return _epoch_timer(view, control, config, token)
@@ -436,18 +373,13 @@ def _report_rejections(
     view: View, control: ControlState, verdicts: Sequence[AckVerdict], token: int
 ) -> Step | None:
     """A ``reject_acks`` step creating the missing markers of reportable rejections (None: none)."""
-    folder = f"epochs/{epoch_name(control.open_epoch)}/rejected"
     reports = tuple(
         (v.ack, v.reason) for v in verdicts if v.reportable and rejection_name(v.ack) not in view.rejections
     )
     if not reports:
         return None
-    creates = tuple(
-        (f"{folder}/{rejection_name(ack)}", json.dumps({"reason": reason}, separators=(",", ":")).encode())
-        for ack, reason in reports
-    )
-    return Step("reject_acks", replace(control, leader_token=token), creates, rejected_acks=reports,
-                reported=reports)
+    intents = tuple(RecordRejection(ack, reason) for ack, reason in reports)
+    return Step("reject_acks", replace(control, leader_token=token), intents, rejected_acks=reports)
 
 
 def _round_failed(control: ControlState, dead: frozenset[int], members: Mapping[int, Member]) -> bool:
@@ -459,12 +391,6 @@ def _round_failed(control: ControlState, dead: frozenset[int], members: Mapping[
     return bool(control.snapshot.nodes() & dead) or any(n not in members for n in gaining)
 
 
-def _epoch_creates(epoch: int, version: int) -> tuple[tuple[str, bytes], ...]:
-    name = epoch_name(epoch)
-    data = json.dumps({"epoch": epoch, "assignment_version": version}, separators=(",", ":")).encode()
-    return ((f"epochs/{name}", data), (f"epochs/{name}/acks", b""), (f"epochs/{name}/rejected", b""))
-
-
 def _epoch_timer(view: View, control: ControlState, config: CoordinatorConfig, token: int) -> Step | None:
     if not control.snapshot.nodes():
         return None
@@ -472,7 +398,7 @@ def _epoch_timer(view: View, control: ControlState, config: CoordinatorConfig, t
         return None
     epoch = control.last_epoch + 1
     new = replace(control, open_epoch=epoch, leader_token=token)
-    return Step("open_epoch", new, _epoch_creates(epoch, control.version))
+    return Step("open_epoch", new, (OpenEpoch(epoch, control.version),))
 
 
 def next_wakeup_ms(control: ControlState | None, config: CoordinatorConfig) -> int | None:
@@ -485,63 +411,3 @@ def next_wakeup_ms(control: ControlState | None, config: CoordinatorConfig) -> i
     if control.open_epoch == 0 and control.snapshot.nodes():
         times.append(control.last_commit_ms + int(config.checkpoint_interval * 1000))
     return min(times) if times else None
-
-
-# ---- the node side: turning register changes into events ---------------------------------------
-
-
-class EventTracker:
-    """Turns the sequence of register values a node observes into events, in a causal order.
-
-    Watches may coalesce changes; the tracker still delivers, for each register value seen:
-    EpochCommitted for every newly committed epoch whose manifest speaks of an older version, then
-    RoundDecided for each decision of a round it saw start, then AssignmentChanged (new version),
-    then EpochCommitted for newly committed epochs of the new version, then RoundStarted (a round
-    not seen before), then EpochOpened (a newer open epoch). Not thread-safe (one watcher thread).
-    """
-
-    def __init__(self) -> None:
-        self.control: ControlState | None = None
-        self._last_opened = 0
-        self._last_committed = 0
-        self._rounds_seen: set[AssignmentDrainId] = set()
-        self._decided: set[AssignmentDrainId] = set()
-
-    def committed_range(self, control: ControlState) -> range:
-        """Epochs whose manifests the caller should pass to :meth:`advance`."""
-        start = max(self._last_committed, control.last_epoch - RECENT_DECISIONS) + 1 \
-            if self.control is not None else control.last_epoch + 1
-        return range(start, control.last_epoch + 1)
-
-    def advance(self, control: ControlState, manifests: Mapping[int, Manifest]) -> list[CoordinatorEvent]:
-        events: list[CoordinatorEvent] = []
-        previous = self.control
-        if previous is not None and control.version < previous.version:
-            return events  # an older value (never happens with ordered watches)
-        new_version = previous is None or control.version > previous.version
-        commits = [manifests[e] for e in sorted(manifests) if e > self._last_committed and e <= control.last_epoch]
-        for manifest in commits:
-            if manifest.assignment_version < control.version:
-                events.append(EpochCommitted(manifest))
-        for decision in control.decisions:
-            if decision.drain_id in self._rounds_seen and decision.drain_id not in self._decided:
-                self._decided.add(decision.drain_id)
-                events.append(RoundDecided(decision.drain_id, decision.outcome, decision.manifest_epoch))
-        if new_version:
-            events.append(AssignmentChanged(control.snapshot, control.manifest_epoch))
-        for manifest in commits:
-            if manifest.assignment_version >= control.version:
-                events.append(EpochCommitted(manifest))
-        self._last_committed = max(self._last_committed, control.last_epoch)
-        r = control.round
-        if r is not None and r.drain_id not in self._rounds_seen:
-            self._rounds_seen.add(r.drain_id)
-            events.append(RoundStarted(r.drain_id, r.target_owners, r.deadline_ms))
-        if control.open_epoch > self._last_opened:
-            events.append(EpochOpened(control.open_epoch, control.version))
-        self._last_opened = max(self._last_opened, control.open_epoch, control.last_epoch)
-        if previous is None:
-            # First look: rounds decided before we joined are not ours to hear about.
-            self._decided.update(d.drain_id for d in control.decisions)
-        self.control = control
-        return events

@@ -1,85 +1,47 @@
-"""The register of a pipeline's control state and the names of the nodes around it.
+"""The register of a pipeline's control state: :class:`ControlState`, with its round and decisions.
 
 :class:`ControlState` is the whole control state of a pipeline in one value (the ZooKeeper
-``assignment`` node; an in-memory value for the local backend and the model tests): the published
-assignment, the boot ids of its owners, the running round (:class:`RoundState`), the epoch counters
-and the recent decisions (:class:`Decision`). JSON encoding is canonical and decoding strict.
+``assignment`` node, ``state.json`` of the local backend, a value in memory for the model tests): the
+published assignment, the boot ids of its owners, the round in progress (:class:`RoundState`), the
+epoch counters and the recent decisions (:class:`Decision`). JSON encoding is canonical; decoding is
+strict (:mod:`coordinator.codec`): CodecError naming the field, nothing coerced.
 
-Node names: epochs are 20-digit zero-padded (:func:`epoch_name`, they sort like numbers); acks and
-drain receipts are ``<node>.<boot>`` (:func:`ack_name`: one per boot, so a zombie never blocks its
-successor); rejection markers ``<node>.<boot>.<digest of the ack's content>`` (:func:`rejection_name`).
-
-This module does no I/O; :mod:`coordinator.model` re-exports every name.
+This module does no I/O. The node names around the register are in :mod:`coordinator.layout`.
 """
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import xxhash
-
-from coordinator.base import EpochAck, RoundOutcome
-from coordinator.errors import CoordinatorError
+from coordinator.codec import dumps, expect_int, expect_list, expect_object, expect_str, loads
+from coordinator.errors import CodecError, CoordinatorError
 from coordinator.registry import AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId
+from coordinator.values import RoundOutcome
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "RECENT_DECISIONS",
-    "EPOCH_NAME_WIDTH",
     "RoundState",
     "Decision",
     "ControlState",
-    "epoch_name",
-    "ack_name",
-    "parse_ack_name",
-    "rejection_name",
-    "parse_rejection_name",
 ]
 
 #: How many past decisions the register remembers (so a slow watcher never misses one).
 RECENT_DECISIONS: int = 8
-#: Width of epoch names in paths (sort like numbers).
-EPOCH_NAME_WIDTH: int = 20
 
 
-def epoch_name(epoch: int) -> str:
-    """Path-safe, sortable name of an epoch (20 zero-padded digits)."""
-    return f"{epoch:0{EPOCH_NAME_WIDTH}d}"
+def _drain_id(value: object, what: str) -> AssignmentDrainId:
+    try:
+        return AssignmentDrainId.from_json(value)  # type: ignore[arg-type]
+    except CoordinatorError as exc:
+        raise CodecError(f"{what}: {exc.message}", cause=exc) from exc
 
 
-def ack_name(node_id: NodeId, boot_id: str) -> str:
-    """Name of an ack or drain receipt: one per (node, boot), so a zombie can never block its successor."""
-    return f"{node_id}.{boot_id}"
-
-
-def parse_ack_name(name: str) -> tuple[NodeId, str]:
-    node, _, boot = name.partition(".")
-    if not node.isdigit() or not boot:
-        raise CoordinatorError(f"malformed receipt name {name!r}")
-    return int(node), boot
-
-
-def rejection_name(ack: EpochAck) -> str:
-    """Name of the rejection marker of ``ack``: ``<node>.<boot>.<xxh3_64 hex of its JSON>``.
-
-    Keyed by content: a replacement ack with other content is classified afresh and, if rejected
-    too, gets its own marker (boot ids contain no dot).
-    """
-    return f"{ack_name(ack.node_id, ack.boot_id)}.{xxhash.xxh3_64_hexdigest(ack.to_json())}"
-
-
-def parse_rejection_name(name: str) -> tuple[NodeId, str, str]:
-    """``(node, boot, digest)`` of a rejection marker name; CoordinatorError when malformed."""
-    receipt, _, digest = name.rpartition(".")
-    if not digest:
-        raise CoordinatorError(f"malformed rejection name {name!r}")
-    node, boot = parse_ack_name(receipt)
-    return node, boot, digest
+def _ints(value: object, what: str, minimum: int = 0) -> tuple[int, ...]:
+    return tuple(expect_int(v, f"{what}[{i}]", minimum) for i, v in enumerate(expect_list(value, what)))
 
 
 @dataclass(frozen=True)
@@ -108,14 +70,17 @@ class RoundState:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RoundState:
+    def from_dict(cls, data: object, what: str = "round") -> RoundState:
+        """Strict inverse of :meth:`to_dict`; CodecError when malformed."""
+        d = expect_object(data, what, ("drain_id", "target_owners", "deadline_ms", "leader_token",
+                                       "participants", "cut_epoch"))
         return cls(
-            drain_id=AssignmentDrainId.from_json(data["drain_id"]),
-            target_owners=tuple(int(o) for o in data["target_owners"]),
-            deadline_ms=int(data["deadline_ms"]),
-            leader_token=int(data["leader_token"]),
-            participants=tuple(int(p) for p in data["participants"]),
-            cut_epoch=int(data["cut_epoch"]),
+            drain_id=_drain_id(d["drain_id"], f"{what}: drain_id"),
+            target_owners=_ints(d["target_owners"], f"{what}: target_owners"),
+            deadline_ms=expect_int(d["deadline_ms"], f"{what}: deadline_ms"),
+            leader_token=expect_int(d["leader_token"], f"{what}: leader_token"),
+            participants=_ints(d["participants"], f"{what}: participants", minimum=1),
+            cut_epoch=expect_int(d["cut_epoch"], f"{what}: cut_epoch"),
         )
 
 
@@ -133,12 +98,22 @@ class Decision:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
+    def from_dict(cls, data: object, what: str = "decision") -> Decision:
+        """Strict inverse of :meth:`to_dict`; CodecError when malformed."""
+        d = expect_object(data, what, ("drain_id", "outcome", "manifest_epoch"))
+        outcome = expect_str(d["outcome"], f"{what}: outcome")
+        if outcome not in {o.value for o in RoundOutcome}:
+            raise CodecError(f"{what}: outcome {outcome!r} is not one of {[o.value for o in RoundOutcome]}")
         return cls(
-            AssignmentDrainId.from_json(data["drain_id"]),
-            RoundOutcome(data["outcome"]),
-            int(data["manifest_epoch"]),
+            _drain_id(d["drain_id"], f"{what}: drain_id"),
+            RoundOutcome(outcome),
+            expect_int(d["manifest_epoch"], f"{what}: manifest_epoch"),
         )
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Decision:
+        """Strict decoding of a decision node's data."""
+        return cls.from_dict(loads(raw, "decision"))
 
 
 @dataclass(frozen=True)
@@ -172,7 +147,7 @@ class ControlState:
         return None
 
     def to_json(self) -> bytes:
-        return json.dumps({
+        return dumps({
             "version": self.snapshot.version,
             "vnode_count": self.snapshot.vnode_count,
             "owners": list(self.snapshot.owners),
@@ -185,32 +160,45 @@ class ControlState:
             "last_commit_ms": self.last_commit_ms,
             "decisions": [d.to_dict() for d in self.decisions],
             "leader_token": self.leader_token,
-        }, separators=(",", ":")).encode()
+        })
 
     @classmethod
     def from_json(cls, raw: bytes) -> ControlState:
-        """Strict decoding; CoordinatorError when malformed."""
+        """Strict decoding; CodecError when malformed (including an invalid snapshot)."""
+        what = "assignment register"
+        d = expect_object(loads(raw, what), what, _REGISTER_KEYS)
+        if not isinstance(d["boots"], dict):
+            raise CodecError(f"{what}: boots must be a JSON object")
+        boots = []
+        for node, boot in d["boots"].items():
+            if not node.isascii() or not node.isdigit() or str(int(node)) != node or int(node) < 1:
+                raise CodecError(f"{what}: boots key {node!r} is not a node id")
+            boots.append((int(node), expect_str(boot, f"{what}: boots[{node}]", nonempty=True)))
         try:
-            data = json.loads(raw)
             snapshot = AssignmentSnapshot(
-                int(data["version"]),
-                tuple(int(o) for o in data["owners"]),
-                tuple(int(c) for c in data["changed_at"]),
+                expect_int(d["version"], f"{what}: version"),
+                _ints(d["owners"], f"{what}: owners"),
+                _ints(d["changed_at"], f"{what}: changed_at"),
             )
-            if snapshot.vnode_count != int(data["vnode_count"]):
-                raise ValueError("vnode_count does not match owners")
-            return cls(
-                snapshot=snapshot,
-                boots=tuple(sorted((int(n), str(b)) for n, b in data["boots"].items())),
-                manifest_epoch=int(data["manifest_epoch"]),
-                round=None if data["round"] is None else RoundState.from_dict(data["round"]),
-                open_epoch=int(data["open_epoch"]),
-                last_epoch=int(data["last_epoch"]),
-                last_commit_ms=int(data["last_commit_ms"]),
-                decisions=tuple(Decision.from_dict(d) for d in data["decisions"]),
-                leader_token=int(data["leader_token"]),
-            )
-        except CoordinatorError:
+        except CodecError:
             raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CoordinatorError(f"malformed assignment register: {exc}", cause=exc) from exc
+        except CoordinatorError as exc:
+            raise CodecError(f"{what}: {exc.message}", cause=exc) from exc
+        if snapshot.vnode_count != expect_int(d["vnode_count"], f"{what}: vnode_count", minimum=1):
+            raise CodecError(f"{what}: vnode_count {d['vnode_count']} does not match {snapshot.vnode_count} owners")
+        return cls(
+            snapshot=snapshot,
+            boots=tuple(sorted(boots)),
+            manifest_epoch=expect_int(d["manifest_epoch"], f"{what}: manifest_epoch"),
+            round=None if d["round"] is None else RoundState.from_dict(d["round"], f"{what}: round"),
+            open_epoch=expect_int(d["open_epoch"], f"{what}: open_epoch"),
+            last_epoch=expect_int(d["last_epoch"], f"{what}: last_epoch"),
+            last_commit_ms=expect_int(d["last_commit_ms"], f"{what}: last_commit_ms"),
+            decisions=tuple(Decision.from_dict(x, f"{what}: decisions[{i}]")
+                            for i, x in enumerate(expect_list(d["decisions"], f"{what}: decisions"))),
+            leader_token=expect_int(d["leader_token"], f"{what}: leader_token"),
+        )
+
+
+_REGISTER_KEYS = ("version", "vnode_count", "owners", "changed_at", "boots", "manifest_epoch", "round",
+                  "open_epoch", "last_epoch", "last_commit_ms", "decisions", "leader_token")

@@ -1,246 +1,392 @@
-"""Values larger than one ZooKeeper node, and create-once records, for the ZooKeeper coordinator.
+"""ZooKeeperStore: the :class:`~coordinator.store.ControlStore` on a real ZooKeeper, through kazoo.
 
-A value (a manifest or an ack, as JSON bytes) of at most ``chunk_bytes`` is a node's data itself. A
-larger one is a *chunked* node::
+Paths and record bytes are :mod:`coordinator.layout`'s, under the pipeline's subtree; large values
+are chunked (:mod:`coordinator.zk_chunks`).
 
-    <path>                 header {"chunked": true, "chunks": n, "size": s, "xxh3": h}
-    <path>/chunk-0000 ..   the value's bytes, in order, at most chunk_bytes each
+Fencing: every leader write is one transaction that checks the leader's election node
+(``check(candidate, version=0)``: it exists, so the session that created it is alive) and replaces
+the register with ``set_data(assignment, version=<version read>)``; a failure of either (deposed
+leader, paused leader whose session expired, or a stale view) rejects the whole write with
+FencedError. The only leader writes outside that shape are the chunks of a large manifest and
+garbage collection, which also check the election node and the register version without replacing
+it; a manifest is committed only by the register's ``last_epoch``, never by the existence of its node
+(a chunked manifest's header is published in the commit itself). A commit also checks the member
+fences of the nodes whose acks it relies on (their member node at the data version read and the
+election node of that boot): a node that lost its session and rejoined after the leader read it fails
+the commit, which is retried from a fresh view.
 
-ZooKeeper bounds one request (``jute.maxbuffer``, 1 MB by default), so the chunks are written one
-request each. While they are written the node's data is :data:`PENDING` (empty): the writer creates
-the node PENDING with the first chunk, then publishes the header with ``set_data(path, header,
-version=0)`` in its last write (a leader puts it in its step's fenced transaction, so a manifest and
-its commit appear together). A reader that finds PENDING, a missing chunk, or chunks whose size or
-xxh3 differ from the header raises :class:`ChunkPending`; the header's publication changes the node's
-data, so a data watch on it tells the reader when to look again.
-
-This module holds the format and the kazoo calls; it has no coordinator state.
+Reads for the leader are issued in parallel; member, candidate, ack and load data come from a cache
+that watches invalidate (cleared on any session state change), so a pass costs about three round trips.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import xxhash
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.protocol.states import WatchedEvent
 
-from coordinator.base import Manifest
-from coordinator.errors import CoordinatorError
-from coordinator.state import epoch_name
+from coordinator import layout
+from coordinator.config import CoordinatorConfig
+from coordinator.errors import CodecError, FencedError, RoundError
+from coordinator.events import CoordinatorMetrics
+from coordinator.rounds import AssignmentDrainId
+from coordinator.state import ControlState
+from coordinator.steps import MemberFence, Step, View
+from coordinator.store import ControlStore, EpochGone, Leadership
+from coordinator.values import EpochAck, Manifest, Member
+from coordinator.zk_chunks import (  # read_value is re-exported (cluster tools read manifests with it)
+    ChunkPending,
+    ManifestStore,
+    commit_or_raise,
+    create_once,
+    descendants,
+    pin_names,
+    read_value,
+    write_chunks,
+)
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "PENDING",
-    "ChunkPending",
-    "ManifestStore",
-    "chunk_header",
-    "parse_header",
-    "read_value",
-    "write_chunks",
-    "descendants",
-    "commit_or_raise",
-    "create_once",
-    "pin_names",
-]
+__all__ = ["ZooKeeperStore", "read_value"]
 
-#: The data of a chunked node whose chunks are still being written.
-PENDING: bytes = b""
-#: Headers are short; a longer node is a plain value (no need to parse it to tell).
-_MAX_HEADER_BYTES = 256
+#: Ops per garbage-collection transaction.
+_GC_BATCH = 64
 
 
-class ChunkPending(CoordinatorError):
-    """A chunked value is being written (PENDING), or its chunks do not match its header yet."""
+class ZooKeeperStore(ControlStore):
+    """See the module docstring. Thread-safe. ``on_change`` is called (from kazoo's threads, never
+    blocking) whenever a watched input of the leader changes."""
 
-
-def chunk_header(data: bytes, chunks: int) -> bytes:
-    """The header of ``data`` split into ``chunks`` chunks."""
-    return json.dumps({
-        "chunked": True, "chunks": chunks, "size": len(data), "xxh3": xxhash.xxh3_64_intdigest(data),
-    }).encode()
-
-
-def parse_header(raw: bytes) -> Mapping[str, Any] | None:
-    """The header in a node's data, or None when the data is a plain value."""
-    if len(raw) > _MAX_HEADER_BYTES or not raw.startswith(b'{"chunked"'):
-        return None
-    try:
-        header = json.loads(raw)
-    except ValueError:
-        return None
-    return header if isinstance(header, dict) and header.get("chunked") is True else None
-
-
-def commit_or_raise(txn: Any) -> None:
-    """Commit a kazoo transaction; raise its first real failure (not a RolledBackError)."""
-    results = txn.commit()
-    failures = [r for r in results if isinstance(r, Exception)]
-    if failures:
-        raise next((f for f in failures if type(f).__name__ != "RolledBackError"), failures[0])
-
-
-def read_value(client: KazooClient, path: str, raw: bytes, timeout: float) -> bytes:
-    """The value stored at ``path`` whose node data is ``raw``: ``raw`` itself, or its chunks.
-
-    Raises ChunkPending (PENDING, a missing chunk, a size or hash mismatch) and CoordinatorError for
-    a malformed header.
-    """
-    if raw == PENDING:
-        raise ChunkPending(f"{path} is being written")
-    header = parse_header(raw)
-    if header is None:
-        return raw
-    try:
-        count, size, digest = int(header["chunks"]), int(header["size"]), int(header["xxh3"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CoordinatorError(f"malformed chunk header at {path}: {exc}", cause=exc) from exc
-    pending = [client.get_async(f"{path}/chunk-{i:04d}") for i in range(count)]
-    try:
-        data = b"".join(p.get(timeout=timeout)[0] for p in pending)
-    except NoNodeError as exc:
-        raise ChunkPending(f"{path}: a chunk is missing", cause=exc) from exc
-    if len(data) != size or xxhash.xxh3_64_intdigest(data) != digest:
-        raise ChunkPending(f"{path}: chunks do not match their header")
-    return data
-
-
-def write_chunks(
-    client: KazooClient, path: str, data: bytes, chunk_bytes: int,
-    begin: Callable[[], Any], commit: Callable[[Any, str], None],
-) -> bytes:
-    """Write ``data`` as the PENDING node ``path`` and its chunks; return the header to publish.
-
-    ``path`` must not exist (clear it first: :func:`descendants`). Each chunk is one transaction
-    from ``begin()`` (a leader's fenced transaction, or a plain one) committed by ``commit(txn,
-    what)``, which raises on failure. The caller publishes the returned header with
-    ``set_data(path, header, version=0)``; until then readers see PENDING.
-    """
-    chunks = [data[i:i + chunk_bytes] for i in range(0, len(data), chunk_bytes)]
-    for index, chunk in enumerate(chunks):
-        txn = begin()
-        if index == 0:
-            txn.create(path, PENDING)
-        txn.create(f"{path}/chunk-{index:04d}", chunk)
-        commit(txn, f"chunk {index} of {path}")
-    return chunk_header(data, len(chunks))
-
-
-def descendants(client: KazooClient, path: str) -> list[str]:
-    """``path`` and everything under it, children before parents (the order deletes need);
-    empty when ``path`` does not exist."""
-    try:
-        children = client.get_children(path)
-    except NoNodeError:
-        return []
-    result: list[str] = []
-    for child in children:
-        result.extend(descendants(client, f"{path}/{child}"))
-    result.append(path)
-    return result
-
-
-def create_once(
-    client: KazooClient, path: str, data: bytes, chunk_bytes: int, lock_path: str, timeout: float,
-) -> bytes:
-    """Store ``data`` at ``path`` unless a value is already stored there; return the stored value.
-
-    Writers serialise on a kazoo lock at ``lock_path`` (its nodes are ephemeral, so a writer that
-    dies releases it). Under the lock, a complete value wins; a PENDING or incomplete node can only
-    be the debris of a writer that died mid-write, and is replaced. A small value is one plain
-    create, a large one chunks plus its header. Raises CoordinatorError when the lock is not
-    acquired in ``timeout`` seconds.
-    """
-    lock = client.Lock(lock_path)
-    if not lock.acquire(timeout=timeout):
-        raise CoordinatorError(f"lock {lock_path} not acquired in {timeout}s")
-    try:
-        try:
-            raw, _ = client.get(path)
-            return read_value(client, path, raw, timeout)
-        except NoNodeError:
-            pass
-        except ChunkPending:
-            logger.warning("replacing %s, left incomplete by a writer that died", path)
-            txn = client.transaction()
-            for doomed in descendants(client, path):
-                txn.delete(doomed)
-            commit_or_raise(txn)
-        if len(data) <= chunk_bytes:
-            client.create(path, data)
-        else:
-            header = write_chunks(client, path, data, chunk_bytes, client.transaction,
-                                  lambda txn, _what: commit_or_raise(txn))
-            client.set(path, header, version=0)
-        return data
-    finally:
-        lock.release()
-
-
-def pin_names(client: KazooClient, folder: str, values: Mapping[str, str], timeout: float) -> dict[str, str]:
-    """Create-once ``folder/<name>`` holding ``value`` (UTF-8) for each item; return the stored value
-    of every name (an existing node wins). Names must be safe path segments (the caller checks)."""
-    client.ensure_path(folder)
-    creates = {name: client.create_async(f"{folder}/{name}", value.encode()) for name, value in values.items()}
-    result: dict[str, str] = {}
-    deadline = time.monotonic() + timeout
-    for name, pending in creates.items():
-        try:
-            pending.get(timeout=max(0.0, deadline - time.monotonic()))
-            result[name] = values[name]
-        except NodeExistsError:
-            result[name] = client.get(f"{folder}/{name}")[0].decode()
-    return result
-
-
-class ManifestStore:
-    """Committed manifests at ``<folder>/<epoch>`` (epoch 0: the pinned initial manifest), with a
-    read cache (a manifest never changes once committed). Thread-safe."""
-
-    def __init__(self, client: KazooClient, folder: str, timeout: float, keep: int) -> None:
+    def __init__(self, client: KazooClient, config: CoordinatorConfig, metrics: CoordinatorMetrics) -> None:
         self._client = client
-        self._folder = folder
-        self._timeout = timeout
-        self._keep = keep
+        self.config = config
+        self.base = layout.pipeline_path(config)
+        self._metrics = metrics
+        self._timeout = config.session_timeout
+        self._manifests = ManifestStore(client, self.base, config.session_timeout, config.manifests_to_keep)
         self._lock = threading.Lock()
-        self._cache: dict[int, Manifest] = {}
+        self._cache: dict[str, tuple[bytes, int]] = {}  # path -> (data, data version)
+        self._assembled: dict[str, tuple[bytes, bytes]] = {}  # chunked ack path -> (header, value)
+        self.on_change: Callable[[], None] = lambda: None
 
-    def read(self, epoch: int) -> Manifest:
-        """Manifest ``epoch``; CoordinatorError when absent (never written, collected) or malformed."""
-        manifest = self.find(epoch)
-        if manifest is None:
-            raise CoordinatorError(f"manifest {epoch} does not exist (never committed or pinned, or collected)")
-        return manifest
+    def path(self, relative: str) -> str:
+        """The absolute path of a layout path."""
+        return f"{self.base}/{relative}"
 
-    def find(self, epoch: int) -> Manifest | None:
-        """Manifest ``epoch``, or None when absent or still being written; CoordinatorError when malformed."""
-        with self._lock:
-            cached = self._cache.get(epoch)
-        if cached is not None:
-            return cached
-        path = f"{self._folder}/{epoch_name(epoch)}"
-        try:
-            data = read_value(self._client, path, self._client.get(path)[0], self._timeout)
-        except (NoNodeError, ChunkPending):
-            return None
-        manifest = Manifest.from_json(data)
-        if manifest.epoch != epoch:
-            raise CoordinatorError(f"{path} holds manifest {manifest.epoch}")
-        self.remember(manifest)
-        return manifest
+    def _kick_watch(self, _event: WatchedEvent) -> None:
+        self.on_change()
 
-    def remember(self, manifest: Manifest) -> None:
-        """Cache ``manifest`` (written by this process); old entries are dropped, never epoch 0."""
-        with self._lock:
-            self._cache[manifest.epoch] = manifest
-            for old in [e for e in self._cache if 0 < e < manifest.epoch - 2 * self._keep]:
-                del self._cache[old]
-
-    def clear(self) -> None:
+    def clear_cache(self) -> None:
+        """Forget every cached read (watches may have been missed while disconnected)."""
         with self._lock:
             self._cache.clear()
+            self._assembled.clear()
+
+    def forget_manifests(self) -> None:
+        """Drop the manifest cache (the next reads go to ZooKeeper)."""
+        self._manifests.clear()
+
+    # ---- the leader's side ------------------------------------------------------------------------
+
+    def read_view(self, now_ms: int) -> tuple[View, int]:
+        client, timeout = self._client, self._timeout
+        register = client.get_async(self.path(layout.ASSIGNMENT), watch=self._kick_watch)
+        names_async = client.get_children_async(self.path(layout.MEMBERS), watch=self._kick_watch)
+        candidates_async = client.get_children_async(self.path(layout.LEADER))
+        load_path = self.path(layout.VNODE_LOAD)
+        try:
+            data, stat = register.get(timeout=timeout)
+            control: ControlState | None = ControlState.from_json(data)
+            version = stat.version
+        except NoNodeError:
+            client.exists(self.path(layout.ASSIGNMENT), watch=self._kick_watch)
+            control, version = None, -1
+        acks_async = ready_async = rejected_async = None
+        if control is not None and control.open_epoch:
+            acks_async = client.get_children_async(self.path(layout.acks_folder(control.open_epoch)),
+                                                   watch=self._kick_watch)
+            rejected_async = client.get_children_async(self.path(layout.rejected_folder(control.open_epoch)))
+        if control is not None and control.round is not None:
+            ready_async = client.get_children_async(
+                self.path(layout.ready_folder(control.round.drain_id.target_version)), watch=self._kick_watch)
+        names = [n for n in names_async.get(timeout=timeout) if n.isdigit()]
+        candidates = [c for c in candidates_async.get(timeout=timeout) if c.startswith(layout.CANDIDATE_PREFIX)]
+        member_paths = {int(n): self.path(layout.member_path(int(n))) for n in names}
+        candidate_paths = [self.path(layout.candidate_path(c)) for c in candidates]
+        ack_paths: list[str] = []
+        if acks_async is not None and control is not None:
+            folder = self.path(layout.acks_folder(control.open_epoch))
+            ack_paths = [f"{folder}/{n}" for n in acks_async.get(timeout=timeout)]
+        found = self._cached_reads(list(member_paths.values()) + candidate_paths + [load_path] + ack_paths)
+        members = {n: Member.from_json(n, found[p][0]) for n, p in member_paths.items() if p in found}
+        versions = {n: found[p][1] for n, p in member_paths.items() if p in found}
+        elected = {c: found[p][0] for c, p in zip(candidates, candidate_paths) if p in found}
+        load = layout.parse_vnode_load(found[load_path][0]) if load_path in found else {}
+        acks: list[EpochAck] = []
+        for path in ack_paths:
+            value = self._ack_value(path, found[path][0]) if path in found else None
+            if value is None:
+                continue
+            try:
+                acks.append(EpochAck.from_json(value))
+            except CodecError as exc:
+                logger.warning("ignoring malformed ack %s: %s", path, exc.message)
+        ready: set[tuple[int, str]] = set()
+        if ready_async is not None:
+            for name in ready_async.get(timeout=timeout):
+                try:
+                    ready.add(layout.parse_ack_name(name))
+                except CodecError:
+                    continue
+        rejections: frozenset[str] = frozenset()
+        if rejected_async is not None:
+            try:
+                rejections = frozenset(rejected_async.get(timeout=timeout))
+            except NoNodeError:
+                pass
+        if control is not None and control.last_epoch:
+            latest = self._manifests.read(control.last_epoch)
+        else:
+            latest = self._manifests.find(0)  # the pinned initial manifest, if any
+        with self._lock:  # acks of closed epochs are never read again
+            for path in [p for p in self._cache if "/epochs/" in p and p not in ack_paths]:
+                del self._cache[path]
+            for path in [p for p in self._assembled if p not in ack_paths]:
+                del self._assembled[path]
+        view = View(control, members, now_ms, tuple(acks), frozenset(ready), load, latest,
+                    self._member_fences(members, versions, elected), rejections)
+        return view, version
+
+    @staticmethod
+    def _member_fences(
+        members: Mapping[int, Member], versions: Mapping[int, int], candidates: Mapping[str, bytes]
+    ) -> dict[int, MemberFence]:
+        """Per member: its member node at the data version read and the election node of its boot. A
+        member whose election node is not there yet (between its two creates) has none."""
+        by_boot: dict[tuple[int, str], str] = {}
+        for name, raw in candidates.items():
+            try:
+                by_boot[layout.parse_candidate(raw)] = name
+            except CodecError:
+                continue
+        result: dict[int, MemberFence] = {}
+        for node, member in members.items():
+            candidate = by_boot.get((node, member.boot_id))
+            if candidate is not None:
+                result[node] = MemberFence(node, versions[node], candidate)
+        return result
+
+    def _cached_reads(self, paths: list[str]) -> dict[str, tuple[bytes, int]]:
+        """``(data, data version)`` of ``paths`` (missing ones omitted), from the watch-invalidated
+        cache or one parallel batch of reads that re-arm the watches."""
+        with self._lock:
+            result = {p: self._cache[p] for p in paths if p in self._cache}
+        pending = {p: self._client.get_async(p, watch=self._invalidate) for p in paths if p not in result}
+        for path, async_result in pending.items():
+            try:
+                data, stat = async_result.get(timeout=self._timeout)
+            except NoNodeError:
+                continue
+            result[path] = (data, stat.version)
+            with self._lock:
+                self._cache[path] = result[path]
+        return result
+
+    def _invalidate(self, event: WatchedEvent) -> None:
+        with self._lock:
+            self._cache.pop(event.path, None)
+        self.on_change()
+
+    def _ack_value(self, path: str, raw: bytes) -> bytes | None:
+        """An ack's bytes (reassembled when chunked; None while it is being written)."""
+        try:
+            cached = self._assembled.get(path)
+            if cached is not None and cached[0] == raw:
+                return cached[1]
+            value = read_value(self._client, path, raw, self._timeout)
+        except ChunkPending:
+            return None  # the header's publication fires the data watch: read again then
+        except CodecError as exc:
+            logger.warning("ignoring ack %s: %s", path, exc.message)
+            return None
+        if value is not raw:
+            with self._lock:
+                self._assembled[path] = (raw, value)
+        return value
+
+    def apply(self, term: Leadership, step: Step, expected_version: int) -> None:
+        """One fenced transaction (plus, for a large manifest, fenced chunk writes first)."""
+        creates: list[tuple[str, bytes]] = []
+        headers: list[tuple[str, bytes]] = []
+        for intent in step.intents:
+            for relative, data in layout.intent_records(intent):
+                if len(data) > layout.MANIFEST_CHUNK_BYTES:
+                    path = self.path(relative)
+                    headers.append((path, self._write_chunked(term, expected_version, path, data)))
+                else:
+                    creates.append((self.path(relative), data))
+        txn = self._client.transaction()
+        txn.check(term.candidate, 0)
+        if expected_version < 0:
+            txn.create(self.path(layout.ASSIGNMENT), step.control.to_json())
+        else:
+            txn.set_data(self.path(layout.ASSIGNMENT), step.control.to_json(), version=expected_version)
+        for fence in step.fences:
+            for relative, version in layout.fence_checks(fence):
+                txn.check(self.path(relative), version)
+        for path, header in headers:
+            txn.set_data(path, header, version=0)
+        for path, data in creates:
+            txn.create(path, data)
+        self._commit(txn, f"{step.kind} v{step.control.version}")
+        if step.manifest is not None:
+            self._manifests.remember(step.manifest)
+
+    def _commit(self, txn: Any, what: str) -> None:
+        self._metrics.bump("zk_transactions")
+        self._metrics.bump("zk_write_ops", len(txn.operations))
+        try:
+            results = txn.commit()
+        except SessionExpiredError as exc:  # our session (and so our election node) is gone
+            raise FencedError(f"leader write rejected ({what}): session expired", cause=exc) from exc
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            cause = next((f for f in failures if type(f).__name__ != "RolledBackError"), failures[0])
+            raise FencedError(f"leader write rejected ({what}): {type(cause).__name__}", cause=cause)
+
+    def _fence(self, term: Leadership, expected_version: int) -> Any:
+        txn = self._client.transaction()
+        txn.check(term.candidate, 0)
+        if expected_version >= 0:
+            txn.check(self.path(layout.ASSIGNMENT), expected_version)
+        return txn
+
+    def _write_chunked(self, term: Leadership, expected_version: int, path: str, data: bytes) -> bytes:
+        """Write a large node PENDING + chunks, one fenced transaction per chunk, after clearing the
+        debris of a leader that died mid-write; return the header the step publishes."""
+        debris = descendants(self._client, path)
+        if debris:
+            txn = self._fence(term, expected_version)
+            for doomed in debris:
+                txn.delete(doomed)
+            self._commit(txn, f"clear {path}")
+        return write_chunks(self._client, path, data, layout.MANIFEST_CHUNK_BYTES,
+                            lambda: self._fence(term, expected_version), self._commit)
+
+    def collect_garbage(self, term: Leadership, control: ControlState, keep: int) -> None:
+        """Fenced and best effort; the pinned initial manifest (checkpoint 0) is never deleted."""
+        doomed: list[str] = []
+        for folder, limit in ((layout.CHECKPOINTS, control.last_epoch - keep),
+                              (layout.EPOCHS, control.last_epoch - keep), (layout.ROUNDS, control.version - keep)):
+            for name in self._client.get_children(self.path(folder)):
+                if name.isdigit() and 0 < int(name) <= limit:
+                    doomed.append(self.path(f"{folder}/{name}"))
+        if not doomed:
+            return
+        try:
+            ops = [op for path in doomed for op in descendants(self._client, path)]
+            for start in range(0, len(ops), _GC_BATCH):
+                txn = self._fence(term, -1)
+                for path in ops[start:start + _GC_BATCH]:
+                    txn.delete(path)
+                self._commit(txn, "garbage collection")
+        except FencedError as exc:
+            self._metrics.fenced_writes_rejected += 1
+            logger.info("garbage collection deferred: %r", exc)
+        except KazooException as exc:
+            logger.info("garbage collection deferred: %r", exc)
+
+    # ---- the nodes' side ------------------------------------------------------------------------
+
+    def read_register(self, watch: Callable[[WatchedEvent], None] | None = None) -> ControlState | None:
+        try:
+            data, _ = self._client.get(self.path(layout.ASSIGNMENT), watch=watch)
+        except NoNodeError:
+            if watch is not None:
+                self._client.exists(self.path(layout.ASSIGNMENT), watch=watch)
+            return None
+        return ControlState.from_json(data)
+
+    def read_members(self) -> dict[int, Member]:
+        names = self._client.get_children(self.path(layout.MEMBERS))
+        pending = {int(n): self._client.get_async(self.path(layout.member_path(int(n))))
+                   for n in names if n.isdigit()}
+        result: dict[int, Member] = {}
+        for node, async_result in pending.items():
+            try:
+                data, _ = async_result.get(timeout=self._timeout)
+            except NoNodeError:
+                continue
+            result[node] = Member.from_json(node, data)
+        return result
+
+    def read_manifest(self, epoch: int) -> Manifest | None:
+        return self._manifests.find(epoch)
+
+    def read_rejection(self, epoch: int, name: str) -> str | None:
+        try:
+            raw, _ = self._client.get(self.path(layout.rejection_path(epoch, name)))
+        except NoNodeError:
+            return None
+        return layout.parse_rejection(raw)
+
+    def write_ack(self, ack: EpochAck) -> None:
+        """Create or overwrite the ack node. Over MANIFEST_CHUNK_BYTES: replace it by PENDING +
+        chunks, then publish the header (readers skip the ack meanwhile, and the header's publication
+        fires their data watch). A small ack overwriting a chunked one just replaces the data (the
+        old chunks are ignored, and collected with the epoch)."""
+        path, data = self.path(layout.ack_path(ack.epoch, ack.node_id, ack.boot_id)), ack.to_json()
+        try:
+            if len(data) <= layout.MANIFEST_CHUNK_BYTES:
+                try:
+                    self._client.create(path, data)
+                except NodeExistsError:
+                    self._client.set(path, data)
+                return
+            debris = descendants(self._client, path)
+            if debris:
+                txn = self._client.transaction()
+                for doomed in debris:
+                    txn.delete(doomed)
+                commit_or_raise(txn)
+            header = write_chunks(self._client, path, data, layout.MANIFEST_CHUNK_BYTES, self._client.transaction,
+                                  lambda txn, _what: commit_or_raise(txn))
+            self._client.set(path, header, version=0)
+        except NoNodeError as exc:
+            raise EpochGone(f"epoch {ack.epoch} is closed", cause=exc) from exc
+        except SessionExpiredError as exc:
+            raise FencedError(f"ack of epoch {ack.epoch}: session expired", cause=exc) from exc
+
+    def write_ready(self, drain_id: AssignmentDrainId, node_id: int, boot_id: str) -> None:
+        try:
+            self._client.create(self.path(layout.ready_path(drain_id.target_version, node_id, boot_id)), b"")
+        except NodeExistsError:
+            pass
+        except NoNodeError as exc:
+            raise RoundError(f"round {drain_id} no longer exists", cause=exc) from exc
+
+    def pin_initial(self, manifest: Manifest) -> Manifest:
+        """``checkpoints/<epoch 0>``, create-once under the lock ``locks/pin`` (chunked when large)."""
+        stored = create_once(self._client, self.path(layout.checkpoint_path(0)), manifest.to_json(),
+                             layout.MANIFEST_CHUNK_BYTES, self.path(layout.PIN_LOCK), self._timeout * 3)
+        pinned = Manifest.from_json(stored)
+        self._manifests.remember(pinned)
+        return pinned
+
+    def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
+        return pin_names(self._client, self.path(layout.TOPICS), ids, self._timeout)
+
+    def write_vnode_load(self, load: Mapping[int, int]) -> None:
+        data, path = layout.vnode_load_data(load), self.path(layout.VNODE_LOAD)
+        try:
+            self._client.set(path, data)
+        except NoNodeError:
+            try:
+                self._client.create(path, data)
+            except NodeExistsError:
+                self._client.set(path, data)
+

@@ -2,7 +2,7 @@
 
 One run per seed (:func:`run_seed`):
 
-1. plan (:mod:`cluster.chaos_plan`, pure): the seed's fault kinds and their schedule;
+1. plan (:mod:`devstack.chaos_plan`, pure): the seed's fault kinds and their schedule;
 2. stack: a 3-broker Kafka (replication 3, min.insync.replicas 2) when the plan kills brokers, a
    3-server ZooKeeper ensemble when it kills ZooKeeper servers, else one of each; a stack of the
    same shape is reused by the next run (each run has its own topics, pipeline and output);
@@ -10,9 +10,9 @@ One run per seed (:func:`run_seed`):
    transactions when the plan has ``transactions``), ``node_count`` ``laminar-kafka run`` processes
    (``--topic re:<prefix>\\..*`` when the plan grows topics; each in its own network namespace when
    it has network faults; the output on a tmpfs of its own when it has output faults);
-4. the faults (:mod:`cluster.chaos_faults`), in order, each no earlier than its ``at_s`` and after the
+4. the faults (:mod:`devstack.chaos_faults`), in order, each no earlier than its ``at_s`` and after the
    previous one recovered (bounded); a monitor thread measures each fault's recovery (defined in
-   :mod:`cluster.chaos_report`) and supervises the nodes (an unexpected exit is recorded and the node
+   :mod:`devstack.chaos_report`) and supervises the nodes (an unexpected exit is recorded and the node
    restarted, as a service manager would);
 5. production stops; catch-up: every partition's durable cursor reaches its final high watermark
    (bounded); then the exactly-once audit (:mod:`cluster.verify`) of every topic, plus the producer's
@@ -20,14 +20,14 @@ One run per seed (:func:`run_seed`):
 
 A run's directory (node logs, ``events.log``, ``plan.json``, ``result.json``) is removed when the run
 is OK and kept (its path printed) otherwise, or when a node exited by itself in a run without output
-faults (not an exactly-once violation, but worth reading). The command (:mod:`cluster.chaos_cli`) exits 0 only when
+faults (not an exactly-once violation, but worth reading). The command (`laminar-kafka chaos`, in :mod:`cluster.cli_dev`) exits 0 only when
 every run ended exact and caught up.
 
 Modules: ``chaos_plan`` (the pure schedule), ``chaos_faults`` (the registry; kinds in
 ``chaos_faults_nodes`` and ``chaos_faults_infra``, shared types in ``chaos_fault_api``),
 ``chaos_nodes`` (processes, supervision), ``chaos_producer``, ``chaos_cluster`` (probe, session
 expiry, output mount), ``chaos_monitor`` (stack reuse, recovery), ``chaos_report`` (results, table),
-``chaos_evidence`` (first evidence of a violation), ``chaos_cli``.
+``chaos_evidence`` (first evidence of a violation); the command is in ``cluster/cli_dev.py``.
 """
 from __future__ import annotations
 
@@ -46,15 +46,18 @@ from pathlib import Path
 
 import numpy as np
 
-from cluster.chaos_cluster import ChaosError, ClusterProbe, OutputMount, tp_key
-from cluster.chaos_faults import FAULTS, FaultContext, TopicBook
-from cluster.chaos_monitor import Monitor, StackPool
-from cluster.chaos_nodes import NodeSet, python_node_argv
-from cluster.chaos_plan import KINDS, FaultEvent, RunPlan, plan_run
-from cluster.chaos_producer import ChaosProducer
-from cluster.chaos_report import FaultResult, RunResult
-from cluster.demo import create_topic
-from cluster.devstack import DevStack
+from devstack.chaos_cluster import ChaosError, ClusterProbe, OutputMount, tp_key
+from devstack.chaos_faults import FAULTS, FaultContext, TopicBook
+from devstack.chaos_monitor import Monitor, StackPool
+from devstack.chaos_nodes import NodeSet
+from devstack.chaos_plan import KINDS, FaultEvent, RunPlan, plan_run
+from devstack.chaos_producer import ChaosProducer
+from devstack.chaos_report import FaultResult, RunResult
+from devstack.errors import WaitTimeout
+from devstack.processes import node_command
+from devstack.stack import DevStack
+from devstack.topics import create_topic
+from devstack.waiting import wait_until
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +119,11 @@ class _Run:
         logger.info("seed %d: %s", self.plan.seed, line)
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> float:
-        started = time.monotonic()
-        while not predicate():
-            if time.monotonic() - started > timeout:
-                raise ChaosError(f"{what} did not happen within {timeout:.0f}s")
-            time.sleep(0.1)
-        return time.monotonic() - started
+        """:func:`devstack.waiting.wait_until` polling every 0.1 s; a timeout raises ChaosError."""
+        try:
+            return wait_until(predicate, timeout, what, interval=0.1)
+        except WaitTimeout as exc:
+            raise ChaosError(str(exc)) from exc
 
 
 def _node_flags(run: _Run, stack: DevStack, output: Path, topic_arg: str) -> Callable[[int], list[str]]:
@@ -135,7 +137,7 @@ def _node_flags(run: _Run, stack: DevStack, output: Path, topic_arg: str) -> Cal
         extra += ["--topology-interval-ms", "1000"]
 
     def argv(node_id: int) -> list[str]:
-        return python_node_argv([
+        return node_command([
             "--bootstrap", stack.bootstrap, "--zk", stack.zk_hosts,
             "--topic", topic_arg, "--output", str(output), "--pipeline", run.prefix,
             "--node-id", str(node_id), *extra,
@@ -147,11 +149,9 @@ _namespace_counter = 0
 
 
 def _network_factory(run: _Run, stack: DevStack) -> Callable[[int], object]:
-    """Each node in a network namespace of its own (cluster.netfaults); ChaosError when unavailable."""
-    try:
-        from cluster import netfaults  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise ChaosError(f"network faults need cluster.netfaults, which is missing: {exc}") from exc
+    """Each node in a network namespace of its own (devstack.netfaults); ChaosError when unavailable."""
+    from devstack import netfaults
+
     available, reason = netfaults.network_faults_available()
     if not available:
         raise ChaosError(f"network faults are not available here: {reason}")
@@ -252,7 +252,7 @@ def _audit(run: _Run, producer: ChaosProducer, output: Path, bootstrap: str) -> 
                 result.evidence.append(f"{topic}:{partition}: {leaked.size} aborted record(s) in the output, "
                                        f"first offsets {leaked[:5].tolist()}")
         if not report.ok:
-            from cluster.chaos_evidence import describe
+            from devstack.chaos_evidence import describe
 
             result.evidence += describe(fs, root, topic, report)
     result.audited = True

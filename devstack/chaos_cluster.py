@@ -6,7 +6,7 @@
 - :class:`OutputMount`: the output directory as a tmpfs of its own, which output faults remount
   read-only or fill up.
 
-The producer is :mod:`cluster.chaos_producer`, the node processes :mod:`cluster.chaos_nodes`.
+The producer is :mod:`devstack.chaos_producer`, the node processes :mod:`devstack.chaos_nodes`.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from cluster.errors import ClusterError
+from devstack.errors import DevStackError
 from coordinator.model import ControlState
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ __all__ = ["ChaosError", "ClusterProbe", "OutputMount", "TPKey", "expire_session
 TPKey = str  # "topic:partition", the manifest's cursor key
 
 
-class ChaosError(ClusterError):
+class ChaosError(DevStackError):
     """A chaos run could not set up or apply a fault (not an exactly-once verdict)."""
 
 

@@ -1,9 +1,9 @@
 """What a chaos fault sees and returns: :class:`FaultContext`, :class:`Injection`, the
 :class:`Fault` base class, and the resolution of node roles (a random node, the leader).
 
-The kinds themselves are in :mod:`cluster.chaos_faults_nodes` (processes and sessions) and
-:mod:`cluster.chaos_faults_infra` (topics, servers, network, producer, output); the registry is
-:data:`cluster.chaos_faults.FAULTS`.
+The kinds themselves are in :mod:`devstack.chaos_faults_nodes` (processes and sessions) and
+:mod:`devstack.chaos_faults_infra` (topics, servers, network, producer, output); the registry is
+:data:`devstack.chaos_faults.FAULTS`.
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cluster.chaos_cluster import ChaosError, ClusterProbe, OutputMount
-from cluster.chaos_nodes import NodeSet
-from cluster.chaos_plan import FaultEvent
-from cluster.chaos_producer import ChaosProducer
-from cluster.devstack import DevStack
+from devstack.chaos_cluster import ChaosError, ClusterProbe, OutputMount
+from devstack.chaos_nodes import NodeSet
+from devstack.chaos_plan import FaultEvent
+from devstack.chaos_producer import ChaosProducer
+from devstack.stack import DevStack
 
 __all__ = ["Fault", "FaultContext", "Injection", "TopicBook", "kill_node", "resolve_node", "restart_heal"]
 

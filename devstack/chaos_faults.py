@@ -8,18 +8,18 @@ for the report, and partitions that appeared because of the fault (their first r
 durable before the fault counts as recovered). Every wait is bounded and polls; nothing sleeps
 longer than the event asks for.
 
-The kinds live in :mod:`cluster.chaos_faults_nodes` (processes and sessions) and
-:mod:`cluster.chaos_faults_infra` (topics, servers, network, producer, output); what they share in
-:mod:`cluster.chaos_fault_api`.
+The kinds live in :mod:`devstack.chaos_faults_nodes` (processes and sessions) and
+:mod:`devstack.chaos_faults_infra` (topics, servers, network, producer, output); what they share in
+:mod:`devstack.chaos_fault_api`.
 """
 from __future__ import annotations
 
-from cluster.chaos_fault_api import Fault, FaultContext, Injection, TopicBook
-from cluster.chaos_faults_infra import (
+from devstack.chaos_fault_api import Fault, FaultContext, Injection, TopicBook
+from devstack.chaos_faults_infra import (
     AbortBurst, AddPartitions, BrokerKill, NetworkCut, NewTopic, OutputFault, SlowLinks, ZooKeeperKill,
 )
-from cluster.chaos_faults_nodes import Churn, Join, LeaderKill, Leave, NodeKill, RoundKill, SessionExpiry, Zombie
-from cluster.chaos_plan import KINDS
+from devstack.chaos_faults_nodes import Churn, Join, LeaderKill, Leave, NodeKill, RoundKill, SessionExpiry, Zombie
+from devstack.chaos_plan import KINDS
 
 __all__ = ["FAULTS", "Fault", "FaultContext", "Injection", "TopicBook"]
 

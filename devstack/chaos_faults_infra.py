@@ -1,5 +1,5 @@
 """Chaos faults around the nodes: topic growth, Kafka broker and ZooKeeper server kills, network cuts
-and slow links (:mod:`cluster.netfaults`), aborted transactions, and a read-only or full output."""
+and slow links (:mod:`devstack.netfaults`), aborted transactions, and a read-only or full output."""
 from __future__ import annotations
 
 import socket
@@ -7,10 +7,10 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from cluster.chaos_cluster import ChaosError
-from cluster.chaos_fault_api import Fault, FaultContext, Injection, resolve_node
-from cluster.chaos_plan import FaultEvent
-from cluster.demo import create_topic
+from devstack.chaos_cluster import ChaosError
+from devstack.chaos_fault_api import Fault, FaultContext, Injection, resolve_node
+from devstack.chaos_plan import FaultEvent
+from devstack.topics import create_topic
 
 __all__ = ["AbortBurst", "AddPartitions", "BrokerKill", "NetworkCut", "NewTopic", "OutputFault", "SlowLinks",
            "ZooKeeperKill"]
@@ -141,7 +141,7 @@ class ZooKeeperKill(Fault):
 
 
 # --------------------------------------------------------------------------------------------------
-# Network (cluster.netfaults), producer, output
+# Network (devstack.netfaults), producer, output
 
 
 class NetworkCut(Fault):

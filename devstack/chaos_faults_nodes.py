@@ -7,9 +7,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from cluster.chaos_cluster import ChaosError, expire_session
-from cluster.chaos_fault_api import Fault, FaultContext, Injection, kill_node, resolve_node, restart_heal
-from cluster.chaos_plan import FaultEvent
+from devstack.chaos_cluster import ChaosError, expire_session
+from devstack.chaos_fault_api import Fault, FaultContext, Injection, kill_node, resolve_node, restart_heal
+from devstack.chaos_plan import FaultEvent
 from coordinator.model import ControlState
 from coordinator.routing import partitions_by_vnode
 

@@ -1,6 +1,6 @@
 """Long-lived helpers of the chaos campaign: the dev stack reused across runs (:class:`StackPool`)
 and the per-run :class:`Monitor` that supervises the nodes and measures each fault's recovery (the
-definition is in :mod:`cluster.chaos_report`)."""
+definition is in :mod:`devstack.chaos_report`)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.chaos_cluster import ClusterProbe
-from cluster.chaos_nodes import NodeSet
-from cluster.chaos_report import FaultResult
-from cluster.devstack import DevStack
+from devstack.chaos_cluster import ClusterProbe
+from devstack.chaos_nodes import NodeSet
+from devstack.chaos_report import FaultResult
+from devstack.stack import DevStack
 
 logger = logging.getLogger(__name__)
 

@@ -1,14 +1,12 @@
 """The chaos campaign's node processes: ``laminar-kafka run`` by node id, each optionally inside its
-own network namespace (:mod:`cluster.netfaults`); a supervisor restarts a node that exits without
+own network namespace (:mod:`devstack.netfaults`); a supervisor restarts a node that exits without
 being told to (as systemd or Kubernetes would) and records every such exit."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,12 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.chaos_cluster import ChaosError
-from cluster.demo import NodeProcess
+from devstack.chaos_cluster import ChaosError
+from devstack.processes import NodeProcess
 
-logger = logging.getLogger(__name__)
-
-__all__ = ["NodeSet", "NodeSlot", "python_node_argv"]
+__all__ = ["NodeSet", "NodeSlot"]
 
 
 @dataclass
@@ -213,8 +209,3 @@ class NodeSet:
 def _last_line(process: NodeProcess) -> str:
     lines = [line for line in process.log_text()[-4000:].splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
-
-
-def python_node_argv(base: list[str]) -> list[str]:
-    """``python -m cluster.cli run`` + ``base`` (the node's flags)."""
-    return [sys.executable, "-m", "cluster.cli", "run", *base]

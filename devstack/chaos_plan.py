@@ -25,7 +25,7 @@ Spacing contract (what the unit tests check):
 - Holds: a zombie is paused past the session timeout; a network cut to ZooKeeper is either shorter
   than the session timeout (the session survives) or longer (it expires), both are drawn.
 
-The runner (``cluster.chaos``) treats ``at_s`` as the earliest start, relative to the start of the
+The runner (``devstack.chaos``) treats ``at_s`` as the earliest start, relative to the start of the
 fault phase, and also waits (bounded) for the previous fault's recovery before injecting the next.
 """
 from __future__ import annotations

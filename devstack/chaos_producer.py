@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from cluster.chaos_cluster import ChaosError, TPKey, tp_key
+from devstack.chaos_cluster import ChaosError, TPKey, tp_key
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """The container engine and the project's images, built from nothing but the reachable registries.
 
-    python -m cluster.containers check      # is there an engine, and can it run a container? (one line)
-    python -m cluster.containers engine     # start podman's Docker API if needed; print DOCKER_HOST
-    python -m cluster.containers build      # every image, idempotent and cached (`make images`)
-    python -m cluster.containers list       # the images and whether they are current
+    python -m devstack.containers check      # is there an engine, and can it run a container? (one line)
+    python -m devstack.containers engine     # start podman's Docker API if needed; print DOCKER_HOST
+    python -m devstack.containers build      # every image, idempotent and cached (`make images`)
+    python -m devstack.containers list       # the images and whether they are current
 
 The engine is whatever answers the Docker API: `DOCKER_HOST`, else `/var/run/docker.sock`, else
 podman's socket `/run/podman/podman.sock` (started here with `podman system service` when podman is
@@ -11,7 +11,7 @@ installed but its service is not running; `.ci/containers.sh` installs and confi
 
 Images (DESIGN section 13): a Debian base made by debootstrap from the host's own apt mirror and
 imported (no registry), a Java 17 image, a Python 3.11 image (a stand-in for python:3.11-slim), the
-pinned Kafka and ZooKeeper jars (`devstack.ensure_artifacts`, Maven Central) in a shared layer, the
+pinned Kafka and ZooKeeper jars (`devstack.artifacts.ensure_artifacts`, Maven Central) in a shared layer, the
 Kafka (KRaft) and ZooKeeper server images, and the node image from `docker/Dockerfile`. Each image
 carries a label with the hash of everything it was built from (recipe, build arguments, the
 parent's image id, every file of its build context); a build whose inputs did not change is
@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster import devstack
-from cluster.errors import ClusterError
+from devstack.artifacts import pinned_versions
+from devstack.errors import DevStackError
+from devstack.processes import log_tail
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER_DIR = REPO / "docker"
@@ -49,7 +50,7 @@ SUITE = "bookworm"
 PUBLIC_BASE = "debian:bookworm-slim"
 PUBLIC_PYTHON = "python:3.11-slim"
 
-_KAFKA_VERSION, _ZOOKEEPER_VERSION = devstack.pinned_versions()
+_KAFKA_VERSION, _ZOOKEEPER_VERSION = pinned_versions()
 BASE_IMAGE = f"laminar-base:{SUITE}"
 JAVA_IMAGE = "laminar-java:17"
 PYTHON_IMAGE = "laminar-python:3.11"
@@ -60,7 +61,7 @@ NODE_IMAGE = "laminar-kafka:latest"
 PROBE_IMAGE = "laminar-probe:1"
 
 
-class ContainerError(ClusterError):
+class ContainerError(DevStackError):
     """The container engine is missing or cannot run a container, or an image build failed.
 
     The message is one line saying what is missing (a build failure adds the tail of its log).
@@ -113,7 +114,7 @@ def start_podman_service(timeout: float = 15.0) -> None:
         if process.poll() is not None:
             break
         time.sleep(0.1)
-    tail = devstack.log_tail(log_dir / "podman-service.log", 3).replace("\n", " | ")
+    tail = log_tail(log_dir / "podman-service.log", 3).replace("\n", " | ")
     raise ContainerError(f"podman system service did not answer on {PODMAN_SOCKET}: {tail}")
 
 
@@ -244,11 +245,11 @@ def _import(client: Any, tar: Path, tag: str, changes: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# Command line: python -m cluster.containers check|engine|build|list
+# Command line: python -m devstack.containers check|engine|build|list
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster.containers", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devstack.containers", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("check", help="is there an engine, and can it run a container? (one line)")
     commands.add_parser("engine", help="start podman's Docker API when needed; print DOCKER_HOST=...")
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             kind = "podman" if is_podman(client) else "docker"
             print(f"containers: ok ({kind} at {os.environ['DOCKER_HOST']} runs containers)")
             return 0
-        from cluster.containers_images import RECIPE_KEYS, ImageBuilder, image_status
+        from devstack.containers_images import RECIPE_KEYS, ImageBuilder, image_status
 
         if args.command == "list":
             for key, tag, state in image_status(client):
@@ -290,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the canonical module's main: the image builder imports `cluster.containers`, whose
+    # Run the canonical module's main: the image builder imports `devstack.containers`, whose
     # ContainerError is not this `__main__` module's.
-    from cluster.containers import main as _main
+    from devstack.containers import main as _main
 
     sys.exit(_main())

@@ -1,7 +1,7 @@
 """`docker/compose.yaml` as one project: up, kill a service, exec, down, and what is left behind.
 
 The compose client is Debian's `docker-compose` 1.29 (or `docker compose` where that plugin exists),
-talking to whatever engine `cluster.containers.engine_url` finds. On podman, healthchecks only run
+talking to whatever engine `devstack.containers.engine_url` finds. On podman, healthchecks only run
 when something runs them (no systemd timers): `HealthcheckDriver` runs `podman healthcheck run`
 for the project's containers every few seconds while it is active; on Docker it does nothing.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.containers import DOCKER_DIR, ContainerError, engine_url
+from devstack.containers import DOCKER_DIR, ContainerError, engine_url
 
 COMPOSE_FILE = DOCKER_DIR / "compose.yaml"
 PROJECT_LABEL = "com.docker.compose.project"
@@ -94,7 +94,7 @@ class HealthcheckDriver:
         self.runs = 0
 
     def __enter__(self) -> HealthcheckDriver:
-        from cluster.containers import is_podman
+        from devstack.containers import is_podman
 
         if self.podman and is_podman(self.client):
             self._thread.start()

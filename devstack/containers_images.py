@@ -1,4 +1,4 @@
-"""The image recipes and their cached builds (`python -m cluster.containers build`).
+"""The image recipes and their cached builds (`python -m devstack.containers build`).
 
 Every recipe is a Dockerfile under `docker/` whose BASE build argument names its parent recipe's
 image, except the base image itself (debootstrap + import, or a pulled public image). The inputs
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from cluster import devstack
-from cluster.containers import (
+from devstack.artifacts import default_cache_dir, ensure_artifacts
+from devstack.processes import log_tail
+from devstack.containers import (
     BASE_IMAGE, DOCKER_DIR, IMAGES_DIR, INPUTS_LABEL, JAVA_IMAGE, JVM_SERVERS_IMAGE, KAFKA_IMAGE, NODE_IMAGE,
     PUBLIC_BASE, PUBLIC_PYTHON, PYTHON_IMAGE, RECIPE_VERSION, REPO, SUITE, ZOOKEEPER_IMAGE, ContainerError,
     _first_line, _import, check_container_runs,
@@ -48,7 +49,7 @@ def _images_file(*names: str) -> Callable[[], dict[str, Path]]:
 
 
 def _jvm_servers_context() -> dict[str, Path]:
-    return {"lib": devstack.ensure_artifacts(), "log4j2.properties": IMAGES_DIR / "log4j2.properties"}
+    return {"lib": ensure_artifacts(), "log4j2.properties": IMAGES_DIR / "log4j2.properties"}
 
 
 def _python_context() -> dict[str, Path]:
@@ -60,7 +61,7 @@ def _python_context() -> dict[str, Path]:
 
 
 def _node_context() -> dict[str, Path]:
-    return {name: REPO / name for name in ("pyproject.toml", "README.md", "kafka_source", "coordinator", "cluster")}
+    return {name: REPO / name for name in ("pyproject.toml", "README.md", "kafka_source", "coordinator", "cluster", "devstack")}
 
 
 RECIPES: tuple[Recipe, ...] = (
@@ -152,7 +153,7 @@ class ImageBuilder:
         self.client = client
         self.rebuild = rebuild
         self.log = log
-        self.cache = (cache_dir or devstack.default_cache_dir()) / "images"
+        self.cache = (cache_dir or default_cache_dir()) / "images"
         if bases == "auto":
             bases = "debootstrap" if shutil.which("debootstrap") and os.geteuid() == 0 else "public"
         self.bases = bases
@@ -282,7 +283,7 @@ class ImageBuilder:
                         error = str(chunk["error"]).strip()
                         log.write(f"ERROR: {error}\n")
             if error is not None:
-                raise ContainerError(f"building {recipe.tag} failed: {error}\n{devstack.log_tail(log_path, LOG_TAIL_LINES)}")
+                raise ContainerError(f"building {recipe.tag} failed: {error}\n{log_tail(log_path, LOG_TAIL_LINES)}")
         image = self.client.images.get(recipe.tag)
         if (image.labels or {}).get(INPUTS_LABEL) != inputs:
             raise ContainerError(f"the engine built {recipe.tag} without the label {INPUTS_LABEL}")
@@ -295,7 +296,7 @@ class ImageBuilder:
             log.flush()
             result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if result.returncode != 0:
-            raise ContainerError(f"{command[0]} failed ({result.returncode}):\n{devstack.log_tail(log_path, LOG_TAIL_LINES)}")
+            raise ContainerError(f"{command[0]} failed ({result.returncode}):\n{log_tail(log_path, LOG_TAIL_LINES)}")
 
 
 def image_status(client: Any) -> list[tuple[str, str, str]]:

@@ -1,6 +1,6 @@
 """The compose file's topic init: wait for Kafka and ZooKeeper, create the topic once, exit 0.
 
-    python -m cluster.containers_init --bootstrap kafka:9092 --zk zookeeper:2181 --topic orders --partitions 8
+    python -m devstack.containers_init --bootstrap kafka:9092 --zk zookeeper:2181 --topic orders --partitions 8
 
 Idempotent (an existing topic with the wanted partition count is success), bounded by --timeout, so
 the nodes can depend on it with `condition: service_completed_successfully` and need no healthcheck.
@@ -11,13 +11,13 @@ import argparse
 import sys
 import time
 
-from cluster import devstack
-from cluster.demo import create_topic
+from devstack.servers import kafka_healthy, zookeeper_session_ok
+from devstack.topics import create_topic
 
 
 def wait_ready(bootstrap: str, zk: str | None, deadline: float) -> None:
     """Until the broker answers metadata and (when given) ZooKeeper grants a session."""
-    while not devstack._kafka_healthy(bootstrap, 1) or (zk and not devstack._zookeeper_session_ok(zk)):
+    while not kafka_healthy(bootstrap, 1) or (zk and not zookeeper_session_ok(zk)):
         if time.monotonic() > deadline:
             raise TimeoutError(f"Kafka at {bootstrap}{f' or ZooKeeper at {zk}' if zk else ''} not ready in time")
         time.sleep(0.5)
@@ -37,7 +37,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, deadline: float) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cluster.containers_init", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devstack.containers_init", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--zk", default=None)
     parser.add_argument("--topic", required=True)

@@ -18,9 +18,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from cluster import devstack
-from cluster.containers import KAFKA_IMAGE, ZOOKEEPER_IMAGE, ContainerError, check_container_runs
-from cluster.errors import ServerStartError
+from devstack.artifacts import LOG_TAIL_LINES
+from devstack.containers import KAFKA_IMAGE, ZOOKEEPER_IMAGE, ContainerError, check_container_runs
+from devstack.errors import ServerStartError
+from devstack.processes import free_port, port_accepts
+from devstack.servers import DEFAULT_START_TIMEOUT_S, kafka_healthy, zookeeper_session_ok
 
 STACK_LABEL = "dev.laminar.stack"
 ROLE_LABEL = "dev.laminar.role"
@@ -40,11 +42,11 @@ def zookeeper_environment(heap: str = "-Xmx256m -Xms64m") -> dict[str, str]:
 
 
 def kafka_health(host_port: int) -> Callable[[], bool]:
-    return lambda: devstack._kafka_healthy(f"127.0.0.1:{host_port}", 1)
+    return lambda: kafka_healthy(f"127.0.0.1:{host_port}", 1)
 
 
 def zookeeper_health(host_port: int) -> Callable[[], bool]:
-    return lambda: devstack._zookeeper_session_ok(f"127.0.0.1:{host_port}")
+    return lambda: zookeeper_session_ok(f"127.0.0.1:{host_port}")
 
 
 @dataclass
@@ -66,19 +68,19 @@ class ServerContainer:
     def running(self) -> bool:
         return self.status() == "running"
 
-    def log_tail(self, lines: int = devstack.LOG_TAIL_LINES) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         with contextlib.suppress(Exception):
             return self.container.logs(tail=lines).decode(errors="replace")
         return ""
 
-    def wait_healthy(self, timeout: float = devstack.DEFAULT_START_TIMEOUT_S) -> float:
+    def wait_healthy(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
         """Block until the server serves clients; ServerStartError with its log when it exits or times out."""
         started = time.monotonic()
         while True:
             status = self.status()
             if status in ("exited", "dead", "removed"):
                 raise ServerStartError(f"container {self.name} {status} before becoming healthy:\n{self.log_tail()}")
-            if status == "running" and devstack.port_accepts(self.port) and self.health():
+            if status == "running" and port_accepts(self.port) and self.health():
                 return time.monotonic() - started
             if time.monotonic() - started > timeout:
                 raise ServerStartError(f"container {self.name} not healthy after {timeout:.0f}s:\n{self.log_tail()}")
@@ -121,8 +123,8 @@ class ServerContainer:
 
 @dataclass
 class ContainerGroup:
-    """Fault controls by index, named as the local launcher's (`devstack.KafkaCluster` and
-    `devstack.ZooKeeperEnsemble`), plus `stop_member` (a graceful stop that stays stopped)."""
+    """Fault controls by index, named as the local launcher's (`devstack.servers.KafkaCluster` and
+    `devstack.servers.ZooKeeperEnsemble`), plus `stop_member` (a graceful stop that stays stopped)."""
 
     members: list[ServerContainer] = field(default_factory=list)
 
@@ -132,11 +134,11 @@ class ContainerGroup:
     def stop_member(self, index: int = 0) -> None:
         self.members[index].stop()
 
-    def start_member(self, index: int = 0, timeout: float = devstack.DEFAULT_START_TIMEOUT_S) -> None:
+    def start_member(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
         self.members[index].start()
         self.members[index].wait_healthy(timeout)
 
-    def restart(self, index: int = 0, timeout: float = devstack.DEFAULT_START_TIMEOUT_S) -> None:
+    def restart(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
         self.members[index].restart()
         self.members[index].wait_healthy(timeout)
 
@@ -169,9 +171,9 @@ def run_server(
     try:
         client.images.get(image)
     except Exception as exc:  # noqa: BLE001 - not built yet
-        raise ContainerError(f"image {image} is missing: run `python -m cluster.containers build`", cause=exc) from exc
+        raise ContainerError(f"image {image} is missing: run `python -m devstack.containers build`", cause=exc) from exc
     for attempt in range(1, attempts + 1):
-        port = devstack.free_port()
+        port = free_port()
         environment = kafka_environment(port) if role == "kafka" else zookeeper_environment()
         health = kafka_health(port) if role == "kafka" else zookeeper_health(port)
         try:
@@ -200,7 +202,7 @@ class ContainerStack:
 
     @classmethod
     def launch(cls, client: Any, name: str, *, kafka: bool = True, zookeeper: bool = True,
-               timeout: float = devstack.DEFAULT_START_TIMEOUT_S) -> ContainerStack:
+               timeout: float = DEFAULT_START_TIMEOUT_S) -> ContainerStack:
         started = time.monotonic()
         stack = cls(name=name)
         labels = {STACK_LABEL: name}

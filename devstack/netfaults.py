@@ -50,24 +50,23 @@ Needs root and the `ip` command (Debian package iproute2); nothing else (no ipta
 
 The layer is split by concern; this module is its entry point and re-exports the public API:
 
-- :mod:`cluster.netfaults_model`: names, subnets, validation, `Endpoints`, `NetworkUnavailable`.
-- :mod:`cluster.netfaults_relay`: `TcpRelay`, the faults it applies, `GroupStats`.
-- :mod:`cluster.netfaults_ns`: `ip`, setns(2), listeners inside a namespace, owner records.
-- :mod:`cluster.netfaults_node`: `NodeNetwork`, and the registry of the networks open here.
-- :mod:`cluster.netfaults_host`: `network_faults_available`, `cleanup_stale`, subnet indexes.
+- :mod:`devstack.netfaults_model`: names, subnets, validation, `Endpoints`, `NetworkUnavailable`.
+- :mod:`devstack.netfaults_relay`: `TcpRelay`, the faults it applies, `GroupStats`.
+- :mod:`devstack.netfaults_ns`: `ip`, setns(2), listeners inside a namespace, owner records.
+- :mod:`devstack.netfaults_node`: `NodeNetwork`, and the registry of the networks open here.
+- :mod:`devstack.netfaults_host`: `network_faults_available`, `cleanup_stale`, subnet indexes.
 """
 from __future__ import annotations
 
-import logging
 
-from cluster.netfaults_host import (
+from devstack.netfaults_host import (
     _probe_pid,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     cleanup_stale,
     network_faults_available,
     unused_index,
     used_indexes,
 )
-from cluster.netfaults_model import (
+from devstack.netfaults_model import (
     DEFAULT_PREFIX,
     GROUPS,
     IFNAME_MAX,
@@ -84,15 +83,15 @@ from cluster.netfaults_model import (
     validate_latency,
     validate_mode,
 )
-from cluster.netfaults_node import NodeNetwork
-from cluster.netfaults_ns import (
+from devstack.netfaults_node import NodeNetwork
+from devstack.netfaults_ns import (
     OWNER_DIR,
     _process_start,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     owner_alive,
     parse_link_names,
     wrap_argv,
 )
-from cluster.netfaults_relay import GroupStats, TcpRelay
+from devstack.netfaults_relay import GroupStats, TcpRelay
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -122,5 +121,3 @@ __all__ = [
     "validate_mode",
     "wrap_argv",
 ]
-
-logger = logging.getLogger(__name__)

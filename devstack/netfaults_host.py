@@ -12,8 +12,8 @@ Contract:
   this process, and the first free one (racy across processes; `NodeNetwork.start()` refuses a
   clash rather than share a subnet).
 
-Builds on :mod:`cluster.netfaults_model`, :mod:`cluster.netfaults_ns` and the registry of open
-networks in :mod:`cluster.netfaults_node`.
+Builds on :mod:`devstack.netfaults_model`, :mod:`devstack.netfaults_ns` and the registry of open
+networks in :mod:`devstack.netfaults_node`.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from cluster.devstack import pid_alive
-from cluster.netfaults_model import (
+from devstack.processes import pid_alive
+from devstack.netfaults_model import (
     DEFAULT_PREFIX,
     IFNAME_MAX,
     INNER_INTERFACE,
@@ -37,8 +37,8 @@ from cluster.netfaults_model import (
     NetworkUnavailable,
     _check_index,
 )
-from cluster.netfaults_node import _OPEN
-from cluster.netfaults_ns import (
+from devstack.netfaults_node import _OPEN
+from devstack.netfaults_ns import (
     OWNER_DIR,
     _in_namespace,
     _ip,
@@ -53,7 +53,7 @@ from cluster.netfaults_ns import (
     owner_alive,
 )
 
-logger = logging.getLogger("cluster.netfaults")  # the whole layer logs under its entry point's name
+logger = logging.getLogger("devstack.netfaults")  # the whole layer logs under its entry point's name
 
 
 def network_faults_available() -> tuple[bool, str]:

@@ -2,7 +2,7 @@
 
 Contract: no I/O, no threads, no root. Everything here is deterministic and raises ValueError on
 bad input (NetworkUnavailable is defined here only so every netfaults module shares one error
-class; nothing here raises it). The other `cluster.netfaults_*` modules import from this one and
+class; nothing here raises it). The other `devstack.netfaults_*` modules import from this one and
 never the reverse:
 
 - `namespace_name`, `host_interface_name`, `subnet_addresses`: how a node's name and index map to
@@ -11,7 +11,7 @@ never the reverse:
 - `validate_group`, `validate_mode`, `validate_latency`: the checks every fault entry point runs.
 - `Endpoints`: the loopback server ports a node talks to, by server group (`GROUPS`).
 
-Public names are re-exported by :mod:`cluster.netfaults`, the entry point to import from.
+Public names are re-exported by :mod:`devstack.netfaults`, the entry point to import from.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from cluster.errors import ClusterError
+from devstack.errors import DevStackError
 
 GROUPS: tuple[str, ...] = ("kafka", "zookeeper", "other")
 """Server groups a fault applies to: Kafka brokers, ZooKeeper servers, and any other relayed port."""
@@ -38,7 +38,7 @@ _NAME_MAX = 48
 _CONTROL_TIMEOUT_S = 15.0  # longest wait for a cross-thread control call (relay loop, setns thread)
 
 
-class NetworkUnavailable(ClusterError):
+class NetworkUnavailable(DevStackError):
     """Network namespaces (or the relay inside one) cannot be set up here; the message is one line."""
 
 
@@ -164,7 +164,7 @@ class Endpoints:
 
     @classmethod
     def from_stack(cls, stack: Any) -> Endpoints:
-        """From a `cluster.devstack.DevStack` (its brokers' and ZooKeeper servers' client ports)."""
+        """From a `devstack.stack.DevStack` (its brokers' and ZooKeeper servers' client ports)."""
         return cls.from_hosts(stack.bootstrap, stack.zk_hosts)
 
     def by_group(self) -> dict[str, tuple[int, ...]]:

@@ -6,11 +6,11 @@ an owner record, and a `TcpRelay` with one listener inside the namespace per end
 `start()` is idempotent and undoes what it made before raising NetworkUnavailable; `close()` is
 idempotent and never raises. `cut`, `heal` and `set_latency` are remembered, so faults set before
 `start()` apply from the start. Every started network is in `_OPEN` until closed, and an atexit
-hook closes whatever is still open at a normal exit; :mod:`cluster.netfaults_host` reads `_OPEN` so
+hook closes whatever is still open at a normal exit; :mod:`devstack.netfaults_host` reads `_OPEN` so
 that cleanup and index allocation leave live networks of this process alone.
 
-Builds on :mod:`cluster.netfaults_model`, :mod:`cluster.netfaults_ns` and
-:mod:`cluster.netfaults_relay`.
+Builds on :mod:`devstack.netfaults_model`, :mod:`devstack.netfaults_ns` and
+:mod:`devstack.netfaults_relay`.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 
-from cluster.netfaults_model import (
+from devstack.netfaults_model import (
     DEFAULT_PREFIX,
     GROUPS,
     INNER_INTERFACE,
@@ -34,7 +34,7 @@ from cluster.netfaults_model import (
     validate_latency,
     validate_mode,
 )
-from cluster.netfaults_ns import (
+from devstack.netfaults_ns import (
     _in_namespace,
     _ip,
     _list_namespaces,
@@ -47,9 +47,9 @@ from cluster.netfaults_ns import (
     owner_alive,
     wrap_argv,
 )
-from cluster.netfaults_relay import GroupStats, TcpRelay
+from devstack.netfaults_relay import GroupStats, TcpRelay
 
-logger = logging.getLogger("cluster.netfaults")  # the whole layer logs under its entry point's name
+logger = logging.getLogger("devstack.netfaults")  # the whole layer logs under its entry point's name
 
 
 _OPEN: set[NodeNetwork] = set()

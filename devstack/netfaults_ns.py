@@ -13,7 +13,7 @@ Contract: thin, stateless wrappers over the host; no relay, no registry of open 
   very process (not a reused pid) still runs.
 
 Everything that creates or deletes host state needs root. Depends only on
-:mod:`cluster.netfaults_model`.
+:mod:`devstack.netfaults_model`.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from cluster.netfaults_model import _CONTROL_TIMEOUT_S, NetworkUnavailable
+from devstack.netfaults_model import _CONTROL_TIMEOUT_S, NetworkUnavailable
 
 OWNER_DIR = Path("/run/laminar-netfaults")
 _CLONE_NEWNET = 0x40000000

@@ -10,9 +10,9 @@ Contract: `TcpRelay` forwards connections accepted on the listening sockets it i
 - `set_latency(ms, group=None)`: each forwarded chunk waits `ms` in each direction, pipelined.
 
 One asyncio loop per relay, in a daemon thread; every public method is thread-safe and returns once
-the change is in force. It knows nothing of namespaces, root or `ip`: :mod:`cluster.netfaults_node`
+the change is in force. It knows nothing of namespaces, root or `ip`: :mod:`devstack.netfaults_node`
 hands it listeners made inside a namespace, and the unit tests hand it host loopback listeners.
-Depends only on :mod:`cluster.netfaults_model`.
+Depends only on :mod:`devstack.netfaults_model`.
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Coroutine, Iterable, TypeVar
 
-from cluster.netfaults_model import _CONTROL_TIMEOUT_S, GROUPS, validate_group, validate_latency, validate_mode
+from devstack.netfaults_model import _CONTROL_TIMEOUT_S, GROUPS, validate_group, validate_latency, validate_mode
 
-logger = logging.getLogger("cluster.netfaults")  # the whole layer logs under its entry point's name
+logger = logging.getLogger("devstack.netfaults")  # the whole layer logs under its entry point's name
 
 _CHUNK = 256 * 1024          # bytes read per recv; one send may join several due chunks up to this
 _HOLD_LIMIT = 4 * 1024 * 1024  # bytes a direction may hold (frozen or delayed) before it stops reading

@@ -18,12 +18,13 @@ or out-of-range integers, non-canonical partition numbers and invalid topic name
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, loads, parse_partition_key
+from coordinator.errors import CodecError
 from kafka_source.errors import CheckpointError
 
 __all__ = [
@@ -37,11 +38,6 @@ __all__ = [
 
 CONNECTOR_NAME: str = "kafka"
 CHECKPOINT_FORMAT_VERSION: int = 1
-_I64_MAX: int = 2**63 - 1
-_U64_MAX: int = 2**64 - 1
-_PARTITION_MAX: int = 2**31 - 1
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 _KEYS: frozenset[str] = frozenset({"connector", "format_version", "assignment_version", "offsets"})
 
 #: ``(topic, partition)``
@@ -53,24 +49,23 @@ def _is_int(value: object) -> bool:
 
 
 def format_key(topic: str, partition: int) -> str:
-    """The checkpoint key ``"topic:partition"``. Pre: valid Kafka topic name, 0 <= partition < 2**31."""
-    if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic) or topic in (".", ".."):
-        raise CheckpointError(f"invalid topic name {topic!r}")
-    if not _is_int(partition) or not 0 <= partition <= _PARTITION_MAX:
-        raise CheckpointError(f"invalid partition {partition!r} for topic {topic!r}")
-    return f"{topic}:{partition}"
+    """The checkpoint key ``"topic:partition"``. Pre: valid Kafka topic name, 0 <= partition < 2**31.
+
+    One implementation for the whole project: :func:`coordinator.codec.format_partition_key` (the
+    manifests' cursor keys), with its error raised as :class:`CheckpointError`.
+    """
+    try:
+        return format_partition_key(topic, partition)
+    except CodecError as exc:
+        raise CheckpointError(exc.message, cause=exc) from exc
 
 
 def parse_key(key: str) -> TopicPartitionKey:
     """Inverse of :func:`format_key`; raises :class:`CheckpointError` on any non-canonical key."""
-    if not isinstance(key, str):
-        raise CheckpointError(f"checkpoint key {key!r} is not a string")
-    topic, sep, part = key.rpartition(":")
-    if not sep or not _PARTITION_RE.fullmatch(part):
-        raise CheckpointError(f"checkpoint key {key!r} is not 'topic:partition'")
-    partition = int(part)
-    format_key(topic, partition)  # validates the topic and the partition range
-    return topic, partition
+    try:
+        return parse_partition_key(key)
+    except CodecError as exc:
+        raise CheckpointError(f"checkpoint {exc.message}", cause=exc) from exc
 
 
 @dataclass(frozen=True, eq=True)
@@ -93,13 +88,13 @@ class SourceCheckpoint:
             raise CheckpointError(f"checkpoint belongs to connector {self.connector!r}, not 'kafka'")
         if not _is_int(self.format_version) or self.format_version != CHECKPOINT_FORMAT_VERSION:
             raise CheckpointError(f"unsupported checkpoint format_version {self.format_version!r}")
-        if not _is_int(self.assignment_version) or not 0 <= self.assignment_version <= _U64_MAX:
+        if not _is_int(self.assignment_version) or not 0 <= self.assignment_version <= U64_MAX:
             raise CheckpointError(f"invalid assignment_version {self.assignment_version!r}")
         if not isinstance(self.offsets, Mapping):
             raise CheckpointError("checkpoint offsets must be a mapping")
         for key, offset in self.offsets.items():
             parse_key(key)
-            if not _is_int(offset) or not 0 <= offset <= _I64_MAX:
+            if not _is_int(offset) or not 0 <= offset <= OFFSET_MAX:
                 raise CheckpointError(f"invalid offset {offset!r} for {key!r}")
         object.__setattr__(self, "offsets", MappingProxyType(dict(sorted(self.offsets.items()))))
 
@@ -182,26 +177,11 @@ class SourceCheckpoint:
 
     @classmethod
     def from_json(cls, text: str) -> SourceCheckpoint:
-        def reject_constant(name: str) -> Any:
-            raise CheckpointError(f"checkpoint contains non-standard JSON constant {name}")
-
-        def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-            result: dict[str, Any] = {}
-            for key, value in pairs:
-                if key in result:
-                    raise CheckpointError(f"checkpoint contains duplicate key {key!r}")
-                result[key] = value
-            return result
-
+        """Strict JSON (:func:`coordinator.codec.loads`: no duplicate keys, no NaN, no fractions)."""
         try:
-            data = json.loads(
-                text,
-                parse_constant=reject_constant,
-                parse_float=lambda s: reject_constant(f"float {s}"),
-                object_pairs_hook=no_duplicates,
-            )
-        except (ValueError, RecursionError) as exc:
-            raise CheckpointError(f"checkpoint is not valid JSON: {exc}", cause=exc) from exc
+            data = loads(text, "checkpoint")
+        except CodecError as exc:
+            raise CheckpointError(exc.message, cause=exc) from exc
         return cls.from_dict(data)
 
     @classmethod

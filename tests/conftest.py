@@ -4,14 +4,14 @@ Backend choice, in order:
 1. `KAFKA_BOOTSTRAP` / `ZK_HOSTS` set: use that existing cluster (servers cannot be restarted, so
    tests that need to control a server are skipped with that reason).
 2. `LAMINAR_TEST_BACKEND=docker`: testcontainers starts Kafka (KRaft) and ZooKeeper containers from
-   the project's images (`python -m cluster.containers build`; missing server images are built on
+   the project's images (`python -m devstack.containers build`; missing server images are built on
    first use), on any engine that answers the Docker API (Docker, or podman's service, started when
    needed). Restartable fixtures are dedicated containers the tests kill, stop, pause and restart;
    the three-broker cluster and the ZooKeeper ensemble stay on the local backend (skipped here).
    Without an engine the tests are skipped with the one-line reason, or fail when
    `LAMINAR_CONTAINERS_REQUIRED=1` (CI). Tests marked `containers` (images, compose, container
    faults) run only with this backend.
-3. Otherwise (default): local JVM processes from `cluster.devstack`, started once per session.
+3. Otherwise (default): local JVM processes from `devstack.stack.DevStack`, started once per session.
 
 Unit tests (tests/unit) never touch these fixtures and never start a server.
 """
@@ -28,7 +28,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from cluster import devstack
+from devstack.processes import free_port
+from devstack.servers import KafkaCluster, ZooKeeperEnsemble
+from devstack.stack import DevStack
 
 _RUN_TOKEN = uuid.uuid4().hex[:8]
 _counter = itertools.count(1)
@@ -58,15 +60,15 @@ class _Controllable(ABC):
 class KafkaHandle(_Controllable):
     """What a test gets from the `kafka` fixture.
 
-    `cluster` is the controllable local cluster (a `cluster.containers_servers.ContainerGroup` with the
+    `cluster` is the controllable local cluster (a `devstack.containers_servers.ContainerGroup` with the
     docker backend), or None for an external cluster.
     """
 
     bootstrap: str
-    cluster: devstack.KafkaCluster | None = None
+    cluster: KafkaCluster | None = None
     _control_kind = "Kafka"
 
-    def _controlled(self) -> devstack.KafkaCluster | None:
+    def _controlled(self) -> KafkaCluster | None:
         return self.cluster
 
     def restart_broker(self, index: int = 0) -> None:
@@ -91,10 +93,10 @@ class ZooKeeperHandle(_Controllable):
     `ContainerGroup` with the docker backend)."""
 
     hosts: str
-    ensemble: devstack.ZooKeeperEnsemble | None = None
+    ensemble: ZooKeeperEnsemble | None = None
     _control_kind = "ZooKeeper"
 
-    def _controlled(self) -> devstack.ZooKeeperEnsemble | None:
+    def _controlled(self) -> ZooKeeperEnsemble | None:
         return self.ensemble
 
     def kill_server(self, index: int = 0) -> None:
@@ -144,10 +146,10 @@ def containers_unavailable(reason: str) -> None:
 def container_engine(*, compose: bool = False) -> Any:
     """The docker SDK client of the engine, with the server images built (and a compose client when
     `compose`); skips (or fails) saying in one line what is missing."""
-    from cluster import containers
+    from devstack import containers
 
     if compose:
-        from cluster.containers_compose import compose_command
+        from devstack.containers_compose import compose_command
 
         try:
             compose_command()
@@ -158,7 +160,7 @@ def container_engine(*, compose: bool = False) -> Any:
             client = containers.connect()
             containers.check_container_runs(client)
             containers.configure_testcontainers()
-            from cluster.containers_images import ImageBuilder
+            from devstack.containers_images import ImageBuilder
 
             ImageBuilder(client, log=lambda line: None).build(["kafka", "zookeeper"])
             return client
@@ -171,15 +173,15 @@ def container_engine(*, compose: bool = False) -> Any:
 def _server_container(role: str, name: str) -> Iterator[Any]:
     """A Kafka or ZooKeeper container started by testcontainers, healthy, removed on exit.
 
-    Yields a `cluster.containers_servers.ServerContainer` (host port, health, fault controls).
+    Yields a `devstack.containers_servers.ServerContainer` (host port, health, fault controls).
     """
     container_engine()
     from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found]
 
-    from cluster import containers_servers as servers
+    from devstack import containers_servers as servers
 
     for attempt in range(1, 4):
-        port = devstack.free_port()
+        port = free_port()
         if role == "kafka":
             image, inside, env, health = (servers.KAFKA_IMAGE, servers.KAFKA_PORT, servers.kafka_environment(port),
                                           servers.kafka_health(port))
@@ -208,7 +210,7 @@ def _server_container(role: str, name: str) -> Iterator[Any]:
 @contextlib.contextmanager
 def _container_handles(role: str, name: str) -> Iterator[Any]:
     """A controllable Kafka or ZooKeeper handle backed by one container."""
-    from cluster.containers_servers import ContainerGroup
+    from devstack.containers_servers import ContainerGroup
 
     with _server_container(role, name) as server:
         group = ContainerGroup([server])
@@ -221,9 +223,9 @@ def _container_handles(role: str, name: str) -> Iterator[Any]:
 @contextlib.contextmanager
 def _local_stack(
     tmp_path_factory: pytest.TempPathFactory, name: str, **servers: int
-) -> Iterator[devstack.DevStack]:
+) -> Iterator[DevStack]:
     """A started local stack in a pytest temporary directory, stopped on exit."""
-    stack = devstack.DevStack.launch(base_dir=Path(tmp_path_factory.mktemp(name)), **servers)
+    stack = DevStack.launch(base_dir=Path(tmp_path_factory.mktemp(name)), **servers)
     try:
         yield stack
     finally:
@@ -233,7 +235,7 @@ def _local_stack(
 @contextlib.contextmanager
 def _dedicated_stack(
     tmp_path_factory: pytest.TempPathFactory, name: str, external_env: str, reason: str, **servers: int
-) -> Iterator[devstack.DevStack]:
+) -> Iterator[DevStack]:
     """A local stack a test module may kill and restart; skipped on external or container backends."""
     if os.environ.get(external_env) or _backend() == "docker":
         pytest.skip(reason if os.environ.get(external_env) else f"{reason} (container backend: the local backend covers it)")
@@ -241,12 +243,12 @@ def _dedicated_stack(
         yield stack
 
 
-def _kafka_handle(stack: devstack.DevStack) -> KafkaHandle:
+def _kafka_handle(stack: DevStack) -> KafkaHandle:
     assert stack.kafka is not None
     return KafkaHandle(bootstrap=stack.bootstrap, cluster=stack.kafka)
 
 
-def _zookeeper_handle(stack: devstack.DevStack) -> ZooKeeperHandle:
+def _zookeeper_handle(stack: DevStack) -> ZooKeeperHandle:
     assert stack.zookeeper is not None
     return ZooKeeperHandle(hosts=stack.zk_hosts, ensemble=stack.zookeeper)
 

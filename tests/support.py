@@ -1,84 +1,25 @@
-"""Helpers for tests that talk to a real Kafka: topics, producing, reading back.
+"""Helpers for tests that talk to a real Kafka: topics, producing (both from `devstack`), reading back.
 
 Every helper is bounded in time and raises on failure; none sleeps where an event can be awaited.
 """
 from __future__ import annotations
 
 import time
-from typing import Iterable, Sequence
+from typing import Iterable
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from cluster.demo import create_topic as cluster_create_topic
+from devstack.producers import partition_count, produce, producer
+from devstack.topics import create_topic
+
+__all__ = [
+    "admin", "create_topic", "high_watermarks", "partition_count", "produce", "producer", "read_all", "values",
+]
 
 
 def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def create_topic(
-    bootstrap: str,
-    name: str,
-    partitions: int,
-    config: dict[str, str] | None = None,
-    replication: int = 1,
-    timeout: float = 30.0,
-) -> None:
-    """Create a topic and wait until every partition has a leader visible in metadata."""
-    cluster_create_topic(bootstrap, name, partitions, timeout, replication=replication, config=config)
-
-
-def producer(bootstrap: str, **extra: object) -> Producer:
-    config: dict[str, object] = {
-        "bootstrap.servers": bootstrap,
-        "linger.ms": 5,
-        "enable.idempotence": True,
-        "acks": "all",
-    }
-    config.update(extra)
-    return Producer(config)
-
-
-def produce(
-    bootstrap: str,
-    topic: str,
-    values: Sequence[bytes],
-    partition: int | None = None,
-    key: bytes | None = None,
-    timeout: float = 60.0,
-) -> int:
-    """Produce `values` (to one partition, or round-robin over the topic's partitions when None).
-
-    Returns how many the broker acknowledged; raises if any delivery failed.
-    """
-    failures: list[str] = []
-    partitions = partition_count(bootstrap, topic) if partition is None else 0
-    client = producer(bootstrap)
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            failures.append(str(err))
-
-    for index, value in enumerate(values):
-        target = partition if partition is not None else index % partitions
-        while True:
-            try:
-                client.produce(topic, value=value, key=key, partition=target, on_delivery=on_delivery)
-                break
-            except BufferError:
-                client.poll(0.05)
-        if index % 10_000 == 0:
-            client.poll(0)
-    remaining = client.flush(timeout)
-    if remaining or failures:
-        raise KafkaException(f"{remaining} undelivered, failures: {failures[:3]}")
-    return len(values)
-
-
-def partition_count(bootstrap: str, topic: str) -> int:
-    metadata = admin(bootstrap).list_topics(topic, timeout=10)
-    return len(metadata.topics[topic].partitions)
 
 
 def high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:

@@ -1,4 +1,4 @@
-"""A short chaos campaign on real processes (cluster.chaos): two seeds that between them SIGKILL a
+"""A short chaos campaign on real processes (devstack.chaos): two seeds that between them SIGKILL a
 node mid-epoch, pause a zombie past its session timeout, make a node leave and another join, create
 a topic that matches the nodes' pattern, and cut a node from ZooKeeper only (network namespace).
 Every run must end exact (0 missing, 0 duplicated, every acknowledged record landed) and caught up.
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.chaos import CampaignConfig, run_campaign
-from cluster.chaos_plan import KINDS
-from cluster.chaos_report import format_table, summarize
+from devstack.chaos import CampaignConfig, run_campaign
+from devstack.chaos_plan import KINDS
+from devstack.chaos_report import format_table, summarize
 from cluster.cli import main
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(420)]

@@ -1,4 +1,4 @@
-"""cluster.netfaults against real servers: a client process inside a node's network namespace
+"""devstack.netfaults against real servers: a client process inside a node's network namespace
 reaches Kafka and ZooKeeper through the relay, and loses exactly the server group that is cut.
 
 Needs root and working network namespaces. Where they are missing these tests FAIL with the reason
@@ -22,8 +22,11 @@ from typing import Any, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from cluster import netfaults
-from cluster.netfaults import Endpoints, NodeNetwork, cleanup_stale, network_faults_available, unused_index
+from devstack import netfaults
+from devstack.netfaults import Endpoints, NodeNetwork, cleanup_stale, network_faults_available, unused_index
+from devstack.processes import pid_alive
+from devstack.errors import WaitTimeout
+from devstack.waiting import wait_until
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.support import create_topic, produce, read_all
 
@@ -144,13 +147,17 @@ class Agent:
 
     def until_ok(self, op: str, within: float, timeout: float = 2.0, **args: Any) -> dict[str, Any]:
         """Repeat `op` until it succeeds; fail after `within` seconds."""
-        deadline = time.monotonic() + within
-        while True:
-            result = self.call(op, timeout=timeout, **args)
-            if result["ok"]:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{op} still failing after {within}s: {result}")
+        last: list[dict[str, Any]] = []
+
+        def succeeded() -> bool:
+            last.append(self.call(op, timeout=timeout, **args))
+            return bool(last[-1]["ok"])
+
+        try:
+            wait_until(succeeded, within, f"{op} succeeding", interval=0.0)
+        except WaitTimeout:
+            raise AssertionError(f"{op} still failing after {within}s: {last[-1]}") from None
+        return last[-1]
 
     def close(self) -> None:
         if self.process.stdin is not None:
@@ -400,7 +407,7 @@ def test_close_and_cleanup_leave_nothing() -> None:
     owner = subprocess.Popen(
         [sys.executable, "-c",
          "import subprocess, sys, time\n"
-         "from cluster.netfaults import Endpoints, NodeNetwork\n"
+         "from devstack.netfaults import Endpoints, NodeNetwork\n"
          "net = NodeNetwork(sys.argv[1], Endpoints(), int(sys.argv[2]), prefix=sys.argv[3]); net.start()\n"
          "node = subprocess.Popen(net.wrap(['sleep', '120']))\n"
          "print(node.pid, flush=True); time.sleep(120)\n",
@@ -421,13 +428,5 @@ def test_close_and_cleanup_leave_nothing() -> None:
 
 
 def _wait_gone(pid: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rsplit(") ", 1)[1].startswith("Z"):
-                    return
-        except FileNotFoundError:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} still runs")
+    """Until `pid` no longer runs (gone, or a zombie awaiting its parent)."""
+    wait_until(lambda: not pid_alive(pid), timeout, f"process {pid} ending", interval=0.05)

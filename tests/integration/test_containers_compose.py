@@ -8,6 +8,7 @@ must report healthy.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -16,10 +17,12 @@ from collections.abc import Callable
 
 import pytest
 
-from cluster import devstack
-from cluster.containers_compose import ComposeProject, HealthcheckDriver, health
-from cluster.containers_images import ImageBuilder
-from cluster.demo import ContinuousProducer
+from devstack.containers_compose import ComposeProject, HealthcheckDriver, health
+from devstack.containers_images import ImageBuilder
+from devstack.errors import WaitTimeout
+from devstack.processes import free_port
+from devstack.producers import ContinuousProducer
+from devstack.waiting import wait_until
 from tests.conftest import container_engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.timeout(600)]
@@ -39,12 +42,11 @@ def owned_partitions(port: int) -> int | None:
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, project: ComposeProject) -> float:
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"{what} not reached in {timeout:.0f}s; logs:\n{project.logs()}")
-        time.sleep(0.5)
-    return time.monotonic() - started
+    """`devstack.waiting.wait_until` every 0.5 s, failing with the compose project's logs."""
+    try:
+        return wait_until(predicate, timeout, what, interval=0.5)
+    except WaitTimeout as exc:
+        raise AssertionError(f"{exc}; logs:\n{project.logs()}") from exc
 
 
 def verify(project: ComposeProject) -> tuple[int, dict]:
@@ -59,8 +61,8 @@ def verify(project: ComposeProject) -> tuple[int, dict]:
 def test_compose_cluster_survives_a_node_kill_exactly_once(unique: Callable[[str], str]) -> None:
     client = container_engine(compose=True)
     ImageBuilder(client, log=lambda line: None).build(["kafka", "zookeeper", "node"])
-    kafka_port = devstack.free_port()
-    metrics = {n: devstack.free_port() for n in (1, 2, 3)}
+    kafka_port = free_port()
+    metrics = {n: free_port() for n in (1, 2, 3)}
     project = ComposeProject(
         name=unique("laminar-compose").lower().replace(".", "-"),
         env={"LAMINAR_KAFKA_HOST_PORT": str(kafka_port),
@@ -84,12 +86,16 @@ def test_compose_cluster_survives_a_node_kill_exactly_once(unique: Callable[[str
                 producer.stop()
             assert producer.failed == 0 and producer.acked > 2_000
 
-            deadline = time.monotonic() + 120
-            code, report = verify(project)
-            while code != 0 and time.monotonic() < deadline:
-                assert report.get("duplicated", 0) == 0, report
-                time.sleep(2)
-                code, report = verify(project)
+            outcome: dict[str, tuple[int, dict]] = {}
+
+            def verified() -> bool:
+                outcome["last"] = verify(project)
+                assert outcome["last"][1].get("duplicated", 0) == 0, outcome["last"][1]
+                return outcome["last"][0] == 0
+
+            with contextlib.suppress(WaitTimeout):
+                wait_until(verified, 120, "verify passing", interval=2)
+            code, report = outcome["last"]
             assert code == 0, f"{report}\n{project.logs()}"
             assert report["missing"] == 0 and report["duplicated"] == 0
             assert sum(p["expected"] for p in report["partitions"]) == producer.acked

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster import devstack
+from devstack.processes import pid_alive, terminate_pid
+from devstack.stack import read_state
 from cluster.cli_dev import add_dev_commands
 
 pytestmark = pytest.mark.integration
@@ -24,7 +25,7 @@ def test_dev_up_status_down_leaves_no_process(tmp_path: Path, capsys: pytest.Cap
     assert _run(state_file, "up") == 0
     printed = capsys.readouterr().out
     assert "bootstrap.servers" in printed and "zookeeper" in printed and "started in" in printed
-    recorded = devstack.read_state(state_file)
+    recorded = read_state(state_file)
     assert recorded is not None and recorded.healthy
     pids = [p.pid for p in recorded.processes]
     try:
@@ -32,15 +33,15 @@ def test_dev_up_status_down_leaves_no_process(tmp_path: Path, capsys: pytest.Cap
         assert "already running" in capsys.readouterr().out
         assert _run(state_file, "status") == 0
         # A crash of one server makes the recording stale: status says so, up cleans and restarts.
-        devstack.terminate_pid(pids[-1], timeout=0)
+        terminate_pid(pids[-1], timeout=0)
         assert _run(state_file, "status") == 1
         assert _run(state_file, "up") == 0
         assert "stale state file" in capsys.readouterr().out
-        recorded = devstack.read_state(state_file)
+        recorded = read_state(state_file)
         assert recorded is not None and recorded.healthy
         pids += [p.pid for p in recorded.processes]
     finally:
         assert _run(state_file, "down") == 0
     assert not state_file.exists()
-    assert not any(devstack.pid_alive(pid) for pid in pids)
+    assert not any(pid_alive(pid) for pid in pids)
     assert _run(state_file, "status") == 3

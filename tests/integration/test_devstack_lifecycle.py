@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster import devstack
+from devstack.processes import pid_alive
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ def test_servers_stop_when_the_starting_process_exits_without_stopping_them() ->
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from cluster.devstack import DevStack
+        from devstack.stack import DevStack
         stack = DevStack.launch(kafka_brokers=0, zookeeper_servers=1)
         print(stack.servers()[0].pid, flush=True)
         raise SystemExit(0)  # no stack.stop(): the exit hook must do it
@@ -27,4 +27,4 @@ def test_servers_stop_when_the_starting_process_exits_without_stopping_them() ->
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     pid = int(result.stdout.strip().splitlines()[-1])
-    assert not devstack.pid_alive(pid), "the ZooKeeper JVM outlived the process that started it"
+    assert not pid_alive(pid), "the ZooKeeper JVM outlived the process that started it"

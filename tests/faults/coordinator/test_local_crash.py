@@ -29,8 +29,7 @@ CHILD = textwrap.dedent("""
         if path.name.startswith("manifest-") and int(path.name[9:29]) > {crash_epoch}:
             os.kill(os.getpid(), signal.SIGKILL)   # after the temp file is durable, before the rename
 
-    local.before_rename = crash
-    c = local.LocalCoordinator(config, directory)
+    c = local.LocalCoordinator(config, directory, before_rename=crash)
     def on(event):
         if isinstance(event, EpochOpened):
             def ack():

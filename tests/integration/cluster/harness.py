@@ -1,16 +1,20 @@
 """A pipeline of `laminar-kafka run` processes on the session's real Kafka and ZooKeeper."""
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from cluster.demo import ContinuousProducer, NodeProcess, create_topic, wait_caught_up
 from cluster.status import PipelineStatus, collect_status
 from cluster.verify import VerifyReport
+from devstack.demo import wait_caught_up
+from devstack.errors import WaitTimeout
+from devstack.processes import NodeProcess
+from devstack.producers import ContinuousProducer
+from devstack.topics import create_topic
+from devstack.waiting import wait_until
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 
 PARTITIONS = 8
@@ -53,15 +57,19 @@ class Pipeline:
             return {}
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> float:
-        started = time.monotonic()
-        while not predicate():
-            if time.monotonic() - started > timeout:
-                raise AssertionError(f"{what} not reached in {timeout:.0f}s; logs:\n{self.tail_logs()}")
+        """`devstack.waiting.wait_until`, failing at once when a node exits abnormally (not 0, not
+        SIGKILLed by the test), and with every node's log tail on timeout."""
+
+        def holds() -> bool:
             for node in self.nodes.values():
                 if node.process is not None and node.process.poll() not in (None, 0, -9):
                     raise AssertionError(f"node {node.node_id} exited {node.process.returncode}:\n{node.log_text()[-3000:]}")
-            time.sleep(0.2)
-        return time.monotonic() - started
+            return predicate()
+
+        try:
+            return wait_until(holds, timeout, what)
+        except WaitTimeout as exc:
+            raise AssertionError(f"{exc}; logs:\n{self.tail_logs()}") from exc
 
     def wait_spread(self, live: int, timeout: float = 60.0) -> float:
         """Until `live` nodes own all partitions, spread as evenly as possible."""

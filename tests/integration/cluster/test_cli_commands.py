@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.demo import NodeProcess, create_topic, wait_caught_up
+from devstack.demo import wait_caught_up
+from devstack.processes import NodeProcess
+from devstack.topics import create_topic
 from tests import support
 from tests.conftest import KafkaHandle
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from cluster.config import settings_from
-from cluster.demo import audit_output, create_topic
+from devstack.demo import audit_output
+from devstack.topics import create_topic
 from cluster.metrics import NodeMetrics
 from cluster.node import build_runtime, coordinator_config
 from cluster.runtime import NodeRuntime

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -17,8 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from cluster.demo import ContinuousProducer, NodeProcess, create_topic, wait_caught_up
 from cluster.sink import list_published, open_output
+from devstack.demo import wait_caught_up
+from devstack.processes import NodeProcess
+from devstack.producers import ContinuousProducer
+from devstack.topics import create_topic
+from devstack.waiting import wait_until
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
 from tests.support import produce
@@ -31,21 +34,25 @@ FAST_TOPOLOGY = ("--topology-interval-ms", "500")
 def add_partitions(bootstrap: str, topic: str, total: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_partitions([NewPartitions(topic, total)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def grown() -> bool:
         info = admin.list_topics(topic, timeout=5).topics[topic]
-        if len(info.partitions) == total and all(p.leader >= 0 for p in info.partitions.values()):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{topic} did not reach {total} partitions with leaders")
+        return len(info.partitions) == total and all(p.leader >= 0 for p in info.partitions.values())
+
+    wait_until(grown, 30, f"{topic} reaching {total} partitions with leaders", interval=0.1)
 
 
 def wait_for_node(node: NodeProcess, predicate: Callable[[], bool], timeout: float) -> None:
     """Poll ``predicate`` until true; fail with the node's log tail on timeout or if it exited."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline and node.alive(), node.log_text()[-3000:]
-        time.sleep(0.2)
+
+    def holds_while_alive() -> bool:
+        assert node.alive(), f"the node exited:\n{node.log_text()[-3000:]}"
+        return predicate()
+
+    try:
+        wait_until(holds_while_alive, timeout, "the awaited condition")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; node log:\n{node.log_text()[-3000:]}") from exc
 
 
 def rows_of(output: str, topic: str) -> dict[int, list[int]]:
@@ -162,14 +169,15 @@ def test_a_recreated_topic_stops_the_node_loudly(
         wait_for_node(node, lambda: bool(rows_of(str(tmp_path / "out"), topic)), 60)
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         admin.delete_topics([topic])[topic].result(30)
-        deadline = time.monotonic() + 30
-        while True:  # the deletion may take a moment to settle before the name can be reused
+
+        def recreated() -> bool:  # the deletion may take a moment to settle before the name can be reused
             try:
                 create_topic(kafka.bootstrap, topic, 2)
-                break
+                return True
             except Exception:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS while the deletion completes
-                assert time.monotonic() < deadline
-                time.sleep(0.5)
+                return False
+
+        wait_until(recreated, 30, f"topic {topic} re-created", interval=0.5)
         assert node.wait(60) != 0
         # re-created (a new topic id) or, if the gap outlasted 3 reads, deleted: both stop the node
         assert "was deleted" in node.log_text(), node.log_text()[-3000:]

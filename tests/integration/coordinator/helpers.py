@@ -101,21 +101,31 @@ class SimulatedNode:
             event = self._work.get()
             if event is None:
                 return
-            if not self.auto:
-                continue
             try:
-                if isinstance(event, EpochOpened):
-                    self.ack(event)
-                elif isinstance(event, RoundStarted) and self.auto_ready:
-                    snapshot = self.coordinator.assignment()
-                    loses = any(
-                        old == self.coordinator.node_id and new != old
-                        for old, new in zip(snapshot.owners, event.target_owners)
-                    )
-                    if loses:
-                        self.coordinator.report_drain_ready(event.drain_id)
-            except CoordinatorError as exc:
-                self.errors.append(exc)
+                self._handle(event)
+            finally:
+                self._work.task_done()
+
+    def drain(self) -> None:
+        """Wait until every event received so far has been handled (acks in flight have returned)."""
+        self._work.join()
+
+    def _handle(self, event: CoordinatorEvent) -> None:
+        if not self.auto:
+            return
+        try:
+            if isinstance(event, EpochOpened):
+                self.ack(event)
+            elif isinstance(event, RoundStarted) and self.auto_ready:
+                snapshot = self.coordinator.assignment()
+                loses = any(
+                    old == self.coordinator.node_id and new != old
+                    for old, new in zip(snapshot.owners, event.target_owners)
+                )
+                if loses:
+                    self.coordinator.report_drain_ready(event.drain_id)
+        except CoordinatorError as exc:
+            self.errors.append(exc)
 
     def ack(self, event: EpochOpened) -> None:
         snapshot = self.coordinator.assignment()
@@ -131,7 +141,7 @@ class SimulatedNode:
         self.acked.append(event.epoch)
 
     def close(self) -> None:
-        self._work.put(None)
+        self._work.put(None)  # never task_done: drain() must not be called after close()
 
     def wait_for(self, kind: type[E], predicate: Callable[[E], bool] = lambda _e: True,
                  timeout: float = 15.0, after: int = 0) -> E:

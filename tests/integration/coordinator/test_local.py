@@ -17,6 +17,7 @@ from coordinator.base import (
 )
 from coordinator.errors import FencedError
 from coordinator.local import LocalCoordinator
+from coordinator.state import ControlState
 from tests.integration.coordinator.helpers import SimulatedNode
 
 pytestmark = pytest.mark.timeout(60)
@@ -93,25 +94,36 @@ def test_planned_leave_drains_every_vnode_away(tmp_path: Path) -> None:
 
 
 def test_a_decision_whose_register_write_failed_can_be_applied_again(tmp_path: Path) -> None:
-    from coordinator import local
-    from coordinator.model import Decision, Step
+    from dataclasses import replace
+
+    from coordinator.model import CreateDecision, Decision, RoundState, StartRound, Step
     from coordinator.rounds import AssignmentDrainId
 
-    coordinator = LocalCoordinator(CONFIG, tmp_path)
-    coordinator.start(timeout=10)
-    coordinator.stop()  # the leader thread is gone: this test applies the step itself
-    control = coordinator._control
-    assert control is not None
-    step = Step("decide", control, decision=Decision(AssignmentDrainId(1, 2, 7), RoundOutcome.ABORT, 0))
+    disk_full = False
 
     def crash(path: Path) -> None:
-        raise OSError("disk full")
+        if disk_full:
+            raise OSError("disk full")
 
-    local.before_rename = crash
-    try:
-        with pytest.raises(OSError):
-            coordinator._apply(step)
-    finally:
-        local.before_rename = None
-    coordinator._apply(step)  # the leader loop's retry: the round was never decided durably
+    coordinator = LocalCoordinator(CONFIG, tmp_path, before_rename=crash)
+    coordinator.start(timeout=10)
+    coordinator.stop()  # the leader thread is gone: this test applies the step itself
+    store = coordinator.store
+    control, version = store.register_and_version()
+    term = store.leader()
+    assert control is not None and term is not None
+    drain_id = AssignmentDrainId(control.version, control.version + 1, 7)
+    running = RoundState(drain_id, control.snapshot.owners, 0, term.token, ())
+    decision = Decision(drain_id, RoundOutcome.ABORT, 0)
+    step = Step("decide", replace(control, round=running), (StartRound(running), CreateDecision(decision)))
+
+    disk_full = True
+    with pytest.raises(OSError):
+        coordinator.execute(term, step, version)
+    assert store.read_register() == control  # nothing was applied
+    disk_full = False
+    coordinator.execute(term, step, version)  # the leader loop's retry: the round was never decided durably
     assert coordinator.metrics.rounds_aborted == 1
+    assert ControlState.from_json((tmp_path / "state.json").read_bytes()).round == running
+    with pytest.raises(FencedError):  # decided now: a decision is create-once
+        coordinator.execute(term, step, version + 1)

@@ -3,12 +3,12 @@ are idempotent, rejected acks reach their node and a replacement commits, large 
 from __future__ import annotations
 
 import json
-import time
 from typing import Callable
 
 import pytest
 from kazoo.exceptions import BadVersionError, NoNodeError
 
+from coordinator import layout
 from coordinator.base import (
     MANIFEST_CHUNK_BYTES,
     AckRejected,
@@ -19,9 +19,10 @@ from coordinator.base import (
     SessionStateChanged,
 )
 from coordinator.errors import FencedError
-from coordinator.model import ack_name, epoch_name, next_step
+from coordinator.model import ack_name, next_step
 from coordinator.zk import ZooKeeperCoordinator
-from coordinator.zk_store import parse_header
+from coordinator.engine import now_ms
+from coordinator.layout import parse_header
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import (
     SimulatedNode,
@@ -38,11 +39,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 def quiesce(nodes: list[SimulatedNode]) -> EpochOpened:
     """Stop the simulated nodes acking; return the next epoch to open (it stays open)."""
-    mark = len(nodes[0].events)
     for node in nodes:
         node.auto = False
-    time.sleep(0.3)  # an ack in flight lands before the next epoch opens
-    return nodes[0].wait_for(EpochOpened, after=mark)
+    for node in nodes:
+        node.drain()  # every ack in flight has returned: no simulated node acks from here on
+    last_acked = max((epoch for node in nodes for epoch in node.acked), default=0)
+    return nodes[0].wait_for(EpochOpened, lambda e: e.epoch > last_acked)
 
 
 def ack(coordinator: ZooKeeperCoordinator, opened: EpochOpened, cursors: dict[str, int],
@@ -55,7 +57,7 @@ def ack(coordinator: ZooKeeperCoordinator, opened: EpochOpened, cursors: dict[st
 
 @pytest.mark.parametrize("how", ["same_session", "expired"])
 def test_a_commit_relying_on_a_member_that_rejoined_is_rejected(
-    zookeeper: ZooKeeperHandle, unique: Callable[[str], str], monkeypatch: pytest.MonkeyPatch, how: str
+    zookeeper: ZooKeeperHandle, unique: Callable[[str], str], how: str
 ) -> None:
     hosts = make_chroot(zookeeper.hosts, unique("zk"))
     cfg = config(hosts)
@@ -66,30 +68,27 @@ def test_a_commit_relying_on_a_member_that_rejoined_is_rejected(
         follower = coords[1] if leader is coords[0] else coords[0]
         lead = leader.leadership
         assert lead is not None
-        monkeypatch.setattr(leader, "_leader_pass", lambda _lead: None)  # the leader thread idles
-        time.sleep(0.3)  # a pass in flight ends
-        for c in coords:
-            ack(c, opened, {k: 10 * opened.epoch for k in owned_keys(c.assignment(), c.node_id)})
-        view, version = leader._read_view()
-        step = next_step(view, cfg, lead.token)
-        assert step is not None and step.kind == "commit_epoch"
-        old_boot = follower.boot_id
-        assert ("members/%d" % follower.node_id, view.member_checks[follower.node_id][0][1]) in step.checks
+        with leader.pause_leader():  # the leader thread takes no step (a pass in flight has ended)
+            for c in coords:
+                ack(c, opened, {k: 10 * opened.epoch for k in owned_keys(c.assignment(), c.node_id)})
+            view, version = leader.store.read_view(now_ms())
+            step = next_step(view, cfg, lead.token)
+            assert step is not None and step.kind == "commit_epoch"
+            old_boot = follower.boot_id
+            assert view.member_fences is not None and view.member_fences[follower.node_id] in step.fences
 
-        fnode = nodes[coords.index(follower)]
-        if how == "expired":  # a new session re-creates the member node (data version 0 again)
-            expire_session(hosts, follower)
-            fnode.wait_for(SessionStateChanged, lambda e: e.state is SessionState.LOST)
-        follower.rejoin()
-        assert follower.boot_id != old_boot
-        with pytest.raises(FencedError) as rejected:
-            leader.execute(lead, step, version)
-        expected = BadVersionError if how == "same_session" else NoNodeError  # member version / old election node
-        assert isinstance(rejected.value.cause, expected), rejected.value.cause
-        assert leader.client.get("/laminar/p/assignment")[1].version == version  # nothing was written
+            fnode = nodes[coords.index(follower)]
+            if how == "expired":  # a new session re-creates the member node (data version 0 again)
+                expire_session(hosts, follower)
+                fnode.wait_for(SessionStateChanged, lambda e: e.state is SessionState.LOST)
+            follower.rejoin()
+            assert follower.boot_id != old_boot
+            with pytest.raises(FencedError) as rejected:
+                leader.execute(lead, step, version)
+            expected = BadVersionError if how == "same_session" else NoNodeError  # member version / old election node
+            assert isinstance(rejected.value.cause, expected), rejected.value.cause
+            assert leader.client.get(leader.store.path(layout.ASSIGNMENT))[1].version == version  # nothing was written
 
-        monkeypatch.undo()
-        leader._kick.set()
         committed = nodes[coords.index(leader)].wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch)
         assert (follower.node_id, old_boot) not in committed.manifest.acked_by
 
@@ -142,10 +141,10 @@ def test_a_rejected_ack_reaches_its_node_and_a_replacement_commits(
         rejected = nodes[0].wait_for(AckRejected, after=mark)
         assert rejected.epoch == opened.epoch
         assert ("regresses" if kind == "regress" else f"is not owned by node {victim.node_id}") in rejected.reason
-        markers = victim.client.get_children(f"/laminar/p/epochs/{epoch_name(opened.epoch)}/rejected")
+        markers = victim.client.get_children(victim.store.path(layout.rejected_folder(opened.epoch)))
         assert [m.rsplit(".", 1)[0] for m in markers] == [ack_name(victim.node_id, victim.boot_id)]
         assert json.loads(victim.client.get(
-            f"/laminar/p/epochs/{epoch_name(opened.epoch)}/rejected/{markers[0]}")[0]) == {"reason": rejected.reason}
+            victim.store.path(layout.rejection_path(opened.epoch, markers[0])))[0]) == {"reason": rejected.reason}
 
         ack(victim, opened, good, ("good-output",))  # the replacement overwrites the ack node
         committed = nodes[0].wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch)
@@ -173,11 +172,11 @@ def test_an_ack_above_the_chunk_size_is_chunked_and_replaced(
         second = node.wait_for(EpochOpened, lambda e: e.epoch == first.epoch + 1)
         mark = len(node.events)
         regressing = ack(c, second, {**{k: 8 for k in partitions}, partitions[0]: 6})  # chunked; regresses
-        path = f"/laminar/p/epochs/{epoch_name(second.epoch)}/acks/{ack_name(1, c.boot_id)}"
+        path = c.store.path(layout.ack_path(second.epoch, 1, c.boot_id))
         header = parse_header(c.client.get(path)[0])
         chunks = -(-len(regressing.to_json()) // MANIFEST_CHUNK_BYTES)
-        assert header is not None and header["chunks"] == chunks >= 4
-        assert header["size"] == len(regressing.to_json())
+        assert header is not None and header.chunks == chunks >= 4
+        assert header.size == len(regressing.to_json())
         assert sorted(c.client.get_children(path)) == [f"chunk-{i:04d}" for i in range(chunks)]
         node.wait_for(AckRejected, lambda e: e.epoch == second.epoch, after=mark, timeout=30)
         ack(c, second, {k: 8 for k in partitions})  # a chunked replacement of a chunked ack

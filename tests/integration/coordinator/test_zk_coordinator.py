@@ -9,6 +9,7 @@ from typing import Callable
 import pytest
 from kazoo.client import KazooClient
 
+from coordinator import layout
 from coordinator.base import (
     AssignmentChanged,
     EpochAck,
@@ -21,8 +22,8 @@ from coordinator.base import (
     SessionStateChanged,
 )
 from coordinator.errors import FencedError
-from coordinator.model import RoundState, _decide, ack_name, epoch_name, next_step
-from coordinator.rounds import round_id
+from coordinator.engine import now_ms
+from coordinator.model import RoundState, Step, _decide, next_step
 from coordinator.zk import ZooKeeperCoordinator
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import (
@@ -107,8 +108,7 @@ def test_a_zombie_ack_is_rejected(zookeeper: ZooKeeperHandle, unique: Callable[[
         try:
             zombie = EpochAck(follower.node_id, old_boot, epoch.epoch, epoch.assignment_version,
                               {"s": {"t:0": 0}}, ("zombie-output",))
-            raw.create(f"/laminar/p/epochs/{epoch_name(epoch.epoch)}/acks/{ack_name(follower.node_id, old_boot)}",
-                       zombie.to_json())
+            raw.create(follower.store.path(layout.ack_path(epoch.epoch, follower.node_id, old_boot)), zombie.to_json())
         finally:
             raw.stop()
             raw.close()
@@ -137,13 +137,13 @@ def test_two_contenders_race_a_decision_and_only_one_wins(
             leader = leader_of(coords + [third])
             lead = leader.leadership
             assert lead is not None
-            view, version = leader._read_view()
+            view, version = leader.store.read_view(now_ms())
             late = view.__class__(**{**view.__dict__, "now_ms": started.deadline_unix_ms + 1})
             abort = next_step(late, cfg, lead.token)
             assert abort is not None and abort.decision is not None and abort.decision.outcome is RoundOutcome.ABORT
             assert view.control is not None and isinstance(view.control.round, RoundState)
-            commit_control, decision, node = _decide(view.control, RoundOutcome.COMMIT, 0, view.members, lead.token)
-            commit = abort.__class__("decide", commit_control, (node,), decision=decision)
+            commit_control, decide = _decide(view.control, RoundOutcome.COMMIT, 0, view.members, lead.token)
+            commit = Step("decide", commit_control, (decide,))
             results: list[str] = []
             barrier = threading.Barrier(2)
 
@@ -163,7 +163,7 @@ def test_two_contenders_race_a_decision_and_only_one_wins(
             assert sorted(results)[1] == "rejected" or sorted(results)[0] == "rejected"
             assert results.count("rejected") == 1
             winner = next(r for r in results if r != "rejected")
-            raw, _ = leader.client.get(f"/laminar/p/rounds/{round_id(started.drain_id.target_version)}/decision")
+            raw, _ = leader.client.get(leader.store.path(layout.decision_path(started.drain_id.target_version)))
             assert json.loads(raw)["outcome"] == winner
             decided = nodes[0].wait_for(RoundDecided, lambda e: e.drain_id == started.drain_id)
             assert decided.outcome.value == winner
@@ -232,13 +232,13 @@ def test_large_manifests_are_chunked_and_old_ones_collected(
             coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, opened.epoch, opened.assignment_version, cursors))
             node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch)
             if round_no < 2:
-                path = f"/laminar/p/checkpoints/{epoch_name(opened.epoch)}"
+                path = coordinator.store.path(layout.checkpoint_path(opened.epoch))
                 chunks = coordinator.client.get_children(path)
                 assert len(chunks) == (2, 3)[round_no] and sorted(chunks)[0] == "chunk-0000"
                 written = node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch).manifest
-                coordinator._manifests.clear()  # read it back from ZooKeeper, not the cache
+                coordinator.store.forget_manifests()  # read it back from ZooKeeper, not the cache
                 assert coordinator.manifest(opened.epoch) == written
                 assert len(written.cursors["s"]) == 20_000 * (round_no + 1)
-        kept = sorted(int(n) for n in coordinator.client.get_children("/laminar/p/checkpoints"))
+        kept = sorted(int(n) for n in coordinator.client.get_children(coordinator.store.path(layout.CHECKPOINTS)))
         assert kept[0] >= 6 - 2 - 1 and kept[-1] == 6  # GC runs every K/2 commits: at most K+1 remain
-        assert len(coordinator.client.get_children("/laminar/p/epochs")) <= 4
+        assert len(coordinator.client.get_children(coordinator.store.path(layout.EPOCHS))) <= 4

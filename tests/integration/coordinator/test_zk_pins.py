@@ -8,16 +8,16 @@ from typing import Callable
 
 import pytest
 
+from coordinator import layout
 from coordinator.base import EpochCommitted, EpochOpened, Manifest, initial_manifest
 from coordinator.errors import ConfigurationError, CoordinatorError, FencedError
 from coordinator.model import epoch_name
-from coordinator.zk_store import parse_header
+from coordinator.layout import parse_header
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import config, coordinators, make_chroot, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
-CHECKPOINTS = "/laminar/p/checkpoints"
 
 
 def test_the_initial_manifest_is_create_once_and_the_base_of_the_first_manifest(
@@ -68,9 +68,9 @@ def test_the_initial_manifest_is_create_once_and_the_base_of_the_first_manifest(
         assert set(first.manifest.cursors["s"]) == set(keys)
         later = nodes[0].wait_for(EpochCommitted, lambda e: e.manifest.epoch >= 8, timeout=30)
         assert later.manifest.cursors["gone"] == pinned.cursors["gone"]
-        wait_until(lambda: min(int(n) for n in coords[0].client.get_children(CHECKPOINTS) if int(n)) > 1)
-        assert epoch_name(0) in coords[0].client.get_children(CHECKPOINTS)  # never collected
-        coords[0]._manifests.clear()
+        wait_until(lambda: min(int(n) for n in coords[0].client.get_children(coords[0].store.path(layout.CHECKPOINTS)) if int(n)) > 1)
+        assert epoch_name(0) in coords[0].client.get_children(coords[0].store.path(layout.CHECKPOINTS))  # never collected
+        coords[0].store.forget_manifests()
         assert coords[0].manifest(0) == pinned
 
 
@@ -83,18 +83,18 @@ def test_a_large_initial_manifest_is_chunked_and_topic_ids_are_create_once(
         big = initial_manifest({"s": {f"topic-with-a-long-name:{p}": p for p in range(40_000)}})
         assert len(big.to_json()) > 1_000_000
         assert coords[0].pin_start(big) == big
-        path = f"{CHECKPOINTS}/{epoch_name(0)}"
+        path = coords[0].store.path(layout.checkpoint_path(0))
         assert parse_header(coords[0].client.get(path)[0]) is not None
         assert len(coords[0].client.get_children(path)) >= 2
         assert coords[1].pin_start(initial_manifest({"s": {}})) == big
-        coords[1]._manifests.clear()
+        coords[1].store.forget_manifests()
         assert coords[1].latest_manifest() == big
 
         assert coords[0].pin_topic_ids({"orders": "id-a", "payments": "id-b"}) == {"orders": "id-a", "payments": "id-b"}
         assert coords[1].pin_topic_ids({"orders": "id-c", "new.topic_1": "id-d"}) == {
             "orders": "id-a", "new.topic_1": "id-d"}  # the existing record wins
         assert coords[0].pin_topic_ids({}) == {}
-        assert coords[0].client.get("/laminar/p/topics/orders")[0] == b"id-a"
+        assert coords[0].client.get(coords[0].store.path(layout.topic_path("orders")))[0] == b"id-a"
         for bad in ({"a/b": "x"}, {"..": "x"}, {"ok": ""}):
             with pytest.raises(ConfigurationError):
                 coords[0].pin_topic_ids(bad)

@@ -1,5 +1,5 @@
-"""The chaos campaign's pure parts: the seeded schedule (cluster.chaos_plan), the per-kind table
-(cluster.chaos_report) and the evidence of a violation (cluster.chaos_evidence, on a small local
+"""The chaos campaign's pure parts: the seeded schedule (devstack.chaos_plan), the per-kind table
+(devstack.chaos_report) and the evidence of a violation (devstack.chaos_evidence, on a small local
 output). No server, no clock."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.chaos_plan import (
+from devstack.chaos_plan import (
     KINDS, MAX_EVENTS, MIN_GAP_S, MIN_LIVE, SPECS, FaultEvent, live_counts, parse_kinds, plan_faults, plan_run,
 )
-from cluster.chaos_report import FaultResult, RunResult, campaign_json, format_table, summarize
+from devstack.chaos_report import FaultResult, RunResult, campaign_json, format_table, summarize
 
 _NODE_TARGETS = {"node:any", "node:leader", "node:donor", "node:recipient", "node:new", "node:all", "nodes"}
 
@@ -206,7 +206,7 @@ def test_evidence_names_the_files_around_a_gap_and_a_duplicate(tmp_path: Path) -
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    from cluster.chaos_evidence import describe
+    from devstack.chaos_evidence import describe
     from cluster.verify import audit, read_output
 
     def write(name: str, offsets: list[int]) -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from cluster import devstack
-from cluster.errors import DevStackStateError, ToolMissingError
+from devstack import artifacts, processes, servers, stack
+from devstack.errors import DevStackStateError, ToolMissingError
+from devstack.waiting import wait_until
 
 
 def test_pom_pins_kafka_4_and_zookeeper_3_9() -> None:
-    kafka, zookeeper = devstack.pinned_versions()
+    kafka, zookeeper = artifacts.pinned_versions()
     assert kafka.startswith("4.")
     assert zookeeper.startswith("3.9.")
 
@@ -22,28 +23,28 @@ def test_pom_pins_kafka_4_and_zookeeper_3_9() -> None:
 def test_missing_tool_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ToolMissingError, match="install"):
-        devstack.require_tool("java", devstack._JAVA_HINT)
-    assert "\n" not in devstack._JAVA_HINT and "\n" not in devstack._MAVEN_HINT
+        artifacts.require_tool("java", artifacts.JAVA_HINT)
+    assert "\n" not in artifacts.JAVA_HINT and "\n" not in artifacts.MAVEN_HINT
 
 
 def test_ensure_artifacts_without_maven_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ToolMissingError):
-        devstack.ensure_artifacts(tmp_path)
+        artifacts.ensure_artifacts(tmp_path)
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:
-    ports = {devstack.free_port() for _ in range(50)}
+    ports = {processes.free_port() for _ in range(50)}
     assert len(ports) == 50
-    assert not any(devstack.port_accepts(p, timeout=0.1) for p in list(ports)[:5])
+    assert not any(processes.port_accepts(p, timeout=0.1) for p in list(ports)[:5])
 
 
 def test_log_tail_quotes_the_last_lines(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("".join(f"line {i}\n" for i in range(100)))
-    tail = devstack.log_tail(log)
+    tail = processes.log_tail(log)
     assert tail.splitlines() == [f"line {i}" for i in range(70, 100)]
-    assert devstack.log_tail(tmp_path / "missing.log") == ""
+    assert processes.log_tail(tmp_path / "missing.log") == ""
 
 
 def _state(tmp_path: Path, pid: int, name: str = "kafka-1") -> Path:
@@ -57,21 +58,21 @@ def _state(tmp_path: Path, pid: int, name: str = "kafka-1") -> Path:
 
 def test_state_with_a_dead_pid_is_stale(tmp_path: Path) -> None:
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    recorded = devstack.read_state(_state(tmp_path, int(finished.stdout)))
+    recorded = stack.read_state(_state(tmp_path, int(finished.stdout)))
     assert recorded is not None and not recorded.healthy
 
 
 def test_state_whose_pid_now_belongs_to_another_program_is_not_trusted(tmp_path: Path) -> None:
-    recorded = devstack.read_state(_state(tmp_path, os.getpid()))
+    recorded = stack.read_state(_state(tmp_path, os.getpid()))
     assert recorded is not None
     assert not recorded.processes[0].alive, "our own pytest process must not pass for a recorded server"
 
 
 def test_tearing_down_a_stale_state_signals_nobody_and_removes_the_file(tmp_path: Path) -> None:
     state_file = _state(tmp_path, os.getpid())
-    recorded = devstack.read_state(state_file)
+    recorded = stack.read_state(state_file)
     assert recorded is not None
-    assert devstack.tear_down_recorded(recorded, state_file) == []
+    assert stack.tear_down_recorded(recorded, state_file) == []
     assert not state_file.exists()
 
 
@@ -79,12 +80,57 @@ def test_unreadable_state_file_raises_a_state_error(tmp_path: Path) -> None:
     state_file = tmp_path / "state.json"
     state_file.write_text("{not json")
     with pytest.raises(DevStackStateError):
-        devstack.read_state(state_file)
-    assert devstack.read_state(tmp_path / "absent.json") is None
+        stack.read_state(state_file)
+    assert stack.read_state(tmp_path / "absent.json") is None
 
 
 def test_cluster_ids_are_22_url_safe_characters_never_starting_with_a_dash() -> None:
-    ids = [devstack.new_cluster_id() for _ in range(5000)]
+    ids = [servers.new_cluster_id() for _ in range(5000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
     assert all(set(i) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") for i in ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_wait_until_returns_at_once_when_the_condition_holds() -> None:
+    calls: list[int] = []
+
+    def holds() -> bool:
+        calls.append(1)
+        return True
+
+    assert wait_until(holds, 0.0, "anything") < 0.5
+    assert calls == [1]
+
+
+def test_wait_until_polls_until_the_condition_holds() -> None:
+    answers = iter([False, False, True])
+    wait_until(lambda: next(answers), 5.0, "the third answer", interval=0.01)
+    assert next(answers, "exhausted") == "exhausted"
+
+
+def test_wait_until_raises_a_timeout_naming_what_it_waited_for() -> None:
+    with pytest.raises(TimeoutError, match="the moon turning blue did not happen within 0s"):
+        wait_until(lambda: False, 0.05, "the moon turning blue", interval=0.01)
+
+
+def test_wait_until_lets_the_predicate_abort_early() -> None:
+    def broken() -> bool:
+        raise RuntimeError("gave up")
+
+    with pytest.raises(RuntimeError, match="gave up"):
+        wait_until(broken, 60.0, "never")
+
+
+def test_only_the_cli_modules_of_the_runtime_package_import_devstack() -> None:
+    import ast
+
+    cluster_dir = Path(__file__).resolve().parents[3] / "cluster"
+    importers = set()
+    for module in cluster_dir.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name == "devstack" or name.startswith("devstack.") for name in names):
+                importers.add(module.name)
+    assert importers <= {"cli.py", "cli_dev.py"}, importers
+    assert importers, "the CLI drives the dev tooling: the scan must find its imports"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster import containers
+from devstack import containers
 from cluster.cli import build_parser
 from cluster.config import SETTING_NAMES, env_name, settings_from
-from cluster.containers_images import RECIPES, apt_mirrors
+from devstack.containers_images import RECIPES, apt_mirrors
 
 DOCKER = Path(__file__).resolve().parents[3] / "docker"
 _DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
@@ -46,7 +46,7 @@ def test_no_dependency_needs_a_healthcheck_to_run() -> None:
     for name in ("node1", "node2", "node3"):
         assert services[name]["depends_on"] == {"topic-init": {"condition": "service_completed_successfully"}}
     assert "service_healthy" not in (DOCKER / "compose.yaml").read_text()
-    assert services["topic-init"]["entrypoint"][-1] == "cluster.containers_init"
+    assert services["topic-init"]["entrypoint"][-1] == "devstack.containers_init"
     assert services["kafka"]["healthcheck"]["test"][0] == "CMD"
 
 

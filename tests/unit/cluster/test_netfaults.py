@@ -1,4 +1,4 @@
-"""Unit tests of cluster.netfaults without namespaces or root: names, subnets, argv wrapping,
+"""Unit tests of devstack.netfaults without namespaces or root: names, subnets, argv wrapping,
 validation, endpoints, owner records, and the relay's fault semantics on host loopback sockets."""
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import socket
 import subprocess
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 
-from cluster import netfaults
-from cluster.netfaults import (
+from devstack import netfaults
+from devstack.netfaults import (
     Endpoints,
     NetworkUnavailable,
     NodeNetwork,
@@ -23,6 +23,7 @@ from cluster.netfaults import (
     subnet_addresses,
     wrap_argv,
 )
+from devstack.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -276,14 +277,6 @@ def roundtrip(sock: socket.socket, payload: bytes = b"ping") -> bytes:
     return received
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
-
-
 def test_relay_forwards_both_ways_intact(relay: tuple[TcpRelay, int]) -> None:
     proxy, port = relay
     payload = os.urandom(1 << 20) * 16  # 16 MiB
@@ -354,7 +347,7 @@ def test_connection_into_a_blackhole_never_reaches_the_server_if_the_client_give
         sock.sendall(b"hello")
         with pytest.raises(TimeoutError):
             sock.recv(10)
-    wait_until(lambda: proxy.stats()["kafka"].open_connections == 0)
+    wait_until(lambda: proxy.stats()["kafka"].open_connections == 0, 5.0, "every relayed connection closed", interval=0.01)
     proxy.heal()
     with connect(port) as sock:
         assert roundtrip(sock) == b"ping"
@@ -385,7 +378,7 @@ def test_reset_fails_open_and_new_connections_at_once(relay: tuple[TcpRelay, int
         with pytest.raises(ConnectionResetError):
             roundtrip(sock)
         assert time.monotonic() - started < 1.0
-    wait_until(lambda: echo.resets == 1)  # the server side was reset too
+    wait_until(lambda: echo.resets == 1, 5.0, "the server side reset too", interval=0.01)
     with pytest.raises(ConnectionError):  # reset during connect() or at the first read, as it races
         with connect(port, timeout=2) as sock:
             roundtrip(sock)
@@ -477,7 +470,7 @@ def test_server_closing_is_passed_on(relay: tuple[TcpRelay, int], echo: EchoServ
         assert roundtrip(sock) == b"ping"
         sock.shutdown(socket.SHUT_WR)  # the echo server sees EOF and closes; the client sees EOF
         assert sock.recv(10) == b""
-    wait_until(lambda: proxy.stats()["kafka"].open_connections == 0)
+    wait_until(lambda: proxy.stats()["kafka"].open_connections == 0, 5.0, "every relayed connection closed", interval=0.01)
 
 
 def test_close_stops_listening_and_is_idempotent(echo: EchoServer) -> None:

@@ -1,29 +1,27 @@
-"""NodeRuntime against an in-memory coordinator and source (no servers): barriers, publish, restarts."""
+"""NodeRuntime against an in-memory coordinator and source (no servers): barriers, publish, restarts.
+
+The vnode-mode drain path runs in test_runtime_vnode.py, with the memory connector."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import logging
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from cluster.errors import RuntimeFailure
 from cluster.runtime import NodeRuntime, RuntimeOptions, ack_cursors
+from cluster.runtime_metrics import Watermarks
 from cluster.sink import ParquetSink, list_published
 from cluster.topology import TopicInfo, Topology
 from coordinator.base import (
     AckRejected,
     AssignmentChanged,
-    Coordinator,
-    CoordinatorMetrics,
     EpochAck,
     EpochCommitted,
     EpochOpened,
-    EventCallback,
     Manifest,
-    Member,
     SessionState,
     SessionStateChanged,
 )
@@ -31,7 +29,6 @@ from coordinator.errors import CoordinatorError, FencedError
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import partition_vnode
 from kafka_source.checkpoint import SourceCheckpoint
-from kafka_source.errors import FatalError
 from kafka_source.connector import (
     ConnectorConfig,
     ResumePosition,
@@ -42,94 +39,12 @@ from kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
+from kafka_source.errors import FatalError
+from tests.unit.cluster.fakes import FakeCoordinator, published_offsets, wait_for
 
 TOPIC = "t"
 PARTITIONS = [(TOPIC, 0), (TOPIC, 1)]
 TOPOLOGY = Topology.of(TopicInfo(TOPIC, "id-t", 2))
-
-
-class FakeCoordinator(Coordinator):
-    """Records acks; the test drives events through `emit`."""
-
-    node_id = 1
-
-    def __init__(self) -> None:
-        self._boot = "boot-1"
-        self._callbacks: list[EventCallback] = []
-        self.acks: list[EpochAck] = []
-        self.manifests: dict[int, Manifest] = {}
-        self.rejoins = 0
-        self.topic_ids: dict[str, str] = {}
-        self.snapshot = AssignmentSnapshot.initial(4).next(1, [1, 1, 1, 1])
-
-    @property
-    def boot_id(self) -> str:
-        return self._boot
-
-    @property
-    def metrics(self) -> CoordinatorMetrics:
-        return CoordinatorMetrics()
-
-    def subscribe(self, callback: EventCallback) -> None:
-        self._callbacks.append(callback)
-
-    def emit(self, event: object) -> None:
-        for callback in self._callbacks:
-            callback(event)  # type: ignore[arg-type]
-
-    def start(self, timeout: float = 30.0) -> None:
-        self.emit(AssignmentChanged(self.snapshot, max(self.manifests, default=0)))
-
-    def stop(self) -> None:
-        pass
-
-    def rejoin(self) -> None:
-        self.rejoins += 1
-        self._boot = f"boot-{self.rejoins + 1}"
-
-    def is_leader(self) -> bool:
-        return True
-
-    def members(self) -> tuple[Member, ...]:
-        return (Member(1, self._boot),)
-
-    def assignment(self) -> AssignmentSnapshot:
-        return self.snapshot
-
-    def request_leave(self) -> None:
-        pass
-
-    def report_drain_ready(self, drain_id: object) -> None:  # type: ignore[override]
-        pass
-
-    def ack_epoch(self, ack: EpochAck) -> None:
-        self.acks.append(ack)
-
-    def latest_manifest(self) -> Manifest | None:
-        return self.manifests[max(self.manifests)] if self.manifests else None
-
-    def manifest(self, epoch: int) -> Manifest:
-        if epoch not in self.manifests:
-            raise CoordinatorError(f"no manifest {epoch}")
-        return self.manifests[epoch]
-
-    def set_vnode_load(self, load: Mapping[int, int]) -> None:
-        pass
-
-    def pin_start(self, manifest: Manifest) -> Manifest:
-        self.manifests.setdefault(0, manifest)
-        return self.manifests[0]
-
-    def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
-        for topic, topic_id in ids.items():
-            self.topic_ids.setdefault(topic, topic_id)
-        return {topic: self.topic_ids[topic] for topic in ids}
-
-    def commit(self, ack: EpochAck) -> Manifest:
-        manifest = Manifest(ack.epoch, ack.assignment_version, ack.cursors, ack.outputs, ((1, ack.boot_id),))
-        self.manifests[ack.epoch] = manifest
-        self.emit(EpochCommitted(manifest))
-        return manifest
 
 
 class FakeSource(SourceConnector):
@@ -181,28 +96,11 @@ class FakeSource(SourceConnector):
         self.committed.append((epoch, checkpoint))
 
 
-def make_runtime(tmp_path: Path, coordinator: FakeCoordinator) -> NodeRuntime:
+def make_runtime(tmp_path: Path, coordinator: FakeCoordinator, watermarks: Watermarks | None = None) -> NodeRuntime:
     FakeSource.generations = []
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
-    return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)
-
-
-async def wait_for(predicate: object, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():  # type: ignore[operator]
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError("condition not reached")
-        await asyncio.sleep(0.005)
-
-
-def published_offsets(runtime: NodeRuntime) -> dict[int, list[int]]:
-    result: dict[int, list[int]] = {}
-    for path in list_published(runtime.sink.fs, runtime.sink.root):
-        table = pq.read_table(path)
-        for p, o in zip(table["_partition"].to_pylist(), table["_offset"].to_pylist()):
-            result.setdefault(p, []).append(o)
-    return {p: sorted(o) for p, o in result.items()}
+    return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, watermarks=watermarks)
 
 
 def test_ack_cursors_route_every_partition_by_the_snapshot() -> None:
@@ -267,15 +165,18 @@ async def test_restart_resumes_from_the_manifest_without_duplicates(tmp_path: Pa
     await asyncio.wait_for(task, 5)
 
 
-async def test_suspended_session_admits_no_epoch_and_lost_rejoins(tmp_path: Path) -> None:
+async def test_suspended_session_admits_no_epoch_and_lost_rejoins(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     coordinator = FakeCoordinator()
     runtime = make_runtime(tmp_path, coordinator)
     task = asyncio.create_task(runtime.run())
     await wait_for(lambda: runtime.rows_written >= 20)
+    caplog.set_level(logging.INFO, logger="cluster.epochs")
     coordinator.emit(SessionStateChanged(SessionState.SUSPENDED))
     coordinator.emit(EpochOpened(1, 1))
-    await asyncio.sleep(0.1)
-    assert coordinator.acks == []
+    await wait_for(lambda: "epoch 1 not admitted: session suspended" in caplog.text)
+    assert coordinator.acks == [] and runtime.epochs.pending is None
     coordinator.emit(SessionStateChanged(SessionState.LOST))
     await wait_for(lambda: coordinator.rejoins == 1 and len(FakeSource.generations) == 2 and runtime.rows_written > 0)
     assert FakeSource.generations[0].closed
@@ -333,9 +234,7 @@ async def test_a_lost_ack_answer_is_dropped_once_its_epoch_commits(tmp_path: Pat
     await wait_for(lambda: coordinator.attempts)
     coordinator.commit(coordinator.attempts[0])  # it was recorded; only the answer was lost
     await wait_for(lambda: runtime.epochs_committed == 1)
-    attempts = len(coordinator.attempts)
-    await asyncio.sleep(0.7)
-    assert len(coordinator.attempts) == attempts
+    assert runtime.epochs.unsent is None  # nothing left to send again
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
 
@@ -361,8 +260,9 @@ async def test_a_rejected_ack_restarts_the_generation_and_acks_the_epoch_again(t
     assert published_offsets(runtime) == expected  # none of the rejected ack's rows
     assert runtime.metrics.acks_rejected.labels("1")._value.get() == 1
     coordinator.emit(AckRejected(1, "late duplicate of the rejection"))  # already committed: ignored
-    await asyncio.sleep(0.1)
-    assert len(FakeSource.generations) == 2
+    coordinator.emit(EpochOpened(2, 1))  # handled after the duplicate
+    await wait_for(lambda: len(coordinator.acks) == 3)
+    assert len(FakeSource.generations) == 2 and not FakeSource.generations[1].closed
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
 
@@ -381,7 +281,7 @@ async def test_an_owner_of_vnodes_without_partitions_acks_empty_and_a_non_owner_
     coordinator.snapshot = AssignmentSnapshot.initial(4).next(1, [1, 2, 1, 2])
     runtime = vnode_runtime(tmp_path, coordinator)
     task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime._snapshot is not None)
+    await wait_for(lambda: runtime.assignment.snapshot is not None)
     coordinator.emit(EpochOpened(1, 1))
     await wait_for(lambda: coordinator.acks)
     ack = coordinator.acks[0]
@@ -393,7 +293,7 @@ async def test_an_owner_of_vnodes_without_partitions_acks_empty_and_a_non_owner_
     coordinator.emit(EpochOpened(2, 2))
     coordinator.emit(EpochCommitted(Manifest(2, 2, {"src": {}})))  # handled after the EpochOpened
     await wait_for(lambda: runtime.epochs_committed == 2)
-    assert len(coordinator.acks) == 1 and runtime._pending_barrier is None
+    assert len(coordinator.acks) == 1 and runtime.epochs.pending is None
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
 
@@ -429,7 +329,7 @@ async def test_a_fenced_ack_rejoins_without_touching_the_retired_source(tmp_path
     coordinator.emit(EpochOpened(1, 1))
     await wait_for(lambda: coordinator.rejoins == 1 and len(FakeSource.generations) == 2)
     assert runtime.metrics.generations_retired.labels(runtime.metrics.node)._value.get() == 0
-    assert runtime._generation_failures == 0
+    assert runtime.generations.failures == 0
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
 
@@ -449,8 +349,7 @@ async def test_a_failing_watermark_close_still_stops_source_and_coordinator(tmp_
             self.stopped = True
 
     coordinator = Recording()
-    runtime = make_runtime(tmp_path, coordinator)
-    runtime._watermarks = Watermarks()
+    runtime = make_runtime(tmp_path, coordinator, Watermarks())
     task = asyncio.create_task(runtime.run())
     await wait_for(lambda: runtime.rows_written >= 20)
     runtime.request_stop(planned_leave=False)
@@ -461,16 +360,16 @@ async def test_a_failing_watermark_close_still_stops_source_and_coordinator(tmp_
 
 def test_handoff_clock_closes_only_for_partitions_with_rows(tmp_path: Path) -> None:
     runtime = make_runtime(tmp_path, FakeCoordinator())
-    runtime._awaiting_first_row = {"a:0": 1.0, "b:1": 1.0, "a:1": 1.0, "b:0": 1.0}
+    runtime.handoff_clock.awaiting_first_row = {"a:0": 1.0, "b:1": 1.0, "a:1": 1.0, "b:0": 1.0}
     rows = pa.record_batch({
         "_topic": pa.array(["a", "b", "a"]).dictionary_encode(),
         "_partition": pa.array([0, 1, 0], pa.int32()),
     })
 
-    runtime._note_first_rows(rows)
+    runtime.handoff_clock.note_rows(rows)
 
     assert sorted(h.partition for h in runtime.handoffs) == ["a:0", "b:1"]
-    assert sorted(runtime._awaiting_first_row) == ["a:1", "b:0"], "a topic x partition cross product is not a row"
+    assert sorted(runtime.handoff_clock.awaiting_first_row) == ["a:1", "b:0"], "a topic x partition cross product is not a row"
 
 
 async def test_a_transient_metadata_failure_at_start_is_retried(tmp_path: Path) -> None:
@@ -484,7 +383,7 @@ async def test_a_transient_metadata_failure_at_start_is_retried(tmp_path: Path) 
         return TOPOLOGY
 
     runtime = make_runtime(tmp_path, coordinator)
-    runtime._read_topology = topology
+    runtime.topology.read_topology = topology
     task = asyncio.create_task(runtime.run())
     await wait_for(lambda: runtime.rows_written >= 10)
     assert not failures

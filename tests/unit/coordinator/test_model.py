@@ -16,21 +16,20 @@ from coordinator.base import (
     RoundOutcome,
     RoundStarted,
 )
-from coordinator.errors import CoordinatorError
+from coordinator import layout
+from coordinator.errors import CoordinatorError, FencedError
 from coordinator.model import (
     ControlState,
     EventTracker,
-    ack_name,
     classify_ack,
-    epoch_name,
     merge_manifest,
     next_step,
     next_wakeup_ms,
     shed_owners,
 )
+from coordinator.memory_store import MemoryStore
 from coordinator.registry import UNASSIGNED
-from coordinator.rounds import round_id
-from tests.unit.coordinator.cas_store import MemoryStore, Rejected, owned_keys
+from tests.unit.coordinator.partitions import leader_step, owned_keys
 
 CONFIG = CoordinatorConfig(pipeline="m", hosts="memory", checkpoint_interval=1.0, round_deadline=5.0, vnode_count=8)
 
@@ -52,7 +51,7 @@ class World:
     def settle(self, limit: int = 20) -> list[str]:
         kinds = []
         for _ in range(limit):
-            step = self.store.leader_step(CONFIG, self.now)
+            step = leader_step(self.store, CONFIG, self.now)
             if step is None:
                 break
             kinds.append(step.kind + ("" if step.decision is None else f":{step.decision.outcome.value}"))
@@ -61,7 +60,7 @@ class World:
 
     @property
     def control(self) -> ControlState:
-        control, _ = self.store.control()
+        control, _ = self.store.register_and_version()
         assert control is not None
         return control
 
@@ -73,7 +72,7 @@ class World:
         cursors = {"s": {**{k: offset for k in owned_keys(c.snapshot.owners, node)}, **(extra or {})}}
         ack = EpochAck(node, boot, c.open_epoch, c.version if version is None else version, cursors,
                        outputs or (f"{node}-{boot}-{c.open_epoch}",))
-        self.store.create(f"epochs/{epoch_name(c.open_epoch)}/acks/{ack_name(node, boot)}", ack.to_json(), overwrite=True)
+        self.store.write_ack(ack)
         return ack
 
     def ack_all(self, offset: int = 5) -> None:
@@ -85,10 +84,12 @@ class World:
         r = self.control.round
         assert r is not None
         boot = self.store.members[node].boot_id
-        self.store.create(f"rounds/{round_id(r.drain_id.target_version)}/ready/{ack_name(node, boot)}", b"")
+        self.store.write_ready(r.drain_id, node, boot)
 
     def manifest(self, epoch: int) -> Manifest:
-        return Manifest.from_json(self.store.nodes[f"checkpoints/{epoch_name(epoch)}"][0])
+        manifest = self.store.read_manifest(epoch)
+        assert manifest is not None
+        return manifest
 
     def tick(self, seconds: float = 1.0) -> None:
         self.now += int(seconds * 1000)
@@ -145,7 +146,7 @@ def test_a_join_runs_a_round_drain_cut_epoch_commit_decision() -> None:
     c = w.control
     assert c.version == 2 and c.snapshot.nodes() == {1, 2} and c.round is None
     assert c.manifest_epoch == 2 and c.decisions[-1].outcome is RoundOutcome.COMMIT
-    assert f"rounds/{round_id(2)}/decision" in w.store.nodes
+    assert layout.decision_path(2) in w.store.nodes
 
 
 def test_a_round_aborts_at_its_deadline_publishing_the_predecessor_owners() -> None:
@@ -217,14 +218,14 @@ def test_stale_acks_are_rejected_and_never_merged() -> None:
     w.ack(1, boot=old, offset=0, outputs=("zombie",))
     w.ack(1)
     w.ack(2, version=w.control.version - 1, offset=0, outputs=("wrong-version",))
-    view = w.store.view(w.now)[0]
+    view = w.store.read_view(w.now)[0]
     assert [classify_ack(a, view.control, view.members, None).reason for a in view.acks] == [
         "", "boot id is not the one recorded at the epoch's version",
         f"version {w.control.version - 1} is not the epoch's {w.control.version}",
     ]
     assert w.settle() == []  # node 2 has no valid ack yet
     w.ack(2)  # the same boot re-acks correctly (overwrites)
-    step = next_step(w.store.view(w.now)[0], CONFIG, 99)
+    step = next_step(w.store.read_view(w.now)[0], CONFIG, 99)
     assert step is not None and step.kind == "commit_epoch"
     assert [reason for _, reason in step.rejected_acks] == [
         "boot id is not the one recorded at the epoch's version"]
@@ -243,7 +244,7 @@ def test_a_regressing_cursor_is_rejected() -> None:
     w.tick()
     w.settle()
     w.ack(1, offset=3)
-    view, _ = w.store.view(w.now)
+    view, _ = w.store.read_view(w.now)
     verdict = classify_ack(view.acks[0], view.control, view.members, view.latest_manifest)
     assert "regresses" in verdict.reason and verdict.reportable
     assert w.settle() == ["reject_acks"]  # recorded once, then the epoch waits for a replacement
@@ -276,18 +277,20 @@ def test_a_deposed_leaders_step_is_rejected_and_a_decision_is_create_once() -> N
     w.join(3)
     w.settle()
     w.tick(6)
-    view, version = w.store.view(w.now)
-    old_seq = w.store.leader()[0]
-    abort = next_step(view, CONFIG, old_seq + 1)
+    view, version = w.store.read_view(w.now)
+    old_term = w.store.leader()
+    assert old_term is not None
+    abort = next_step(view, CONFIG, old_term.token)
     assert abort is not None and abort.kind == "decide"
     w.drop(1)  # the leader's session expires; node 2 leads
-    with pytest.raises(Rejected):
-        w.store.transaction(old_seq, version, abort.control, abort.creates)
+    with pytest.raises(FencedError):
+        w.store.apply(old_term, abort, version)
     # The new leader with the same view decides; a second contender with its own view cannot.
-    new_seq = w.store.leader()[0]
-    w.store.transaction(new_seq, version, abort.control, abort.creates)
-    with pytest.raises(Rejected):
-        w.store.transaction(new_seq, version + 1, abort.control, abort.creates)  # decision exists
+    new_term = w.store.leader()
+    assert new_term is not None
+    w.store.apply(new_term, abort, version)
+    with pytest.raises(FencedError):
+        w.store.apply(new_term, abort, version + 1)  # decision exists
 
 
 def test_shed_moves_only_dead_vnodes() -> None:

@@ -4,14 +4,16 @@ the first commit."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from coordinator import layout
 from coordinator.base import EpochAck, Manifest, Member, initial_manifest
-from coordinator.errors import CoordinatorError
+from coordinator.errors import CoordinatorError, FencedError
 from coordinator.model import (
+    MemberFence,
     classify_ack,
-    epoch_name,
     next_step,
     parse_rejection_name,
     rejection_name,
@@ -19,7 +21,7 @@ from coordinator.model import (
 )
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import partition_vnode
-from tests.unit.coordinator.cas_store import Rejected, candidate_path, owned_keys, partition_table
+from tests.unit.coordinator.partitions import owned_keys, partition_table
 from tests.unit.coordinator.test_model import CONFIG, World
 
 
@@ -34,7 +36,7 @@ def two_nodes_with_an_open_epoch() -> World:
 
 
 def rejected_folder(w: World) -> str:
-    return f"epochs/{epoch_name(w.control.open_epoch)}/rejected"
+    return layout.rejected_folder(w.control.open_epoch)
 
 
 # ---- 1. the commit checks the member entries it relies on ----------------------------------------
@@ -43,24 +45,23 @@ def rejected_folder(w: World) -> str:
 def test_a_commit_step_checks_the_member_entry_and_election_node_of_every_ack_it_relies_on() -> None:
     w = two_nodes_with_an_open_epoch()
     w.ack_all()
-    view, _ = w.store.view(w.now)
+    view, _ = w.store.read_view(w.now)
     step = next_step(view, CONFIG, 99)
     assert step is not None and step.kind == "commit_epoch" and step.manifest is not None
     relied = {n for n, _ in step.manifest.acked_by}
     assert relied == {1, 2}
     seqs = {node: seq for seq, (node, _) in w.store.candidates.items()}
-    assert step.checks == tuple(
-        check for n in sorted(relied) for check in ((f"members/{n}", 0), (candidate_path(seqs[n]), 0))
-    )
+    assert step.fences == tuple(MemberFence(n, 0, w.store.candidate_name(seqs[n])) for n in sorted(relied))
 
 
 @pytest.mark.parametrize("change", ["expire_and_rejoin", "planned_leave"])
 def test_a_member_change_between_view_and_commit_rejects_the_commit(change: str) -> None:
     w = two_nodes_with_an_open_epoch()
     w.ack_all()
-    leader_seq = w.store.leader()[0]
-    view, version = w.store.view(w.now)
-    step = next_step(view, CONFIG, leader_seq + 1)
+    term = w.store.leader()
+    assert term is not None
+    view, version = w.store.read_view(w.now)
+    step = next_step(view, CONFIG, term.token)
     assert step is not None and step.kind == "commit_epoch"
     if change == "expire_and_rejoin":  # a new session: member data version 0 again, a new election node
         w.drop(2)
@@ -68,8 +69,8 @@ def test_a_member_change_between_view_and_commit_rejects_the_commit(change: str)
         assert w.store.member_versions[2] == 0
     else:
         w.store.update_member(Member(2, w.store.members[2].boot_id, leaving=True))
-    with pytest.raises(Rejected):
-        w.store.transaction(leader_seq, version, step.control, step.creates, step.checks)
+    with pytest.raises(FencedError):
+        w.store.apply(term, step, version)
     assert w.control.open_epoch == 1  # nothing was committed; the next pass sees the new member
     old_boot = dict(view.control.boots)[2]
     assert w.settle()[0] == "commit_epoch"
@@ -83,12 +84,12 @@ def test_a_member_change_between_view_and_commit_rejects_the_commit(change: str)
 def test_a_required_member_without_its_election_node_is_waited_for() -> None:
     w = two_nodes_with_an_open_epoch()
     w.ack_all()
-    view, _ = w.store.view(w.now)
-    checks = dict(view.member_checks or {})
-    del checks[2]  # node 2 registered its member entry but not yet its election node
-    assert next_step(view.__class__(**{**view.__dict__, "member_checks": checks}), CONFIG, 99) is None
-    unfenced = next_step(view.__class__(**{**view.__dict__, "member_checks": None}), CONFIG, 99)
-    assert unfenced is not None and unfenced.kind == "commit_epoch" and unfenced.checks == ()
+    view, _ = w.store.read_view(w.now)
+    fences = dict(view.member_fences or {})
+    del fences[2]  # node 2 registered its member entry but not yet its election node
+    assert next_step(replace(view, member_fences=fences), CONFIG, 99) is None
+    unfenced = next_step(replace(view, member_fences=None), CONFIG, 99)
+    assert unfenced is not None and unfenced.kind == "commit_epoch" and unfenced.fences == ()
 
 
 # ---- 3. content rejections are recorded once and reported ----------------------------------------
@@ -99,7 +100,7 @@ def test_a_foreign_partition_is_rejected_recorded_once_and_a_replacement_commits
     foreign = owned_keys(w.control.snapshot.owners, 2)[0]
     bad = w.ack(1, extra={foreign: 7}, outputs=("bad-output",))
     w.ack(2)
-    view, _ = w.store.view(w.now)
+    view, _ = w.store.read_view(w.now)
     verdict = classify_ack(bad, view.control, view.members, view.latest_manifest)
     assert verdict.reason == f"cursor {foreign} is not owned by node 1 at version {w.control.version}"
     assert verdict.reportable
@@ -127,7 +128,7 @@ def test_identity_rejections_are_not_reported() -> None:
     w = two_nodes_with_an_open_epoch()
     w.ack(1, boot="zombie", offset=0)
     w.ack(2, version=w.control.version - 1)
-    view, _ = w.store.view(w.now)
+    view, _ = w.store.read_view(w.now)
     verdicts = [classify_ack(a, view.control, view.members, None) for a in view.acks]
     assert [v.reportable for v in verdicts] == [False, False]
     assert w.settle() == []
@@ -179,13 +180,13 @@ def test_unowned_cursor_rejects_keys_that_are_not_topic_partition(key: str) -> N
 
 def test_the_first_manifest_carries_the_pinned_cursors_of_partitions_no_ack_named() -> None:
     w = World()
-    pinned = w.store.pin_start(initial_manifest({"s": {"t:0": 3, "t:1": 4}, "gone": {"x:0": 7}}))
-    assert w.store.pin_start(initial_manifest({"s": {"t:0": 99}})) == pinned  # create-once
+    pinned = w.store.pin_initial(initial_manifest({"s": {"t:0": 3, "t:1": 4}, "gone": {"x:0": 7}}))
+    assert w.store.pin_initial(initial_manifest({"s": {"t:0": 99}})) == pinned  # create-once
     w.join(1)
     w.settle()
     w.tick()
     w.settle()
-    view, _ = w.store.view(w.now)
+    view, _ = w.store.read_view(w.now)
     assert view.latest_manifest == pinned  # while last_epoch == 0
     w.ack(1, offset=2)  # below the pinned 3 of t:0 (and 4 of t:1): a regression
     assert w.settle() == ["reject_acks"]
@@ -203,7 +204,7 @@ def test_without_a_pin_the_first_manifest_holds_only_acked_cursors() -> None:
     w.settle()
     w.tick()
     w.settle()
-    assert w.store.view(w.now)[0].latest_manifest is None
+    assert w.store.read_view(w.now)[0].latest_manifest is None
     w.ack(1, offset=0)
     assert w.settle() == ["commit_epoch"]
     assert w.manifest(1).cursors == {"s": {k: 0 for k in owned_keys(w.control.snapshot.owners, 1)}}

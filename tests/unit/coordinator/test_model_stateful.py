@@ -25,10 +25,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from coordinator.base import CoordinatorConfig, EpochAck, Manifest, Member, RoundOutcome, initial_manifest
-from coordinator.model import ControlState, Step, ack_name, classify_ack, epoch_name, next_step, rejection_name
+from coordinator import layout
+from coordinator.errors import FencedError
+from coordinator.memory_store import MemoryStore
+from coordinator.model import Step, classify_ack, next_step, rejection_name
 from coordinator.registry import UNASSIGNED
-from coordinator.rounds import round_id
-from tests.unit.coordinator.cas_store import MemoryStore, Rejected, owned_keys, partition_table
+from coordinator.store import Leadership
+from tests.unit.coordinator.partitions import leader_step, owned_keys, partition_table
 
 NODES = st.integers(min_value=1, max_value=5)
 VNODES = 8
@@ -45,7 +48,7 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.now = 1_000_000
         self.boots: dict[int, str] = {}  # node -> boot of its live process (members may lag on expiry)
         self.zombie_boots: dict[int, list[str]] = {}
-        self.stale: list[tuple[int, int, ControlState, tuple]] = []  # (seq, version, control, creates)
+        self.stale: list[tuple[Leadership, int, Step]] = []  # (term, version, step)
         self.manifests: dict[int, Manifest] = {}
         self.boots_at: dict[int, dict[int, str]] = {}
         self.decided: dict[str, bytes] = {}
@@ -103,12 +106,12 @@ class CoordinatorModel(RuleBasedStateMachine):
     @rule(offset=st.integers(min_value=0, max_value=4))
     def pin_start(self, offset: int) -> None:
         """The runtime pins the resolved start position before any node reads (so before a commit)."""
-        control, _ = self.store.control()
+        control = self.store.read_register()
         if control is not None and control.last_epoch:
             return
         pinned = initial_manifest({"s": {k: offset for k in self.all_keys}, "gone": {"x:0": 7}})
-        self.initial = self.store.pin_start(pinned)
-        assert self.store.pin_start(initial_manifest({"s": {}})) == self.initial  # create-once
+        self.initial = self.store.pin_initial(pinned)
+        assert self.store.pin_initial(initial_manifest({"s": {}})) == self.initial  # create-once
         self.manifests[0] = self.initial
 
     @rule()
@@ -116,8 +119,8 @@ class CoordinatorModel(RuleBasedStateMachine):
         """The leader's election node goes (a session flap); it stands again at the back."""
         leader = self.store.leader()
         if leader is not None:
-            seq, node, boot = leader
-            del self.store.candidates[seq]
+            seq = leader.token - 1
+            node, boot = self.store.candidates.pop(seq)
             self.store.candidates[self.store.next_seq] = (node, boot)
             self.store.next_seq += 1
 
@@ -130,14 +133,13 @@ class CoordinatorModel(RuleBasedStateMachine):
             event("stale ack rejected at commit")
         self.boots_at.setdefault(control.version, dict(control.boots))
         if step.kind == "commit_epoch" and step.manifest is not None:
-            checked = {path for path, _ in step.checks}
-            for node, _boot in step.manifest.acked_by:
-                assert f"members/{node}" in checked, (node, step.checks)
-            assert sum(p.startswith("leader/") for p in checked) == len(step.manifest.acked_by)
+            fenced = {fence.node for fence in step.fences}
+            assert fenced == {node for node, _boot in step.manifest.acked_by}, (step.fences, step.manifest.acked_by)
+            assert len(step.fences) == len(step.manifest.acked_by)
         for ack, _reason in step.reported:
             assert ack.boot_id == self.boots.get(ack.node_id) == control.boot_of(ack.node_id), ack
             event("content rejection recorded")
-        for path, data in step.creates:
+        for path, data in (r for intent in step.intents for r in layout.intent_records(intent)):
             if path.endswith("/decision"):
                 assert path not in self.decided, f"second decision for {path}"
                 self.decided[path] = data
@@ -148,7 +150,7 @@ class CoordinatorModel(RuleBasedStateMachine):
     @rule(steps=st.integers(min_value=1, max_value=6))
     def leader_acts(self, steps: int) -> None:
         for _ in range(steps):
-            step = self.store.leader_step(CONFIG, self.now)
+            step = leader_step(self.store, CONFIG, self.now)
             if step is None:
                 self._check_rejections_recorded()
                 return
@@ -156,7 +158,7 @@ class CoordinatorModel(RuleBasedStateMachine):
 
     def _check_rejections_recorded(self) -> None:
         """The leader is idle: each reportable rejection in the open epoch has its marker."""
-        view, _ = self.store.view(self.now)
+        view, _ = self.store.read_view(self.now)
         if view.control is None or not view.control.open_epoch or self.store.leader() is None:
             return
         for ack in view.acks:
@@ -170,8 +172,8 @@ class CoordinatorModel(RuleBasedStateMachine):
         leader = self.store.leader()
         if leader is None:
             return
-        view, version = self.store.view(self.now)
-        step = next_step(view, CONFIG, leader[0] + 1)
+        view, version = self.store.read_view(self.now)
+        step = next_step(view, CONFIG, leader.token)
         if step is None or step.kind != "commit_epoch" or step.manifest is None or not step.manifest.acked_by:
             return
         node = data.draw(st.sampled_from(sorted(n for n, _ in step.manifest.acked_by)))
@@ -180,11 +182,11 @@ class CoordinatorModel(RuleBasedStateMachine):
             self._enter(node)
         else:
             self.planned_leave(node)
-            if self.store.member_versions.get(node) == view.member_checks[node][0][1]:  # type: ignore[index]
+            if self.store.member_versions.get(node) == view.member_fences[node].member_version:  # type: ignore[index]
                 return  # already leaving: no change
         try:
-            self.store.transaction(leader[0], version, step.control, step.creates, step.checks)
-        except Rejected:
+            self.store.apply(leader, step, version)
+        except FencedError:
             event(f"commit raced {change}: rejected")
             return
         raise AssertionError(f"a commit relying on node {node} survived its {change}")
@@ -195,24 +197,24 @@ class CoordinatorModel(RuleBasedStateMachine):
         leader = self.store.leader()
         if leader is None:
             return
-        view, version = self.store.view(self.now)
-        step = next_step(view, CONFIG, leader[0] + 1)
+        view, version = self.store.read_view(self.now)
+        step = next_step(view, CONFIG, leader.token)
         if step is not None:
-            self.stale.append((leader[0], version, step.control, step.creates))
+            self.stale.append((leader, version, step))
 
     @precondition(lambda self: bool(self.stale))
     @rule(data=st.data())
     def zombie_leader_writes(self, data: st.DataObject) -> None:
-        seq, version, control, creates = self.stale.pop(data.draw(st.integers(0, len(self.stale) - 1)))
-        current = self.store.control()[1]
+        term, version, step = self.stale.pop(data.draw(st.integers(0, len(self.stale) - 1)))
+        current = self.store.register_and_version()[1]
         try:
-            self.store.transaction(seq, version, control, creates)
-        except Rejected:
+            self.store.apply(term, step, version)
+        except FencedError:
             return
         event("zombie write accepted (not stale)")
         # Accepted only when it was not stale at all: same live election node, same register version.
-        assert seq in self.store.candidates and current == version
-        self._apply(Step("replay", control, creates))
+        assert term.token - 1 in self.store.candidates and current == version
+        self._apply(step)
 
     @rule(ms=st.sampled_from([100, 1000, 3000, 6000]))
     def time_passes(self, ms: int) -> None:
@@ -232,13 +234,13 @@ class CoordinatorModel(RuleBasedStateMachine):
     def _ack(self, node: int, boot: str, epoch: int, version: int, cursors: dict, tag: str) -> None:
         ack = EpochAck(node, boot, epoch, version, cursors, (f"{tag}-{node}-{epoch}",))
         try:
-            self.store.create(f"epochs/{epoch_name(epoch)}/acks/{ack_name(node, boot)}", ack.to_json(), overwrite=True)
-        except Rejected:
+            self.store.write_ack(ack)
+        except FencedError:  # the epoch's records are gone
             pass
 
     @rule(node=NODES)
     def node_acks(self, node: int) -> None:
-        control, _ = self.store.control()
+        control, _ = self.store.register_and_version()
         if control is None or not control.open_epoch or node not in self.store.members:
             return
         if node not in control.snapshot.nodes() or control.boot_of(node) != self.boots.get(node):
@@ -254,7 +256,7 @@ class CoordinatorModel(RuleBasedStateMachine):
     @rule(node=NODES, kind=st.sampled_from(["regress", "foreign"]))
     def invalid_ack(self, node: int, kind: str) -> None:
         """A live owner's current boot acks with invalid content (it must be told, and must replace it)."""
-        control, _ = self.store.control()
+        control, _ = self.store.register_and_version()
         if control is None or not control.open_epoch or node not in self.boots:
             return
         if node not in control.snapshot.nodes() or control.boot_of(node) != self.boots[node]:
@@ -288,7 +290,7 @@ class CoordinatorModel(RuleBasedStateMachine):
     def stale_ack(self, node: int, kind: str) -> None:
         """A zombie (an old boot id of a node, maybe live again under a new one) or a live node with
         a wrong version acks the open epoch, with regressed cursors."""
-        control, _ = self.store.control()
+        control, _ = self.store.register_and_version()
         if control is None or not control.open_epoch:
             return
         if kind == "version" and node in self.boots:
@@ -303,31 +305,27 @@ class CoordinatorModel(RuleBasedStateMachine):
 
     @rule(node=NODES)
     def node_reports_ready(self, node: int) -> None:
-        control, _ = self.store.control()
+        control, _ = self.store.register_and_version()
         if control is None or control.round is None or node not in self.boots:
             return
-        prefix = f"rounds/{round_id(control.round.drain_id.target_version)}/ready"
-        try:
-            self.store.create(f"{prefix}/{ack_name(node, self.boots[node])}", b"")
-        except Rejected:
-            pass
+        self.store.write_ready(control.round.drain_id, node, self.boots[node])
 
     # ---- invariants ---------------------------------------------------------------------------
 
     @invariant()
     def one_decision_per_round(self) -> None:
-        control, _ = self.store.control()
+        control, _ = self.store.register_and_version()
         if control is None:
             return
         outcomes: dict[object, RoundOutcome] = {}
         for decision in control.decisions:
             assert outcomes.setdefault(decision.drain_id, decision.outcome) == decision.outcome
-            path = f"rounds/{round_id(decision.drain_id.target_version)}/decision"
+            path = layout.decision_path(decision.drain_id.target_version)
             assert path in self.decided
 
     @invariant()
     def vnode_map_is_a_partition(self) -> None:
-        control, _ = self.store.control()
+        control, _ = self.store.register_and_version()
         if control is None:
             return
         owners = control.snapshot.owners
@@ -339,7 +337,7 @@ class CoordinatorModel(RuleBasedStateMachine):
 
     @invariant()
     def committed_manifests_are_valid_and_monotonic(self) -> None:
-        control, _ = self.store.control()
+        control, _ = self.store.register_and_version()
         if control is None:
             return
         assert control.version >= self.last_version

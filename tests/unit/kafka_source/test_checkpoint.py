@@ -142,3 +142,22 @@ def test_arbitrary_bytes_never_crash_the_decoder(data: bytes) -> None:
         SourceCheckpoint.from_bytes(data)
     except CheckpointError:
         pass
+
+
+def test_keys_and_json_share_the_coordinator_codec() -> None:
+    """One implementation of the cursor key and of strict JSON for checkpoints and manifests."""
+    from coordinator.codec import parse_partition_key
+    from coordinator.errors import CodecError
+
+    for key in ["t:01", "t:-1", "a/b:0", "t:2147483648", ":0", "t", ".:0"]:
+        with pytest.raises(CheckpointError):
+            parse_key(key)
+        with pytest.raises(CodecError):
+            parse_partition_key(key)
+    assert parse_key("t.x-1:5") == parse_partition_key("t.x-1:5") == ("t.x-1", 5)
+    good = '{"connector":"kafka","format_version":1,"assignment_version":2,"offsets":{"t:0":7}}'
+    assert SourceCheckpoint.from_json(good).offsets == {"t:0": 7}
+    for bad in (good.replace('"t:0":7', '"t:0":7.0'), good.replace('"t:0":7', '"t:0":true'),
+                good.replace("}}", '},"offsets":{}}'), good.replace('"t:0":7', '"t:0":NaN')):
+        with pytest.raises(CheckpointError):
+            SourceCheckpoint.from_json(bad)

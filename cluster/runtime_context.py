@@ -1,0 +1,74 @@
+"""What every part of the node runtime shares: the coordinator, the sink, the options, the metrics,
+and the executors that keep blocking work off the event loop.
+
+Three executors, one per kind of blocking work, so one kind never starves another:
+
+- ``control`` (2 threads): coordinator calls (they may block on ZooKeeper);
+- ``metadata`` (1 thread): Kafka metadata reads (topology, watermarks): slow while Kafka is
+  unreachable, so they never hold a thread the coordinator calls need;
+- ``sink`` (1 thread): writes, seals and publishes, in order.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from cluster.metrics import NodeMetrics
+from cluster.runtime_state import RuntimeOptions
+from cluster.sink import ParquetSink
+from coordinator.base import Coordinator
+
+__all__ = ["RuntimeContext", "RuntimeExecutors"]
+
+T = TypeVar("T")
+
+
+class RuntimeExecutors:
+    """The runtime's thread pools; the ``in_*`` coroutines run a blocking call in one of them."""
+
+    def __init__(self) -> None:
+        self._control = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="laminar-control")
+        self._metadata = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="laminar-metadata")
+        self._sink = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="laminar-sink")
+
+    @staticmethod
+    async def _run(executor: concurrent.futures.Executor, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(executor, functools.partial(fn, *args))
+
+    async def in_control(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._run(self._control, fn, *args)
+
+    async def in_metadata(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._run(self._metadata, fn, *args)
+
+    async def in_sink(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._run(self._sink, fn, *args)
+
+    async def shutdown(self) -> None:
+        """Stop the pools; waits (off the loop) for the last sink write, which runs one at a time."""
+        self._control.shutdown(wait=False)
+        self._metadata.shutdown(wait=False)
+        await asyncio.get_running_loop().run_in_executor(None, self._sink.shutdown, True)
+
+
+@dataclass(frozen=True)
+class RuntimeContext:
+    """The collaborators of one node's runtime (shared by its parts; none of them owns another)."""
+
+    coordinator: Coordinator
+    sink: ParquetSink
+    options: RuntimeOptions
+    metrics: NodeMetrics
+    executors: RuntimeExecutors
+
+    @property
+    def source_identity(self) -> str:
+        return self.options.source_identity
+
+    @property
+    def node_label(self) -> str:
+        return self.metrics.node

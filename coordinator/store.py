@@ -1,0 +1,115 @@
+"""The one store interface every coordinator backend adapts: :class:`ControlStore`.
+
+A store holds one pipeline's durable control state (the register, manifests, acks, drain receipts,
+decisions, rejection markers, pins, vnode loads) and offers exactly the operations the engine
+(:mod:`coordinator.engine`) needs:
+
+- the leader's side: :meth:`~ControlStore.read_view` (the :class:`~coordinator.steps.View` and the
+  register version it was read at) and :meth:`~ControlStore.apply`, which executes a
+  :class:`~coordinator.steps.Step` as ONE compare-and-set: it checks the leader's term (its election
+  is still held), the register version and the step's member fences, then replaces the register and
+  creates the step's intents (a decision is create-once), or raises :class:`FencedError` and changes
+  nothing;
+- the nodes' side: versioned reads of the register and of manifests, the writes of acks and drain
+  receipts, and the create-once pins.
+
+Three adapters: :class:`coordinator.zk_store.ZooKeeperStore` (kazoo), :class:`coordinator.local_store.
+LocalStore` (files with fsync, one process) and :class:`coordinator.memory_store.MemoryStore` (ZooKeeper's
+semantics in memory: the stateful model tests).
+"""
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from coordinator.errors import CoordinatorError, FencedError
+from coordinator.rounds import AssignmentDrainId
+from coordinator.state import ControlState
+from coordinator.steps import Step, View
+from coordinator.values import EpochAck, Manifest
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Leadership", "EpochGone", "ControlStore"]
+
+
+@dataclass(frozen=True)
+class Leadership:
+    """A leader's term: its fencing token and its election candidate (a name under ``leader/``,
+    or an absolute path for the ZooKeeper store)."""
+
+    token: int
+    candidate: str
+
+
+class EpochGone(FencedError):
+    """An ack was written for an epoch whose records no longer exist (committed and collected)."""
+
+
+class ControlStore(ABC):
+    """See the module docstring. Implementations are thread-safe."""
+
+    # ---- the leader's side ------------------------------------------------------------------------
+
+    @abstractmethod
+    def read_view(self, now_ms: int) -> tuple[View, int]:
+        """The leader's view at wall-clock ``now_ms`` and the register version it was read at
+        (-1: no register yet)."""
+
+    @abstractmethod
+    def apply(self, term: Leadership, step: Step, expected_version: int) -> None:
+        """Execute ``step`` all-or-nothing (see the module docstring); FencedError when rejected."""
+
+    @abstractmethod
+    def collect_garbage(self, term: Leadership, control: ControlState, keep: int) -> None:
+        """Delete manifests, epochs and decided rounds older than the last ``keep`` (never the pinned
+        initial manifest). Best effort: a failure is logged and retried after a later commit."""
+
+    # ---- the nodes' side ------------------------------------------------------------------------
+
+    @abstractmethod
+    def read_register(self) -> ControlState | None:
+        """The register as stored now (None before the first publication)."""
+
+    @abstractmethod
+    def read_manifest(self, epoch: int) -> Manifest | None:
+        """Manifest ``epoch`` (0: the pinned initial manifest), or None when absent or still being
+        written; CodecError when malformed."""
+
+    @abstractmethod
+    def read_rejection(self, epoch: int, name: str) -> str | None:
+        """The reason of the rejection marker ``name`` of ``epoch`` (None when absent)."""
+
+    @abstractmethod
+    def write_ack(self, ack: EpochAck) -> None:
+        """Create or overwrite the ack of ``(ack.node_id, ack.boot_id)`` for ``ack.epoch``.
+
+        EpochGone when the epoch's records are gone; CoordinatorError when the write may or may not
+        have happened.
+        """
+
+    @abstractmethod
+    def write_ready(self, drain_id: AssignmentDrainId, node_id: int, boot_id: str) -> None:
+        """Record a drain receipt (idempotent); RoundError when the round's records are gone."""
+
+    @abstractmethod
+    def pin_initial(self, manifest: Manifest) -> Manifest:
+        """Create-once the pinned initial manifest; return the stored one."""
+
+    @abstractmethod
+    def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
+        """Create-once one record per topic; return the stored id of every topic in ``ids``."""
+
+    @abstractmethod
+    def write_vnode_load(self, load: Mapping[int, int]) -> None:
+        """Replace the vnode load (placement input)."""
+
+
+def require_manifest(store: ControlStore, epoch: int) -> Manifest:
+    """Manifest ``epoch`` from ``store``; CoordinatorError when absent (never written, or collected)."""
+    manifest = store.read_manifest(epoch)
+    if manifest is None:
+        raise CoordinatorError(f"manifest {epoch} does not exist (never committed or pinned, or collected)")
+    return manifest

@@ -1,0 +1,129 @@
+"""Producing test data: `produce` (a bounded batch) and `ContinuousProducer` (a steady rate).
+
+Both are idempotent with ``acks=all``. The chaos campaign has its own producer
+(`devstack.chaos_producer`), which also records every acknowledged offset for its audit.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+__all__ = ["ContinuousProducer", "partition_count", "produce", "producer"]
+
+
+def producer(bootstrap: str, **extra: object) -> Producer:
+    """An idempotent producer (``acks=all``, ``linger.ms=5``); `extra` overrides or adds settings."""
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 5,
+        "enable.idempotence": True,
+        "acks": "all",
+    }
+    config.update(extra)
+    return Producer(config)
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    """How many partitions `topic` has, from a metadata request."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return len(metadata.topics[topic].partitions)
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    values: Sequence[bytes],
+    partition: int | None = None,
+    key: bytes | None = None,
+    timeout: float = 60.0,
+) -> int:
+    """Produce `values` (to one partition, or round-robin over the topic's partitions when None).
+
+    Bounded by `timeout` for the final flush. Returns how many the broker acknowledged; raises
+    KafkaException if any delivery failed or is still outstanding.
+    """
+    failures: list[str] = []
+    partitions = partition_count(bootstrap, topic) if partition is None else 0
+    client = producer(bootstrap)
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    for index, value in enumerate(values):
+        target = partition if partition is not None else index % partitions
+        while True:
+            try:
+                client.produce(topic, value=value, key=key, partition=target, on_delivery=on_delivery)
+                break
+            except BufferError:
+                client.poll(0.05)
+        if index % 10_000 == 0:
+            client.poll(0)
+    remaining = client.flush(timeout)
+    if remaining or failures:
+        raise KafkaException(f"{remaining} undelivered, failures: {failures[:3]}")
+    return len(values)
+
+
+class ContinuousProducer:
+    """Produces small records round-robin over partitions at ``rate`` per second from a thread.
+
+    Record ``n`` is ``b"record-%012d" % n`` on partition ``n % partitions``. ``partitions`` may be
+    raised while it runs (after partitions were added to the topic). ``produced``, ``acked`` and
+    ``failed`` count records handed to the client, acknowledged, and failed.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, rate: int, partitions: int) -> None:
+        self._producer = producer(bootstrap, **{"topic.metadata.refresh.interval.ms": 1000})
+        self._topic = topic
+        self._rate = rate
+        self.partitions = partitions
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="continuous-producer", daemon=True)
+        self.produced = 0
+        self.acked = 0
+        self.failed = 0
+
+    def start(self) -> ContinuousProducer:
+        self._thread.start()
+        return self
+
+    def _delivered(self, err: object, _msg: object) -> None:
+        if err is None:
+            self.acked += 1
+        else:
+            self.failed += 1
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - started) * self._rate)
+            while self.produced < due and not self._stop.is_set():
+                try:
+                    self._producer.produce(
+                        self._topic, value=b"record-%012d" % self.produced, partition=self.produced % self.partitions,
+                        on_delivery=self._delivered,
+                    )
+                    self.produced += 1
+                except BufferError:
+                    self._producer.poll(0.05)
+                except KafkaException as exc:  # a partition just added: wait for the metadata refresh
+                    if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                        raise
+                    self._producer.poll(0.05)
+            self._producer.poll(0.01)
+
+    def stop(self) -> None:
+        """Stop producing, deliver what is queued, and release the client (no reconnect noise
+        once the servers stop). Idempotent."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(10)
+        self._producer.flush(30)
+        del self._producer
