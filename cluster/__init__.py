@@ -1,2 +1,2 @@
-"""The laminar-kafka node runtime, sink, CLI and the local dev stack of real servers."""
+"""The laminar-kafka node runtime: generations, epochs, drain rounds, the sink, status, verify, metrics, CLI."""
 from __future__ import annotations

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from cluster.acquisition import AssignmentFollower
 from cluster.generation import CallCancelled, Generations, SourceGeneration, bounded
 from cluster.runtime_context import RuntimeContext
-from cluster.runtime_state import CANCEL_GRACE_S, ActiveRound, DrainProgress
+from cluster.runtime_state import CANCEL_GRACE_S, ActiveRound, RoundProgress
 from coordinator.base import RoundDecided, RoundOutcome, RoundStarted
 from coordinator.errors import CoordinatorError, RoundError
 from coordinator.rounds import AssignmentDrainId
@@ -81,23 +81,23 @@ class DrainRounds:
         """``begin_drain`` for the active round; False while the source refuses it (retried next turn)."""
         round_ = self.active
         assert round_ is not None
-        if round_.progress is not DrainProgress.ANNOUNCED:
+        if round_.progress is not RoundProgress.ANNOUNCED:
             return True
         try:
             generation.connector.begin_drain(SourceDrainRequest(round_.drain_id), round_.deadline)
         except DrainError as exc:
             logger.info("drain %s refused for now: %s", round_.drain_id, exc)
             return False
-        self.active = round_.advanced(DrainProgress.BEGUN)
+        self.active = round_.advanced(RoundProgress.BEGUN)
         return True
 
     async def check(self, generation: SourceGeneration) -> None:
         """One turn of the active round: begin it if not begun, report it once drained."""
         round_ = self.active
         assert round_ is not None
-        if round_.progress is DrainProgress.REPORTED:
+        if round_.progress is RoundProgress.REPORTED:
             return
-        if round_.progress is DrainProgress.ANNOUNCED:
+        if round_.progress is RoundProgress.ANNOUNCED:
             if time.monotonic() > round_.deadline:
                 logger.warning("drain %s could not begin before its deadline", round_.drain_id)
                 self.active = None
@@ -114,7 +114,7 @@ class DrainRounds:
             metrics = self._context.metrics
             metrics.drain_seconds.labels(metrics.node).observe(time.monotonic() - round_.started)
             if await self._report_ready(round_.drain_id):
-                self.active = round_.advanced(DrainProgress.REPORTED)
+                self.active = round_.advanced(RoundProgress.REPORTED)
 
     async def _report_ready(self, drain_id: AssignmentDrainId) -> bool:
         """Tell the leader this node is drained; False when it was not recorded (asked again next turn)."""
@@ -182,7 +182,7 @@ class DrainRounds:
         round_, self.active = self.active, None
         if event.outcome is RoundOutcome.ABORT:
             self.round_started_at = None
-        if round_ is None or round_.drain_id != event.drain_id or round_.progress is DrainProgress.ANNOUNCED:
+        if round_ is None or round_.drain_id != event.drain_id or round_.progress is RoundProgress.ANNOUNCED:
             return None
         outcome = SourceDrainOutcome.COMMIT if event.outcome is RoundOutcome.COMMIT else SourceDrainOutcome.ABORT
         return SourceDrainResolution(event.drain_id, outcome)

@@ -16,7 +16,7 @@ from kafka_source.connector import ConnectorConfig, DeliveryGuarantee
 
 __all__ = [
     "ActiveRound",
-    "DrainProgress",
+    "RoundProgress",
     "HandoffRecord",
     "LeaveRequest",
     "RuntimeOptions",
@@ -82,7 +82,7 @@ class RuntimePhase(enum.Enum):
         return self in (RuntimePhase.STOPPING, RuntimePhase.LEFT)
 
 
-class DrainProgress(enum.Enum):
+class RoundProgress(enum.Enum):
     """How far this node is in a round's drain."""
 
     #: the round started; ``begin_drain`` has not been accepted yet (retried every turn)
@@ -103,15 +103,15 @@ class ActiveRound:
     drain_id: AssignmentDrainId
     deadline: float
     started: float
-    progress: DrainProgress = DrainProgress.ANNOUNCED
+    progress: RoundProgress = RoundProgress.ANNOUNCED
 
-    def advanced(self, progress: DrainProgress) -> ActiveRound:
+    def advanced(self, progress: RoundProgress) -> ActiveRound:
         return replace(self, progress=progress)
 
     def for_next_generation(self) -> ActiveRound:
         """The round as a new source generation sees it: begun again unless already reported."""
-        if self.progress is DrainProgress.BEGUN:
-            return self.advanced(DrainProgress.ANNOUNCED)
+        if self.progress is RoundProgress.BEGUN:
+            return self.advanced(RoundProgress.ANNOUNCED)
         return self
 
 
