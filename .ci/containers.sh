@@ -102,8 +102,11 @@ stop_service() {
 start_service() {
   mkdir -p /run/podman /var/log/laminar
   rm -f "$SOCKET"
+  # from /: the service outlives this script, and conmon fails in a deleted working directory
+  pushd / >/dev/null
   setsid nohup podman system service --time=0 "unix://$SOCKET" >>/var/log/laminar/podman-service.log 2>&1 < /dev/null &
   echo $! > /run/podman/laminar-service.pid
+  popd >/dev/null
   for _ in $(seq 1 100); do engine_answers "$SOCKET" && break; sleep 0.1; done
   engine_answers "$SOCKET" || { say "podman system service did not answer on $SOCKET; see /var/log/laminar/podman-service.log"; exit 1; }
   say "podman system service answers on $SOCKET"

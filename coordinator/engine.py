@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from abc import abstractmethod
 import time
 import uuid
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import ContextManager
@@ -32,7 +32,7 @@ from coordinator.model import next_step, next_wakeup_ms
 from coordinator.registry import AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId
 from coordinator.state import ControlState
-from coordinator.steps import Step
+from coordinator.steps import Step, StepKind
 from coordinator.store import ControlStore, EpochGone, Leadership, require_manifest
 from coordinator.values import EpochAck, Manifest, RoundOutcome, check_initial_manifest, check_topic_ids
 
@@ -51,7 +51,7 @@ def now_ms() -> int:
 
 def account(step: Step, metrics: CoordinatorMetrics) -> None:
     """Count and log an applied step."""
-    if step.kind == "commit_epoch":
+    if step.kind is StepKind.COMMIT_EPOCH:
         metrics.epochs_committed += 1
     if step.decision is not None:
         if step.decision.outcome is RoundOutcome.COMMIT:
@@ -164,7 +164,7 @@ class LeaderLoop:
         account(step, self._metrics)
         self._on_applied(step)
         keep = self._config.manifests_to_keep
-        if step.kind == "commit_epoch" and step.control.last_epoch % max(1, keep // 2) == 0:
+        if step.kind is StepKind.COMMIT_EPOCH and step.control.last_epoch % max(1, keep // 2) == 0:
             self._store.collect_garbage(term, step.control, keep)
 
 

@@ -71,6 +71,7 @@ from coordinator.steps import (  # re-exported here
     RecordRejection,
     StartRound,
     Step,
+    StepKind,
     View,
     WriteManifest,
 )
@@ -290,7 +291,7 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
             snapshot=snapshot, boots=_boots_for(owners, members), last_commit_ms=view.now_ms,
             leader_token=token,
         )
-        return Step("publish", first)
+        return Step(StepKind.PUBLISH, first)
 
     dead = dead_owners(control, members)
     previous = view.latest_manifest
@@ -318,21 +319,21 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
         if r is not None and r.cut_epoch == epoch and not _round_failed(control, dead, members) \
                 and view.now_ms < r.deadline_ms:
             new, decide = _decide(base, RoundOutcome.COMMIT, epoch, members, token)
-            return Step("commit_epoch", new, (write, decide), rejected, fences=fences)
-        return Step("commit_epoch", base, (write,), rejected, fences=fences)
+            return Step(StepKind.COMMIT_EPOCH, new, (write, decide), rejected, fences=fences)
+        return Step(StepKind.COMMIT_EPOCH, base, (write,), rejected, fences=fences)
 
     # 2. The running round.
     if control.round is not None:
         r = control.round
         if _round_failed(control, dead, members) or view.now_ms >= r.deadline_ms:
             new, decide = _decide(control, RoundOutcome.ABORT, control.last_epoch, members, token)
-            return Step("decide", new, (decide,))
+            return Step(StepKind.DECIDE, new, (decide,))
         if r.cut_epoch == 0:
             ready = all((p, control.boot_of(p)) in view.ready for p in r.participants)
             if ready:
                 epoch = control.last_epoch + 1
                 new = replace(control, open_epoch=epoch, round=replace(r, cut_epoch=epoch), leader_token=token)
-                return Step("open_epoch", new, (OpenEpoch(epoch, control.version),))
+                return Step(StepKind.OPEN_EPOCH, new, (OpenEpoch(epoch, control.version),))
         # Waiting for drain receipts: ordinary epochs continue (below).
         return _epoch_timer(view, control, config, token)
 
@@ -341,7 +342,7 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
         owners = shed_owners(control.snapshot.owners, dead, members, config.placement, view.vnode_load)
         new = _publish(control, owners, members, token, manifest_epoch=control.last_epoch)
         # _publish keeps stale boots only for owners still present; dead ones are gone from owners.
-        return Step("shed", new, shed=tuple(sorted(dead)))
+        return Step(StepKind.SHED, new, shed=tuple(sorted(dead)))
 
     # 4. Membership change: a round (or a direct publication when no live owner loses anything).
     eligible = _eligible(members)
@@ -355,7 +356,7 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
         }))
         if not participants:
             new = _publish(control, target, members, token, manifest_epoch=control.last_epoch)
-            return Step("publish", new)
+            return Step(StepKind.PUBLISH, new)
         drain_id = AssignmentDrainId.for_round(control.snapshot, target, token)
         r = RoundState(
             drain_id=drain_id, target_owners=tuple(target),
@@ -363,7 +364,7 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
             participants=participants,
         )
         new = replace(control, round=r, leader_token=token)
-        return Step("start_round", new, (StartRound(r),))
+        return Step(StepKind.START_ROUND, new, (StartRound(r),))
 
     # 5. The epoch timer.
     return _epoch_timer(view, control, config, token)
@@ -379,7 +380,7 @@ def _report_rejections(
     if not reports:
         return None
     intents = tuple(RecordRejection(ack, reason) for ack, reason in reports)
-    return Step("reject_acks", replace(control, leader_token=token), intents, rejected_acks=reports)
+    return Step(StepKind.REJECT_ACKS, replace(control, leader_token=token), intents, rejected_acks=reports)
 
 
 def _round_failed(control: ControlState, dead: frozenset[int], members: Mapping[int, Member]) -> bool:
@@ -398,7 +399,7 @@ def _epoch_timer(view: View, control: ControlState, config: CoordinatorConfig, t
         return None
     epoch = control.last_epoch + 1
     new = replace(control, open_epoch=epoch, leader_token=token)
-    return Step("open_epoch", new, (OpenEpoch(epoch, control.version),))
+    return Step(StepKind.OPEN_EPOCH, new, (OpenEpoch(epoch, control.version),))
 
 
 def next_wakeup_ms(control: ControlState | None, config: CoordinatorConfig) -> int | None:

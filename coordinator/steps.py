@@ -12,6 +12,7 @@ This module does no I/O.
 """
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ __all__ = [
     "RecordRejection",
     "Intent",
     "Step",
+    "StepKind",
 ]
 
 
@@ -115,17 +117,28 @@ class RecordRejection:
 Intent = Union[OpenEpoch, WriteManifest, StartRound, CreateDecision, RecordRejection]
 
 
+class StepKind(enum.StrEnum):
+    """What a leader step does (a string enum: logs and metrics print the value)."""
+
+    PUBLISH = "publish"  #: publish the next assignment version (first one, or a committed round)
+    OPEN_EPOCH = "open_epoch"  #: open the next epoch
+    COMMIT_EPOCH = "commit_epoch"  #: write the manifest of a fully acked epoch (maybe deciding a round)
+    DECIDE = "decide"  #: decide a round without an epoch (abort)
+    START_ROUND = "start_round"  #: start a round towards a new owner map
+    SHED = "shed"  #: move the vnodes of dead nodes
+    REJECT_ACKS = "reject_acks"  #: record rejected acks for their nodes
+
+
 @dataclass(frozen=True)
 class Step:
     """One leader action: replace the register with ``control`` and create ``intents``, atomically,
     provided every fence in ``fences`` holds.
 
-    ``kind`` names the action (``publish``, ``open_epoch``, ``commit_epoch``, ``decide``,
-    ``start_round``, ``shed``, ``reject_acks``). ``rejected_acks``: acks the step found invalid
+    ``kind`` names the action (:class:`StepKind`). ``rejected_acks``: acks the step found invalid
     (counted); ``shed``: dead nodes whose vnodes it moves (counted).
     """
 
-    kind: str
+    kind: StepKind
     control: ControlState
     intents: tuple[Intent, ...] = ()
     rejected_acks: tuple[tuple[EpochAck, str], ...] = ()

@@ -105,6 +105,9 @@ def start_podman_service(timeout: float = 15.0) -> None:
         process = subprocess.Popen(
             [podman, "system", "service", "--time=0", f"unix://{PODMAN_SOCKET}"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            # the service outlives this process: a working directory deleted later (a temporary
+            # checkout) would make every container start fail ("conmon: Failed to get working directory")
+            cwd="/",
         )
     PODMAN_PID_FILE.write_text(f"{process.pid}\n")
     deadline = time.monotonic() + timeout

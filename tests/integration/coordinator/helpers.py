@@ -26,6 +26,8 @@ from coordinator.errors import CoordinatorError
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import owned_partitions
 from coordinator.zk import ZooKeeperCoordinator
+from devstack import waiting
+from devstack.waiting import EventLog
 
 E = TypeVar("E")
 
@@ -81,19 +83,17 @@ class SimulatedNode:
         self.coordinator = coordinator
         self.auto = auto
         self.auto_ready = auto_ready
-        self.events: list[CoordinatorEvent] = []
+        self.log: EventLog[CoordinatorEvent] = EventLog()
+        self.events = self.log.events  # read-only view for assertions
         self.errors: list[Exception] = []
         self.acked: list[int] = []
-        self._cond = threading.Condition()
         self._work: queue.Queue[CoordinatorEvent | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         coordinator.subscribe(self._on_event)
 
     def _on_event(self, event: CoordinatorEvent) -> None:
-        with self._cond:
-            self.events.append(event)
-            self._cond.notify_all()
+        self.log.append(event)
         self._work.put(event)
 
     def _run(self) -> None:
@@ -146,28 +146,14 @@ class SimulatedNode:
     def wait_for(self, kind: type[E], predicate: Callable[[E], bool] = lambda _e: True,
                  timeout: float = 15.0, after: int = 0) -> E:
         """The first event of `kind` (at index >= `after`) satisfying `predicate`."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events[after:]:
-                    if isinstance(event, kind) and predicate(event):
-                        return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"no {kind.__name__} matching in {timeout}s; saw {self.events[-5:]}")
-                self._cond.wait(remaining)
+        return self.log.wait_for(kind, predicate, timeout, after)
 
     def latest_assignment(self) -> AssignmentChanged:
-        with self._cond:
-            return [e for e in self.events if isinstance(e, AssignmentChanged)][-1]
+        return self.log.of(AssignmentChanged)[-1]
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 15.0, interval: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met in {timeout}s")
-        time.sleep(interval)
+    waiting.wait_until(predicate, timeout, "the condition", interval=interval)
 
 
 def leader_of(coordinators: list[ZooKeeperCoordinator]) -> ZooKeeperCoordinator:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -11,6 +12,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 from coordinator.rounds import AssignmentDrainId
+from devstack.waiting import await_until
 from kafka_source import (
     DrainError,
     FatalError,
@@ -46,12 +48,8 @@ def group_offsets(bootstrap: str, group: str, topic: str, keys: set[str]) -> dic
     return {f"{tp.topic}:{tp.partition}": tp.offset for tp in result.topic_partitions}
 
 
-async def wait_for(condition, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.005)
+async def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    await await_until(condition, timeout, "the drain condition")
 
 
 async def test_self_other_self_reacquires_at_the_explicit_cursor(kafka, unique) -> None:

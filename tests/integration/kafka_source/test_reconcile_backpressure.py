@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
+from devstack.waiting import await_until
 from kafka_source import SourceCheckpoint
 from kafka_source.fifo import MESSAGE_OVERHEAD_BYTES
 from tests.integration.kafka_source.driver import Driver, Node, assert_contiguous, wait_caught_up
@@ -35,11 +36,7 @@ COMMIT_BOUND_S = 3.0
 
 
 async def _wait_for(condition: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached within {timeout:.0f}s")
-        await asyncio.sleep(0.005)
+    await await_until(condition, timeout, what)
 
 
 @pytest.mark.parametrize("poll_first", [False, True], ids=["held-from-start", "after-polling"])

@@ -2,7 +2,6 @@
 helpers that await conditions (never a sleep followed by a negative assertion)."""
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 
 import pyarrow.parquet as pq
@@ -22,6 +21,7 @@ from coordinator.base import (
 from coordinator.errors import CoordinatorError
 from coordinator.registry import AssignmentSnapshot
 from coordinator.rounds import AssignmentDrainId
+from devstack.waiting import await_until
 
 
 class FakeCoordinator(Coordinator):
@@ -115,11 +115,7 @@ class FakeCoordinator(Coordinator):
 
 
 async def wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError("condition not reached")
-        await asyncio.sleep(0.005)
+    await await_until(predicate, timeout, "the runtime condition")
 
 
 def published_offsets(runtime: NodeRuntime) -> dict[int, list[int]]:

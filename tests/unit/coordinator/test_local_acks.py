@@ -2,11 +2,8 @@
 the node and replaced (the same contract as the ZooKeeper backend, in one process)."""
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -22,33 +19,19 @@ from coordinator.base import (
 )
 from coordinator.errors import ConfigurationError, CoordinatorError, FencedError
 from coordinator.local import LocalCoordinator
+from devstack.waiting import EventLog
 
 pytestmark = pytest.mark.timeout(30)
 
-E = TypeVar("E")
 KEYS = [f"t:{p}" for p in range(8)]
 
 
-class Recorder:
+class Recorder(EventLog[CoordinatorEvent]):
+    """The events `coordinator` delivers, awaitable by type."""
+
     def __init__(self, coordinator: LocalCoordinator) -> None:
-        self.events: list[CoordinatorEvent] = []
-        self._cond = threading.Condition()
-        coordinator.subscribe(self._on)
-
-    def _on(self, event: CoordinatorEvent) -> None:
-        with self._cond:
-            self.events.append(event)
-            self._cond.notify_all()
-
-    def wait_for(self, kind: type[E], predicate: Callable[[E], bool] = lambda _e: True, timeout: float = 10.0) -> E:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events:
-                    if isinstance(event, kind) and predicate(event):
-                        return event
-                if not self._cond.wait(max(0.0, deadline - time.monotonic())) and time.monotonic() > deadline:
-                    raise TimeoutError(f"no {kind.__name__}; saw {self.events[-5:]}")
+        super().__init__()
+        coordinator.subscribe(self.append)
 
 
 @pytest.fixture

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from confluent_kafka import Message, TopicPartition
+
+from devstack import waiting
 
 from kafka_source.topics import TopicSelector
 from kafka_source.fifo import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, RecordChunk
@@ -38,10 +39,7 @@ class FakeConsumer:
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met"
-        time.sleep(0.002)
+    waiting.wait_until(condition, timeout, "the reader condition", interval=0.002)
 
 
 class Pending:
