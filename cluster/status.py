@@ -8,7 +8,6 @@ the high watermarks from Kafka.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,8 +25,6 @@ DEFAULT_ROOT: str = CoordinatorConfig.root
 
 #: attempts to read one partition's high watermark (a new partition may briefly have no leader)
 _WATERMARK_ATTEMPTS = 8
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_ROOT", "NodeStatus", "PartitionStatus", "PipelineStatus", "build_status", "collect_status",

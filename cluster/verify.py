@@ -13,7 +13,6 @@ the I/O. The report is OK iff nothing is missing, duplicated, unexpected or out 
 """
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -27,8 +26,6 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from cluster.errors import VerifyError
 from cluster.sink import list_published
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["OutputScan", "PartitionAudit", "VerifyReport", "audit", "read_output", "read_topic"]
 

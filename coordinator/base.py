@@ -60,7 +60,6 @@ predecessor owner that loses at least one vnode (nodes that only gain vnodes nev
 """
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
@@ -92,8 +91,6 @@ from coordinator.values import (
     check_topic_ids,
     initial_manifest,
 )
-
-logger = logging.getLogger(__name__)
 
 # The values, events and config are defined in their own modules and re-exported here (the names
 # every importer of this module has always used).

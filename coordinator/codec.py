@@ -19,14 +19,11 @@ This module does no I/O.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.errors import CodecError
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "U64_MAX",

@@ -1,14 +1,11 @@
 """The settings of one pipeline's coordinator (:class:`CoordinatorConfig`). This module does no I/O."""
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from coordinator.errors import ConfigurationError
 from coordinator.placement import DEFAULT_STRATEGY, STRATEGIES
 from coordinator.registry import DEFAULT_VNODE_COUNT
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["CoordinatorConfig"]
 

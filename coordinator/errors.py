@@ -6,9 +6,6 @@ exception, an ``OSError``), the original is kept as ``.cause`` and also chained 
 """
 from __future__ import annotations
 
-import logging
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "CoordinatorError",

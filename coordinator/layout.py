@@ -32,7 +32,6 @@ This module does no I/O.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,8 +47,6 @@ from coordinator.state import RoundState
 from coordinator.steps import CreateDecision, Intent, MemberFence, OpenEpoch, RecordRejection, StartRound, \
     WriteManifest
 from coordinator.values import EpochAck
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "MANIFEST_CHUNK_BYTES", "PENDING", "EPOCH_NAME_WIDTH", "CANDIDATE_PREFIX", "ASSIGNMENT", "VNODE_LOAD",

@@ -12,7 +12,6 @@ node's ack is delivered as ``AckRejected`` once per ack content.
 """
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -30,8 +29,6 @@ from coordinator.registry import NodeId
 from coordinator.steps import Step
 from coordinator.store import Leadership
 from coordinator.values import Member
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["LocalCoordinator"]
 

@@ -18,7 +18,6 @@ the previous files intact; leftover ``*.tmp`` files are removed on recovery. Mem
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -32,8 +31,6 @@ from coordinator.state import ControlState
 from coordinator.steps import MemberFence, Step
 from coordinator.store import Leadership
 from coordinator.values import Manifest
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["LocalStore", "write_durable"]
 

@@ -9,7 +9,6 @@ Thread-safe (one lock).
 """
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping
 
@@ -20,8 +19,6 @@ from coordinator.state import ControlState
 from coordinator.steps import MemberFence, Step, View
 from coordinator.store import ControlStore, EpochGone, Leadership
 from coordinator.values import EpochAck, Manifest, Member
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["MemoryStore"]
 

@@ -44,7 +44,6 @@ This module does no I/O.
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -77,8 +76,6 @@ from coordinator.steps import (  # re-exported here
 )
 from coordinator.tracker import EventTracker  # re-exported here
 from coordinator.values import EpochAck, Manifest, Member, RoundOutcome
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "RECENT_DECISIONS",

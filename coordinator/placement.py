@@ -44,7 +44,6 @@ This module does no I/O.
 """
 from __future__ import annotations
 
-import logging
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -52,8 +51,6 @@ import xxhash
 
 from coordinator.errors import PlacementError
 from coordinator.registry import UNASSIGNED, NodeId
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGY", "rendezvous", "balanced", "place"]
 

@@ -23,7 +23,6 @@ This module does no I/O.
 """
 from __future__ import annotations
 
-import logging
 import re
 import struct
 from collections.abc import Mapping, Sequence
@@ -36,8 +35,6 @@ from coordinator.errors import RoundError
 
 if TYPE_CHECKING:
     from coordinator.registry import AssignmentSnapshot
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "U64_MAX",

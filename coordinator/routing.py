@@ -17,7 +17,6 @@ same map. This module does no I/O.
 """
 from __future__ import annotations
 
-import logging
 import struct
 from collections.abc import Iterable
 
@@ -25,8 +24,6 @@ import xxhash
 
 from coordinator.errors import RoutingError
 from coordinator.registry import AssignmentSnapshot, NodeId
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "ROUTE_DOMAIN",

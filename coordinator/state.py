@@ -10,7 +10,6 @@ This module does no I/O. The node names around the register are in :mod:`coordin
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +18,6 @@ from coordinator.errors import CodecError, CoordinatorError
 from coordinator.registry import AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId
 from coordinator.values import RoundOutcome
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "RECENT_DECISIONS",

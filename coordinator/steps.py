@@ -13,15 +13,12 @@ This module does no I/O.
 from __future__ import annotations
 
 import enum
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
 from coordinator.state import ControlState, Decision, RoundState
 from coordinator.values import EpochAck, Manifest, Member
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "MemberFence",

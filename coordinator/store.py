@@ -19,7 +19,6 @@ semantics in memory: the stateful model tests).
 """
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,8 +28,6 @@ from coordinator.rounds import AssignmentDrainId
 from coordinator.state import ControlState
 from coordinator.steps import Step, View
 from coordinator.values import EpochAck, Manifest
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["Leadership", "EpochGone", "ControlStore"]
 

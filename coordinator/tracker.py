@@ -4,7 +4,6 @@ This module does no I/O.
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 
 from coordinator.events import (
@@ -18,8 +17,6 @@ from coordinator.events import (
 from coordinator.rounds import AssignmentDrainId
 from coordinator.state import RECENT_DECISIONS, ControlState
 from coordinator.values import Manifest
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["EventTracker"]
 

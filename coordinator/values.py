@@ -15,7 +15,6 @@ This module does no I/O.
 from __future__ import annotations
 
 import enum
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -34,8 +33,6 @@ from coordinator.codec import (
 )
 from coordinator.errors import CodecError, ConfigurationError, CoordinatorError
 from coordinator.registry import NodeId
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "MANIFEST_FORMAT_VERSION",
