@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import logging
 import os
@@ -17,8 +18,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Callable, NoReturn, TypeVar
 
-from cluster.config import SETTING_NAMES, env_name, load_settings
+from cluster.config import SETTING_NAMES, STARTUP_MODES, env_name, load_settings
 from cluster.errors import ClusterError, UsageError
+from kafka_source.config import Format
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +51,8 @@ _RUN_HELP = {
     "max-file-bytes": "rotate staged Parquet files at this size (default 128 MiB)",
     "row-group-rows": "rows per Parquet row group (default 65536)",
     "max-batch-records": "records per source poll (default 10000)",
-    "format": "record format: raw or json (default raw)",
-    "startup-mode": "where a new pipeline starts: earliest, latest, timestamp or specific-offsets; resolved once "
+    "format": "record format (default raw)",
+    "startup-mode": "where a new pipeline starts; resolved once "
                     "and pinned before any node reads (default earliest)",
     "startup-timestamp-ms": "with startup-mode=timestamp: the first record time to land (ms since the epoch)",
     "startup-specific-offsets": "with startup-mode=specific-offsets: topic:partition:offset,...",
@@ -63,6 +65,20 @@ _RUN_HELP = {
 }
 
 
+#: Settings whose values are a closed set: argparse lists and checks them.
+_RUN_CHOICES: dict[str, tuple[str, ...]] = {
+    "format": tuple(f.value for f in Format),
+    "startup-mode": STARTUP_MODES,
+}
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version(PROG)
+    except importlib.metadata.PackageNotFoundError:  # running from a checkout that is not installed
+        return "unknown"
+
+
 def _add_common(parser: argparse.ArgumentParser, top: bool = False) -> None:
     # Subcommands must not reset a --debug given before the command name.
     parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
@@ -72,6 +88,7 @@ def _add_common(parser: argparse.ArgumentParser, top: bool = False) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Land Kafka topics into Parquet exactly once, on a cluster of nodes.")
     _add_common(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,demo,chaos,dev}",
                                      parser_class=_Parser)
 
@@ -81,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(run)
     run.add_argument("--config", metavar="FILE", help="TOML file with the settings below (same names)")
     for name in SETTING_NAMES:
-        run.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None,
+        run.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None, choices=_RUN_CHOICES.get(name),
                          help=f"{_RUN_HELP[name]} [env {env_name(name)}]")
     run.add_argument("--log-file", help="also write logs to this file")
     run.add_argument("--connect-timeout", type=float, default=10.0,

@@ -26,6 +26,11 @@ from kafka_source.topics import PATTERN_PREFIX, TopicSelector
 __all__ = ["NodeSettings", "SETTING_NAMES", "ENV_PREFIX", "env_name", "load_settings", "settings_from"]
 
 ENV_PREFIX = "LAMINAR_"
+#: LAMINAR_* variables that configure the tooling, not a node (README "Development"); a node ignores
+#: them, as it ignores LAMINAR_TEST_*. Any other unknown LAMINAR_* close to a setting's name is a typo.
+TOOLING_ENV: frozenset[str] = frozenset({
+    "LAMINAR_CACHE_DIR", "LAMINAR_DEBIAN_MIRROR", "LAMINAR_CONTAINERS_REQUIRED", "LAMINAR_ALLOW_NO_NETNS",
+})
 #: where a new pipeline starts (resolved once and pinned as its initial manifest)
 STARTUP_MODES: tuple[str, ...] = ("earliest", "latest", "timestamp", "specific-offsets")
 
@@ -247,7 +252,7 @@ def settings_from(
             kafka[key[len(ENV_PREFIX + "KAFKA__"):].lower().replace("_", ".")] = value
             continue
         if key not in known_env:
-            if key.startswith(("LAMINAR_TEST_",)):
+            if key in TOOLING_ENV or key.startswith("LAMINAR_TEST_"):
                 continue
             guess = difflib.get_close_matches(key, list(known_env), n=1, cutoff=0.6)
             if guess:

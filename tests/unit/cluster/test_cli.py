@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.cli import build_parser, main
+from cluster.cli import _RUN_CHOICES, build_parser, main
 from cluster.config import SETTING_NAMES
 
 
@@ -34,9 +34,10 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
 
 def test_run_flags_cover_every_setting() -> None:
     parser = build_parser()
-    args = parser.parse_args(["run", *[f"--{name}=1" for name in SETTING_NAMES]])
+    values = {name: _RUN_CHOICES.get(name, ("1",))[-1] for name in SETTING_NAMES}
+    args = parser.parse_args(["run", *[f"--{name}={value}" for name, value in values.items()]])
     for name in SETTING_NAMES:
-        assert getattr(args, name.replace("-", "_")) == "1"
+        assert getattr(args, name.replace("-", "_")) == values[name]
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -105,3 +106,20 @@ def test_sigterm_before_the_node_joined_exits_0(tmp_path: Path) -> None:
         assert node.wait(10) == 0, node.stdout.read() if node.stdout else ""
     finally:
         node.kill()
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out.startswith("laminar-kafka ")
+
+
+@pytest.mark.parametrize("flag, choices", [("--format", "{raw,json}"),
+                                           ("--startup-mode", "{earliest,latest,timestamp,specific-offsets}")])
+def test_closed_settings_list_and_check_their_choices(flag: str, choices: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert f"{flag} {choices}" in capsys.readouterr().out
+    code, _out, err = run_cli(capsys, "run", "--bootstrap", "k:1", "--topic", "t", "--output", "/tmp/o", flag, "nope")
+    assert code == 2 and "invalid choice: 'nope'" in err and len(err.strip().splitlines()) == 1

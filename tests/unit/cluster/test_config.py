@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import SETTING_NAMES, NodeSettings, env_name, load_settings, settings_from
+from cluster.config import SETTING_NAMES, TOOLING_ENV, NodeSettings, env_name, load_settings, settings_from
 from cluster.errors import ConfigError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
@@ -113,3 +113,9 @@ def test_every_startup_mode_and_its_parameter() -> None:
     assert settings_from(BASE, {}, {"topology-interval-ms": "0"}).topology_interval_ms == 0
     with pytest.raises(ConfigError, match="topology-interval-ms"):
         settings_from(BASE, {}, {"topology-interval-ms": "-1"})
+
+
+@pytest.mark.parametrize("name", sorted(TOOLING_ENV))
+def test_the_tooling_environment_variables_are_not_node_settings(name: str) -> None:
+    # LAMINAR_CACHE_DIR is close to no setting, LAMINAR_CONTAINERS_REQUIRED... all must pass untouched
+    assert settings_from(BASE, {name: "1"}, {}) == settings_from(BASE, {}, {})

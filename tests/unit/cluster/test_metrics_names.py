@@ -1,0 +1,26 @@
+"""The README's metrics table names exactly the families `/metrics` exports (counters with `_total`)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cluster.metrics import NodeMetrics
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def exported_names() -> set[str]:
+    names = set()
+    for family in NodeMetrics(1).registry.collect():
+        names.add(f"{family.name}_total" if family.type == "counter" else family.name)
+    return names
+
+
+def readme_names() -> set[str]:
+    text = README.read_text()
+    section = text[text.index("### Metrics"):text.index("### What `verify` proves")]
+    return set(re.findall(r"`(laminar_[a-z_]+)`", section))
+
+
+def test_the_readme_lists_exactly_the_exported_metric_families() -> None:
+    assert readme_names() == exported_names()
