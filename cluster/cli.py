@@ -18,9 +18,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Callable, NoReturn, TypeVar
 
-from cluster.config import SETTING_NAMES, STARTUP_MODES, env_name, load_settings
+from cluster.config import (
+    BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, env_name, kafka_client_from, load_settings,
+)
 from cluster.errors import ClusterError, UsageError
+from cluster.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, quiet_clients
+from kafka_source.clients import KafkaClientConfig
 from kafka_source.config import Format
+from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +67,19 @@ _RUN_HELP = {
     "vnode-count": "number of vnodes of a new pipeline (default 256)",
     "source-identity": "source identity used for partition routing (default 'kafka')",
     "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator)",
+    "metrics-address": "address /metrics binds to (default 0.0.0.0, every interface; 127.0.0.1 for this host only)",
+    "json-schema": "format=json: the record schema, name:type,... (pyarrow types: int64, string, double, "
+                   "timestamp[ms]...); without it a schema is inferred once from a sample and pinned for the pipeline",
+    "on-bad-record": "a record that does not decode: fail (stop the node; default) or skip "
+                     "(land it in <output>/_rejected/ with its raw bytes and the error, exactly once)",
+    "max-error-rate": "with on-bad-record=skip: stop once more than this fraction of records was bad (default 0.01)",
+    "include-key": "add the record key as a _key column (true/false; default false)",
+    "include-headers": "add the record headers as a _headers column, a list of key/value structs (default false)",
+    "key-format": "how the key is decoded with include-key: raw bytes (default), string, or a schema-registry format",
+    "schema-registry-url": "formats avro, protobuf, json-schema: the Confluent-compatible schema registry URL "
+                           "(client properties in the [schema_registry] table, LAMINAR_SCHEMA_REGISTRY__<KEY>)",
+    "zk-auth": "ZooKeeper digest credentials user:password: the pipeline's subtree is created readable and "
+               "writable by this user only (prefer the environment variable: flags show in ps)",
 }
 
 
@@ -69,6 +87,7 @@ _RUN_HELP = {
 _RUN_CHOICES: dict[str, tuple[str, ...]] = {
     "format": tuple(f.value for f in Format),
     "startup-mode": STARTUP_MODES,
+    "on-bad-record": BAD_RECORD_POLICIES,
 }
 
 
@@ -80,9 +99,22 @@ def _version() -> str:
 
 
 def _add_common(parser: argparse.ArgumentParser, top: bool = False) -> None:
-    # Subcommands must not reset a --debug given before the command name.
+    # Subcommands must not reset an option given before the command name.
     parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
-                        help="verbose logs and stack traces on errors")
+                        help="verbose logs (--log-level debug) and stack traces on errors")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=None if top else argparse.SUPPRESS,
+                        help="log level (default info) [env LAMINAR_LOG_LEVEL]")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=None if top else argparse.SUPPRESS,
+                        help="text (default) or json, one object per line for log shippers [env LAMINAR_LOG_FORMAT]")
+
+
+def _add_kafka_client(parser: argparse.ArgumentParser) -> None:
+    """The Kafka client flags of a command that is not a node: the bootstrap servers and a config
+    file whose [kafka] table (and LAMINAR_KAFKA__*) reaches every client (security...)."""
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (or 'bootstrap' in --config, LAMINAR_BOOTSTRAP)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="TOML file: its 'bootstrap' and [kafka] table of client properties are used "
+                             "(the same file `run` takes; LAMINAR_KAFKA__<KEY> too)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Show members, the leader, the assignment version, vnodes and partitions per node, the durable "
         "cursor against the high watermark per partition, and running rounds."))
     _add_common(status)
-    status.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    _add_kafka_client(status)
     status.add_argument("--topic", required=True, help="topic(s), comma-separated")
     group = status.add_mutually_exclusive_group(required=True)
     group.add_argument("--zk", help="ZooKeeper hosts of the pipeline")
@@ -117,6 +149,15 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--pipeline", default="default", help="pipeline name (default 'default')")
     status.add_argument("--source-identity", default="kafka", help="source identity (default 'kafka')")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    status.add_argument("--watch", action="store_true",
+                        help="refresh every --interval seconds until Ctrl-C (a live view on a terminal)")
+    status.add_argument("--interval", type=float, default=2.0, help="seconds between --watch refreshes (default 2)")
+    status.add_argument("--stale-after", type=float, default=10.0,
+                        help="seconds without a committed epoch while records wait before the pipeline counts as "
+                             "degraded (default 10)")
+    status.epilog = ("Exit codes: 0 healthy; 1 degraded (a member missing, no leader, a round stuck past its "
+                     "deadline, durable lag growing); 2 Kafka, ZooKeeper or the state directory unreachable. "
+                     "ZooKeeper credentials: LAMINAR_ZK_AUTH or zk-auth in --config.")
     status.set_defaults(handler=cmd_status)
 
     verify = commands.add_parser("verify", help="audit an output against its topic (exactly once?)", description=(
@@ -124,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "partition: expected, present, missing, duplicated. Exit 0 only if nothing is missing or duplicated."))
     _add_common(verify)
     verify.add_argument("--output", required=True, help="output directory or URI")
-    verify.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    _add_kafka_client(verify)
     verify.add_argument("--topic", required=True,
                         help="the topic(s) to audit: a name, a comma-separated list, or re:<regex> (every matching topic)")
     verify.add_argument("--timeout", type=float, default=120.0, help="seconds to read the topic (default 120)")
@@ -148,18 +189,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(debug: bool, log_file: str | None = None) -> None:
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if log_file:
-        handlers.append(logging.FileHandler(log_file))
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
-    if not debug:
-        logging.getLogger("kazoo").setLevel(logging.WARNING)
+def _configure_logging(args: argparse.Namespace, log_file: str | None = None, default_level: str = "info") -> None:
+    """Logging of a command from --debug, --log-level, --log-format and their environment variables."""
+    level = "debug" if args.debug else (args.log_level or os.environ.get("LAMINAR_LOG_LEVEL") or default_level)
+    log_format = args.log_format or os.environ.get("LAMINAR_LOG_FORMAT") or "text"
+    try:
+        configure_logging(level.lower(), log_format.lower(), log_file)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _kafka_client(args: argparse.Namespace) -> KafkaClientConfig:
+    try:
+        return kafka_client_from(args.config, os.environ, args.bootstrap)
+    except ConnectorConfigurationError as exc:
+        raise UsageError(str(exc), cause=exc) from exc
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -201,18 +245,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signum, _stop_before_joining)
     flags = {name: getattr(args, name.replace("-", "_")) for name in SETTING_NAMES}
     settings = load_settings(args.config, os.environ, flags)
-    _configure_logging(args.debug, args.log_file)
-    kazoo_logger = logging.getLogger("kazoo")
-    if not args.debug:
-        kazoo_logger.setLevel(logging.CRITICAL)  # an unreachable ZooKeeper is reported in one line
+    _configure_logging(args, args.log_file)
     if args.connect_timeout <= 0:
         raise UsageError(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
-    _interruptible(preflight, settings, args.connect_timeout)
-    kazoo_logger.setLevel(logging.DEBUG if args.debug else logging.WARNING)
+    with quiet_clients(args.debug):  # an unreachable Kafka or ZooKeeper is reported in one line
+        _interruptible(preflight, settings, args.connect_timeout)
     return asyncio.run(run_node(settings))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    _configure_logging(args, default_level="warning")
+    kafka = _kafka_client(args)
+    with quiet_clients(args.debug):
+        return _verify(args, kafka)
+
+
+def _verify(args: argparse.Namespace, kafka: KafkaClientConfig) -> int:
     from cluster.errors import SinkError, VerifyError
     from cluster.sink import open_output
     from cluster.verify import audit, read_output, read_topic
@@ -231,13 +279,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(f"output {args.output!r} is not a directory")
     from cluster.node import topic_partitions
 
-    topics = sorted({t for t, _ in topic_partitions(args.bootstrap, (args.topic,), min(args.timeout, 10.0))})
+    topics = sorted({t for t, _ in topic_partitions(kafka, (args.topic,), min(args.timeout, 10.0))})
     if not topics:
-        raise UsageError(f"no topic matches {args.topic!r} on {args.bootstrap}")
+        raise UsageError(f"no topic matches {args.topic!r} on {kafka.bootstrap}")
     reports = []
     for topic in topics:
         try:
-            expected, highs, lows = read_topic(args.bootstrap, topic, args.timeout)
+            expected, highs, lows = read_topic(kafka, topic, args.timeout)
         except VerifyError as exc:
             raise UsageError(str(exc), cause=exc) from exc
         reports.append(audit(topic, expected, highs, read_output(fs, root, topic), lows))
@@ -250,23 +298,54 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from cluster.status import collect_status
+    """Exit 0 healthy, 1 degraded, 2 unreachable (see cluster.health); --watch: the last code."""
+    from cluster.config import read_config_file
+    from cluster.errors import ConfigError
+    from cluster.health import assess
+    from cluster.status import PipelineStatus, collect_status
+    from cluster.status_watch import watch
+    from coordinator.config import ZkCredentials
+    from coordinator.errors import ConfigurationError
 
+    _configure_logging(args, default_level="warning")
+    kafka = _kafka_client(args)
     topics = tuple(t.strip() for t in args.topic.split(",") if t.strip())
-    status = collect_status(
-        bootstrap=args.bootstrap, topics=topics, zk=args.zk, state_dir=args.state_dir,
-        pipeline=args.pipeline, source_identity=args.source_identity,
-    )
-    print(json.dumps(status.to_json(), indent=2) if args.json else status.table())
-    return 0
+    zk_auth = os.environ.get(env_name("zk-auth")) or ""
+    if not zk_auth and args.config:
+        file_values = read_config_file(args.config)
+        zk_auth = str(file_values.get("zk-auth") or file_values.get("zk_auth") or "")
+    try:
+        credentials = ZkCredentials.parse(zk_auth) if zk_auth and args.zk else None
+    except ConfigurationError as exc:
+        raise ConfigError(str(exc)) from exc
+
+    def observe() -> PipelineStatus:
+        try:
+            return collect_status(kafka=kafka, topics=topics, zk=args.zk, state_dir=args.state_dir,
+                                  pipeline=args.pipeline, source_identity=args.source_identity,
+                                  credentials=credentials)
+        except UsageError:
+            raise
+        except ClusterError as exc:  # e.g. a watermark that cannot be read: Kafka unusable
+            raise UsageError(str(exc), cause=exc) from exc
+
+    with quiet_clients(args.debug):
+        if args.watch:
+            return watch(observe, interval=args.interval, as_json=args.json, stale_after=args.stale_after,
+                         out=sys.stdout, live=sys.stdout.isatty())
+        status = observe()  # unreachable: UsageError, one line, exit 2
+    health = assess(status, stale_after=args.stale_after)
+    if args.json:
+        print(json.dumps({**status.to_json(), "health": health.to_json()}, indent=2))
+    else:
+        print(status.table() + "\n\n" + health.lines())
+    return int(health.code)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from devstack.demo import run_demo
 
-    _configure_logging(args.debug)
-    if not args.debug:
-        logging.getLogger().setLevel(logging.WARNING)
+    _configure_logging(args, default_level="warning")
     return run_demo(workdir=args.workdir, rate=args.rate, as_json=args.json)
 
 

@@ -14,12 +14,15 @@ processes are gone or no longer ours) and cleaned, never trusted blindly.
 images (`python -m devstack.containers build`) on any engine answering the Docker API, published on
 127.0.0.1 and recorded in `<state file>.containers.json`; `dev status` and `dev down` handle both
 kinds. Containers are found by their stack label, so a lost state file leaves nothing unmanaged.
+
+`dev up --secure` adds SASL_SSL (SCRAM-SHA-512) and mTLS listeners to Kafka, with TLS material
+generated for this stack; it prints the client settings as a TOML `[kafka]` table without the
+password, which is only in the file it names (`<stack>/client.toml`, mode 0600).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +58,9 @@ def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: i
     up.add_argument("--json", action="store_true", help="print the state as JSON")
     up.add_argument("--containers", action="store_true",
                     help="run Kafka and ZooKeeper as containers of the project's images (one broker, one server)")
+    up.add_argument("--secure", action="store_true",
+                    help="also listen with SASL_SSL (SCRAM-SHA-512) and mTLS; writes the client settings to "
+                         "<stack>/client.toml and client-mtls.toml")
     up.set_defaults(handler=dev_up)
     status = actions.add_parser("status", help="show the recorded stack and whether each process is alive")
     status.add_argument("--json", action="store_true", help="print the state as JSON")
@@ -75,9 +81,32 @@ def _print_stack(state: dict[str, object], as_json: bool) -> None:
     if as_json:
         print(json.dumps(state, indent=2))
         return
-    print(f"bootstrap.servers  {state['bootstrap']}")
+    secure = state.get("secure")
+    print(f"bootstrap.servers  {state['bootstrap']}" + ("  (PLAINTEXT)" if secure else ""))
     print(f"zookeeper          {state['zk_hosts']}")
     print(f"started in         {state['startup_seconds']} s")
+    if isinstance(secure, dict):
+        _print_secure(secure)
+
+
+def _print_secure(secure: dict[str, str]) -> None:
+    """The secured listeners and the `[kafka]` table of client.toml, its secrets left out."""
+    import tomllib
+
+    from devstack.security import client_toml
+
+    print(f"SASL_SSL           {secure['sasl_ssl_bootstrap']}  (SCRAM-SHA-512, user {secure['sasl_username']})")
+    print(f"SSL (mTLS)         {secure['ssl_bootstrap']}  (client certificate required)")
+    print(f"client config      {secure['client_config']}  (holds the password; mode 0600)")
+    print(f"mTLS client config {secure['mtls_client_config']}")
+    try:
+        document = tomllib.loads(Path(secure["client_config"]).read_text())
+        properties = {str(k): str(v) for k, v in document["kafka"].items()}
+    except (OSError, KeyError, ValueError) as exc:
+        print(f"(cannot read {secure['client_config']}: {exc})")
+        return
+    print(f"\n# laminar-kafka run|status|verify --config {secure['client_config']} ..., or in your own config:")
+    print(client_toml(properties, bootstrap=str(document.get("bootstrap", "")), hide_secrets=True), end="")
 
 
 def _containers_state_file(args: argparse.Namespace) -> Path:
@@ -176,6 +205,8 @@ def _containers_down(args: argparse.Namespace) -> list[str]:
 
 def dev_up(args: argparse.Namespace) -> int:
     if getattr(args, "containers", False):
+        if getattr(args, "secure", False):
+            raise UsageError("dev up --secure runs local processes; it cannot be combined with --containers")
         return dev_up_containers(args)
     from devstack.errors import DevStackStateError
     from devstack.stack import DevStack, read_state, tear_down_recorded, write_state
@@ -187,16 +218,22 @@ def dev_up(args: argparse.Namespace) -> int:
         print(f"warning: {exc}; discarding it")
         state_file.unlink(missing_ok=True)
         recorded = None
+    secure = bool(getattr(args, "secure", False))
     if recorded is not None:
-        if recorded.healthy:
+        if recorded.healthy and (recorded.secure is not None or not secure):
             print("dev stack already running")
             _print_stack({"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
-                          "startup_seconds": recorded.startup_seconds}, args.json)
+                          "startup_seconds": recorded.startup_seconds,
+                          "secure": dict(recorded.secure) if recorded.secure else None}, args.json)
             return 0
+        if recorded.healthy:
+            print("a dev stack without --secure is running; stop it first (laminar-kafka dev down)")
+            return 2
         stopped = tear_down_recorded(recorded, state_file)
         print(f"cleaned a stale state file from a crashed dev up (stopped: {', '.join(stopped) or 'nothing'})")
     stack = DevStack.launch(
-        kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout, detach=True
+        kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout, detach=True,
+        secure=secure,
     )
     write_state(state_file, stack)
     _print_stack(stack.to_state(), args.json)
@@ -233,12 +270,16 @@ def dev_status_processes(args: argparse.Namespace, recorded: RecordedStack) -> i
     if args.json:
         print(json.dumps({
             "bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts, "healthy": recorded.healthy,
+            "secure": dict(recorded.secure) if recorded.secure else None,
             "processes": [{"name": p.name, "pid": p.pid, "port": p.port, "alive": p.alive, "log": p.log}
                           for p in recorded.processes],
         }, indent=2))
     else:
         print(f"bootstrap.servers  {recorded.bootstrap}")
         print(f"zookeeper          {recorded.zk_hosts}")
+        if recorded.secure:
+            print(f"SASL_SSL           {recorded.secure['sasl_ssl_bootstrap']}  config {recorded.secure['client_config']}")
+            print(f"SSL (mTLS)         {recorded.secure['ssl_bootstrap']}  config {recorded.secure['mtls_client_config']}")
         for process in recorded.processes:
             print(f"{process.name:<18} pid {process.pid:<8} port {process.port:<6} {'alive' if process.alive else 'GONE'}")
     return 0 if recorded.healthy else 1
@@ -279,9 +320,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     from devstack.chaos_plan import KINDS, parse_kinds
     from devstack.chaos_report import campaign_json, format_table, summarize
 
-    _configure_logging(args.debug)
-    if not args.debug:
-        logging.getLogger().setLevel(logging.WARNING)
+    _configure_logging(args, default_level="warning")
     try:
         kinds = parse_kinds(args.kinds)
     except ValueError as exc:

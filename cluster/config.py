@@ -3,7 +3,11 @@
 Precedence (later wins): built-in defaults < TOML file (``--config FILE``) < environment
 (``LAMINAR_<NAME>``, e.g. ``LAMINAR_NODE_ID``) < command-line flags. Every setting has one canonical
 name, the long flag without dashes (``node-id``); the TOML file uses the same names (``node_id`` is
-accepted too) plus an optional ``[kafka]`` table of librdkafka properties passed to the source.
+accepted too) plus two optional tables: ``[kafka]``, librdkafka properties shared by every Kafka client
+of the node (security: ``security.protocol``, ``sasl.*``, ``ssl.*``; also ``LAMINAR_KAFKA__<KEY>``,
+e.g. ``LAMINAR_KAFKA__SASL_PASSWORD`` for ``sasl.password``), and ``[schema_registry]``, properties of
+the schema-registry client (``basic.auth.user.info``...; also ``LAMINAR_SCHEMA_REGISTRY__<KEY>``).
+Secrets (see :func:`kafka_source.clients.is_secret_key`) never appear in ``repr`` or logs.
 
 Unknown names are rejected with the nearest valid one. Values are validated here, so a
 :class:`NodeSettings` that exists is well-formed. Apart from reading the TOML file in
@@ -20,17 +24,28 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from cluster.errors import ConfigError
+from kafka_source.clients import KafkaClientConfig, redact
+from kafka_source.config import Format
 from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
 from kafka_source.topics import PATTERN_PREFIX, TopicSelector
 
-__all__ = ["NodeSettings", "SETTING_NAMES", "ENV_PREFIX", "env_name", "load_settings", "settings_from"]
+__all__ = [
+    "BAD_RECORD_POLICIES", "ENV_PREFIX", "NodeSettings", "SETTING_NAMES", "STARTUP_MODES", "env_name",
+    "kafka_client_from", "load_settings", "settings_from",
+]
 
 ENV_PREFIX = "LAMINAR_"
 #: LAMINAR_* variables that configure the tooling, not a node (README "Development"); a node ignores
 #: them, as it ignores LAMINAR_TEST_*. Any other unknown LAMINAR_* close to a setting's name is a typo.
 TOOLING_ENV: frozenset[str] = frozenset({
     "LAMINAR_CACHE_DIR", "LAMINAR_DEBIAN_MIRROR", "LAMINAR_CONTAINERS_REQUIRED", "LAMINAR_ALLOW_NO_NETNS",
+    "LAMINAR_LOG_LEVEL", "LAMINAR_LOG_FORMAT",  # every command's logging (cluster.logs)
 })
+#: prefixes of the passthrough tables in the environment
+KAFKA_ENV_PREFIX = ENV_PREFIX + "KAFKA__"
+REGISTRY_ENV_PREFIX = ENV_PREFIX + "SCHEMA_REGISTRY__"
+#: what a record that does not decode does: stop the node, or go to ``<output>/_rejected/``
+BAD_RECORD_POLICIES: tuple[str, ...] = ("fail", "skip")
 #: where a new pipeline starts (resolved once and pinned as its initial manifest)
 STARTUP_MODES: tuple[str, ...] = ("earliest", "latest", "timestamp", "specific-offsets")
 
@@ -71,10 +86,29 @@ class NodeSettings:
     vnode_count: int = 256
     source_identity: str = "kafka"
     state_dir: str = ""
+    metrics_address: str = "0.0.0.0"
+    json_schema: str = ""
+    on_bad_record: str = "fail"
+    max_error_rate: float = 0.01
+    include_key: bool = False
+    include_headers: bool = False
+    key_format: str = "raw"
+    schema_registry_url: str = ""
+    zk_auth: str = field(default="", repr=False)
     kafka: Mapping[str, str] = field(default_factory=dict)
+    schema_registry: Mapping[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        shown = {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("kafka", "schema_registry", "zk_auth")}
+        fields = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+        return (f"NodeSettings({fields}, kafka={redact(self.kafka)!r}, schema_registry={redact(self.schema_registry)!r}, "
+                f"zk_auth={'***' if self.zk_auth else ''!r})")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kafka", MappingProxyType(dict(self.kafka)))
+        object.__setattr__(self, "schema_registry", MappingProxyType(dict(self.schema_registry)))
+        if "bootstrap.servers" in self.kafka:
+            raise ConfigError("set the bootstrap servers with 'bootstrap', not as kafka.bootstrap.servers")
         if not self.bootstrap:
             raise ConfigError("bootstrap is required (--bootstrap, LAMINAR_BOOTSTRAP or 'bootstrap' in the config file)")
         if not self.topics or not all(self.topics):
@@ -89,8 +123,21 @@ class NodeSettings:
         for name in ("checkpoint_interval_ms", "max_file_bytes", "row_group_rows", "max_batch_records",
                      "session_timeout_ms", "drain_timeout_ms", "vnode_count"):
             _positive(name.replace("_", "-"), getattr(self, name))
-        if self.format not in ("raw", "json"):
-            raise ConfigError(f"format={self.format!r}: expected raw or json")
+        formats = tuple(f.value for f in Format)
+        if self.format not in formats:
+            raise ConfigError(f"format={self.format!r}: expected one of {', '.join(formats)}")
+        if self.json_schema and self.format != "json":
+            raise ConfigError("json-schema goes with format=json, and only with it")
+        if self.format not in ("raw", "json") and not self.schema_registry_url:
+            raise ConfigError(f"format={self.format} needs schema-registry-url (the Confluent wire format)")
+        if self.on_bad_record not in BAD_RECORD_POLICIES:
+            raise ConfigError(f"on-bad-record={self.on_bad_record!r}: expected one of {', '.join(BAD_RECORD_POLICIES)}")
+        if not 0.0 <= self.max_error_rate <= 1.0:
+            raise ConfigError(f"max-error-rate must be within [0, 1], got {self.max_error_rate:g}")
+        if self.zk_auth and (":" not in self.zk_auth or self.zk_auth.startswith(":")):
+            raise ConfigError("zk-auth must be user:password")
+        if self.zk_auth and not self.zk:
+            raise ConfigError("zk-auth goes with zk (ZooKeeper mode)")
         if self.startup_mode not in STARTUP_MODES:
             raise ConfigError(f"startup-mode={self.startup_mode!r}: expected one of {', '.join(STARTUP_MODES)}")
         if (self.startup_mode == "timestamp") != (self.startup_timestamp_ms > 0):
@@ -130,15 +177,24 @@ class NodeSettings:
         root = self.output[len("file://"):] if self.output.startswith("file://") else self.output
         return str(Path(root) / "_coordinator")
 
-    def source_properties(self) -> dict[str, str]:
-        """The KafkaSource properties (metadata columns `_topic`, `_partition`, `_offset` always on)."""
+    def kafka_client(self) -> KafkaClientConfig:
+        """The client configuration every Kafka client of this node uses."""
+        return KafkaClientConfig(self.bootstrap, self.kafka)
+
+    def source_properties(self, json_schema: str = "") -> dict[str, str]:
+        """The KafkaSource properties (metadata columns `_topic`, `_partition`, `_offset`, `_timestamp`
+        always on; `_key`, `_headers` with include-key / include-headers). ``json_schema`` is the
+        pipeline's pinned schema when ``json-schema`` is not set (format=json)."""
+        metadata = ["_topic", "_partition", "_offset", "_timestamp"]
+        metadata += ["_key"] if self.include_key else []
+        metadata += ["_headers"] if self.include_headers else []
         props = {
             "bootstrap.servers": self.bootstrap,
             "topic": ",".join(self.topics),
             "group.id": self.effective_group_id,
             "format": self.format,
             "startup.mode": self.startup_mode,
-            "include.metadata": "_topic,_partition,_offset,_timestamp",
+            "include.metadata": ",".join(metadata),
             # the runtime watches the topology and hands new partitions to the source
             "partition.discovery.interval.ms": "0",
         }
@@ -146,6 +202,17 @@ class NodeSettings:
             props["startup.timestamp.ms"] = str(self.startup_timestamp_ms)
         if self.startup_mode == "specific-offsets":
             props["startup.specific-offsets"] = self.startup_specific_offsets
+        if self.json_schema or json_schema:
+            props["json.schema"] = self.json_schema or json_schema
+        if self.on_bad_record != "fail":
+            props["on.bad.record"] = self.on_bad_record
+        props["max.error.rate"] = repr(self.max_error_rate)
+        if self.key_format != "raw":
+            props["key.format"] = self.key_format
+        if self.schema_registry_url:
+            props["schema.registry.url"] = self.schema_registry_url
+        for key, value in self.schema_registry.items():
+            props[f"schema.registry.{key}"] = str(value)
         for key, value in self.kafka.items():
             props[f"kafka.{key}"] = str(value)
         return props
@@ -160,6 +227,26 @@ def _as_int(name: str, value: Any) -> int:
         return int(str(value).strip())
     except ValueError:
         raise ConfigError(f"{name}={value!r} is not an integer") from None
+
+
+def _as_float(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is not a number")
+    try:
+        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not a number") from None
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={value!r} is not a boolean (true or false)")
 
 
 def _as_str(name: str, value: Any) -> str:
@@ -202,7 +289,18 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "vnode-count": ("vnode_count", _as_int),
     "source-identity": ("source_identity", _as_str),
     "state-dir": ("state_dir", _as_str),
+    "metrics-address": ("metrics_address", _as_str),
+    "json-schema": ("json_schema", _as_str),
+    "on-bad-record": ("on_bad_record", _as_str),
+    "max-error-rate": ("max_error_rate", _as_float),
+    "include-key": ("include_key", _as_bool),
+    "include-headers": ("include_headers", _as_bool),
+    "key-format": ("key_format", _as_str),
+    "schema-registry-url": ("schema_registry_url", _as_str),
+    "zk-auth": ("zk_auth", _as_str),
 }
+#: settings whose value is a secret: never printed, logged or stored
+SECRET_SETTINGS: frozenset[str] = frozenset({"zk-auth"})
 #: Every setting name (the long flags of `laminar-kafka run`, without the leading dashes).
 SETTING_NAMES: tuple[str, ...] = tuple(_CONVERTERS)
 
@@ -224,6 +322,71 @@ def _canonical(name: str, origin: str) -> str:
     return canonical
 
 
+#: the passthrough tables of the config file: TOML table name -> environment prefix
+_TABLES: dict[str, str] = {"kafka": KAFKA_ENV_PREFIX, "schema_registry": REGISTRY_ENV_PREFIX}
+
+
+def _env_property(name: str) -> str:
+    """``SASL_PASSWORD`` -> ``sasl.password`` (librdkafka spelling)."""
+    return name.lower().replace("_", ".")
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML reads the bare key ``security.protocol = "SSL"`` as a nested table; librdkafka's keys
+    are dotted names, so nested tables are joined back (``{"security": {"protocol": ...}}`` ->
+    ``{"security.protocol": ...}``); a quoted ``"security.protocol"`` key is the same."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def passthrough_tables(file_values: Mapping[str, Any], env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The ``[kafka]`` and ``[schema_registry]`` tables of the config file, with the environment's
+    ``LAMINAR_KAFKA__<KEY>`` / ``LAMINAR_SCHEMA_REGISTRY__<KEY>`` on top. Pure."""
+    tables: dict[str, dict[str, str]] = {}
+    for table, prefix in _TABLES.items():
+        values: dict[str, str] = {}
+        raw = file_values.get(table, {})
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{table!r} in the config file must be a table of client properties")
+        values.update({k: _as_str(f"{table}.{k}", v) for k, v in _flatten(raw).items()})
+        values.update({_env_property(k[len(prefix):]): v for k, v in env.items() if k.startswith(prefix)})
+        tables[table] = values
+    return tables["kafka"], tables["schema_registry"]
+
+
+def read_config_file(config_file: str | Path | None) -> dict[str, Any]:
+    """The parsed TOML file (empty without one); :class:`ConfigError` naming the file otherwise."""
+    if not config_file:
+        return {}
+    path = Path(config_file)
+    try:
+        return tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def kafka_client_from(config_file: str | Path | None, env: Mapping[str, str], bootstrap: str | None) -> KafkaClientConfig:
+    """The Kafka client configuration of a command that is not a node (``status``, ``verify``):
+    ``bootstrap`` (the flag) or the file's / environment's ``bootstrap``, plus the ``[kafka]`` table
+    and ``LAMINAR_KAFKA__*``. Other settings in the file are ignored here (they configure ``run``)."""
+    file_values = read_config_file(config_file)
+    kafka, _registry = passthrough_tables(file_values, env)
+    chosen = bootstrap or env.get(env_name("bootstrap")) or file_values.get("bootstrap") or ""
+    if not chosen:
+        raise ConfigError("bootstrap is required (--bootstrap, LAMINAR_BOOTSTRAP or 'bootstrap' in the config file)")
+    if "bootstrap.servers" in kafka:
+        raise ConfigError("set the bootstrap servers with 'bootstrap', not as kafka.bootstrap.servers")
+    return KafkaClientConfig(_as_str("bootstrap", chosen), kafka)
+
+
 def settings_from(
     file_values: Mapping[str, Any],
     env: Mapping[str, str],
@@ -236,20 +399,14 @@ def settings_from(
     ``flags`` maps canonical names to values, ``None`` meaning "not given". Pure.
     """
     merged: dict[str, Any] = {}
-    kafka: dict[str, str] = {}
+    kafka, registry = passthrough_tables(file_values, env)
     for key, value in file_values.items():
-        if key == "kafka":
-            if not isinstance(value, Mapping):
-                raise ConfigError("'kafka' in the config file must be a table of librdkafka properties")
-            kafka.update({str(k): _as_str(f"kafka.{k}", v) for k, v in value.items()})
+        if key in _TABLES:
             continue
         merged[_canonical(key, "the config file")] = value
     known_env = {env_name(name): name for name in SETTING_NAMES}
     for key, value in env.items():
-        if not key.startswith(ENV_PREFIX):
-            continue
-        if key.startswith(ENV_PREFIX + "KAFKA__"):
-            kafka[key[len(ENV_PREFIX + "KAFKA__"):].lower().replace("_", ".")] = value
+        if not key.startswith(ENV_PREFIX) or key.startswith((KAFKA_ENV_PREFIX, REGISTRY_ENV_PREFIX)):
             continue
         if key not in known_env:
             if key in TOOLING_ENV or key.startswith("LAMINAR_TEST_"):
@@ -263,7 +420,7 @@ def settings_from(
         if value is None:
             continue
         merged[_canonical(key, "the flags")] = value
-    kwargs: dict[str, Any] = {"kafka": kafka}
+    kwargs: dict[str, Any] = {"kafka": kafka, "schema_registry": registry}
     for name, value in merged.items():
         attr, convert = _CONVERTERS[name]
         kwargs[attr] = convert(name, value)
@@ -276,14 +433,5 @@ def load_settings(
     config_file: str | Path | None, env: Mapping[str, str], flags: Mapping[str, Any]
 ) -> NodeSettings:
     """Read the TOML file (if any) and merge it with ``env`` and ``flags`` (see module docstring)."""
-    file_values: dict[str, Any] = {}
-    if config_file:
-        path = Path(config_file)
-        try:
-            file_values = tomllib.loads(path.read_text())
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    return settings_from(file_values, env, flags)
+    return settings_from(read_config_file(config_file), env, flags)
 

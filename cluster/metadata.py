@@ -7,18 +7,17 @@ between the two is simply absent from the observation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 
-from confluent_kafka import KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
 from cluster.errors import ClusterError
 from cluster.topology import TopicInfo, Topology
+from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_admin
 from kafka_source.topics import TopicSelector
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MetadataUnavailable", "TopologyReader", "uuid_text"]
+__all__ = ["ClientErrors", "MetadataUnavailable", "TopologyReader", "uuid_text"]
 
 
 class MetadataUnavailable(ClusterError):
@@ -32,24 +31,31 @@ def uuid_text(uuid: object) -> str:
     return f"{high:016x}{low:016x}"
 
 
+class ClientErrors:
+    """The ``error_cb`` of a client: keeps the last error librdkafka reported (an authentication
+    failure, an untrusted certificate, a refused connection), so a timed-out request can say why."""
+
+    def __init__(self) -> None:
+        self.last: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        self.last = error
+
+    def cause(self) -> str:
+        """``": <the last error>"``, or ``""`` when none was reported."""
+        return f": {self.last.str()}" if self.last is not None else ""
+
+
 class TopologyReader:
-    """Reads the topology of ``selector`` from the cluster at ``bootstrap``. Thread-safe enough
+    """Reads the topology of ``selector`` from the cluster ``kafka`` names. Thread-safe enough
     for one caller at a time; :meth:`close` is idempotent."""
 
-    def __init__(
-        self,
-        bootstrap: str,
-        selector: TopicSelector,
-        client_config: Mapping[str, str] | None = None,
-        timeout_s: float = 10.0,
-    ) -> None:
+    def __init__(self, kafka: KafkaTarget, selector: TopicSelector, timeout_s: float = 10.0) -> None:
         self.selector = selector
         self.timeout_s = timeout_s
-        self._admin = AdminClient(
-            {**dict(client_config or {}), "bootstrap.servers": bootstrap,
-             "socket.timeout.ms": int(timeout_s * 1000)},
-            logger=logger,
-        )
+        self.kafka: KafkaClientConfig = client_config(kafka)
+        self.errors = ClientErrors()
+        self._admin = make_admin(self.kafka, {"socket.timeout.ms": int(timeout_s * 1000), "error_cb": self.errors})
 
     def read(self) -> Topology:
         """The selected topics that exist now. Raises :class:`MetadataUnavailable` when Kafka does
@@ -57,7 +63,10 @@ class TopologyReader:
         try:
             metadata = self._admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
-            raise MetadataUnavailable(f"topic metadata unavailable: {exc}", cause=exc) from exc
+            self._admin.poll(0)  # serves error_cb: the last error says why (refused, auth, TLS...)
+            error = exc.args[0] if exc.args else exc
+            detail = error.str() if isinstance(error, KafkaError) else str(error)
+            raise MetadataUnavailable(f"{detail}{self.errors.cause()}", cause=exc) from exc
         names = [
             t for t in self.selector.select(metadata.topics)
             if metadata.topics[t].error is None and metadata.topics[t].partitions

@@ -1,4 +1,5 @@
-"""Prometheus metrics of one node, served on ``/metrics`` (DESIGN section 7).
+"""Prometheus metrics of one node, served on ``/metrics`` (DESIGN section 7), with the standard
+``process_*`` and ``python_info`` families.
 
 Each :class:`NodeMetrics` owns its own ``CollectorRegistry``, so several nodes in one process (tests)
 never collide. Counters are updated by the runtime per batch or per event, never per record.
@@ -8,7 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +27,9 @@ class NodeMetrics:
         self.registry = CollectorRegistry()
         self.node = str(node_id)
         r = self.registry
+        # the standard process_* (CPU, memory, open fds, start time) and python_info families
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
         self.records_in = Counter("laminar_records_in", "Records read from Kafka", ["node"], registry=r)
         self.bytes_in = Counter("laminar_bytes_in", "Arrow bytes read from Kafka", ["node"], registry=r)
         self.batches = Counter("laminar_batches", "Batches polled from sources", ["node"], registry=r)
@@ -76,12 +82,16 @@ class NodeMetrics:
             "laminar_acks_rejected", "This node's epoch acks the leader rejected (the generation restarted)",
             ["node"], registry=r,
         )
+        self.records_rejected = Counter(
+            "laminar_records_rejected", "Records that did not decode, skipped into <output>/_rejected/ "
+            "(on.bad.record=skip)", ["node"], registry=r,
+        )
         # every per-node family is exported from the start (0 until something happens)
         for family in (
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
             self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
             self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
-            self.partitions_discovered, self.acks_rejected,
+            self.partitions_discovered, self.acks_rejected, self.records_rejected,
         ):
             family.labels(self.node)
 
@@ -89,8 +99,10 @@ class NodeMetrics:
         for name in ("CONNECTED", "SUSPENDED", "LOST"):
             self.session_state.labels(self.node, name).set(1 if name == state else 0)
 
-    def observe_batch(self, rows: int, nbytes: int) -> None:
+    def observe_batch(self, rows: int, nbytes: int, rejected: int = 0) -> None:
         self.records_in.labels(self.node).inc(rows)
+        if rejected:
+            self.records_rejected.labels(self.node).inc(rejected)
         self.bytes_in.labels(self.node).inc(nbytes)
         self.batches.labels(self.node).inc()
 

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer
+from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from cluster.config import NodeSettings
@@ -31,6 +31,7 @@ from coordinator.base import Coordinator, CoordinatorConfig
 from coordinator.routing import TopicPartition
 from kafka_source import KafkaSource
 from kafka_source.checkpoint import format_key
+from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
 from kafka_source.config import KafkaSourceConfig
 from kafka_source.connector import ConnectorConfig
 from kafka_source.startup import resolve_start_offsets
@@ -45,11 +46,25 @@ class NodeInputs:
     partitions: tuple[TopicPartition, ...]
 
 
-def topic_partitions(bootstrap: str, topics: tuple[str, ...], timeout: float = 10.0) -> list[TopicPartition]:
+def topic_partitions(kafka: KafkaTarget, topics: tuple[str, ...], timeout: float = 10.0) -> list[TopicPartition]:
     """Every (topic, partition) of ``topics`` (names, or one ``re:<regex>``). Raises
-    :class:`UsageError` when Kafka does not answer within ``timeout`` or a named topic does not exist."""
+    :class:`UsageError` when Kafka does not answer within ``timeout`` (naming the last error the
+    client met: refused, authentication failed, untrusted certificate...), a client property is
+    invalid (a missing key file...), or a named topic does not exist."""
     selector = TopicSelector.parse(",".join(topics))
-    return sorted(read_topology(TopologyReader(bootstrap, selector, timeout_s=timeout), require_named=True).partitions())
+    kafka = client_config(kafka)
+    try:
+        reader = TopologyReader(kafka, selector, timeout_s=timeout)
+    except KafkaException as exc:  # raised when the client is built: a bad property or file
+        raise UsageError(f"invalid Kafka client settings: {client_error_text(exc)}", cause=exc) from exc
+    return sorted(read_topology(reader, require_named=True).partitions())
+
+
+def client_error_text(exc: KafkaException) -> str:
+    """The one-line text of a client error (librdkafka's own, without the ``KafkaError{...}`` dump)."""
+    error = exc.args[0] if exc.args else None
+    text = error.str() if hasattr(error, "str") else str(exc)
+    return " ".join(str(text).split())
 
 
 def read_topology(reader: TopologyReader, *, require_named: bool = False) -> Topology:
@@ -63,7 +78,9 @@ def read_topology(reader: TopologyReader, *, require_named: bool = False) -> Top
             break
         except MetadataUnavailable as exc:
             if time.monotonic() >= deadline:
-                raise UsageError(f"cannot reach Kafka within {reader.timeout_s:g}s: {exc}", cause=exc) from exc
+                raise UsageError(
+                    f"cannot reach Kafka at {reader.kafka.bootstrap} within {reader.timeout_s:g}s: {exc}", cause=exc
+                ) from exc
             logger.info("topic metadata unavailable (%s); retrying", exc)
             time.sleep(0.5)
     if require_named:
@@ -94,7 +111,7 @@ def check_zookeeper(hosts: str, timeout: float = 10.0) -> None:
 def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
     """Validate every external input of ``run``; raises :class:`UsageError` (one line) on the first
     bad one. Writes to the output only when everything else is fine (creates ``_staging``)."""
-    partitions = topic_partitions(settings.bootstrap, settings.topics, timeout)
+    partitions = topic_partitions(settings.kafka_client(), settings.topics, timeout)
     if not partitions:
         logger.warning("no topic matches %s yet; the node lands matching topics as they appear", settings.selector)
     if settings.zk:
@@ -133,9 +150,8 @@ def make_coordinator(settings: NodeSettings, endpoint: str = "") -> Coordinator:
 class WatermarkReader:
     """High watermarks for the lag metrics (one long-lived consumer; called from the control executor)."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "laminar-watermarks",
-                                   "enable.auto.commit": False})
+    def __init__(self, kafka: KafkaClientConfig) -> None:
+        self._consumer = make_consumer(kafka, "laminar-watermarks")
 
     def __call__(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         return {
@@ -164,7 +180,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         vnode_mode=not settings.embedded,
         topology_interval_s=settings.topology_interval_ms / 1000.0,
     )
-    topology = TopologyReader(settings.bootstrap, settings.selector, settings.kafka)
+    topology = TopologyReader(settings.kafka_client(), settings.selector)
     source_config = KafkaSourceConfig.from_properties(connector.properties)
 
     def resolve_start() -> dict[str, int]:
@@ -178,7 +194,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         topology=topology.read,
         options=options,
         metrics=metrics,
-        watermarks=WatermarkReader(settings.bootstrap),
+        watermarks=WatermarkReader(settings.kafka_client()),
         resolve_start=resolve_start,
     )
 

@@ -257,9 +257,9 @@ class NodeRuntime:
         if batch is None:
             return False
         records = batch.records
-        await self._executors.in_sink(self.sink.write, records)
+        await self._executors.in_sink(self.sink.write, records, batch.rejected)  # both, or neither, in the epoch
         self.rows_written += records.num_rows
-        self.metrics.observe_batch(records.num_rows, records.nbytes)
+        self.metrics.observe_batch(records.num_rows, records.nbytes, batch.rejected.num_rows if batch.rejected else 0)
         self.handoff_clock.note_rows(records)
         return True
 

@@ -1,18 +1,17 @@
 """The exactly-once Parquet sink: staged files, deterministic final names, idempotent publish, recovery.
 
-Layout under the output root (any ``pyarrow.fs`` filesystem: a local path, ``file://``, ``s3://``...)::
-
-    <root>/_staging/open.node-<N>.boot-<B>.seq-<S>.parquet            being written (never published)
-    <root>/_staging/epoch-<E>.node-<N>.boot-<B>.seq-<S>.parquet       sealed at epoch E's barrier
-    <root>/epoch-<E>.node-<N>.boot-<B>.seq-<S>.parquet                published (readers see only these)
-
-``E`` is zero-padded to 10 digits and ``S`` to 8, so names sort by epoch. A manifest lists staged
-paths relative to the root; the final name of a staged file is a pure function of its name
-(:func:`final_path`), so publishing is an idempotent rename that any node may repeat.
+The output root is any ``pyarrow.fs`` filesystem location (a local path, ``file://``, ``s3://``...).
+Two streams share one staging directory and one epoch protocol: the decoded rows, published at the
+root, and the records the bad-record policy rejected, published under ``_rejected/`` (the names:
+:mod:`cluster.sink_names`). A manifest lists staged paths of both; the final path of a staged file
+is a pure function of its name (:func:`final_path`), so publishing is an idempotent rename that any
+node may repeat.
 
 Rules that make it exactly once:
-- Rows written after epoch E's barrier go to a new ``open`` file; :meth:`ParquetSink.seal` renames
-  every open file to its ``epoch-E`` staged name and returns them for the ack.
+- Rows written after epoch E's barrier go to new ``open`` files; :meth:`ParquetSink.seal` renames
+  every open file of both streams to its ``epoch-E`` staged name and returns them for the ack.
+- A batch whose schema differs from the open file's (an evolved schema) closes that file and
+  starts a new one: both are sealed and published with the epoch.
 - :func:`publish` renames exactly what a committed manifest lists; a file already published is
   left alone (idempotent), a missing staged file whose final file exists counts as published.
 - :func:`recover` publishes sealed files of epoch E <= the latest committed epoch iff manifest E lists
@@ -35,11 +34,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cluster.errors import SinkError
+from cluster.sink_names import REJECTED_DIR, STAGING_DIR, OutputStream, StagedName, final_path, parse_staged
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "REJECTED_DIR",
     "STAGING_DIR",
+    "OutputStream",
     "ParquetSink",
     "RecoveryReport",
     "StagedName",
@@ -51,54 +53,7 @@ __all__ = [
     "recover",
 ]
 
-STAGING_DIR = "_staging"
-_NAME_RE = re.compile(
-    r"(?:open|epoch-(?P<epoch>\d{10}))\.node-(?P<node>\d+)\.boot-(?P<boot>[A-Za-z0-9-]+)"
-    r"\.seq-(?P<seq>\d{8})\.parquet"
-)
 _BOOT_RE = re.compile(r"[A-Za-z0-9-]+")
-
-
-@dataclass(frozen=True)
-class StagedName:
-    """A parsed staging file name; ``epoch`` is 0 for an ``open`` (unsealed) file."""
-
-    epoch: int
-    node_id: int
-    boot_id: str
-    seq: int
-
-    @property
-    def sealed(self) -> bool:
-        return self.epoch > 0
-
-    def file_name(self) -> str:
-        head = f"epoch-{self.epoch:010d}" if self.epoch else "open"
-        return f"{head}.node-{self.node_id}.boot-{self.boot_id}.seq-{self.seq:08d}.parquet"
-
-    def staged_path(self) -> str:
-        return f"{STAGING_DIR}/{self.file_name()}"
-
-
-def parse_staged(path: str) -> StagedName | None:
-    """Parse a staging path (relative or a bare file name); ``None`` for anything else."""
-    match = _NAME_RE.fullmatch(posixpath.basename(path))
-    if match is None:
-        return None
-    return StagedName(
-        epoch=int(match["epoch"] or 0), node_id=int(match["node"]), boot_id=match["boot"], seq=int(match["seq"])
-    )
-
-
-def final_path(staged: str) -> str:
-    """The published path (relative to the root) of a sealed staged path. Pure and deterministic.
-
-    Raises :class:`SinkError` for a path that is not a sealed staging file.
-    """
-    name = parse_staged(staged)
-    if name is None or not name.sealed or posixpath.dirname(staged) != STAGING_DIR:
-        raise SinkError(f"{staged!r} is not a sealed staging file")
-    return name.file_name()
 
 
 def open_output(output: str) -> tuple[pafs.FileSystem, str]:
@@ -127,12 +82,38 @@ def _exists(fs: pafs.FileSystem, path: str) -> bool:
     return fs.get_file_info(path).type == pafs.FileType.File
 
 
-class ParquetSink:
-    """One node's writer: appends batches to an open staged file and seals it at each barrier.
+class _StreamFiles:
+    """One stream's open staged file, its row-group buffer and its closed, not yet sealed files."""
 
-    Not thread-safe: the runtime calls it from one executor thread at a time. Files rotate when
-    ``max_file_bytes`` is reached (the next row group goes to a new open file); row groups hold
-    ``row_group_rows`` rows (fewer only at a barrier).
+    def __init__(self, stream: OutputStream) -> None:
+        self.stream = stream
+        self.writer: pq.ParquetWriter | None = None
+        self.output: pa.NativeFile | None = None
+        self.current: StagedName | None = None
+        self.unsealed: list[StagedName] = []
+        self.buffer: list[pa.RecordBatch] = []
+        self.buffered_rows = 0
+        self.rows_written = 0
+
+    def close_current(self) -> None:
+        if self.writer is None:
+            return
+        assert self.output is not None and self.current is not None
+        self.writer.close()
+        self.output.close()
+        self.unsealed.append(self.current)
+        self.writer, self.output, self.current = None, None, None
+
+
+class ParquetSink:
+    """One node's writer: appends batches to open staged files and seals them at each barrier.
+
+    Two streams (:class:`OutputStream`): rows (:meth:`write`) and rejected records (the
+    ``rejected`` argument). Not thread-safe: the runtime calls it from one executor thread at a
+    time. A file rotates when ``max_file_bytes`` is reached (the next row group goes to a new open
+    file) and when a batch's schema differs from the open file's (a schema change: the new file
+    has the new schema). Row groups hold ``row_group_rows`` rows (fewer at a barrier or a schema
+    change).
     """
 
     def __init__(
@@ -151,18 +132,22 @@ class ParquetSink:
         self.row_group_rows = row_group_rows
         self._boot_id = _check_boot(boot_id)
         self._seq = 0
-        self._writer: pq.ParquetWriter | None = None
-        self._stream: pa.NativeFile | None = None
-        self._current: StagedName | None = None
-        self._unsealed: list[StagedName] = []
-        self._buffer: list[pa.RecordBatch] = []
-        self._buffered_rows = 0
-        self.rows_written = 0
+        self._streams = {stream: _StreamFiles(stream) for stream in OutputStream}
         self.files_sealed = 0
 
     @property
     def boot_id(self) -> str:
         return self._boot_id
+
+    @property
+    def rows_written(self) -> int:
+        """Decoded rows written to staged files (flushed row groups) since this sink was built."""
+        return self._streams[OutputStream.ROWS].rows_written
+
+    @property
+    def rejected_written(self) -> int:
+        """Rejected records written to staged files since this sink was built."""
+        return self._streams[OutputStream.REJECTED].rows_written
 
     def check_writable(self) -> None:
         """Create the root and staging directory and prove a file can be written and removed there.
@@ -178,91 +163,94 @@ class ParquetSink:
         except (OSError, pa.ArrowException) as exc:
             raise SinkError(f"output {self.root!r} is not writable: {exc}", cause=exc) from exc
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Append rows to the open staged file (buffered into whole row groups)."""
+    def write(self, batch: pa.RecordBatch, rejected: pa.RecordBatch | None = None) -> None:
+        """Append ``batch`` to the rows stream and ``rejected`` (if any) to the rejected stream
+        (buffered into whole row groups); both belong to the epoch of the next :meth:`seal`."""
+        self._append(self._streams[OutputStream.ROWS], batch)
+        if rejected is not None:
+            self._append(self._streams[OutputStream.REJECTED], rejected)
+
+    def _append(self, files: _StreamFiles, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        self._buffer.append(batch)
-        self._buffered_rows += batch.num_rows
-        if self._buffered_rows >= self.row_group_rows:
-            self._flush()
+        if files.buffer and not files.buffer[0].schema.equals(batch.schema, check_metadata=False):
+            self._flush(files)  # a schema change: the buffered rows keep their schema
+        files.buffer.append(batch)
+        files.buffered_rows += batch.num_rows
+        if files.buffered_rows >= self.row_group_rows:
+            self._flush(files)
 
-    def _flush(self) -> None:
-        if not self._buffer:
+    def flush(self) -> None:
+        """Write every buffered row to the open staged files (still unsealed)."""
+        for files in self._streams.values():
+            self._flush(files)
+
+    def _flush(self, files: _StreamFiles) -> None:
+        if not files.buffer:
             return
-        table = pa.Table.from_batches(self._buffer)
-        self._buffer, self._buffered_rows = [], 0
+        table = pa.Table.from_batches(files.buffer)
+        files.buffer, files.buffered_rows = [], 0
         try:
-            if self._writer is None:
-                self._open(table.schema)
-            assert self._writer is not None and self._stream is not None
-            self._writer.write_table(table, row_group_size=self.row_group_rows)
-            self.rows_written += table.num_rows
-            if self._stream.tell() >= self.max_file_bytes:
-                self._close_current()
+            if files.writer is not None and not files.writer.schema.equals(table.schema, check_metadata=False):
+                logger.info("%s schema changed; starting a new staged file", files.stream.value)
+                files.close_current()
+            if files.writer is None:
+                self._open(files, table.schema)
+            assert files.writer is not None and files.output is not None
+            files.writer.write_table(table, row_group_size=self.row_group_rows)
+            files.rows_written += table.num_rows
+            if files.output.tell() >= self.max_file_bytes:
+                files.close_current()
         except (OSError, pa.ArrowException) as exc:
             raise SinkError(f"cannot write staged output under {self.root!r}: {exc}", cause=exc) from exc
 
-    def _open(self, schema: pa.Schema) -> None:
+    def _open(self, files: _StreamFiles, schema: pa.Schema) -> None:
         self._seq += 1
-        name = StagedName(0, self.node_id, self._boot_id, self._seq)
+        name = StagedName(0, self.node_id, self._boot_id, self._seq, files.stream)
         self.fs.create_dir(_join(self.root, STAGING_DIR), recursive=True)
-        self._stream = self.fs.open_output_stream(_join(self.root, name.staged_path()))
-        self._writer = pq.ParquetWriter(self._stream, schema)
-        self._current = name
-
-    def _close_current(self) -> None:
-        if self._writer is None:
-            return
-        assert self._stream is not None and self._current is not None
-        self._writer.close()
-        self._stream.close()
-        self._unsealed.append(self._current)
-        self._writer, self._stream, self._current = None, None, None
+        files.output = self.fs.open_output_stream(_join(self.root, name.staged_path()))
+        files.writer = pq.ParquetWriter(files.output, schema)
+        files.current = name
 
     def seal(self, epoch: int) -> tuple[str, ...]:
-        """Close the open file(s) and rename them to epoch ``epoch``'s staged names.
+        """Close the open files and rename them to epoch ``epoch``'s staged names.
 
-        Post: every row written so far is in a sealed staged file of ``epoch`` whose relative path
-        is returned (empty tuple when no row was written since the last seal).
+        Post: every row and rejected record written so far is in a sealed staged file of ``epoch``
+        whose relative path is returned (empty tuple when nothing was written since the last seal).
         """
         if epoch < 1:
             raise SinkError(f"epoch {epoch} must be >= 1")
+        sealed: list[str] = []
         try:
-            self._flush()
-            self._close_current()
-            sealed: list[str] = []
-            for name in self._unsealed:
-                target = StagedName(epoch, name.node_id, name.boot_id, name.seq)
-                self.fs.move(_join(self.root, name.staged_path()), _join(self.root, target.staged_path()))
-                sealed.append(target.staged_path())
+            for files in self._streams.values():
+                self._flush(files)
+                files.close_current()
+                for name in files.unsealed:
+                    target = StagedName(epoch, name.node_id, name.boot_id, name.seq, name.stream)
+                    self.fs.move(_join(self.root, name.staged_path()), _join(self.root, target.staged_path()))
+                    sealed.append(target.staged_path())
+                files.unsealed = []
         except (OSError, pa.ArrowException) as exc:
             raise SinkError(f"cannot seal staged output of epoch {epoch}: {exc}", cause=exc) from exc
-        self._unsealed = []
         self.files_sealed += len(sealed)
         return tuple(sealed)
 
     def discard_unsealed(self) -> int:
-        """Drop every row not yet sealed (buffer and open files); returns the number of files removed."""
-        self._buffer, self._buffered_rows = [], 0
-        if self._writer is not None:
+        """Drop every row not yet sealed (buffers and open files of both streams); returns the
+        number of files removed."""
+        removed = 0
+        for files in self._streams.values():
+            files.buffer, files.buffered_rows = [], 0
             try:
-                self._writer.close()
-                assert self._stream is not None
-                self._stream.close()
+                files.close_current()
             except (OSError, pa.ArrowException):
                 logger.warning("closing a discarded staged file failed", exc_info=True)
-            assert self._current is not None
-            self._unsealed.append(self._current)
-            self._writer, self._stream, self._current = None, None, None
-        removed = 0
-        for name in self._unsealed:
-            try:
-                self.fs.delete_file(_join(self.root, name.staged_path()))
-                removed += 1
-            except FileNotFoundError:
-                pass
-        self._unsealed = []
+                if files.current is not None:
+                    files.unsealed.append(files.current)
+                files.writer, files.output, files.current = None, None, None
+            for name in files.unsealed:
+                removed += _delete_if_present(self.fs, _join(self.root, name.staged_path()))
+            files.unsealed = []
         return removed
 
     def new_boot(self, boot_id: str) -> None:
@@ -285,14 +273,20 @@ def publish(fs: pafs.FileSystem, root: str, staged: Iterable[str]) -> int:
     neither staged nor published (committed output lost) or a rename fails.
     """
     renamed = 0
+    directories: set[str] = set()
     for relative in staged:
         source = _join(root, relative)
-        target = _join(root, final_path(relative))
+        published = final_path(relative)
+        target = _join(root, published)
         try:
             if _exists(fs, source):
                 if _exists(fs, target):
                     fs.delete_file(source)  # a copy-based move (object stores) was interrupted
                 else:
+                    directory = posixpath.dirname(published)
+                    if directory and directory not in directories:
+                        fs.create_dir(_join(root, directory), recursive=True)
+                        directories.add(directory)
                     fs.move(source, target)
                     renamed += 1
             elif not _exists(fs, target):

@@ -3,7 +3,9 @@
 :func:`build_status` is pure (members, leader, assignment, the latest manifest and the topic's high
 watermarks in; a :class:`PipelineStatus` out). :func:`collect_status` reads those inputs from
 ZooKeeper (never joins the pipeline, never writes) or from an embedded node's state directory, and
-the high watermarks from Kafka.
+the high watermarks from Kafka through the pipeline's shared client configuration
+(:class:`~kafka_source.clients.KafkaClientConfig`: SASL/SSL settings included). The health verdict
+(exit codes 0/1/2) is :func:`cluster.health.assess`.
 """
 from __future__ import annotations
 
@@ -11,14 +13,19 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from cluster.errors import ClusterError, UsageError
 from coordinator.config import CoordinatorConfig
-from coordinator.values import Manifest, Member
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import partitions_by_vnode
+from coordinator.values import Manifest, Member
+from kafka_source.clients import KafkaClientConfig, make_consumer
+
+if TYPE_CHECKING:
+    from coordinator.config import ZkCredentials
 
 #: The ZooKeeper root pipelines live under unless configured otherwise.
 DEFAULT_ROOT: str = CoordinatorConfig.root
@@ -27,8 +34,8 @@ DEFAULT_ROOT: str = CoordinatorConfig.root
 _WATERMARK_ATTEMPTS = 8
 
 __all__ = [
-    "DEFAULT_ROOT", "NodeStatus", "PartitionStatus", "PipelineStatus", "build_status", "collect_status",
-    "read_zookeeper",
+    "DEFAULT_ROOT", "ControlView", "NodeStatus", "PartitionStatus", "PipelineStatus", "build_status",
+    "collect_status", "high_watermarks", "read_control", "read_zookeeper",
 ]
 
 TP = tuple[str, int]
@@ -60,6 +67,10 @@ class PartitionStatus:
 
 @dataclass(frozen=True)
 class PipelineStatus:
+    """One observation of a pipeline. ``observed_at``: when it was read (seconds since the epoch, 0 if
+    unknown); ``manifest_written_at``: when the last manifest was written (ZooKeeper's mtime of its
+    node, or its file's mtime; None if unknown or no manifest)."""
+
     pipeline: str
     assignment_version: int
     leader: int | None
@@ -67,6 +78,20 @@ class PipelineStatus:
     nodes: tuple[NodeStatus, ...]
     partitions: tuple[PartitionStatus, ...]
     round: Mapping[str, object] | None
+    observed_at: float = 0.0
+    manifest_written_at: float | None = None
+
+    @property
+    def total_durable_lag(self) -> int:
+        """The durable lag summed over the partitions (a partition without a durable cursor counts 0)."""
+        return sum(p.durable_lag or 0 for p in self.partitions)
+
+    @property
+    def manifest_age(self) -> float | None:
+        """Seconds between the last manifest's write and this observation (None if unknown)."""
+        if self.manifest_written_at is None or not self.observed_at:
+            return None
+        return max(0.0, self.observed_at - self.manifest_written_at)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -77,18 +102,21 @@ class PipelineStatus:
             "nodes": [{**asdict(n), "partitions": list(n.partitions)} for n in self.nodes],
             "partitions": [{**asdict(p), "durable_lag": p.durable_lag} for p in self.partitions],
             "round": dict(self.round) if self.round else None,
+            "observed_at": self.observed_at,
+            "manifest_written_at": self.manifest_written_at,
         }
 
     def table(self) -> str:
+        age = self.manifest_age
         lines = [
             f"pipeline {self.pipeline}: assignment version {self.assignment_version}, "
-            f"leader {self.leader if self.leader is not None else '-'}, last committed epoch {self.last_epoch}",
+            f"leader {self.leader if self.leader is not None else '-'}, last committed epoch {self.last_epoch}"
+            + (f" ({age:.0f} s ago)" if age is not None else ""),
             "",
             f"{'node':>5} {'state':<8} {'vnodes':>6} {'parts':>5}  partitions",
         ]
         for n in self.nodes:
-            state = "leader" if n.leader else ("leaving" if n.leaving else ("live" if n.live else "gone"))
-            lines.append(f"{n.node_id:>5} {state:<8} {n.vnodes:>6} {len(n.partitions):>5}  {','.join(n.partitions)}")
+            lines.append(f"{n.node_id:>5} {node_state(n):<8} {n.vnodes:>6} {len(n.partitions):>5}  {','.join(n.partitions)}")
         lines += ["", f"{'partition':<24} {'owner':>5} {'vnode':>5} {'durable':>10} {'high':>10} {'lag':>8}"]
         for p in self.partitions:
             durable = "-" if p.durable_cursor is None else str(p.durable_cursor)
@@ -97,6 +125,16 @@ class PipelineStatus:
         lines.append("")
         lines.append(f"round: {json.dumps(dict(self.round)) if self.round else 'none running'}")
         return "\n".join(lines)
+
+
+def node_state(node: NodeStatus) -> str:
+    """``leader``, ``leaving``, ``live`` or ``gone`` (an owner without a live session)."""
+    return "leader" if node.leader else ("leaving" if node.leaving else ("live" if node.live else "gone"))
+
+
+def _partition_key(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition(":")
+    return topic, int(partition)
 
 
 def build_status(
@@ -109,6 +147,8 @@ def build_status(
     manifest: Manifest | None,
     high_watermarks: Mapping[TP, int],
     round_info: Mapping[str, object] | None = None,
+    observed_at: float = 0.0,
+    manifest_written_at: float | None = None,
 ) -> PipelineStatus:
     """Assemble the view. Pure. Nodes: every member plus every owner that is not a member (gone)."""
     by_vnode = partitions_by_vnode(source_identity, high_watermarks, snapshot.vnode_count)
@@ -121,7 +161,7 @@ def build_status(
             key = f"{topic}:{partition}"
             per_node.setdefault(owner, []).append(key)
             partitions.append(PartitionStatus(key, owner, vnode, cursors.get(key), high_watermarks[(topic, partition)]))
-    partitions.sort(key=lambda p: (p.partition.rsplit(":", 1)[0], int(p.partition.rsplit(":", 1)[1])))
+    partitions.sort(key=lambda p: _partition_key(p.partition))
     member_by_id = {m.node_id: m for m in members}
     node_ids = sorted(set(member_by_id) | snapshot.nodes())
     nodes = tuple(
@@ -132,7 +172,7 @@ def build_status(
             leader=n == leader,
             leaving=member_by_id[n].leaving if n in member_by_id else False,
             vnodes=len(snapshot.vnodes_of(n)),
-            partitions=tuple(sorted(per_node.get(n, []), key=lambda k: (k.rsplit(":", 1)[0], int(k.rsplit(":", 1)[1])))),
+            partitions=tuple(sorted(per_node.get(n, []), key=_partition_key)),
         )
         for n in node_ids
     )
@@ -144,21 +184,25 @@ def build_status(
         nodes=nodes,
         partitions=tuple(partitions),
         round=round_info,
+        observed_at=observed_at,
+        manifest_written_at=manifest_written_at if manifest is not None else None,
     )
 
 
-def high_watermarks(bootstrap: str, topics: Sequence[str], timeout: float = 10.0) -> dict[TP, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "laminar-status", "enable.auto.commit": False})
+def high_watermarks(kafka: KafkaClientConfig, topics: Sequence[str], timeout: float = 10.0) -> dict[TP, int]:
+    """The high watermark of every partition of ``topics``; UsageError (one line, no secret) when Kafka
+    does not answer or a topic does not exist."""
+    consumer = make_consumer(kafka, "laminar-status")
     try:
         try:
             metadata = consumer.list_topics(timeout=timeout)
         except KafkaException as exc:
-            raise UsageError(f"cannot reach Kafka at {bootstrap} within {timeout:.0f}s", cause=exc) from exc
+            raise UsageError(f"cannot reach Kafka at {kafka.bootstrap} within {timeout:.0f}s", cause=exc) from exc
         result: dict[TP, int] = {}
         for topic in topics:
             info = metadata.topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
-                raise UsageError(f"topic {topic!r} does not exist on {bootstrap}")
+                raise UsageError(f"topic {topic!r} does not exist on {kafka.bootstrap}")
             for partition in sorted(info.partitions):
                 for attempt in range(_WATERMARK_ATTEMPTS):
                     try:
@@ -175,26 +219,37 @@ def high_watermarks(bootstrap: str, topics: Sequence[str], timeout: float = 10.0
         consumer.close()
 
 
-def read_zookeeper(hosts: str, pipeline: str, timeout: float, root: str) -> tuple[
-    list[Member], int | None, AssignmentSnapshot | None, Manifest | None, Mapping[str, object] | None
-]:
+@dataclass(frozen=True)
+class ControlView:
+    """What the coordinator's store says about a pipeline (ZooKeeper or an embedded state directory)."""
+
+    members: tuple[Member, ...]
+    leader: int | None
+    snapshot: AssignmentSnapshot | None
+    manifest: Manifest | None
+    round_info: Mapping[str, object] | None
+    manifest_written_at: float | None = None
+
+
+def read_control(hosts: str, pipeline: str, timeout: float, root: str,
+                 credentials: ZkCredentials | None = None) -> ControlView:
     """Read the pipeline under ``<root>/<pipeline>`` (the layout of :mod:`coordinator.layout`);
-    manifests through the checked chunk codec (a truncated or mismatching chunk set is an error)."""
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import NoNodeError
+    manifests through the checked chunk codec (a truncated or mismatching chunk set is an error).
+    ``credentials``: the pipeline's ZooKeeper digest identity (its subtree is unreadable without)."""
+    from kazoo.exceptions import AuthFailedError, NoAuthError, NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
 
     from coordinator import layout
-    from coordinator.config import CoordinatorConfig
     from coordinator.errors import CodecError, ConfigurationError
     from coordinator.state import ControlState
+    from coordinator.zk_auth import open_client
     from coordinator.zk_chunks import read_value
 
     try:
         base = layout.pipeline_path(CoordinatorConfig(pipeline=pipeline, hosts=hosts, root=root))
     except ConfigurationError as exc:
         raise UsageError(exc.message, cause=exc) from exc
-    client = KazooClient(hosts=hosts, timeout=timeout, read_only=True)
+    client = open_client(hosts, timeout, credentials, read_only=True)
     try:
         client.start(timeout=timeout)
     except KazooTimeoutError as exc:
@@ -221,6 +276,7 @@ def read_zookeeper(hosts: str, pipeline: str, timeout: float, root: str) -> tupl
             except (NoNodeError, CodecError):
                 leader = None
         snapshot = manifest = None
+        written_at = None
         round_info: Mapping[str, object] | None = None
         if client.exists(path(layout.ASSIGNMENT)):
             control = ControlState.from_json(client.get(path(layout.ASSIGNMENT))[0])
@@ -230,10 +286,15 @@ def read_zookeeper(hosts: str, pipeline: str, timeout: float, root: str) -> tupl
             # before the first commit: the pinned initial manifest (epoch 0), if any
             checkpoint = path(layout.checkpoint_path(control.last_epoch))
             try:
-                manifest = Manifest.from_json(read_value(client, checkpoint, client.get(checkpoint)[0], timeout))
+                raw, stat = client.get(checkpoint)
+                manifest = Manifest.from_json(read_value(client, checkpoint, raw, timeout))
+                written_at = stat.mtime / 1000.0
             except NoNodeError:
                 manifest = None
-        return members, leader, snapshot, manifest, round_info
+        return ControlView(tuple(members), leader, snapshot, manifest, round_info, written_at)
+    except (NoAuthError, AuthFailedError) as exc:
+        raise UsageError(f"ZooKeeper denied access to pipeline {pipeline!r} under {root}: credentials missing "
+                         "or wrong", cause=exc) from exc
     except CodecError as exc:
         raise UsageError(f"pipeline {pipeline!r} holds a malformed record: {exc.message}", cause=exc) from exc
     finally:
@@ -241,37 +302,56 @@ def read_zookeeper(hosts: str, pipeline: str, timeout: float, root: str) -> tupl
         client.close()
 
 
+def read_zookeeper(hosts: str, pipeline: str, timeout: float, root: str,
+                   credentials: ZkCredentials | None = None) -> tuple[
+    list[Member], int | None, AssignmentSnapshot | None, Manifest | None, Mapping[str, object] | None
+]:
+    """:func:`read_control` as a tuple (members, leader, snapshot, manifest, round)."""
+    view = read_control(hosts, pipeline, timeout, root, credentials)
+    return list(view.members), view.leader, view.snapshot, view.manifest, view.round_info
+
+
 def collect_status(
     *,
-    bootstrap: str,
     topics: Sequence[str],
     zk: str | None,
     state_dir: str | None,
     pipeline: str,
     source_identity: str,
+    kafka: KafkaClientConfig | None = None,
+    bootstrap: str | KafkaClientConfig | None = None,
+    credentials: ZkCredentials | None = None,
     timeout: float = 10.0,
     root: str = DEFAULT_ROOT,
 ) -> PipelineStatus:
-    """Read everything the view needs; :class:`UsageError` (one line) when a server does not answer,
-    the topic or the pipeline does not exist, or a record is malformed. ``root``: the ZooKeeper root
-    the pipeline lives under (``CoordinatorConfig.root``; a chroot in ``zk`` applies first)."""
-    highs = high_watermarks(bootstrap, topics, timeout)
+    """Read everything the view needs; :class:`UsageError` (one line, no secret) when a server does
+    not answer or denies access, the topic or the pipeline does not exist, or a record is malformed.
+
+    ``kafka``: the shared Kafka client configuration; ``bootstrap`` is accepted instead (a
+    :class:`KafkaClientConfig`, or a bare bootstrap string for plain brokers). ``credentials``: the
+    pipeline's ZooKeeper identity. ``root``: the ZooKeeper root the pipeline lives under (a chroot in ``zk`` applies first).
+    """
+    if kafka is None and isinstance(bootstrap, KafkaClientConfig):
+        kafka = bootstrap
+    elif kafka is None:
+        if not bootstrap:
+            raise UsageError("status needs the Kafka bootstrap servers")
+        kafka = KafkaClientConfig(bootstrap)
+    observed_at = time.time()
+    highs = high_watermarks(kafka, topics, timeout)
     if zk:
-        members, leader, snapshot, manifest, round_info = read_zookeeper(zk, pipeline, timeout, root)
+        view = read_control(zk, pipeline, timeout, root, credentials)
     else:
         assert state_dir is not None
-        members, leader, snapshot, manifest, round_info = _read_state_dir(state_dir)
-    if snapshot is None:
-        snapshot = AssignmentSnapshot.initial()
+        view = _read_state_dir(state_dir)
     return build_status(
-        pipeline=pipeline, source_identity=source_identity, members=members, leader=leader,
-        snapshot=snapshot, manifest=manifest, high_watermarks=highs, round_info=round_info,
+        pipeline=pipeline, source_identity=source_identity, members=view.members, leader=view.leader,
+        snapshot=view.snapshot or AssignmentSnapshot.initial(), manifest=view.manifest, high_watermarks=highs,
+        round_info=view.round_info, observed_at=observed_at, manifest_written_at=view.manifest_written_at,
     )
 
 
-def _read_state_dir(state_dir: str) -> tuple[
-    list[Member], int | None, AssignmentSnapshot | None, Manifest | None, Mapping[str, object] | None
-]:
+def _read_state_dir(state_dir: str) -> ControlView:
     """An embedded pipeline (`LocalCoordinator` files): ``state.json`` and the newest ``manifest-*.json``."""
     from pathlib import Path
 
@@ -282,14 +362,17 @@ def _read_state_dir(state_dir: str) -> tuple[
     directory = Path(state_dir)
     if not (directory / "state.json").is_file():
         raise UsageError(f"{state_dir!r} holds no embedded pipeline state (state.json)")
+    written_at = None
     try:
         control = ControlState.from_json((directory / "state.json").read_bytes())
         store = LocalStore(directory)
         epochs = store.manifest_epochs()
         manifest = store.read_manifest(epochs[-1]) if epochs else None
+        if epochs:
+            written_at = store.manifest_path(epochs[-1]).stat().st_mtime
     except (OSError, CoordinatorError) as exc:
         raise UsageError(f"cannot read the embedded pipeline state in {state_dir!r}: {exc}", cause=exc) from exc
     # One process: the owner is the member (when it runs; status cannot tell without a process table).
-    members = [Member(n, b) for n, b in control.boots]
+    members = tuple(Member(n, b) for n, b in control.boots)
     leader = members[0].node_id if members else None
-    return members, leader, control.snapshot, manifest, None
+    return ControlView(members, leader, control.snapshot, manifest, None, written_at)

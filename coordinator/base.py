@@ -202,6 +202,14 @@ class Coordinator(ABC):
         """
 
     @abstractmethod
+    def pin_setting(self, name: str, value: str) -> str:
+        """Create-once the pipeline-wide setting ``name`` (e.g. a record schema discovered from a
+        sample, which every node and every restart must share) and return the stored value: the first
+        value pinned wins, later ones are discarded. ``name`` is ``[a-z0-9._-]+``, ``value`` any text
+        (ConfigurationError otherwise). Never pin a secret. Call after `start()`.
+        """
+
+    @abstractmethod
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
         """Tell the coordinator how many partitions each vnode carries (balanced placement input).
 

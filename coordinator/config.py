@@ -1,13 +1,70 @@
-"""The settings of one pipeline's coordinator (:class:`CoordinatorConfig`). This module does no I/O."""
+"""The settings of one pipeline's coordinator (:class:`CoordinatorConfig`) and its ZooKeeper
+credentials (:class:`ZkCredentials`). This module does no I/O and does not import kazoo at import time
+(the ACL helpers import ``kazoo.security`` when called)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from coordinator.errors import ConfigurationError
 from coordinator.placement import DEFAULT_STRATEGY, STRATEGIES
 from coordinator.registry import DEFAULT_VNODE_COUNT
 
-__all__ = ["CoordinatorConfig"]
+if TYPE_CHECKING:
+    from kazoo.security import ACL
+
+__all__ = ["CoordinatorConfig", "ZkCredentials"]
+
+
+@dataclass(frozen=True)
+class ZkCredentials:
+    """A ZooKeeper digest identity (``user:password``) that owns a pipeline's subtree.
+
+    With credentials, every node the coordinator creates under ``<root>/<pipeline>`` (the subtree
+    root included) carries :meth:`acl` (all permissions for this user, nothing for anyone else), and
+    every session authenticates with :meth:`kazoo_auth_data`. ``repr`` and ``str`` never show the
+    password; neither does any error raised here. The user may not contain ``:``; the password may.
+    """
+
+    user: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.user, str) or not self.user or ":" in self.user:
+            raise ConfigurationError("ZooKeeper user must be a non-empty string without ':'")
+        if not isinstance(self.password, str) or not self.password:
+            raise ConfigurationError(f"ZooKeeper password of user {self.user!r} must be a non-empty string")
+
+    @classmethod
+    def parse(cls, text: str) -> ZkCredentials:
+        """``"user:password"`` (split at the first ``:``); ConfigurationError, without echoing the text,
+        when either part is missing."""
+        user, colon, password = text.partition(":")
+        if not colon or not user or not password:
+            raise ConfigurationError("ZooKeeper credentials must be given as user:password")
+        return cls(user, password)
+
+    def __repr__(self) -> str:
+        return f"ZkCredentials(user={self.user!r}, password='***')"
+
+    def kazoo_auth_data(self) -> list[tuple[str, str]]:
+        """The ``auth_data`` argument of ``KazooClient`` (sent again on every reconnection)."""
+        return [("digest", f"{self.user}:{self.password}")]
+
+    def acl(self) -> list[ACL]:
+        """The ACL of the pipeline's nodes: every permission for this user only."""
+        from kazoo.security import make_digest_acl
+
+        return [make_digest_acl(self.user, self.password, all=True)]
+
+    def parent_acl(self) -> list[ACL]:
+        """The ACL of the parents above the subtree root that the coordinator creates (e.g. ``/laminar``,
+        shared by pipelines that may have other credentials): every permission for this user; anyone
+        may list the children and create a sibling subtree, but not change or delete anything."""
+        from kazoo.security import make_acl, make_digest_acl
+
+        return [make_digest_acl(self.user, self.password, all=True),
+                make_acl("world", "anyone", read=True, create=True)]
 
 
 @dataclass(frozen=True)
@@ -17,7 +74,9 @@ class CoordinatorConfig:
     `hosts` is a kazoo connection string, optionally with a chroot (`h1:2181,h2:2181/chroot`);
     the pipeline lives under `<root>/<pipeline>`. Durations are in seconds. `manifests_to_keep`
     (K >= 1) bounds garbage collection: the last K manifests, epochs and decided rounds are kept.
-    Invalid values raise ConfigurationError on construction.
+    ``credentials`` (optional): the digest identity that owns the pipeline's subtree (see
+    :class:`ZkCredentials`); None keeps ZooKeeper's open ACL. Invalid values raise ConfigurationError
+    on construction.
     """
 
     pipeline: str
@@ -29,6 +88,7 @@ class CoordinatorConfig:
     placement: str = DEFAULT_STRATEGY
     manifests_to_keep: int = 10
     root: str = "/laminar"
+    credentials: ZkCredentials | None = None
 
     def __post_init__(self) -> None:
         if not self.pipeline or "/" in self.pipeline or self.pipeline in (".", ".."):
@@ -45,6 +105,8 @@ class CoordinatorConfig:
             raise ConfigurationError(f"placement {self.placement!r} is not one of {list(STRATEGIES)}")
         if not isinstance(self.manifests_to_keep, int) or self.manifests_to_keep < 1:
             raise ConfigurationError(f"manifests_to_keep = {self.manifests_to_keep!r} must be an int >= 1")
+        if self.credentials is not None and not isinstance(self.credentials, ZkCredentials):
+            raise ConfigurationError("credentials must be a ZkCredentials (see ZkCredentials.parse)")
 
     @property
     def base_path(self) -> str:

@@ -34,7 +34,9 @@ from coordinator.rounds import AssignmentDrainId
 from coordinator.state import ControlState
 from coordinator.steps import Step, StepKind
 from coordinator.store import ControlStore, EpochGone, Leadership, require_manifest
-from coordinator.values import EpochAck, Manifest, RoundOutcome, check_initial_manifest, check_topic_ids
+from coordinator.values import (
+    EpochAck, Manifest, RoundOutcome, check_initial_manifest, check_setting_name, check_topic_ids,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -365,6 +367,14 @@ class EngineCoordinator(Coordinator):
             return self._store.pin_topic_ids(ids)
         except self._transient as exc:
             raise self._not_confirmed("topic ids", exc) from exc
+
+    def pin_setting(self, name: str, value: str) -> str:
+        """See Coordinator.pin_setting (one create-once record)."""
+        check_setting_name(name)
+        try:
+            return self._store.pin_setting(name, value)
+        except self._transient as exc:
+            raise self._not_confirmed(f"setting {name!r}", exc) from exc
 
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
         for vnode, count in load.items():

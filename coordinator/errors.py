@@ -16,6 +16,7 @@ __all__ = [
     "FencedError",
     "SessionLostError",
     "ConfigurationError",
+    "AccessDeniedError",
     "CodecError",
 ]
 
@@ -62,6 +63,11 @@ class SessionLostError(CoordinatorError):
 
 class ConfigurationError(CoordinatorError):
     """Coordinator configuration is invalid (missing hosts, non-positive timeouts, bad paths, ...)."""
+
+
+class AccessDeniedError(ConfigurationError):
+    """ZooKeeper denied this session access to the pipeline's subtree (its digest ACL names other
+    credentials): the credentials are missing or wrong. The message names the path, never a secret."""
 
 
 class CodecError(CoordinatorError):

@@ -76,6 +76,8 @@ ROUNDS = "rounds"
 EPOCHS = "epochs"
 CHECKPOINTS = "checkpoints"
 TOPICS = "topics"
+#: create-once pipeline-wide settings every node must share (e.g. a discovered record schema)
+SETTINGS = "settings"
 PIN_LOCK = "locks/pin"
 #: The folders a coordinator creates on start.
 FOLDERS: tuple[str, ...] = (MEMBERS, LEADER, ROUNDS, EPOCHS, CHECKPOINTS)
@@ -182,6 +184,10 @@ def checkpoint_path(epoch: int) -> str:
 
 def topic_path(topic: str) -> str:
     return f"{TOPICS}/{topic}"
+
+
+def setting_path(name: str) -> str:
+    return f"{SETTINGS}/{name}"
 
 
 # ---- records ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ markers live in memory: one process, a restart reopens the epoch) whose durable 
                                  the pinned initial manifest (create-once, never garbage-collected)
     state.json                   the register (ControlState JSON), rewritten by each step
     topics.json                  {topic: Kafka topic id}, each entry create-once (pin_topic_ids)
+    settings.json                {name: value}, each entry create-once (pin_setting)
 
 Every file is written by :func:`write_durable`. A manifest file is the commit point of its epoch: a
 step writes it before the register that records it, and :meth:`LocalStore.recover` adopts a manifest
@@ -151,7 +152,15 @@ class LocalStore(MemoryStore):
 
     def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
         """``topics.json``, each entry create-once."""
-        path = self.directory / "topics.json"
+        return self._pin_entries("topics.json", ids, "id", nonempty=True)
+
+    def pin_setting(self, name: str, value: str) -> str:
+        """``settings.json``, each entry create-once."""
+        return self._pin_entries("settings.json", {name: value}, "value", nonempty=False)[name]
+
+    def _pin_entries(self, file_name: str, values: Mapping[str, str], what: str, *, nonempty: bool) -> dict[str, str]:
+        """Create-once each entry of ``values`` in the JSON object ``file_name``; return the stored ones."""
+        path = self.directory / file_name
         with self.lock:
             self.directory.mkdir(parents=True, exist_ok=True)
             try:
@@ -160,9 +169,9 @@ class LocalStore(MemoryStore):
                 raw = {}
             if not isinstance(raw, dict):
                 raise CodecError(f"{path} must hold a JSON object")
-            stored = {t: expect_str(i, f"{path}: id of {t!r}", nonempty=True) for t, i in raw.items()}
-            missing = {t: i for t, i in ids.items() if t not in stored}
+            stored = {k: expect_str(v, f"{path}: {what} of {k!r}", nonempty=nonempty) for k, v in raw.items()}
+            missing = {k: v for k, v in values.items() if k not in stored}
             if missing:
                 stored.update(missing)
                 self._write(path, json.dumps(dict(sorted(stored.items()))).encode())
-            return {t: stored[t] for t in ids}
+            return {k: stored[k] for k in values}

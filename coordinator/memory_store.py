@@ -232,6 +232,12 @@ class MemoryStore(ControlStore):
                 self.nodes.setdefault(layout.topic_path(topic), (topic_id.encode(), 0))
             return {t: self.nodes[layout.topic_path(t)][0].decode() for t in ids}
 
+    def pin_setting(self, name: str, value: str) -> str:
+        with self.lock:
+            self.nodes.setdefault(layout.SETTINGS, (b"", 0))
+            self.nodes.setdefault(layout.setting_path(name), (value.encode(), 0))
+            return self.nodes[layout.setting_path(name)][0].decode()
+
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         with self.lock:
             current = self.nodes.get(layout.VNODE_LOAD)

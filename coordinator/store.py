@@ -100,6 +100,10 @@ class ControlStore(ABC):
         """Create-once one record per topic; return the stored id of every topic in ``ids``."""
 
     @abstractmethod
+    def pin_setting(self, name: str, value: str) -> str:
+        """Create-once one pipeline setting; return the stored value."""
+
+    @abstractmethod
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         """Replace the vnode load (placement input)."""
 

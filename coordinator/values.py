@@ -15,6 +15,7 @@ This module does no I/O.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -196,6 +197,15 @@ def check_initial_manifest(manifest: Manifest) -> None:
             f"an initial manifest has epoch 0, no outputs and no acks; got epoch {manifest.epoch}, "
             f"{len(manifest.outputs)} outputs, {len(manifest.acked_by)} acks"
         )
+
+
+_SETTING_NAME = re.compile(r"[a-z0-9._-]{1,100}")
+
+
+def check_setting_name(name: str) -> None:
+    """Raise ConfigurationError unless ``name`` is a legal pipeline setting name (``[a-z0-9._-]+``)."""
+    if not isinstance(name, str) or not _SETTING_NAME.fullmatch(name) or name in (".", ".."):
+        raise ConfigurationError(f"setting name {name!r} must match [a-z0-9._-]+")
 
 
 def check_topic_ids(ids: Mapping[str, str]) -> None:

@@ -3,7 +3,10 @@
 The engine (:class:`coordinator.engine.EngineCoordinator`) does the work over a
 :class:`coordinator.zk_store.ZooKeeperStore` (layout: :mod:`coordinator.layout`; fencing: see
 ``zk_store``). This module adds what only ZooKeeper has: the kazoo session and its states, the
-ephemeral member entry, the leader election and the watches that feed the engine.
+ephemeral member entry, the leader election and the watches that feed the engine. With
+``config.credentials`` the session authenticates and every node it creates carries the digest ACL
+(:mod:`coordinator.zk_auth`); a session the subtree's ACL refuses fails ``start`` with
+AccessDeniedError.
 
 Election: ``leader/candidate-<seq>`` (ephemeral sequential, ``{node_id, boot_id}``); the lowest is
 the leader and its sequence number + 1 is the fencing token (monotonic: a later leader always holds a
@@ -29,12 +32,13 @@ from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 from coordinator import layout
 from coordinator.config import CoordinatorConfig
 from coordinator.engine import EngineCoordinator
-from coordinator.errors import ConfigurationError, CoordinatorError, SessionLostError
+from coordinator.errors import AccessDeniedError, ConfigurationError, CoordinatorError, SessionLostError
 from coordinator.events import CoordinatorMetrics, SessionState
 from coordinator.registry import NodeId
 from coordinator.state import ControlState
 from coordinator.store import Leadership
 from coordinator.values import Member
+from coordinator.zk_auth import ensure_subtree, open_client
 from coordinator.zk_store import ZooKeeperStore
 
 logger = logging.getLogger(__name__)
@@ -51,7 +55,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
     def __init__(self, config: CoordinatorConfig, node_id: NodeId, endpoint: str = "") -> None:
         if not config.hosts:
             raise ConfigurationError("ZooKeeperCoordinator needs config.hosts")
-        client = KazooClient(hosts=config.hosts, timeout=config.session_timeout)
+        client = open_client(config.hosts, config.session_timeout, config.credentials)
         metrics = CoordinatorMetrics()  # shared: the store counts its transactions in it
         store = ZooKeeperStore(client, config, metrics)
         super().__init__(config, node_id, endpoint, store, TRANSIENT, metrics)
@@ -93,6 +97,13 @@ class ZooKeeperCoordinator(EngineCoordinator):
         except KazooTimeoutError as exc:
             self._started = False
             raise CoordinatorError(f"ZooKeeper {self.config.hosts} unreachable in {timeout}s", cause=exc) from exc
+        try:
+            ensure_subtree(self._client, self._base, self.config.credentials)
+        except AccessDeniedError:
+            self._started = False
+            self._client.stop()
+            self._client.close()
+            raise
         self._client.add_listener(self._on_session_state)
         for folder in layout.FOLDERS:
             self._client.ensure_path(self._zk_store.path(folder))

@@ -380,6 +380,9 @@ class ZooKeeperStore(ControlStore):
     def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
         return pin_names(self._client, self.path(layout.TOPICS), ids, self._timeout)
 
+    def pin_setting(self, name: str, value: str) -> str:
+        return pin_names(self._client, self.path(layout.SETTINGS), {name: value}, self._timeout)[name]
+
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         data, path = layout.vnode_load_data(load), self.path(layout.VNODE_LOAD)
         try:

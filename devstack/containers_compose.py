@@ -3,14 +3,20 @@
 The compose client is Debian's `docker-compose` 1.29 (or `docker compose` where that plugin exists),
 talking to whatever engine `devstack.containers.engine_url` finds. On podman, healthchecks only run
 when something runs them (no systemd timers): `HealthcheckDriver` runs `podman healthcheck run`
-for the project's containers every few seconds while it is active; on Docker it does nothing.
+for the project's containers every few seconds while it is active; on Docker it does nothing. The
+compose file's start order waits on `service_healthy`, so on podman keep a driver running beside
+`up` (docs/compose.md):
+
+    python -m devstack.containers_compose healthchecks -p <project>   # until Ctrl-C
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,3 +129,37 @@ def health(container: Any) -> str:
     container.reload()
     state = container.attrs.get("State", {})
     return str((state.get("Health") or state.get("Healthcheck") or {}).get("Status") or "none")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``healthchecks -p PROJECT``: drive the project's healthchecks until Ctrl-C (podman only)."""
+    from devstack.containers import connect, is_podman
+
+    parser = argparse.ArgumentParser(prog="python -m devstack.containers_compose")
+    commands = parser.add_subparsers(dest="command", required=True)
+    drive = commands.add_parser("healthchecks", help="run the project's healthchecks every few seconds (podman "
+                                                     "without systemd) until Ctrl-C")
+    drive.add_argument("-p", "--project", default="docker",
+                       help="the compose project name (default 'docker', compose's name for docker/compose.yaml)")
+    drive.add_argument("--interval", type=float, default=3.0, help="seconds between runs (default 3)")
+    args = parser.parse_args(argv)
+    try:
+        client = connect()
+    except ContainerError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if not (shutil.which("podman") and is_podman(client)):
+        print("the engine runs healthchecks itself: nothing to drive")
+        return 0
+    stop = threading.Event()
+    with HealthcheckDriver(client, ComposeProject(args.project), args.interval):
+        print(f"driving the healthchecks of compose project {args.project!r} every {args.interval:g} s (Ctrl-C stops)")
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

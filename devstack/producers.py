@@ -1,6 +1,8 @@
 """Producing test data: `produce` (a bounded batch) and `ContinuousProducer` (a steady rate).
 
-Both are idempotent with ``acks=all``. The chaos campaign has its own producer
+Both are idempotent with ``acks=all``. Each takes an optional ``client``
+(`kafka_source.clients.KafkaClientConfig`: a secured connection) besides the bootstrap servers, as
+`devstack.topics.resolve_client` resolves them. The chaos campaign has its own producer
 (`devstack.chaos_producer`), which also records every acknowledged offset for its audit.
 """
 from __future__ import annotations
@@ -10,36 +12,34 @@ import time
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+
+from devstack.topics import resolve_client
+from kafka_source.clients import KafkaClientConfig, KafkaTarget, make_admin, make_producer
 
 __all__ = ["ContinuousProducer", "partition_count", "produce", "producer"]
 
 
-def producer(bootstrap: str, **extra: object) -> Producer:
+def producer(bootstrap: KafkaTarget, *, client: KafkaClientConfig | None = None, **extra: object) -> Producer:
     """An idempotent producer (``acks=all``, ``linger.ms=5``); `extra` overrides or adds settings."""
-    config: dict[str, object] = {
-        "bootstrap.servers": bootstrap,
-        "linger.ms": 5,
-        "enable.idempotence": True,
-        "acks": "all",
-    }
-    config.update(extra)
-    return Producer(config)
+    settings: dict[str, object] = {"linger.ms": 5, "enable.idempotence": True, "acks": "all", **extra}
+    return make_producer(resolve_client(bootstrap, client), settings)
 
 
-def partition_count(bootstrap: str, topic: str) -> int:
+def partition_count(bootstrap: KafkaTarget, topic: str, *, client: KafkaClientConfig | None = None) -> int:
     """How many partitions `topic` has, from a metadata request."""
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    metadata = make_admin(resolve_client(bootstrap, client)).list_topics(topic, timeout=10)
     return len(metadata.topics[topic].partitions)
 
 
 def produce(
-    bootstrap: str,
+    bootstrap: KafkaTarget,
     topic: str,
     values: Sequence[bytes],
     partition: int | None = None,
     key: bytes | None = None,
     timeout: float = 60.0,
+    *,
+    client: KafkaClientConfig | None = None,
 ) -> int:
     """Produce `values` (to one partition, or round-robin over the topic's partitions when None).
 
@@ -47,8 +47,8 @@ def produce(
     KafkaException if any delivery failed or is still outstanding.
     """
     failures: list[str] = []
-    partitions = partition_count(bootstrap, topic) if partition is None else 0
-    client = producer(bootstrap)
+    partitions = partition_count(bootstrap, topic, client=client) if partition is None else 0
+    kafka = producer(bootstrap, client=client)
 
     def on_delivery(err: object, _msg: object) -> None:
         if err is not None:
@@ -58,13 +58,13 @@ def produce(
         target = partition if partition is not None else index % partitions
         while True:
             try:
-                client.produce(topic, value=value, key=key, partition=target, on_delivery=on_delivery)
+                kafka.produce(topic, value=value, key=key, partition=target, on_delivery=on_delivery)
                 break
             except BufferError:
-                client.poll(0.05)
+                kafka.poll(0.05)
         if index % 10_000 == 0:
-            client.poll(0)
-    remaining = client.flush(timeout)
+            kafka.poll(0)
+    remaining = kafka.flush(timeout)
     if remaining or failures:
         raise KafkaException(f"{remaining} undelivered, failures: {failures[:3]}")
     return len(values)
@@ -78,8 +78,10 @@ class ContinuousProducer:
     ``failed`` count records handed to the client, acknowledged, and failed.
     """
 
-    def __init__(self, bootstrap: str, topic: str, rate: int, partitions: int) -> None:
-        self._producer = producer(bootstrap, **{"topic.metadata.refresh.interval.ms": 1000})
+    def __init__(
+        self, bootstrap: KafkaTarget, topic: str, rate: int, partitions: int, *, client: KafkaClientConfig | None = None
+    ) -> None:
+        self._producer = producer(bootstrap, client=client, **{"topic.metadata.refresh.interval.ms": 1000})
         self._topic = topic
         self._rate = rate
         self.partitions = partitions

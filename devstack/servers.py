@@ -7,6 +7,11 @@ Health means what a client needs: a Kafka cluster is healthy when every broker a
 request listing all brokers; a ZooKeeper server is healthy when it grants a client session (for an
 ensemble member, only possible once a quorum has formed).
 
+A cluster made with `security` (a `devstack.security.SecurityMaterial`) has, on every broker, besides
+its PLAINTEXT listener (inter-broker traffic and the health probe, on loopback), a `SASL_SSL`
+listener (SCRAM-SHA-512 users created at format time) and an `SSL` listener that requires a client
+certificate (mTLS): `KafkaCluster.sasl_ssl_bootstrap` and `ssl_bootstrap`.
+
 Fault injection (tests/faults, the chaos campaign) uses `kill` (SIGKILL), `pause`/`resume`
 (SIGSTOP/SIGCONT) and `restart` on single servers; a restarted server keeps its port and data.
 """
@@ -22,11 +27,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from devstack.artifacts import JAVA_HINT, require_tool
 from devstack.errors import ServerStartError
 from devstack.processes import free_port, log_tail, pid_alive, port_accepts, terminate_pid
+
+if TYPE_CHECKING:
+    from devstack.security import SecurityMaterial
 
 __all__ = [
     "DEFAULT_START_TIMEOUT_S", "JvmServer", "KafkaCluster", "ZooKeeperEnsemble", "kafka_healthy",
@@ -159,13 +167,20 @@ def _java_options(heap: str) -> list[str]:
 
 
 def _write_properties(path: Path, values: dict[str, object]) -> None:
-    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+    """Write a properties file, readable by its owner only (a secured broker's holds store passwords)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write("".join(f"{key}={value}\n" for key, value in values.items()))
 
 
-def kafka_healthy(bootstrap: str, broker_count: int) -> bool:
-    from confluent_kafka.admin import AdminClient
+def kafka_healthy(bootstrap: str, broker_count: int, secure_ports: tuple[int, ...] = ()) -> bool:
+    """Every broker answers a metadata request listing all brokers (on the PLAINTEXT listener), and
+    every port of `secure_ports` accepts connections."""
+    from kafka_source.clients import KafkaClientConfig, make_admin
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "socket.timeout.ms": 2000})
+    if not all(port_accepts(port) for port in secure_ports):
+        return False
+    admin = make_admin(KafkaClientConfig(bootstrap), {"log_level": 0, "socket.timeout.ms": 2000})
     try:
         metadata = admin.list_topics(timeout=2)
     except Exception:  # noqa: BLE001 - any failure here just means "not healthy yet"
@@ -205,6 +220,9 @@ class KafkaCluster(_ServerGroup):
 
     brokers: list[JvmServer]
     cluster_id: str
+    security: SecurityMaterial | None = None
+    #: (SASL_SSL port, SSL port) of each broker, when `security` is set.
+    secure_ports: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def members(self) -> list[JvmServer]:
@@ -212,7 +230,18 @@ class KafkaCluster(_ServerGroup):
 
     @property
     def bootstrap(self) -> str:
+        """The PLAINTEXT listeners."""
         return ",".join(f"127.0.0.1:{broker.port}" for broker in self.brokers)
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """The SASL_SSL (SCRAM-SHA-512) listeners ('' without security)."""
+        return ",".join(f"127.0.0.1:{sasl_ssl}" for sasl_ssl, _ in self.secure_ports)
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """The SSL listeners that require a client certificate ('' without security)."""
+        return ",".join(f"127.0.0.1:{ssl}" for _, ssl in self.secure_ports)
 
     kill_broker = _ServerGroup.kill
     start_broker = _ServerGroup.start_member
@@ -231,13 +260,38 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def new_kafka_cluster(lib_dir: Path, base_dir: Path, broker_count: int = 1) -> KafkaCluster:
-    """Write configurations for `broker_count` KRaft nodes under `base_dir` and format their storage."""
+def _listener_properties(port: int, controller_port: int, secure: tuple[int, int] | None) -> dict[str, object]:
+    listeners = f"PLAINTEXT://127.0.0.1:{port}"
+    protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+    if secure is not None:
+        listeners += f",SASL_SSL://127.0.0.1:{secure[0]},SSL://127.0.0.1:{secure[1]}"
+        protocols += ",SASL_SSL:SASL_SSL,SSL:SSL"
+    return {
+        "listeners": f"{listeners},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": listeners,
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": protocols,
+    }
+
+
+def new_kafka_cluster(
+    lib_dir: Path, base_dir: Path, broker_count: int = 1, security: SecurityMaterial | None = None
+) -> KafkaCluster:
+    """Write configurations for `broker_count` KRaft nodes under `base_dir` and format their storage.
+
+    With `security`, every broker also gets the SASL_SSL and mTLS listeners (see the module doc) and
+    its storage is formatted with the SCRAM user of `security`.
+    """
+    from devstack.security import broker_properties, scram_format_arguments
+
     if broker_count not in (1, 3):
         raise ValueError("broker_count must be 1 or 3")
     classpath = f"{lib_dir}/*"
     cluster_id = new_cluster_id()
     ports = [(free_port(), free_port()) for _ in range(broker_count)]
+    secure_ports = [(free_port(), free_port()) for _ in range(broker_count)] if security else []
+    scram_arguments = scram_format_arguments(security.user) if security else []
     voters = ",".join(f"{i + 1}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports))
     replication = broker_count
     min_isr = 2 if broker_count == 3 else 1
@@ -251,11 +305,8 @@ def new_kafka_cluster(lib_dir: Path, base_dir: Path, broker_count: int = 1) -> K
             "process.roles": "broker,controller",
             "node.id": index + 1,
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            **_listener_properties(port, controller_port, secure_ports[index] if security else None),
+            **(broker_properties(security) if security else {}),
             "log.dirs": workdir / "data",
             "num.partitions": 1,
             "default.replication.factor": replication,
@@ -280,6 +331,7 @@ def new_kafka_cluster(lib_dir: Path, base_dir: Path, broker_count: int = 1) -> K
         format_command = [
             require_tool("java", JAVA_HINT), "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool",
             "format", f"--cluster-id={cluster_id}", "--config", str(properties), "--ignore-formatted",
+            *scram_arguments,
         ]
         result = subprocess.run(format_command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if result.returncode != 0:
@@ -291,10 +343,11 @@ def new_kafka_cluster(lib_dir: Path, base_dir: Path, broker_count: int = 1) -> K
             workdir=workdir,
             classpath=classpath,
             port=port,
-            health=lambda: kafka_healthy(bootstrap, broker_count),
+            health=lambda secure=tuple(p for pair in secure_ports for p in pair): kafka_healthy(
+                bootstrap, broker_count, secure),
             jvm_options=_java_options("1g"),
         ))
-    return KafkaCluster(brokers=brokers, cluster_id=cluster_id)
+    return KafkaCluster(brokers=brokers, cluster_id=cluster_id, security=security, secure_ports=secure_ports)
 
 
 # Health probes fail by design while a server starts; their connection warnings are not news.

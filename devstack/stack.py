@@ -3,6 +3,11 @@
 `DevStack.launch` is the one launcher that the CLI (`dev up`, `demo`), the test fixtures, the benches
 and the chaos campaign use. `dev up` records the detached stack in a state file; `read_state` checks
 the recorded processes against the live process table and never trusts the file blindly.
+
+A `secure` stack's Kafka also listens with SASL_SSL (SCRAM-SHA-512) and mTLS (see `devstack.servers`);
+its TLS material is generated into `<base_dir>/security` and the ready client settings are written to
+`<base_dir>/client.toml` (SASL_SSL) and `<base_dir>/client-mtls.toml` (mTLS), mode 0600: the only
+places a password is written. The state file records their paths, never a secret.
 """
 from __future__ import annotations
 
@@ -14,8 +19,10 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from devstack.artifacts import default_cache_dir, ensure_artifacts
 from devstack.errors import DevStackStateError, ServerStartError
@@ -24,7 +31,14 @@ from devstack.servers import (
     DEFAULT_START_TIMEOUT_S, JvmServer, KafkaCluster, ZooKeeperEnsemble, new_kafka_cluster, new_zookeeper,
 )
 
+if TYPE_CHECKING:
+    from devstack.security import SecurityMaterial
+    from kafka_source.clients import KafkaClientConfig
+
 logger = logging.getLogger(__name__)
+
+CLIENT_CONFIG_NAME = "client.toml"
+MTLS_CLIENT_CONFIG_NAME = "client-mtls.toml"
 
 __all__ = [
     "DevStack", "RecordedStack", "StackProcess", "default_state_file", "read_state", "tear_down_recorded",
@@ -52,14 +66,24 @@ class DevStack:
         zookeeper_servers: int = 1,
         base_dir: Path | None = None,
         cache_dir: Path | None = None,
+        secure: bool = False,
     ) -> DevStack:
-        """Prepare (not start) a stack; 0 brokers or 0 servers leaves that system out."""
+        """Prepare (not start) a stack; 0 brokers or 0 servers leaves that system out. `secure`
+        generates TLS material and a SCRAM user and adds the secured listeners to Kafka."""
         lib_dir = ensure_artifacts(cache_dir)
         base = base_dir or Path(tempfile.mkdtemp(prefix="laminar-devstack-"))
         base.mkdir(parents=True, exist_ok=True)
-        kafka = new_kafka_cluster(lib_dir, base, kafka_brokers) if kafka_brokers else None
+        security = None
+        if secure and kafka_brokers:
+            from devstack.security import generate_material
+
+            security = generate_material(base / "security")
+        kafka = new_kafka_cluster(lib_dir, base, kafka_brokers, security) if kafka_brokers else None
         zookeeper = new_zookeeper(lib_dir, base, zookeeper_servers) if zookeeper_servers else None
-        return cls(base_dir=base, kafka=kafka, zookeeper=zookeeper)
+        stack = cls(base_dir=base, kafka=kafka, zookeeper=zookeeper)
+        if security is not None:
+            stack.write_client_configs()
+        return stack
 
     @classmethod
     def launch(
@@ -72,6 +96,7 @@ class DevStack:
         timeout: float = DEFAULT_START_TIMEOUT_S,
         attempts: int = 3,
         detach: bool = False,
+        secure: bool = False,
     ) -> DevStack:
         """Create and start a stack; when a port was taken between choosing and binding it, try
         again on fresh ports (up to `attempts` times). Returns a healthy, started stack."""
@@ -79,6 +104,7 @@ class DevStack:
             stack = cls.create(
                 kafka_brokers=kafka_brokers, zookeeper_servers=zookeeper_servers,
                 base_dir=base_dir / f"attempt-{attempt}" if base_dir else None, cache_dir=cache_dir,
+                secure=secure,
             )
             try:
                 stack.start(timeout, detach=detach)
@@ -97,6 +123,73 @@ class DevStack:
     @property
     def zk_hosts(self) -> str:
         return self.zookeeper.hosts if self.zookeeper else ""
+
+    # ---- a secure stack ----
+
+    @property
+    def security(self) -> SecurityMaterial | None:
+        """The TLS material and SCRAM user of a secure stack (None otherwise)."""
+        return self.kafka.security if self.kafka else None
+
+    def _require_security(self) -> SecurityMaterial:
+        if self.kafka is None or self.kafka.security is None:
+            raise DevStackStateError("this dev stack was not created with secure=True")
+        return self.kafka.security
+
+    def sasl_ssl_client(self, *, ca_cert: Path | None = None, password: str | None = None) -> KafkaClientConfig:
+        """The client configuration of the SASL_SSL listeners (SCRAM-SHA-512); `ca_cert` and
+        `password` replace the generated ones (negative tests)."""
+        from devstack.security import sasl_ssl_client_properties
+        from kafka_source.clients import KafkaClientConfig
+
+        material = self._require_security()
+        assert self.kafka is not None
+        return KafkaClientConfig(self.kafka.sasl_ssl_bootstrap, sasl_ssl_client_properties(
+            material, ca_cert=ca_cert, password=password))
+
+    def mtls_client(
+        self, *, ca_cert: Path | None = None, certificate: Path | None = None, key: Path | None = None
+    ) -> KafkaClientConfig:
+        """The client configuration of the mTLS (SSL, client certificate required) listeners;
+        `ca_cert`, `certificate` and `key` replace the generated files (negative tests)."""
+        from devstack.security import mtls_client_properties
+        from kafka_source.clients import KafkaClientConfig
+
+        material = self._require_security()
+        assert self.kafka is not None
+        return KafkaClientConfig(self.kafka.ssl_bootstrap, mtls_client_properties(
+            material, ca_cert=ca_cert, certificate=certificate, key=key))
+
+    @property
+    def client_config_path(self) -> Path:
+        return self.base_dir / CLIENT_CONFIG_NAME
+
+    @property
+    def mtls_client_config_path(self) -> Path:
+        return self.base_dir / MTLS_CLIENT_CONFIG_NAME
+
+    def write_client_configs(self) -> tuple[Path, Path]:
+        """Write `client.toml` (SASL_SSL) and `client-mtls.toml` (mTLS), mode 0600; return their paths."""
+        from devstack.security import write_client_toml
+
+        sasl, mtls = self.sasl_ssl_client(), self.mtls_client()
+        write_client_toml(self.client_config_path, dict(sasl.properties), bootstrap=sasl.bootstrap,
+                          comment="laminar-kafka dev stack: SASL_SSL (SCRAM-SHA-512); holds the password")
+        write_client_toml(self.mtls_client_config_path, dict(mtls.properties), bootstrap=mtls.bootstrap,
+                          comment="laminar-kafka dev stack: mTLS (SSL with a client certificate); holds the key password")
+        return self.client_config_path, self.mtls_client_config_path
+
+    def secure_state(self) -> dict[str, str] | None:
+        """What `dev up`/`dev status` show of a secure stack: addresses, user name, file paths; no secret."""
+        if self.kafka is None or self.kafka.security is None:
+            return None
+        return {
+            "sasl_ssl_bootstrap": self.kafka.sasl_ssl_bootstrap,
+            "ssl_bootstrap": self.kafka.ssl_bootstrap,
+            "sasl_username": self.kafka.security.user.name,
+            "client_config": str(self.client_config_path),
+            "mtls_client_config": str(self.mtls_client_config_path),
+        }
 
     def servers(self) -> list[JvmServer]:
         return [*(self.zookeeper.servers if self.zookeeper else []), *(self.kafka.brokers if self.kafka else [])]
@@ -142,6 +235,7 @@ class DevStack:
     def to_state(self) -> dict[str, object]:
         return {
             "base_dir": str(self.base_dir),
+            "secure": self.secure_state(),
             "bootstrap": self.bootstrap,
             "zk_hosts": self.zk_hosts,
             "startup_seconds": round(self.startup_seconds, 2),
@@ -175,6 +269,8 @@ class RecordedStack:
     zk_hosts: str
     startup_seconds: float
     processes: tuple[StackProcess, ...]
+    #: `DevStack.secure_state()` of a secure stack (no secret), else None.
+    secure: Mapping[str, str] | None = field(default=None)
 
     @property
     def healthy(self) -> bool:
@@ -202,6 +298,7 @@ def read_state(state_file: Path) -> RecordedStack | None:
         return RecordedStack(
             base_dir=Path(raw["base_dir"]), bootstrap=str(raw["bootstrap"]), zk_hosts=str(raw["zk_hosts"]),
             startup_seconds=float(raw.get("startup_seconds", 0.0)), processes=processes,
+            secure={str(k): str(v) for k, v in raw["secure"].items()} if raw.get("secure") else None,
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DevStackStateError(f"unreadable dev stack state file {state_file}: {exc}", cause=exc) from exc

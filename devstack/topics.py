@@ -1,31 +1,51 @@
-"""`create_topic`: the one way the dev tooling, the tests and the benches create a topic."""
+"""`create_topic`: the one way the dev tooling, the tests and the benches create a topic.
+
+Every devstack helper that talks to Kafka takes the bootstrap servers (or a whole
+`kafka_source.clients.KafkaClientConfig`) and an optional `client` (a `KafkaClientConfig`, e.g.
+SASL_SSL settings); `resolve_client` resolves the two.
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from devstack.errors import WaitTimeout
 from devstack.waiting import wait_until
+from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_admin
 
-__all__ = ["create_topic"]
+__all__ = ["create_topic", "resolve_client"]
+
+
+def resolve_client(bootstrap: KafkaTarget, client: KafkaClientConfig | None) -> KafkaClientConfig:
+    """`client` when given (then `bootstrap` must be '' or name the same servers), else `bootstrap`
+    as a configuration. Raises ValueError when the two name different servers."""
+    if client is None:
+        return client_config(bootstrap)
+    if isinstance(bootstrap, KafkaClientConfig):
+        bootstrap = bootstrap.bootstrap
+    if bootstrap and bootstrap != client.bootstrap:
+        raise ValueError(f"bootstrap {bootstrap!r} differs from the client configuration's {client.bootstrap!r}")
+    return client
 
 
 def create_topic(
-    bootstrap: str,
+    bootstrap: KafkaTarget,
     topic: str,
     partitions: int,
     timeout: float = 30.0,
     *,
     replication: int = 1,
     config: Mapping[str, str] | None = None,
+    client: KafkaClientConfig | None = None,
 ) -> None:
     """Create `topic` and return once every partition has a leader visible in metadata.
 
+    `client` (optional) is the connection's configuration (security...); see `resolve_client`.
     Raises the broker's error when the topic cannot be created (it exists already, say), and
     `WaitTimeout` when the partitions have no leader within `timeout` seconds.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = make_admin(resolve_client(bootstrap, client))
     new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=replication, config=dict(config or {}))
     admin.create_topics([new_topic], operation_timeout=timeout)[topic].result(timeout)
 

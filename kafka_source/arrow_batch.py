@@ -2,7 +2,11 @@
 
 Columns are built in one go from lists gathered with C-level ``map`` over the messages; there is
 no per-record dict building. JSON is parsed by ``pyarrow.json`` over the newline-joined values;
-only when that fails is each record parsed on its own to find the bad ones.
+only when that fails is each record parsed on its own to find the bad ones. The registry formats
+(``avro``, ``protobuf``, ``json-schema``) and registry-decoded keys go through
+:class:`~kafka_source.registry_decode.RegistryDecoder`: their columns follow the newest writer
+schema seen, so :attr:`BatchBuilder.schema` may change from one batch to the next (each batch has
+one schema; see :mod:`kafka_source.registry_decode` for the evolution contract).
 """
 from __future__ import annotations
 
@@ -14,9 +18,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.json as pa_json
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
+from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from kafka_source.config import Format, KafkaSourceConfig
+from kafka_source.config import Format, KafkaSourceConfig, KeyFormat
 from kafka_source.errors import ConfigurationError
+from kafka_source.registry import registry_client
+from kafka_source.registry_decode import RegistryDecoder
+from kafka_source.registry_schema import payload_fields
 
 __all__ = ["BadRecord", "BatchBuilder", "BuiltBatch", "HEADERS_TYPE", "metadata_fields"]
 
@@ -76,12 +84,35 @@ def _one_line(value: bytes | None) -> bytes | None:
 
 
 class BatchBuilder:
-    """Builds record batches of one fixed :attr:`schema` from lists of messages."""
+    """Builds record batches from lists of messages.
 
-    def __init__(self, config: KafkaSourceConfig, json_schema: pa.Schema | None = None) -> None:
+    :attr:`schema` is fixed for ``raw`` and ``json``; with a registry format (or a registry
+    ``key.format``) it is the schema of the last batch built (before the first: the metadata
+    columns only, and ``_key`` as null). ``registry``: the schema registry client (default: one
+    for ``schema.registry.url``).
+    """
+
+    def __init__(
+        self,
+        config: KafkaSourceConfig,
+        json_schema: pa.Schema | None = None,
+        registry: SchemaRegistryClient | None = None,
+    ) -> None:
         self.format = config.format
         self.metadata = config.include_metadata
-        if self.format is Format.JSON:
+        self.key_format = config.key_format
+        self._values: RegistryDecoder | None = None
+        self._keys: RegistryDecoder | None = None
+        if self.format.uses_registry or self.key_format.uses_registry:
+            assert config.schema_registry_url is not None  # the config checks it
+            client = registry or registry_client(config.schema_registry_url, config.schema_registry_properties)
+            if self.format.uses_registry:
+                self._values = RegistryDecoder(client, self.format.value, null_is_bad=True)
+            if self.key_format.uses_registry:
+                self._keys = RegistryDecoder(client, self.key_format.value, null_is_bad=False)
+        if self._values is not None:
+            self.payload_schema = pa.schema([])
+        elif self.format is Format.JSON:
             payload = json_schema or config.json_schema
             if payload is None:
                 raise ConfigurationError(
@@ -93,39 +124,102 @@ class BatchBuilder:
             )
         else:
             self.payload_schema = pa.schema([pa.field("value", pa.binary(), nullable=True)])
-        self.schema: pa.Schema = pa.schema(
-            list(self.payload_schema) + metadata_fields(self.metadata)
-        )
+        self.schema: pa.Schema = self._schema()
+
+    def _schema(self) -> pa.Schema:
+        fields = metadata_fields(self.metadata)
+        if self.key_format is not KeyFormat.RAW:
+            key_type = pa.string() if self._keys is None else (self._keys.arrow_type or pa.null())
+            fields = [f.with_type(key_type) if f.name == "_key" else f for f in fields]
+        return pa.schema(list(self.payload_schema) + fields)
 
     def build(self, messages: Sequence[Message]) -> BuiltBatch:
-        """Decode ``messages`` (all without client error). Pre: ``len(messages) > 0``."""
+        """Decode ``messages`` (all without client error). Pre: ``len(messages) > 0``.
+
+        A record is bad when its value does not decode, or its key does not (``key.format``).
+        Raises :class:`~kafka_source.errors.TransientError` when the schema registry cannot be
+        reached and :class:`ConfigurationError` when it refuses access (nothing is consumed).
+        """
         values = list(map(Message.value, messages))
         partitions = list(map(Message.partition, messages))
         offsets = list(map(Message.offset, messages))
-        all_partitions, all_offsets = partitions, offsets
-        bad: tuple[BadRecord, ...] = ()
-        if self.format is Format.JSON:
-            payload = self._parse_json_fast(values)
-            if payload is None:
-                values = [_one_line(v) for v in values]
-                bad = tuple(self._find_bad_json(values))
-                if bad:
-                    bad_index = {b.index for b in bad}
-                    keep = [i for i in range(len(values)) if i not in bad_index]
-                    messages = [messages[i] for i in keep]
-                    values = [values[i] for i in keep]
-                    partitions = [partitions[i] for i in keep]
-                    offsets = [offsets[i] for i in keep]
-                payload = self._parse_json_fast(values) if values else self._empty_payload()
-                if payload is None:  # every record parsed alone, so the join must parse too
-                    raise ConfigurationError("JSON records parse one by one but not together")
+        key_column, key_bad = self._decode_keys(messages)
+        if self._values is not None:
+            payload, value_bad = self._decode_values(values)
+        elif self.format is Format.JSON:
+            payload, value_bad = self._decode_json(values)
         else:
-            payload = [pa.array(values, type=pa.binary())]
-        columns = payload + self._metadata_columns(messages, partitions, offsets)
+            payload, value_bad = [pa.array(values, type=pa.binary())], {}
+        bad_reasons = {**{i: f"key: {r}" for i, r in key_bad.items()}, **value_bad}
+        if bad_reasons:
+            total = len(values)
+            payload = [_keep(column, total, value_bad, bad_reasons) for column in payload]
+            if key_column is not None:
+                key_column = _keep(key_column, total, key_bad, bad_reasons)
+            keep = [i for i in range(total) if i not in bad_reasons]
+            good_messages = [messages[i] for i in keep]
+            good_partitions = [partitions[i] for i in keep]
+            good_offsets = [offsets[i] for i in keep]
+        else:
+            good_messages, good_partitions, good_offsets = list(messages), partitions, offsets
+        if self._values is not None or self._keys is not None:
+            self.schema = self._schema()
+        columns = payload + self._metadata_columns(good_messages, good_partitions, good_offsets, key_column)
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
-        return BuiltBatch(batch, bad, all_partitions, all_offsets)
+        bad = tuple(BadRecord(i, r) for i, r in sorted(bad_reasons.items()))
+        return BuiltBatch(batch, bad, partitions, offsets)
 
     # -- payload --------------------------------------------------------------------------------
+
+    def _decode_json(self, values: list[bytes | None]) -> tuple[list[pa.Array], dict[int, str]]:
+        """Payload columns of the good values and the bad ones (by index)."""
+        payload = self._parse_json_fast(values)
+        if payload is not None:
+            return payload, {}
+        values = [_one_line(v) for v in values]
+        bad = {b.index: b.reason for b in self._find_bad_json(values)}
+        good = [v for i, v in enumerate(values) if i not in bad]
+        payload = self._parse_json_fast(good) if good else self._empty_payload()
+        if payload is None:  # every record parsed alone, so the join must parse too
+            raise ConfigurationError("JSON records parse one by one but not together")
+        return payload, bad
+
+    def _decode_values(self, values: list[bytes | None]) -> tuple[list[pa.Array], dict[int, str]]:
+        """Registry format: payload columns of the good values (the newest schema seen) and the
+        bad ones."""
+        assert self._values is not None
+        decoded = self._values.decode(values)
+        if self._values.arrow_type is None:  # nothing decoded yet: no payload columns
+            return [], decoded.bad
+        self.payload_schema = pa.schema(payload_fields(self._values.arrow_type, "value"))
+        if pa.types.is_struct(decoded.array.type):
+            return decoded.array.flatten(), decoded.bad
+        return [decoded.array], decoded.bad
+
+    def _decode_keys(self, messages: Sequence[Message]) -> tuple[pa.Array | None, dict[int, str]]:
+        """The decoded ``_key`` column of the good keys and the bad ones; ``(None, {})`` for raw
+        keys or without ``_key``."""
+        if self.key_format is KeyFormat.RAW or "_key" not in self.metadata:
+            return None, {}
+        keys = list(map(Message.key, messages))
+        if self._keys is not None:
+            decoded = self._keys.decode(keys)
+            if self._keys.arrow_type is None:
+                return pa.nulls(len(keys) - len(decoded.bad)), decoded.bad
+            return decoded.array, decoded.bad
+        try:
+            return pa.array(keys, type=pa.binary()).cast(pa.string()), {}
+        except pa.ArrowInvalid:
+            pass
+        bad: dict[int, str] = {}
+        for index, key in enumerate(keys):
+            try:
+                if key is not None:
+                    key.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad[index] = f"not UTF-8 ({exc.reason} at byte {exc.start})"
+        good = [k for i, k in enumerate(keys) if i not in bad]
+        return pa.array(good, type=pa.binary()).cast(pa.string()), bad
 
     def _empty_payload(self) -> list[pa.Array]:
         return [pa.array([], type=f.type) for f in self.payload_schema]
@@ -171,7 +265,7 @@ class BatchBuilder:
     # -- metadata -------------------------------------------------------------------------------
 
     def _metadata_columns(
-        self, messages: Sequence[Message], partitions: list[int], offsets: list[int]
+        self, messages: Sequence[Message], partitions: list[int], offsets: list[int], key: pa.Array | None = None
     ) -> list[pa.Array]:
         columns: list[pa.Array] = []
         for name in self.metadata:
@@ -188,8 +282,19 @@ class BatchBuilder:
                     for kind, ts in map(Message.timestamp, messages)
                 ]
                 columns.append(pa.array(stamps, type=pa.timestamp("ms")))
+            elif name == "_key" and key is not None:
+                columns.append(key)
             elif name == "_key":
                 columns.append(pa.array(list(map(Message.key, messages)), type=pa.binary()))
             elif name == "_headers":
                 columns.append(pa.array(list(map(Message.headers, messages)), type=HEADERS_TYPE))
         return columns
+
+
+def _keep(array: pa.Array, total: int, own_bad: dict[int, str], all_bad: dict[int, str]) -> pa.Array:
+    """``array`` (one row per input index of ``range(total)`` not in ``own_bad``) without the rows
+    of the indexes in ``all_bad`` (bad for another reason: value or key)."""
+    if len(all_bad) == len(own_bad):
+        return array
+    mask = [i not in all_bad for i in range(total) if i not in own_bad]
+    return array.filter(pa.array(mask, type=pa.bool_()))

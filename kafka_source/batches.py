@@ -15,8 +15,7 @@ from confluent_kafka import Message
 
 from coordinator.routing import TopicPartition
 from kafka_source.arrow_batch import BatchBuilder, BuiltBatch
-from kafka_source.config import Format
-from kafka_source.connector import DeliveryGuarantee
+from kafka_source.config import BadRecordPolicy, Format
 from kafka_source.errors import ConnectorError, DecodeError, ErrorRateExceededError
 from kafka_source.fifo import (
     AssignmentApplied,
@@ -28,6 +27,7 @@ from kafka_source.fifo import (
     RecordChunk,
 )
 from kafka_source.metrics import SourceMetrics
+from kafka_source.rejected import rejected_batch
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ __all__ = [
     "ERROR_RATE_MIN_RECORDS", "DecodeFailures", "FifoTake", "advance", "build_batch", "take_items", "with_positions",
 ]
 
-#: Best-effort error rate is enforced once at least this many records were seen.
+#: ``max.error.rate`` is a fraction of at least this many records (see :class:`DecodeFailures`).
 ERROR_RATE_MIN_RECORDS = 100
 
 
@@ -150,12 +150,14 @@ def build_batch(
     decode_failures: DecodeFailures,
     multi_topic: bool,
     metrics: SourceMetrics,
-) -> tuple[dict[TopicPartition, int], pa.RecordBatch | None]:
-    """The cursor after ``take`` and the batch of its records (``None`` if it has none).
+) -> tuple[dict[TopicPartition, int], pa.RecordBatch | None, pa.RecordBatch | None]:
+    """The cursor after ``take``, the batch of its records (``None`` if it has none) and the
+    batch of its rejected records (``None`` if none was skipped; see :meth:`DecodeFailures.check`).
 
     Records of partitions in ``dropping`` are dropped (counted in ``metrics.records_not_owned``);
     partitions a :class:`PartitionsAssigned` marker added join the cursor at their offsets. Raises
-    as :meth:`DecodeFailures.check`. Returns ``cursor`` itself when nothing moved.
+    as :meth:`DecodeFailures.check`. Returns ``cursor`` itself when nothing moved. The cursor moves
+    past skipped records exactly as past good ones.
     """
     if take.assigned:
         cursor = {**cursor, **{tp: o for tp, o in take.assigned.items() if tp not in cursor}}
@@ -164,55 +166,66 @@ def build_batch(
         kept = [m for m in messages if (m.topic(), m.partition()) not in dropping]
         metrics.records_not_owned += len(messages) - len(kept)
         messages = kept
-    batch = None
+    batch = rejected = None
     if messages:
         built = builder.build(messages)
-        decode_failures.check(messages, built)
+        rejected = decode_failures.check(messages, built)
         cursor = advance(cursor, messages, built.partitions, built.offsets, multi_topic)
         batch = built.batch
-    return with_positions(cursor, take.spans, dropping), batch
+    return with_positions(cursor, take.spans, dropping), batch, rejected
 
 
 class DecodeFailures:
-    """The decode-failure policy of one generation.
+    """The bad-record policy of one generation (``on.bad.record``, ``max.error.rate``).
 
-    Guaranteed delivery: the first undecodable record raises :class:`DecodeError` (nothing moves;
-    the same records fail again). Best-effort: bad records are skipped and counted, and
-    :class:`ErrorRateExceededError` is raised once more than ``max_error_rate`` of every record
-    seen (at least :data:`ERROR_RATE_MIN_RECORDS`) did not decode.
+    ``fail``: the first undecodable record raises :class:`DecodeError` (nothing moves; the same
+    records fail again). ``skip``: bad records are consumed and returned as a rejected batch, under
+    every delivery guarantee; :class:`ErrorRateExceededError` (fatal for the generation) is raised
+    as soon as the bad records seen since this generation started exceed
+    ``max_error_rate * max(records seen, ERROR_RATE_MIN_RECORDS)``: so the first
+    :data:`ERROR_RATE_MIN_RECORDS` records tolerate ``max_error_rate * 100`` bad ones, later the
+    fraction of all records seen counts, and ``max_error_rate=0`` fails on the first bad record.
     """
 
     def __init__(
-        self, delivery: DeliveryGuarantee, record_format: Format, max_error_rate: float, metrics: SourceMetrics
+        self, policy: BadRecordPolicy, record_format: Format, max_error_rate: float, metrics: SourceMetrics
     ) -> None:
-        self._delivery = delivery
+        self.policy = policy
         self._format = record_format
         self._max_error_rate = max_error_rate
         self._metrics = metrics
-        self._records_seen = 0
+        self.records_seen = 0
+        self.records_rejected = 0
 
-    def check(self, messages: list[Message], built: BuiltBatch) -> None:
-        """Apply the policy to ``built``, the batch of ``messages``."""
-        if built.bad and self._delivery.is_guaranteed:
-            first = messages[built.bad[0].index]
-            self._metrics.decode_errors += 1
-            raise DecodeError(
-                f"{first.topic()}:{first.partition()}@{first.offset()} does not decode as "
-                f"{self._format.value}: {built.bad[0].reason} (cursor not advanced)",
-                topic=first.topic(), partition=first.partition(), offset=first.offset(),
-            )
-        if not self._delivery.is_guaranteed:
-            self._count(len(messages), len(built.bad))
-
-    def _count(self, seen: int, bad: int) -> None:
-        self._records_seen += seen
+    def check(self, messages: list[Message], built: BuiltBatch) -> pa.RecordBatch | None:
+        """Apply the policy to ``built``, the batch of ``messages``: ``None`` when every record
+        decoded, else (``skip``) the rejected batch (:data:`~kafka_source.rejected.REJECTED_SCHEMA`)."""
+        if self.policy is BadRecordPolicy.FAIL:
+            if built.bad:
+                first = messages[built.bad[0].index]
+                self._metrics.decode_errors += 1
+                raise DecodeError(
+                    f"{first.topic()}:{first.partition()}@{first.offset()} does not decode as "
+                    f"{self._format.value}: {built.bad[0].reason} (cursor not advanced; "
+                    "on.bad.record=skip would skip it into the rejected output)",
+                    topic=first.topic(), partition=first.partition(), offset=first.offset(),
+                )
+            return None
+        self.records_seen += len(messages)
+        if not built.bad:
+            return None
+        bad = len(built.bad)
+        self.records_rejected += bad
         self._metrics.records_skipped += bad
         self._metrics.decode_errors += bad
-        if bad:
-            logger.warning("skipped %d undecodable record(s) (best-effort)", bad)
-        total_bad = self._metrics.records_skipped
-        if self._records_seen >= ERROR_RATE_MIN_RECORDS and total_bad > self._max_error_rate * self._records_seen:
+        last = messages[built.bad[-1].index]
+        where = f"{last.topic()}:{last.partition()}@{last.offset()}"
+        allowed = self._max_error_rate * max(self.records_seen, ERROR_RATE_MIN_RECORDS)
+        if self.records_rejected > allowed:
             raise ErrorRateExceededError(
-                f"{total_bad} of {self._records_seen} records did not decode, above "
-                f"max.error.rate={self._max_error_rate}"
+                f"{self.records_rejected} of {self.records_seen} records did not decode as "
+                f"{self._format.value} (rate {self.records_rejected / self.records_seen:.4f}), above "
+                f"max.error.rate={self._max_error_rate}; last bad record {where}: {built.bad[-1].reason}"
             )
+        logger.warning("skipped %d undecodable record(s), the last %s: %s", bad, where, built.bad[-1].reason)
+        return rejected_batch(messages, built.bad)

@@ -7,7 +7,15 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
 ``topic``                          required; one topic, a comma-separated list, or ``re:<regex>``
                                    (topics created later that match are read too)
 ``group.id``                       required; group for advisory offset commits only
-``format``                         ``raw`` (default; binary ``value`` column) or ``json``
+``format``                         ``raw`` (default; binary ``value`` column), ``json``, or a
+                                   registry format: ``avro`` | ``protobuf`` | ``json-schema``
+                                   (Confluent wire format, typed columns: kafka_source.registry)
+``schema.registry.url``            required by the registry formats; ``mock://<scope>`` is
+                                   confluent-kafka's in-process mock registry (tests)
+``schema.registry.<key>``          passed to the registry client (``basic.auth.user.info``,
+                                   ``ssl.ca.location``, ``timeout``...); secrets never logged
+``key.format``                     the ``_key`` column: ``raw`` (default, binary), ``string`` or
+                                   a registry format (decoded into a typed ``_key``)
 ``json.schema``                    ``name:type,...`` with pyarrow type aliases (``int64``,
                                    ``string``, ``double``, ``timestamp[ms]``...)
 ``startup.mode``                   ``earliest`` (default) | ``latest`` | ``timestamp`` |
@@ -21,7 +29,12 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
 ``max.fetched.bytes``              cap on fetched-but-not-emitted payload bytes (32 MiB)
 ``consume.chunk.records``          records per client ``consume()`` call (10000)
 ``partition.discovery.interval.ms``  new-partition check period; ``0`` disables (30000)
-``max.error.rate``                 best-effort only: max fraction of bad records (0.01)
+``on.bad.record``                  ``fail`` | ``skip``: a record that does not decode fails the
+                                   source, or is skipped into :attr:`SourceBatch.rejected`
+                                   (default: ``fail`` under guaranteed delivery, ``skip`` under
+                                   best-effort)
+``max.error.rate``                 with ``skip``: max fraction of bad records (0.01), see
+                                   :class:`~kafka_source.batches.DecodeFailures`
 ``kafka.<librdkafka key>``         passed through; ``enable.auto.commit`` cannot be enabled
 =================================  ==========================================================
 
@@ -46,6 +59,8 @@ __all__ = [
     "as_kafka_config",
     "METADATA_COLUMNS",
     "Format",
+    "KeyFormat",
+    "BadRecordPolicy",
     "IsolationLevel",
     "KafkaSourceConfig",
     "StartupMode",
@@ -65,6 +80,28 @@ METADATA_COLUMNS: tuple[str, ...] = (
 class Format(enum.Enum):
     RAW = "raw"
     JSON = "json"
+    AVRO = "avro"
+    PROTOBUF = "protobuf"
+    JSON_SCHEMA = "json-schema"
+
+    @property
+    def uses_registry(self) -> bool:
+        """Whether records are in the Confluent wire format, decoded through the schema registry."""
+        return self in (Format.AVRO, Format.PROTOBUF, Format.JSON_SCHEMA)
+
+
+class KeyFormat(enum.Enum):
+    """How the ``_key`` column is decoded (``key.format``)."""
+
+    RAW = "raw"
+    STRING = "string"
+    AVRO = "avro"
+    PROTOBUF = "protobuf"
+    JSON_SCHEMA = "json-schema"
+
+    @property
+    def uses_registry(self) -> bool:
+        return self in (KeyFormat.AVRO, KeyFormat.PROTOBUF, KeyFormat.JSON_SCHEMA)
 
 
 class StartupMode(enum.Enum):
@@ -72,6 +109,15 @@ class StartupMode(enum.Enum):
     LATEST = "latest"
     TIMESTAMP = "timestamp"
     SPECIFIC_OFFSETS = "specific-offsets"
+
+
+class BadRecordPolicy(enum.Enum):
+    """What a record that does not decode does to the source (``on.bad.record``)."""
+
+    #: the source fails; nothing moves, the same record fails again
+    FAIL = "fail"
+    #: the record is skipped: consumed, and handed over in ``SourceBatch.rejected``
+    SKIP = "skip"
 
 
 class IsolationLevel(enum.Enum):
@@ -94,8 +140,12 @@ VALID_KEYS: tuple[str, ...] = (
     "consume.chunk.records",
     "partition.discovery.interval.ms",
     "max.error.rate",
+    "on.bad.record",
+    "schema.registry.url",
+    "key.format",
 )
 KAFKA_PREFIX = "kafka."
+REGISTRY_PREFIX = "schema.registry."
 #: librdkafka keys the source owns; setting them through ``kafka.*`` is an error.
 _OWNED_KAFKA_KEYS: frozenset[str] = frozenset(
     {"bootstrap.servers", "group.id", "isolation.level", "enable.auto.offset.store"}
@@ -199,15 +249,24 @@ class KafkaSourceConfig:
     consume_chunk_records: int = 10_000
     partition_discovery_interval_ms: int = 30_000
     max_error_rate: float = 0.01
+    #: None: ``fail`` under guaranteed delivery, ``skip`` under best-effort (:meth:`bad_record_policy`)
+    on_bad_record: BadRecordPolicy | None = None
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     #: a regular expression selecting topics (``topic=re:<regex>``); None for named topics
     topic_pattern: str | None = None
+    key_format: KeyFormat = KeyFormat.RAW
+    schema_registry_url: str | None = None
+    #: ``schema.registry.<key>`` pass-through (may hold credentials: not in the repr)
+    schema_registry_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "startup_specific_offsets", MappingProxyType(dict(self.startup_specific_offsets))
         )
         object.__setattr__(self, "kafka_properties", MappingProxyType(dict(self.kafka_properties)))
+        object.__setattr__(
+            self, "schema_registry_properties", MappingProxyType(dict(self.schema_registry_properties))
+        )
         TopicSelector(self.topics, self.topic_pattern)  # exactly one of them (ConfigurationError)
 
     @property
@@ -220,6 +279,7 @@ class KafkaSourceConfig:
         """Validate ``properties``; raises :class:`ConfigurationError` naming the first problem."""
         props = {str(k).strip(): str(v) for k, v in properties.items()}
         kafka_props: dict[str, str] = {}
+        registry_props: dict[str, str] = {}
         for key, value in props.items():
             if key.startswith(KAFKA_PREFIX):
                 inner = key[len(KAFKA_PREFIX):]
@@ -237,6 +297,8 @@ class KafkaSourceConfig:
                         "after an epoch is durable (notify_epoch_committed)"
                     )
                 kafka_props[inner] = value
+            elif key.startswith(REGISTRY_PREFIX) and key not in VALID_KEYS:
+                registry_props[key[len(REGISTRY_PREFIX):]] = value
             elif key not in VALID_KEYS:
                 near = difflib.get_close_matches(key, VALID_KEYS, n=1, cutoff=0.4)
                 hint = f"; did you mean {near[0]!r}?" if near else ""
@@ -257,6 +319,14 @@ class KafkaSourceConfig:
             if fmt is not Format.JSON:
                 raise ConfigurationError("json.schema is only valid with format=json")
             schema = parse_json_schema(props["json.schema"])
+        key_format = _enum(KeyFormat, "key.format", props.get("key.format", "raw"))
+        registry_url = props.get("schema.registry.url", "").strip() or None
+        if (fmt.uses_registry or key_format.uses_registry) and registry_url is None:  # type: ignore[attr-defined]
+            raise ConfigurationError(f"format {fmt.value} / key.format {key_format.value} needs schema.registry.url")
+        if key_format is not KeyFormat.RAW and "_key" not in _metadata(props.get("include.metadata", "false")):
+            raise ConfigurationError("key.format needs the _key column (include.metadata)")
+        if registry_url is None and registry_props:
+            raise ConfigurationError("schema.registry.* properties need schema.registry.url")
         mode = _enum(StartupMode, "startup.mode", props.get("startup.mode", "earliest"))
         timestamp = None
         if "startup.timestamp.ms" in props:
@@ -308,8 +378,21 @@ class KafkaSourceConfig:
                 minimum=0,
             ),
             max_error_rate=error_rate,
+            on_bad_record=(
+                _enum(BadRecordPolicy, "on.bad.record", props["on.bad.record"])  # type: ignore[arg-type]
+                if "on.bad.record" in props else None
+            ),
             kafka_properties=kafka_props,
+            key_format=key_format,  # type: ignore[arg-type]
+            schema_registry_url=registry_url,
+            schema_registry_properties=registry_props,
         )
+
+    def bad_record_policy(self, *, guaranteed: bool) -> BadRecordPolicy:
+        """``on.bad.record``, or its default for the delivery guarantee (fail when guaranteed)."""
+        if self.on_bad_record is not None:
+            return self.on_bad_record
+        return BadRecordPolicy.FAIL if guaranteed else BadRecordPolicy.SKIP
 
     def consumer_config(self, *, guaranteed: bool) -> dict[str, str | int | bool]:
         """The librdkafka configuration of the source's consumer.
@@ -347,6 +430,8 @@ class KafkaSourceConfig:
             "include.metadata": ",".join(self.include_metadata),
             "isolation.level": self.isolation_level.value,
         }
+        if self.key_format is not KeyFormat.RAW:
+            options["key.format"] = self.key_format.value
         if self.json_schema is not None:
             options["json.schema"] = ",".join(f"{f.name}:{f.type}" for f in self.json_schema)
         if self.startup_timestamp_ms is not None:

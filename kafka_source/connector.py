@@ -192,10 +192,17 @@ class SourceStart:
 
 @dataclass(frozen=True)
 class SourceBatch:
-    """Arrow rows plus the exact cursor after the batch's last row."""
+    """Arrow rows plus the exact cursor after the batch's last row.
+
+    ``rejected``: the records this poll consumed but could not decode, skipped by the bad-record
+    policy (``None`` when there are none). The cursor is past them too, so a sink that keeps
+    exactly once must write them with ``records`` (the node writes them to ``<output>/_rejected/``).
+    Columns: :data:`kafka_source.rejected.REJECTED_SCHEMA`. ``records`` may then have no row.
+    """
 
     records: pa.RecordBatch
     checkpoint: SourceCheckpoint
+    rejected: pa.RecordBatch | None = None
 
     @property
     def num_rows(self) -> int:

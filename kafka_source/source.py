@@ -176,7 +176,8 @@ class KafkaSource(SourceConnector):
         self._config = config
         self._delivery = delivery
         self._builder = BatchBuilder(config, self._json_schema)
-        self._decode_failures = DecodeFailures(delivery, config.format, config.max_error_rate, self.metrics)
+        policy = config.bad_record_policy(guaranteed=delivery.is_guaranteed)
+        self._decode_failures = DecodeFailures(policy, config.format, config.max_error_rate, self.metrics)
         self._started = True
         try:
             consumer = create_consumer(config, delivery, self._commits)
@@ -249,11 +250,12 @@ class KafkaSource(SourceConnector):
     async def poll_batch(self, max_records: int) -> SourceBatch | None:
         """Up to ``max_records`` rows bound to the cursor after the last of them, or ``None``.
 
-        Never awaits, so it cannot be cancelled half way. Raises :class:`DecodeError` under
-        guaranteed delivery when a record does not decode (nothing moves; the same records fail
-        again), :class:`ErrorRateExceededError` under best-effort when skipped records exceed
-        ``max.error.rate``, and the reader's error (e.g. an out-of-range position) once every
-        record fetched before it was emitted.
+        Never awaits, so it cannot be cancelled half way. A record that does not decode raises
+        :class:`DecodeError` with ``on.bad.record=fail`` (nothing moves; the same records fail
+        again); with ``skip`` it is consumed and returned in ``SourceBatch.rejected`` (the batch's
+        ``records`` may then be empty), and :class:`ErrorRateExceededError` is raised once the
+        skipped records exceed ``max.error.rate``. Raises the reader's error (e.g. an out-of-range
+        position) once every record fetched before it was emitted.
 
         Vnode mode: only records of partitions owned under the pinned version are emitted (others
         are counted in ``metrics.records_not_owned``); ownership markers apply in FIFO order.
@@ -272,7 +274,9 @@ class KafkaSource(SourceConnector):
         dropping = self._vnode.dropping if self._vnode is not None else frozenset()
         multi_topic = self.config.topic_pattern is not None or len(self.config.topics) > 1
         try:
-            cursor, batch = build_batch(take, self._cursor, dropping, builder, decode_failures, multi_topic, self.metrics)
+            cursor, batch, rejected = build_batch(
+                take, self._cursor, dropping, builder, decode_failures, multi_topic, self.metrics
+            )
         except ErrorRateExceededError as exc:
             self._failure = exc
             raise
@@ -285,12 +289,12 @@ class KafkaSource(SourceConnector):
         self._release(take.done)
         self._cursor = cursor
         fifo.clear_event_if_empty(self._event)
-        if batch is None or batch.num_rows == 0:
+        if batch is None or (batch.num_rows == 0 and rejected is None):
             return None
         self.metrics.records += batch.num_rows
         self.metrics.bytes += batch.nbytes
         self.metrics.batches += 1
-        return SourceBatch(batch, self.checkpoint())
+        return SourceBatch(batch, self.checkpoint(), rejected)
 
     def _consume_control(self, item: ControlItem) -> None:
         """An ownership marker reached with nothing pending before it (vnode mode only)."""

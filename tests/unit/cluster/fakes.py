@@ -36,6 +36,7 @@ class FakeCoordinator(Coordinator):
         self.manifests: dict[int, Manifest] = {}
         self.rejoins = 0
         self.topic_ids: dict[str, str] = {}
+        self.settings: dict[str, str] = {}
         self.snapshot = AssignmentSnapshot.initial(4).next(1, [1, 1, 1, 1])
         self.drain_reports: list[AssignmentDrainId] = []
 
@@ -101,6 +102,9 @@ class FakeCoordinator(Coordinator):
         for topic, topic_id in ids.items():
             self.topic_ids.setdefault(topic, topic_id)
         return {topic: self.topic_ids[topic] for topic in ids}
+
+    def pin_setting(self, name: str, value: str) -> str:
+        return self.settings.setdefault(name, value)
 
     def commit(self, ack: EpochAck) -> Manifest:
         """Write the manifest of ``ack``'s epoch: the previous manifest's cursors, updated by the ack's."""

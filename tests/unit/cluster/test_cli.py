@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_source.config import Format
 from cluster.cli import _RUN_CHOICES, build_parser, main
 from cluster.config import SETTING_NAMES
 
@@ -115,8 +116,9 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.startswith("laminar-kafka ")
 
 
-@pytest.mark.parametrize("flag, choices", [("--format", "{raw,json}"),
-                                           ("--startup-mode", "{earliest,latest,timestamp,specific-offsets}")])
+@pytest.mark.parametrize("flag, choices", [("--format", "{" + ",".join(f.value for f in Format) + "}"),
+                                           ("--startup-mode", "{earliest,latest,timestamp,specific-offsets}"),
+                                           ("--on-bad-record", "{fail,skip}")])
 def test_closed_settings_list_and_check_their_choices(flag: str, choices: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["run", "--help"])

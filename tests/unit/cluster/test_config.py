@@ -44,7 +44,7 @@ def test_topics_list_and_comma_string() -> None:
     ({"node-id": "x"}, "not an integer"),
     ({"node-id": 0}, "node-id must be >= 1"),
     ({"metrics-port": 70000}, "metrics-port"),
-    ({"format": "avro"}, "expected raw or json"),
+    ({"format": "xml"}, "format='xml': expected one of raw, json"),
     ({"pipeline": "a/b"}, "pipeline"),
 ])
 def test_invalid_values_are_rejected_with_the_setting_named(bad: dict[str, object], message: str) -> None:

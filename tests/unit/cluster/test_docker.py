@@ -40,14 +40,26 @@ def test_compose_images_are_the_built_images() -> None:
         assert default(services[name]["image"]) == containers.NODE_IMAGE
 
 
-def test_no_dependency_needs_a_healthcheck_to_run() -> None:
-    """podman runs healthchecks only when driven: the start order must not wait on service_healthy."""
+def test_every_service_has_a_healthcheck_and_the_nodes_wait_for_healthy_servers() -> None:
+    """Nodes start once Kafka and ZooKeeper are healthy and the topic exists (podman: healthchecks driven
+    by `devstack.containers_compose healthchecks`); topic-init, a one-shot, is judged by its exit code."""
     services = load()["services"]
+    healthy = {"condition": "service_healthy"}
     for name in ("node1", "node2", "node3"):
-        assert services[name]["depends_on"] == {"topic-init": {"condition": "service_completed_successfully"}}
-    assert "service_healthy" not in (DOCKER / "compose.yaml").read_text()
+        assert services[name]["depends_on"] == {
+            "zookeeper": healthy, "kafka": healthy, "topic-init": {"condition": "service_completed_successfully"}}
+    assert services["topic-init"]["depends_on"] == {"zookeeper": healthy, "kafka": healthy}
     assert services["topic-init"]["entrypoint"][-1] == "devstack.containers_init"
-    assert services["kafka"]["healthcheck"]["test"][0] == "CMD"
+    assert services["topic-init"]["healthcheck"] == {"disable": True}
+    for name in ("zookeeper", "kafka", "node1", "node2", "node3"):
+        assert services[name]["healthcheck"]["test"][0] == "CMD", name
+    assert "/metrics" in services["node1"]["healthcheck"]["test"][-1]
+
+
+def test_a_root_dockerignore_matches_the_dockerfile_one() -> None:
+    """`docker build .` / compose (context: the repo root) and BuildKit (Dockerfile.dockerignore) send the same files."""
+    assert (DOCKER.parent / ".dockerignore").read_text().splitlines()[1:] == \
+        (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()[1:]
 
 
 def test_kafka_advertises_the_published_host_port() -> None:

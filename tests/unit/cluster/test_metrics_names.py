@@ -12,7 +12,8 @@ README = Path(__file__).resolve().parents[3] / "README.md"
 def exported_names() -> set[str]:
     names = set()
     for family in NodeMetrics(1).registry.collect():
-        names.add(f"{family.name}_total" if family.type == "counter" else family.name)
+        if family.name.startswith("laminar_"):  # the standard process_* / python_info families are not listed
+            names.add(f"{family.name}_total" if family.type == "counter" else family.name)
     return names
 
 

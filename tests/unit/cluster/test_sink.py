@@ -122,9 +122,9 @@ def test_recover_publishes_listed_deletes_unlisted_and_dead_open_files(tmp_path:
     sinks["live"].write(batch(0, 5, 5))
     pending = sinks["live"].seal(2)  # epoch 2 not committed yet
     sinks["dead"].write(batch(1, 5, 1))
-    sinks["dead"]._flush()  # an open file of the dead boot
+    sinks["dead"].flush()  # an open file of the dead boot
     sinks["live"].write(batch(0, 10, 1))
-    sinks["live"]._flush()  # an open file of a live boot
+    sinks["live"].flush()  # an open file of a live boot
     report = recover(fs, root, latest_epoch=1, manifest_outputs={1: committed}.get, live_boots={"live"})
     assert (report.published, report.deleted, report.kept) == (1, 2, 2)
     assert [Path(f).name for f in list_published(fs, root)] == [final_path(committed[0])]
@@ -175,7 +175,7 @@ def test_recover_tolerates_a_file_another_node_deleted_first(tmp_path: Path) -> 
     dead.write(batch(1, 0, 5))
     dead.seal(1)  # acked, but epoch 1 committed without it
     dead.write(batch(1, 5, 1))
-    dead._flush()  # an open file of the dead boot
+    dead.flush()  # an open file of the dead boot
     report = recover(_RacingFs(fs), root, latest_epoch=1, manifest_outputs={1: ()}.get, live_boots=set())  # type: ignore[arg-type]
     assert (report.published, report.deleted) == (0, 0)
     assert list((Path(root) / STAGING_DIR).iterdir()) == []

@@ -40,7 +40,8 @@ def running_source(delivery: DeliveryGuarantee) -> tuple[KafkaSource, ByteBounde
     source._fifo = fifo
     source._builder = BatchBuilder(config)
     source._delivery = delivery
-    source._decode_failures = DecodeFailures(delivery, config.format, config.max_error_rate, source.metrics)
+    policy = config.bad_record_policy(guaranteed=delivery.is_guaranteed)
+    source._decode_failures = DecodeFailures(policy, config.format, config.max_error_rate, source.metrics)
     source._started = True
     source._cursor = {(TOPIC, 0): 0}
     return source, fifo

@@ -1,0 +1,109 @@
+"""One Kafka client configuration for every client of a pipeline, and the clients built from it.
+
+A :class:`KafkaClientConfig` is the bootstrap servers plus the librdkafka properties every client of a
+pipeline shares (security: ``security.protocol``, ``sasl.*``, ``ssl.*``; timeouts...). The source's
+consumer, the node's admin and watermark clients, ``status``, ``verify``, the demo and the chaos
+campaign all build their clients here, so a setting given once (``[kafka]`` in the TOML file,
+``LAMINAR_KAFKA__<KEY>``) reaches every one of them.
+
+Every client is created with ``logger=``: librdkafka's own log lines go through Python
+:mod:`logging` (logger ``kafka_source.clients.librdkafka``), never as raw ``%3|...|FAIL|`` lines
+on stderr. Secrets never leave this module in clear: :meth:`KafkaClientConfig.redacted` and
+:func:`redact` replace them with ``***``.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from kafka_source.errors import ConfigurationError
+
+__all__ = [
+    "KafkaClientConfig",
+    "KafkaTarget",
+    "LIBRDKAFKA_LOGGER",
+    "client_config",
+    "is_secret_key",
+    "make_admin",
+    "make_consumer",
+    "make_producer",
+    "redact",
+]
+
+#: The logger every client's librdkafka log lines go to.
+LIBRDKAFKA_LOGGER = logging.getLogger(__name__ + ".librdkafka")
+
+_SECRET_MARKERS = ("password", "secret", "key.pem", "ssl_key", "user.info", "token", "jaas")
+_REDACTED = "***"
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether the value of property ``key`` is a secret (never printed, logged or stored)."""
+    lowered = key.lower()
+    return any(marker in lowered for marker in _SECRET_MARKERS)
+
+
+def redact(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """``properties`` with every secret value replaced by ``***`` (for logs and reports)."""
+    return {k: (_REDACTED if is_secret_key(k) else v) for k, v in properties.items()}
+
+
+@dataclass(frozen=True)
+class KafkaClientConfig:
+    """The bootstrap servers and shared librdkafka ``properties`` of every client of a pipeline.
+
+    ``properties`` may not set ``bootstrap.servers`` (that is :attr:`bootstrap`). Values are strings
+    (librdkafka's own spelling). The ``repr`` shows no secret.
+    """
+
+    bootstrap: str
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "properties", MappingProxyType({str(k): str(v) for k, v in self.properties.items()}))
+        if not self.bootstrap:
+            raise ConfigurationError("bootstrap servers are required")
+        if "bootstrap.servers" in self.properties:
+            raise ConfigurationError("set the bootstrap servers once (bootstrap), not as a kafka property")
+
+    def __repr__(self) -> str:
+        return f"KafkaClientConfig(bootstrap={self.bootstrap!r}, properties={self.redacted()!r})"
+
+    def redacted(self) -> dict[str, str]:
+        """The properties with secrets replaced by ``***``."""
+        return redact(self.properties)
+
+    def client_properties(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The librdkafka configuration of one client: bootstrap, the shared properties, then
+        ``overrides`` (librdkafka keys, e.g. ``{"group.id": ...}``) on top."""
+        return {"bootstrap.servers": self.bootstrap, **self.properties, **dict(overrides or {})}
+
+
+#: What a helper that talks to Kafka accepts: bootstrap servers alone (a plain cluster) or a whole
+#: client configuration (security and every other shared property).
+KafkaTarget: TypeAlias = str | KafkaClientConfig
+
+
+def client_config(target: KafkaTarget) -> KafkaClientConfig:
+    """``target`` as a :class:`KafkaClientConfig` (bootstrap servers alone mean no other property)."""
+    return target if isinstance(target, KafkaClientConfig) else KafkaClientConfig(target)
+
+
+def make_consumer(config: KafkaClientConfig, group_id: str, overrides: Mapping[str, Any] | None = None) -> Consumer:
+    """A consumer in ``group_id`` that never commits on its own (``enable.auto.commit=false``)."""
+    settings = {"group.id": group_id, "enable.auto.commit": False, **dict(overrides or {})}
+    return Consumer(config.client_properties(settings), logger=LIBRDKAFKA_LOGGER)
+
+
+def make_admin(config: KafkaClientConfig, overrides: Mapping[str, Any] | None = None) -> AdminClient:
+    return AdminClient(config.client_properties(overrides), logger=LIBRDKAFKA_LOGGER)
+
+
+def make_producer(config: KafkaClientConfig, overrides: Mapping[str, Any] | None = None) -> Producer:
+    return Producer(config.client_properties(overrides), logger=LIBRDKAFKA_LOGGER)
