@@ -72,7 +72,7 @@ def start_position(options: RuntimeOptions, manifest: Manifest | None) -> tuple[
     """Where a generation starts: the connector's initial position without a manifest; exactly the
     pinned offsets for the initial manifest (epoch 0, nothing resolved again); else a resume at
     the manifest's cursors. Pure."""
-    connector = options.connector
+    connector = options.connector_config()
     if manifest is None:
         return SourcePosition.Initial(), connector
     cursors = dict(manifest.cursors.get(options.source_identity, {}))

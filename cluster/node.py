@@ -25,6 +25,7 @@ from cluster.errors import SinkError, UsageError
 from cluster.metadata import MetadataUnavailable, TopologyReader
 from cluster.metrics import NodeMetrics
 from cluster.runtime import NodeRuntime, RuntimeOptions
+from cluster.schema_pin import JsonSchemaPin
 from cluster.sink import ParquetSink
 from cluster.topology import Topology
 from coordinator.base import Coordinator, CoordinatorConfig
@@ -32,7 +33,9 @@ from coordinator.routing import TopicPartition
 from kafka_source import KafkaSource
 from kafka_source.checkpoint import format_key
 from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
-from kafka_source.config import KafkaSourceConfig
+from kafka_source.config import Format, KafkaSourceConfig
+from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
+from kafka_source.schema import discover_json_schema
 from kafka_source.connector import ConnectorConfig
 from kafka_source.startup import resolve_start_offsets
 from kafka_source.topics import TopicSelector
@@ -53,6 +56,10 @@ def topic_partitions(kafka: KafkaTarget, topics: tuple[str, ...], timeout: float
     invalid (a missing key file...), or a named topic does not exist."""
     selector = TopicSelector.parse(",".join(topics))
     kafka = client_config(kafka)
+    try:
+        kafka.check_files()
+    except ConnectorConfigurationError as exc:
+        raise UsageError(f"invalid Kafka client settings: {exc}", cause=exc) from exc
     try:
         reader = TopologyReader(kafka, selector, timeout_s=timeout)
     except KafkaException as exc:  # raised when the client is built: a bad property or file
@@ -165,6 +172,10 @@ class WatermarkReader:
 
 def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: NodeMetrics) -> NodeRuntime:
     connector = ConnectorConfig("kafka", settings.source_properties())
+    source_config = KafkaSourceConfig.from_properties(connector.properties)
+    schema_pin: JsonSchemaPin | None = None
+    if source_config.format is Format.JSON and source_config.json_schema is None:
+        schema_pin = JsonSchemaPin(lambda: discover_json_schema(source_config, timeout_s=10.0))
     sink = ParquetSink(
         settings.output,
         node_id=settings.node_id,
@@ -179,9 +190,9 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         max_batch_records=settings.max_batch_records,
         vnode_mode=not settings.embedded,
         topology_interval_s=settings.topology_interval_ms / 1000.0,
+        pinned_properties=None if schema_pin is None else (lambda: {"json.schema": schema_pin.text}),
     )
     topology = TopologyReader(settings.kafka_client(), settings.selector)
-    source_config = KafkaSourceConfig.from_properties(connector.properties)
 
     def resolve_start() -> dict[str, int]:
         offsets = resolve_start_offsets(source_config, options.delivery)
@@ -196,6 +207,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         metrics=metrics,
         watermarks=WatermarkReader(settings.kafka_client()),
         resolve_start=resolve_start,
+        pin_settings=schema_pin,
     )
 
 

@@ -15,6 +15,7 @@ The bar goes to stderr and is removed when the step ends, so stdout (tables, JSO
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -34,11 +35,7 @@ def progress_enabled(stream: TextIO | None = None) -> bool:
     stream = sys.stderr if stream is None else stream
     if os.environ.get(DISABLE_ENV) or not getattr(stream, "isatty", lambda: False)():
         return False
-    try:
-        import rich.progress  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("rich") is not None
 
 
 @contextlib.contextmanager

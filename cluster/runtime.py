@@ -90,11 +90,14 @@ class NodeRuntime:
         metrics: NodeMetrics | None = None,
         watermarks: Watermarks | None = None,
         resolve_start: Callable[[], dict[str, int]] | None = None,
+        pin_settings: Callable[[Coordinator], None] | None = None,
     ) -> None:
         """``topology`` reads the selected topics now (blocking; it may raise, transient failures
         are retried at the next interval); ``resolve_start`` resolves the configured start position
         to ``"topic:partition" -> offset`` once, for the initial manifest (None: the source's own
-        Initial position, for tests without a broker)."""
+        Initial position, for tests without a broker); ``pin_settings`` (blocking) runs once the
+        coordinator started, before any generation, to pin pipeline-wide settings
+        (``Coordinator.pin_setting``) that ``source_factory`` then uses."""
         self.coordinator = coordinator
         self.sink = sink
         self.options = options
@@ -110,7 +113,8 @@ class NodeRuntime:
         self._leave: LeaveRequest | None = None
         self.generations = Generations(context, source_factory, self._generation_retired)
         self.rounds = DrainRounds(context, self.assignment, self.generations)
-        self.topology = TopologyFollower(context, topology, resolve_start, self.assignment, self.generations)
+        self.topology = TopologyFollower(context, topology, resolve_start, self.assignment, self.generations,
+                                         pin_settings)
         self._tasks: list[asyncio.Task[None]] = []
         self._inbox: Inbox | None = None
         self.rows_written = 0

@@ -6,6 +6,7 @@ named by these types instead of by combinations of flags.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from coordinator.registry import AssignmentSnapshot
@@ -55,6 +56,15 @@ class RuntimeOptions:
     finish_drain_timeout_s: float = 30.0
     #: how long a retired generation's detached tasks (``terminal_task_tracker``) may take to end
     retire_wait_s: float = 30.0
+    #: connector properties known only once the pipeline's settings are pinned (e.g. the JSON schema
+    #: a first node inferred): read at every generation start and laid over ``connector``'s
+    pinned_properties: Callable[[], Mapping[str, str]] | None = None
+
+    def connector_config(self) -> ConnectorConfig:
+        """``connector`` with :attr:`pinned_properties` laid over it."""
+        if self.pinned_properties is None:
+            return self.connector
+        return ConnectorConfig(self.connector.connector_type, {**self.connector.properties, **self.pinned_properties()})
 
 
 class RuntimePhase(enum.Enum):

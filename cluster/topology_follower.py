@@ -22,7 +22,7 @@ from cluster.errors import RuntimeFailure
 from cluster.generation import Generations
 from cluster.runtime_context import RuntimeContext
 from cluster.topology import MISSING_OBSERVATIONS, Topology, TopologyChange, TopologyError, TopologyView
-from coordinator.base import Manifest
+from coordinator.base import Coordinator, Manifest
 from coordinator.routing import TopicPartition, vnode_loads
 from kafka_source.checkpoint import format_key
 from kafka_source.errors import ConnectorError
@@ -42,15 +42,18 @@ class TopologyFollower:
         resolve_start: Callable[[], dict[str, int]] | None,
         assignment: AssignmentFollower,
         generations: Generations,
+        pin_settings: Callable[[Coordinator], None] | None = None,
     ) -> None:
         """``read_topology`` reads the selected topics now (blocking; may raise: retried later);
         ``resolve_start`` resolves the configured start to ``"topic:partition" -> offset`` once
-        (None: no initial manifest, the source's own initial position; for tests without a broker)."""
+        (None: no initial manifest, the source's own initial position; for tests without a broker);
+        ``pin_settings`` pins pipeline-wide settings at every start (see :meth:`pin_start`)."""
         self._context = context
         self._assignment = assignment
         self._generations = generations
         self.read_topology = read_topology
         self._resolve_start = resolve_start
+        self._pin_settings = pin_settings
         self._view = TopologyView()
         self._observed: Topology | None = None
         #: every selected partition, sorted
@@ -134,6 +137,8 @@ class TopologyFollower:
         any node reads, and written create-once (another node may win the race: its pin is used)."""
         context = self._context
         in_control, coordinator = context.executors.in_control, context.coordinator
+        if self._pin_settings is not None:  # every start: the settings every generation then uses
+            await in_control(self._pin_settings, coordinator)
         if await in_control(coordinator.latest_manifest) is not None or self._resolve_start is None:
             return
         cursors = await in_control(self._resolve_start)

@@ -27,6 +27,14 @@ stateful model tests).
 """
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
+try:
+    __version__: str = _distribution_version("laminar-kafka")
+except PackageNotFoundError:  # a source checkout that is not installed
+    __version__ = "0+unknown"
+
 from coordinator.base import (
     MANIFEST_CHUNK_BYTES,
     AckRejected,
@@ -86,6 +94,7 @@ from coordinator.routing import (
 )
 
 __all__ = [
+    "__version__",
     "AckRejected",
     "AssignmentChanged",
     "AssignmentDrainId",

@@ -202,11 +202,12 @@ class Coordinator(ABC):
         """
 
     @abstractmethod
-    def pin_setting(self, name: str, value: str) -> str:
+    def pin_setting(self, name: str, value: str | None) -> str | None:
         """Create-once the pipeline-wide setting ``name`` (e.g. a record schema discovered from a
         sample, which every node and every restart must share) and return the stored value: the first
-        value pinned wins, later ones are discarded. ``name`` is ``[a-z0-9._-]+``, ``value`` any text
-        (ConfigurationError otherwise). Never pin a secret. Call after `start()`.
+        value pinned wins, later ones are discarded. ``value`` None only reads: the stored value, or
+        None when nothing is pinned. ``name`` is ``[a-z0-9._-]+`` (ConfigurationError otherwise).
+        Never pin a secret. Call after `start()`.
         """
 
     @abstractmethod

@@ -368,7 +368,7 @@ class EngineCoordinator(Coordinator):
         except self._transient as exc:
             raise self._not_confirmed("topic ids", exc) from exc
 
-    def pin_setting(self, name: str, value: str) -> str:
+    def pin_setting(self, name: str, value: str | None) -> str | None:
         """See Coordinator.pin_setting (one create-once record)."""
         check_setting_name(name)
         try:

@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from coordinator import layout
 from coordinator.codec import expect_str, loads
@@ -154,12 +155,16 @@ class LocalStore(MemoryStore):
         """``topics.json``, each entry create-once."""
         return self._pin_entries("topics.json", ids, "id", nonempty=True)
 
-    def pin_setting(self, name: str, value: str) -> str:
+    def pin_setting(self, name: str, value: str | None) -> str | None:
         """``settings.json``, each entry create-once."""
+        if value is None:
+            return self._pin_entries("settings.json", {}, "value", nonempty=False, read=name)
         return self._pin_entries("settings.json", {name: value}, "value", nonempty=False)[name]
 
-    def _pin_entries(self, file_name: str, values: Mapping[str, str], what: str, *, nonempty: bool) -> dict[str, str]:
-        """Create-once each entry of ``values`` in the JSON object ``file_name``; return the stored ones."""
+    def _pin_entries(self, file_name: str, values: Mapping[str, str], what: str, *, nonempty: bool,
+                     read: str = "") -> Any:
+        """Create-once each entry of ``values`` in the JSON object ``file_name``; return the stored
+        ones (or, with ``read``, only that entry's stored value or None)."""
         path = self.directory / file_name
         with self.lock:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -174,4 +179,4 @@ class LocalStore(MemoryStore):
             if missing:
                 stored.update(missing)
                 self._write(path, json.dumps(dict(sorted(stored.items()))).encode())
-            return {k: stored[k] for k in values}
+            return stored.get(read) if read else {k: stored[k] for k in values}

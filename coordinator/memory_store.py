@@ -232,11 +232,13 @@ class MemoryStore(ControlStore):
                 self.nodes.setdefault(layout.topic_path(topic), (topic_id.encode(), 0))
             return {t: self.nodes[layout.topic_path(t)][0].decode() for t in ids}
 
-    def pin_setting(self, name: str, value: str) -> str:
+    def pin_setting(self, name: str, value: str | None) -> str | None:
         with self.lock:
-            self.nodes.setdefault(layout.SETTINGS, (b"", 0))
-            self.nodes.setdefault(layout.setting_path(name), (value.encode(), 0))
-            return self.nodes[layout.setting_path(name)][0].decode()
+            if value is not None:
+                self.nodes.setdefault(layout.SETTINGS, (b"", 0))
+                self.nodes.setdefault(layout.setting_path(name), (value.encode(), 0))
+            stored = self.nodes.get(layout.setting_path(name))
+            return None if stored is None else stored[0].decode()
 
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         with self.lock:

@@ -100,8 +100,8 @@ class ControlStore(ABC):
         """Create-once one record per topic; return the stored id of every topic in ``ids``."""
 
     @abstractmethod
-    def pin_setting(self, name: str, value: str) -> str:
-        """Create-once one pipeline setting; return the stored value."""
+    def pin_setting(self, name: str, value: str | None) -> str | None:
+        """Create-once one pipeline setting (``value`` None: only read); return the stored value."""
 
     @abstractmethod
     def write_vnode_load(self, load: Mapping[int, int]) -> None:

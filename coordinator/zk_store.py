@@ -380,7 +380,12 @@ class ZooKeeperStore(ControlStore):
     def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
         return pin_names(self._client, self.path(layout.TOPICS), ids, self._timeout)
 
-    def pin_setting(self, name: str, value: str) -> str:
+    def pin_setting(self, name: str, value: str | None) -> str | None:
+        if value is None:
+            try:
+                return self._client.get(self.path(layout.setting_path(name)))[0].decode()
+            except NoNodeError:
+                return None
         return pin_names(self._client, self.path(layout.SETTINGS), {name: value}, self._timeout)[name]
 
     def write_vnode_load(self, load: Mapping[int, int]) -> None:

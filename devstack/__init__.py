@@ -11,3 +11,12 @@ commands import it, lazily. The pieces, one concern each:
 - `demo`: `laminar-kafka demo`. `chaos*`: the chaos campaign. `netfaults*`: network faults.
   `containers*`: the project's images, server containers and the compose driver.
 """
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
+try:
+    __version__: str = _distribution_version("laminar-kafka")
+except PackageNotFoundError:  # a source checkout that is not installed
+    __version__ = "0+unknown"

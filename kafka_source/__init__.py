@@ -1,6 +1,14 @@
 """The LaminarDB source-connector protocol in Python and its splittable Kafka implementation."""
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
+try:
+    __version__: str = _distribution_version("laminar-kafka")
+except PackageNotFoundError:  # a source checkout that is not installed
+    __version__ = "0+unknown"
+
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.config import Format, IsolationLevel, KafkaSourceConfig, StartupMode
 from kafka_source.connector import (
@@ -38,6 +46,7 @@ from kafka_source.errors import (
 from kafka_source.source import KafkaSource, SourceMetrics
 
 __all__ = [
+    "__version__",
     "CheckpointAttempt",
     "CheckpointError",
     "ConfigurationError",

@@ -14,8 +14,10 @@ on stderr. Secrets never leave this module in clear: :meth:`KafkaClientConfig.re
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
@@ -74,6 +76,19 @@ class KafkaClientConfig:
 
     def __repr__(self) -> str:
         return f"KafkaClientConfig(bootstrap={self.bootstrap!r}, properties={self.redacted()!r})"
+
+    def check_files(self) -> None:
+        """Raise :class:`ConfigurationError` naming the property when a file it names (``*.location``:
+        CA, certificate, key, keystore, CRL) does not exist or cannot be read; librdkafka's own error
+        for it is an OpenSSL code that names neither."""
+        for key, value in self.properties.items():
+            if not key.endswith(".location") or value in ("", "probe"):
+                continue
+            path = Path(value)
+            if not path.exists():
+                raise ConfigurationError(f"{key}: {value} does not exist")
+            if not os.access(path, os.R_OK):
+                raise ConfigurationError(f"{key}: {value} is not readable")
 
     def redacted(self) -> dict[str, str]:
         """The properties with secrets replaced by ``***``."""

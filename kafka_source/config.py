@@ -54,6 +54,7 @@ from kafka_source.checkpoint import CONNECTOR_NAME
 from kafka_source.connector import ConnectorConfig
 from kafka_source.errors import ConfigurationError
 from kafka_source.topics import TopicSelector
+from kafka_source.type_text import parse_schema_text
 
 __all__ = [
     "as_kafka_config",
@@ -173,18 +174,12 @@ def _int(key: str, value: str, *, minimum: int) -> int:
 
 
 def parse_json_schema(text: str) -> pa.Schema:
-    """Parse ``name:type,name:type`` (pyarrow type aliases) into a schema of nullable fields."""
-    fields: list[pa.Field] = []
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, type_name = item.partition(":")
-        name, type_name = name.strip(), type_name.strip()
-        if not sep or not name or not type_name:
-            raise ConfigurationError(f"json.schema: {item!r} is not 'name:type'")
-        try:
-            arrow_type = pa.type_for_alias(type_name)
-        except (ValueError, KeyError):
-            raise ConfigurationError(f"json.schema: unknown type {type_name!r} for {name!r}") from None
-        fields.append(pa.field(name, arrow_type, nullable=True))
+    """Parse ``name:type,name:type`` (pyarrow type aliases and nested types as ``str(type)`` writes
+    them: :mod:`kafka_source.type_text`) into a schema of nullable fields."""
+    try:
+        fields = list(parse_schema_text(text))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"json.schema: {exc}") from None
     if not fields:
         raise ConfigurationError("json.schema is empty")
     names = [f.name for f in fields]

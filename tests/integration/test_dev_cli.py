@@ -45,3 +45,45 @@ def test_dev_up_status_down_leaves_no_process(tmp_path: Path, capsys: pytest.Cap
     assert not state_file.exists()
     assert not any(pid_alive(pid) for pid in pids)
     assert _run(state_file, "status") == 3
+
+
+def test_dev_up_secure_prints_the_client_settings_but_never_the_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import stat
+    import tomllib
+
+    from kafka_source.clients import KafkaClientConfig, make_admin
+
+    state_file = tmp_path / "state.json"
+    assert _run(state_file, "up", "--secure") == 0
+    printed = capsys.readouterr().out
+    recorded = read_state(state_file)
+    assert recorded is not None and recorded.secure is not None
+    config = Path(recorded.secure["client_config"])
+    try:
+        assert stat.S_IMODE(config.stat().st_mode) == 0o600
+        document = tomllib.loads(config.read_text())
+        password = document["kafka"]["sasl.password"]
+        secrets = [password, tomllib.loads(Path(recorded.secure["mtls_client_config"]).read_text())["kafka"]["ssl.key.password"]]
+        assert str(config) in printed and recorded.secure["sasl_ssl_bootstrap"] in printed
+        # the screen shows a ready [kafka] table: the file's settings but the password
+        shown = tomllib.loads(printed.split("--config", 1)[1].split("\n", 1)[1])
+        assert shown["bootstrap"] == document["bootstrap"] == recorded.secure["sasl_ssl_bootstrap"]
+        assert shown["kafka"] == {k: v for k, v in document["kafka"].items() if k != "sasl.password"}
+        assert shown["kafka"]["security.protocol"] == "SASL_SSL" and shown["kafka"]["sasl.mechanism"] == "SCRAM-SHA-512"
+        # the file works as written
+        for written in (config, Path(recorded.secure["mtls_client_config"])):
+            values = tomllib.loads(written.read_text())
+            metadata = make_admin(KafkaClientConfig(values["bootstrap"], values["kafka"])).list_topics(timeout=20)
+            assert len(metadata.brokers) == 1
+        assert _run(state_file, "status") == 0
+        assert _run(state_file, "up", "--secure") == 0
+        assert _run(state_file, "status", "--json") == 0
+        again = capsys.readouterr().out
+        assert "already running" in again and recorded.secure["ssl_bootstrap"] in again
+        for text in (printed, again, state_file.read_text()):
+            assert not any(secret in text for secret in secrets)
+    finally:
+        assert _run(state_file, "down") == 0
+    assert not config.exists()

@@ -30,7 +30,8 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("case", ["missing-topic", "unreachable-zk", "unwritable-output"])
+@pytest.mark.parametrize("case", ["missing-topic", "unreachable-kafka", "unreachable-zk", "unwritable-output",
+                                  "missing-key-file"])
 def test_bad_input_exit_2_one_line_nothing_written(case: str, kafka: KafkaHandle, unique: Callable[[str], str],
                                                    tmp_path: Path) -> None:
     topic = unique("cli")
@@ -39,6 +40,13 @@ def test_bad_input_exit_2_one_line_nothing_written(case: str, kafka: KafkaHandle
     argv = ["run", "--bootstrap", kafka.bootstrap, "--topic", topic, "--output", str(output), "--connect-timeout", "2"]
     if case == "missing-topic":
         argv[4] = unique("absent")
+    elif case == "unreachable-kafka":  # librdkafka retries every second: still one line, no %3|...|FAIL|
+        argv[2] = f"127.0.0.1:{closed_port()}"
+    elif case == "missing-key-file":
+        argv += ["--config", str(tmp_path / "tls.toml")]
+        (tmp_path / "tls.toml").write_text('[kafka]\nsecurity.protocol = "SSL"\n'
+                                           f'"ssl.key.location" = "{tmp_path}/absent.key"\n'
+                                           f'"ssl.certificate.location" = "{tmp_path}/absent.crt"\n')
     elif case == "unreachable-zk":
         argv += ["--zk", f"127.0.0.1:{closed_port()}"]
     else:
@@ -49,6 +57,7 @@ def test_bad_input_exit_2_one_line_nothing_written(case: str, kafka: KafkaHandle
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "%3|" not in result.stderr and "%4|" not in result.stderr
     assert not output.exists()
 
 

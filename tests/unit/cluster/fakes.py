@@ -103,8 +103,8 @@ class FakeCoordinator(Coordinator):
             self.topic_ids.setdefault(topic, topic_id)
         return {topic: self.topic_ids[topic] for topic in ids}
 
-    def pin_setting(self, name: str, value: str) -> str:
-        return self.settings.setdefault(name, value)
+    def pin_setting(self, name: str, value: str | None) -> str | None:
+        return self.settings.get(name) if value is None else self.settings.setdefault(name, value)
 
     def commit(self, ack: EpochAck) -> Manifest:
         """Write the manifest of ``ack``'s epoch: the previous manifest's cursors, updated by the ack's."""

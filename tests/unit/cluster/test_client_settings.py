@@ -130,3 +130,11 @@ def test_repeat_filter_passes_one_line_per_window_and_counts_the_rest() -> None:
     assert keep.filter(again) and "199 similar line(s) dropped" in again.getMessage()
     other = logging.LogRecord("rdkafka", logging.ERROR, __file__, 1, "SASL authentication failed", (), None)
     assert keep.filter(other)
+
+
+def test_missing_or_unreadable_files_are_named(tmp_path: Path) -> None:
+    key = tmp_path / "client.key"
+    key.write_text("k")
+    KafkaClientConfig("a:1", {"ssl.key.location": str(key), "ssl.ca.location": "probe"}).check_files()
+    with pytest.raises(ConfigurationError, match=r"ssl.ca.location: .*absent.pem does not exist"):
+        KafkaClientConfig("a:1", {"ssl.ca.location": str(tmp_path / "absent.pem")}).check_files()

@@ -18,7 +18,9 @@ def test_local_pin_is_create_once_and_survives_a_restart(tmp_path: Path) -> None
     assert first.pin_setting("json.schema", "a:int64,b:string") == "a:int64,b:string"
     assert first.pin_setting("json.schema", "a:double") == "a:int64,b:string"
     assert first.pin_setting("other", "") == ""
+    assert first.pin_setting("unpinned", None) is None
     restarted = LocalCoordinator(config, tmp_path)
+    assert restarted.pin_setting("json.schema", None) == "a:int64,b:string"  # None only reads
     assert restarted.pin_setting("json.schema", "z:string") == "a:int64,b:string"
     assert restarted.pin_topic_ids({"t": "id"}) == {"t": "id"}  # the two records live apart
     assert restarted.pin_setting("json.schema", "") == "a:int64,b:string"
@@ -33,6 +35,8 @@ def test_illegal_setting_names_are_refused(tmp_path: Path, name: str) -> None:
 
 def test_memory_store_pin_is_create_once() -> None:
     store = MemoryStore()
+    assert store.pin_setting("json.schema", None) is None
     assert store.pin_setting("json.schema", "a:int64") == "a:int64"
+    assert store.pin_setting("json.schema", None) == "a:int64"
     assert store.pin_setting("json.schema", "b:int64") == "a:int64"
     assert store.nodes[setting_path("json.schema")][0] == b"a:int64"

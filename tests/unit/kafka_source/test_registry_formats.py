@@ -210,7 +210,7 @@ def test_protobuf_round_trip_and_message_indexes() -> None:
     classes = proto_classes("roundtrip")
     serializer = ProtobufSerializer(classes["Order"], registry_client(url, {}), {"use.deprecated.format": False})
     order = classes["Order"](id=7, price=2.5, kind=1, tags=["a", "b"], blob=b"\x00\x01", count=3)
-    order.at.CopyFrom(timestamp_pb2.Timestamp(seconds=1_700_000_000, nanos=123_456_000))
+    order.at.seconds, order.at.nanos = 1_700_000_000, 123_456_000
     order.items.add(sku="s1")
     order.attrs["k"] = 9
     data = serializer(order, VALUE)

@@ -1,0 +1,225 @@
+"""A Confluent-compatible schema registry as a local JVM process, for the dev stack and the tests.
+
+The server is Apicurio Registry (pinned by `registry-pom.xml` beside this module) with in-memory
+storage; its Confluent-compatible API lives under ``/apis/ccompat/v7``, which is the URL to give
+`confluent_kafka.schema_registry.SchemaRegistryClient` (`SchemaRegistryServer.url`). Everything it
+stores is lost when the process stops.
+
+`ensure_registry_build` runs Maven once (Maven Central only) to resolve the application and package
+it with the Quarkus build plugin into the cache (``$LAMINAR_CACHE_DIR``, else
+``~/.cache/laminar-kafka``); later calls find the completed directory and return at once.
+`new_schema_registry` makes a server on a free loopback port; `start` waits until
+``GET <url>/subjects`` answers.
+
+Run ``python -m devstack.registry`` to start one in the foreground (Ctrl-C stops it).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import re
+import shutil
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from devstack.artifacts import JAVA_HINT, LOG_TAIL_LINES, MAVEN_HINT, default_cache_dir, require_tool
+from devstack.errors import ArtifactError
+from devstack.processes import free_port
+from devstack.servers import DEFAULT_START_TIMEOUT_S, JvmServer
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CCOMPAT_PATH", "REGISTRY_POM_PATH", "SchemaRegistryServer", "ensure_registry_build", "new_schema_registry",
+    "pinned_registry_version", "registry_answers",
+]
+
+REGISTRY_POM_PATH = Path(__file__).with_name("registry-pom.xml")
+CCOMPAT_PATH = "/apis/registry/v2"
+QUARKUS_MAIN_CLASS = "io.quarkus.bootstrap.runner.QuarkusEntryPoint"
+_RUN_JAR = Path("quarkus-app") / "quarkus-run.jar"
+_COMPLETE_MARKER = ".complete"
+
+# Apicurio's POMs name extra repositories (some unreachable from here); every artifact the build
+# needs is on Maven Central, so all of them are mirrored to it. Passed as the *global* settings, so
+# a user's own ~/.m2/settings.xml (a corporate mirror, a proxy) still applies on top.
+_CENTRAL_ONLY_SETTINGS = """\
+<settings>
+  <mirrors>
+    <mirror>
+      <id>laminar-central-only</id>
+      <mirrorOf>*</mirrorOf>
+      <url>https://repo.maven.apache.org/maven2</url>
+    </mirror>
+  </mirrors>
+</settings>
+"""
+
+# Small heap, quick start: the registry holds a handful of schemas in tests.
+_JVM_OPTIONS = [
+    "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+    "-Djava.net.preferIPv4Stack=true",
+]
+
+
+def pinned_registry_version(pom_path: Path = REGISTRY_POM_PATH) -> str:
+    """The Apicurio Registry version pinned in the POM."""
+    match = re.search(r"<apicurio\.version>([^<]+)</apicurio\.version>", pom_path.read_text())
+    if not match:
+        raise ArtifactError(f"{pom_path} does not pin apicurio.version")
+    return match.group(1)
+
+
+def ensure_registry_build(cache_dir: Path | None = None) -> Path:
+    """Build the pinned registry application into the cache once; return its directory.
+
+    The directory holds ``quarkus-app/quarkus-run.jar`` (with its ``lib/``). The first call runs
+    Maven (about 200 MB of downloads and a minute on a cold Maven cache); later calls return at once.
+    Concurrent callers serialise on a lock file, and a half-finished build is never mistaken for a
+    complete one. Raises ToolMissingError without Java or Maven, ArtifactError when the build fails
+    (with the tail of Maven's output).
+    """
+    cache = cache_dir or default_cache_dir()
+    version = pinned_registry_version()
+    build_dir = cache / f"schema-registry-apicurio-{version}"
+    marker = build_dir / _COMPLETE_MARKER
+    if marker.exists():
+        return build_dir
+    require_tool("java", JAVA_HINT)
+    mvn = require_tool("mvn", MAVEN_HINT)
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".registry.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return build_dir
+        staging = Path(tempfile.mkdtemp(prefix=".building-registry-", dir=cache))
+        settings = staging / "maven-global-settings.xml"
+        settings.write_text(_CENTRAL_ONLY_SETTINGS)
+        command = [
+            mvn, "-q", "-B", "-gs", str(settings), "-f", str(REGISTRY_POM_PATH), "package", "-DskipTests",
+            "-Dquarkus.package.type=fast-jar", f"-Dregistry.build.dir={staging / 'target'}",
+        ]
+        logger.info("building Apicurio Registry %s from Maven Central (first use only)", version)
+        result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        built = staging / "target"
+        if result.returncode != 0 or not (built / _RUN_JAR).is_file():
+            shutil.rmtree(staging, ignore_errors=True)
+            tail = "\n".join((result.stdout + result.stderr).splitlines()[-LOG_TAIL_LINES:])
+            raise ArtifactError(f"Maven could not build the schema registry (Apicurio {version}):\n{tail}")
+        if build_dir.exists():
+            shutil.rmtree(build_dir)
+        built.rename(build_dir)
+        shutil.rmtree(staging, ignore_errors=True)
+        marker.write_text(f"apicurio={version}\n")
+    return build_dir
+
+
+def registry_answers(url: str, timeout: float = 2.0) -> bool:
+    """Whether the Confluent-compatible API at `url` lists its subjects (HTTP 200 with a JSON list)."""
+    try:
+        with urllib.request.urlopen(f"{url}/subjects", timeout=timeout) as response:
+            return response.status == 200 and isinstance(json.loads(response.read()), list)
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+@dataclass
+class SchemaRegistryServer:
+    """One registry process on a loopback port.
+
+    `url` is the Confluent-compatible base URL (for ``SchemaRegistryClient({"url": ...})``); the
+    process's output goes to ``<workdir>/server.log``. Stopping it discards every schema.
+    """
+
+    server: JvmServer
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.port}{CCOMPAT_PATH}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.server.log_path
+
+    def start(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
+        """Launch the process and wait until the API answers; return the seconds waited.
+
+        Raises ServerStartError quoting the end of the log when it exits or the timeout passes first.
+        """
+        self.server.start()
+        waited = self.server.wait_healthy(timeout)
+        logger.info("schema registry ready at %s after %.1fs", self.url, waited)
+        return waited
+
+    def running(self) -> bool:
+        return self.server.running()
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; no-op when not running."""
+        self.server.stop(timeout)
+
+
+def new_schema_registry(base_dir: Path, *, cache_dir: Path | None = None, port: int | None = None) -> SchemaRegistryServer:
+    """A registry server (not started) working in `base_dir`, on `port` or a free loopback port.
+
+    Builds the application into the cache first when needed (see `ensure_registry_build`).
+    """
+    build_dir = ensure_registry_build(cache_dir)
+    workdir = base_dir / "schema-registry"
+    workdir.mkdir(parents=True, exist_ok=True)
+    chosen_port = port or free_port()
+    url = f"http://127.0.0.1:{chosen_port}{CCOMPAT_PATH}"
+    server = JvmServer(
+        name="schema-registry",
+        main_class=QUARKUS_MAIN_CLASS,
+        args=[],
+        workdir=workdir,
+        classpath=str(build_dir / _RUN_JAR),
+        port=chosen_port,
+        health=lambda: registry_answers(url),
+        jvm_options=[
+            *_JVM_OPTIONS,
+            f"-Dquarkus.http.port={chosen_port}",
+            "-Dquarkus.http.host=127.0.0.1",
+            # Apicurio warns at every start that no Sentry DSN is configured: noise here
+            "-Dquarkus.log.category.\"io.sentry\".level=ERROR",
+        ],
+    )
+    return SchemaRegistryServer(server)
+
+
+def main() -> None:
+    """Start a registry in the foreground on a free port, print its URL, stop it on Ctrl-C."""
+    import signal
+    import time
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    base_dir = Path(tempfile.mkdtemp(prefix="laminar-registry-"))
+    registry = new_schema_registry(base_dir)
+    registry.start()
+    print(f"schema registry: {registry.url}  (log: {registry.log_path}; Ctrl-C stops it)", flush=True)
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        while registry.running():
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        registry.stop()
+        shutil.rmtree(base_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
