@@ -33,6 +33,7 @@ install: $(VENV)/.installed
 
 artifacts: install
 	$(PY) -c "from devstack.artifacts import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
+	$(PY) -c "from devstack.registry import ensure_registry_build; print('schema registry:', ensure_registry_build())"
 
 images: artifacts
 	$(PY) -m devstack.containers build

@@ -29,6 +29,9 @@ from cluster.schema_pin import JsonSchemaPin
 from cluster.sink import ParquetSink
 from cluster.topology import Topology
 from coordinator.base import Coordinator, CoordinatorConfig
+from coordinator.config import ZkCredentials
+from coordinator.layout import pipeline_path
+from coordinator.errors import ConfigurationError as CoordinatorConfigurationError
 from coordinator.routing import TopicPartition
 from kafka_source import KafkaSource
 from kafka_source.checkpoint import format_key
@@ -97,14 +100,28 @@ def read_topology(reader: TopologyReader, *, require_named: bool = False) -> Top
     return topology
 
 
-def check_zookeeper(hosts: str, timeout: float = 10.0) -> None:
-    """Raise :class:`UsageError` unless a ZooKeeper session to ``hosts`` opens within ``timeout``."""
-    from kazoo.client import KazooClient
+def check_zookeeper(hosts: str, timeout: float = 10.0, credentials: ZkCredentials | None = None,
+                    subtree: str = "") -> None:
+    """Raise :class:`UsageError` unless a ZooKeeper session to ``hosts`` opens within ``timeout``
+    and, when the pipeline's ``subtree`` exists, may read it (its digest ACL accepts ``credentials``,
+    or it has none)."""
+    from kazoo.exceptions import AuthFailedError, NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
 
-    client = KazooClient(hosts=hosts, timeout=timeout)
+    from coordinator.errors import AccessDeniedError
+    from coordinator.zk_auth import check_access, open_client
+
+    client = open_client(hosts, timeout, credentials)
     try:
         client.start(timeout=timeout)
+        if subtree:
+            check_access(client, subtree)
+    except NoNodeError:
+        pass  # a new pipeline: its subtree is created on join
+    except AccessDeniedError as exc:
+        raise UsageError(f"{exc} (zk-auth)", cause=exc) from exc
+    except AuthFailedError as exc:
+        raise UsageError(f"ZooKeeper at {hosts} refused the zk-auth credentials", cause=exc) from exc
     except (KazooTimeoutError, ValueError) as exc:
         raise UsageError(f"cannot reach ZooKeeper at {hosts} within {timeout:g}s", cause=exc) from exc
     finally:
@@ -121,8 +138,9 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
     partitions = topic_partitions(settings.kafka_client(), settings.topics, timeout)
     if not partitions:
         logger.warning("no topic matches %s yet; the node lands matching topics as they appear", settings.selector)
+    check_registry(settings, partitions)
     if settings.zk:
-        check_zookeeper(settings.zk, timeout)
+        check_zookeeper(settings.zk, timeout, zk_credentials(settings), pipeline_path(coordinator_config(settings)))
     sink = ParquetSink(settings.output, node_id=settings.node_id, boot_id="preflight", filesystem=None)
     try:
         sink.check_writable()
@@ -131,8 +149,44 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
     return NodeInputs(tuple(partitions))
 
 
+def zk_credentials(settings: NodeSettings) -> ZkCredentials | None:
+    """The ZooKeeper digest credentials of ``zk-auth`` (None without)."""
+    if not settings.zk_auth:
+        return None
+    try:
+        return ZkCredentials.parse(settings.zk_auth)
+    except CoordinatorConfigurationError as exc:
+        raise UsageError(f"zk-auth: {exc}", cause=exc) from exc
+
+
+def check_registry(settings: NodeSettings, partitions: list[TopicPartition]) -> None:
+    """Registry formats: raise :class:`UsageError` unless the schema registry answers and accepts the
+    credentials, and each topic's latest value schema (subject ``<topic>-value``) maps to Arrow. A
+    topic without a subject yet is only logged (its producers may start later)."""
+    config = KafkaSourceConfig.from_properties(settings.source_properties())
+    if not config.format.uses_registry:
+        return
+    from kafka_source.errors import TransientError
+    from kafka_source.registry import UnknownSchemaError, safe_url
+    from kafka_source.schema import registry_subject_schema
+
+    for topic in sorted({t for t, _ in partitions}):
+        try:
+            schema = registry_subject_schema(config, topic)
+        except TransientError as exc:
+            raise UsageError(f"cannot reach the schema registry at {safe_url(settings.schema_registry_url)}: {exc}",
+                             cause=exc) from exc
+        except ConnectorConfigurationError as exc:
+            if isinstance(exc.__context__, UnknownSchemaError):
+                logger.warning("topic %s has no value schema in the registry yet: %s", topic, exc)
+                continue
+            raise UsageError(f"topic {topic}: {exc}", cause=exc) from exc
+        logger.info("topic %s: the latest value schema maps to %s", topic, ", ".join(schema.names))
+
+
 def coordinator_config(settings: NodeSettings) -> CoordinatorConfig:
     return CoordinatorConfig(
+        credentials=zk_credentials(settings),
         pipeline=settings.pipeline,
         hosts=settings.zk,
         session_timeout=settings.session_timeout_ms / 1000.0,
@@ -214,7 +268,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
 async def run_node(settings: NodeSettings) -> int:
     """Run one node until it is stopped; returns the process exit code (0 after a clean stop)."""
     metrics = NodeMetrics(settings.node_id)
-    stop_metrics = metrics.serve(settings.metrics_port) if settings.metrics_port else None
+    stop_metrics = metrics.serve(settings.metrics_port, settings.metrics_address) if settings.metrics_port else None
     endpoint = f"metrics:{settings.metrics_port}" if settings.metrics_port else ""
     coordinator = make_coordinator(settings, endpoint)
     runtime = build_runtime(settings, coordinator, metrics)

@@ -6,11 +6,14 @@ durable cursors) and the health with its reasons. Without a terminal (a pipe, a 
 table per observation, or one JSON document per line with ``--json``. An observation that fails
 (a server unreachable) is shown as health ``unreachable`` and the watch goes on.
 
-The exit code is the health code of the last observation (0 healthy, 1 degraded, 2 unreachable).
+Ctrl-C (SIGINT) or SIGTERM ends the watch after the observation in progress (at most the read
+timeout); the exit code is the health code of the last observation (0 healthy, 1 degraded, 2
+unreachable).
 """
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections import deque
@@ -128,6 +131,7 @@ def watch(
         raise UsageError(f"--interval must be positive, got {interval:g}")
     watcher = Watcher(observe, stale_after)
     stop = stop or threading.Event()
+    restore = _stop_on_signals(stop)
     last = 2
     count = 0
     live_view = None
@@ -154,6 +158,23 @@ def watch(
     except KeyboardInterrupt:
         pass
     finally:
+        restore()
         if live_view is not None:
             live_view.stop()
     return last
+
+
+def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
+    """Ctrl-C (SIGINT) and SIGTERM set ``stop`` (also where the parent ignores SIGINT, as for a
+    background job); returns the function that restores the previous handlers. Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    return restore

@@ -29,7 +29,7 @@ from coordinator.errors import AccessDeniedError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["open_client", "ensure_subtree", "access_denied", "parent_paths", "RedactAuthPackets"]
+__all__ = ["open_client", "check_access", "ensure_subtree", "access_denied", "parent_paths", "RedactAuthPackets"]
 
 #: The logger kazoo's clients log to (their default ``logger``).
 KAZOO_LOGGER = "kazoo.client"
@@ -78,6 +78,15 @@ def parent_paths(path: str) -> list[str]:
     return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
 
 
+def check_access(client: KazooClient, base: str) -> None:
+    """Raise :class:`AccessDeniedError` unless this (started) session may read the subtree ``base``
+    (read-only tools call it first; a missing ``base`` raises kazoo's NoNodeError)."""
+    try:
+        client.get_children(base)
+    except (NoAuthError, AuthFailedError) as exc:
+        raise access_denied(base, exc) from exc
+
+
 def ensure_subtree(client: KazooClient, base: str, credentials: ZkCredentials | None) -> None:
     """Create the subtree root ``base`` and its missing parents, then check this (started) session may
     read it; raise :class:`AccessDeniedError` when ZooKeeper denies it.
@@ -97,7 +106,7 @@ def ensure_subtree(client: KazooClient, base: str, credentials: ZkCredentials | 
             client.create(base)  # the client's default ACL
         except NodeExistsError:
             pass
-        client.get_children(base)
+        check_access(client, base)
         if credentials is not None:
             acls, _ = client.get_acls(base)
             if any(acl.id.scheme == "world" for acl in acls):

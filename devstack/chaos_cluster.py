@@ -19,10 +19,11 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from devstack.errors import DevStackError
 from coordinator.model import ControlState
+from kafka_source.clients import client_config, make_consumer
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +60,7 @@ class ClusterProbe:
         self._zk = KazooClient(hosts=zk_hosts, timeout=10.0, logger=quiet,
                                connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=1.5, max_delay=1.0))
         self._zk.start(timeout=30)
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "laminar-chaos-probe",
-                                   "enable.auto.commit": False, "log_level": 0})
+        self._consumer = make_consumer(client_config(bootstrap), "laminar-chaos-probe", {"log_level": 0})
         self._lock = threading.Lock()
         self._manifest_epoch = -1
         self._cursors: dict[TPKey, int] = {}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 import time
 
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import NewPartitions
+
+from kafka_source.clients import client_config, make_admin
 
 from devstack.chaos_cluster import ChaosError
 from devstack.chaos_fault_api import Fault, FaultContext, Injection, resolve_node
@@ -29,7 +31,7 @@ class AddPartitions(Fault):
         topic = ctx.rng.choice(sorted(ctx.topics.partitions))
         old = ctx.topics.partitions[topic]
         new = old + int(event.number("count", 1))
-        admin = AdminClient({"bootstrap.servers": ctx.bootstrap})
+        admin = make_admin(client_config(ctx.bootstrap))
         targets = ctx.highs()
         admin.create_partitions([NewPartitions(topic, new)], operation_timeout=30)[topic].result(60)
         at = time.monotonic()

@@ -13,6 +13,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from kafka_source.clients import client_config, make_producer
+
 from devstack.chaos_cluster import ChaosError, TPKey, tp_key
 
 logger = logging.getLogger(__name__)
@@ -56,12 +58,11 @@ class ChaosProducer:
         self.error: str | None = None
 
     def _new_producer(self) -> Producer:
-        config: dict[str, Any] = {"bootstrap.servers": self._bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                                  "acks": "all", "log_level": 0}
+        config: dict[str, Any] = {"linger.ms": 5, "enable.idempotence": True, "acks": "all", "log_level": 0}
         if self._txn_id:
             config["transactional.id"] = self._txn_id
             config["transaction.timeout.ms"] = 30000
-        producer = Producer(config)
+        producer = make_producer(client_config(self._bootstrap), config)
         if self._txn_id:
             producer.init_transactions(60)
         return producer

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 REGISTRY_POM_PATH = Path(__file__).with_name("registry-pom.xml")
-CCOMPAT_PATH = "/apis/registry/v2"
+CCOMPAT_PATH = "/apis/ccompat/v7"
 QUARKUS_MAIN_CLASS = "io.quarkus.bootstrap.runner.QuarkusEntryPoint"
 _RUN_JAR = Path("quarkus-app") / "quarkus-run.jar"
 _COMPLETE_MARKER = ".complete"
@@ -153,10 +153,15 @@ class SchemaRegistryServer:
     def start(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
         """Launch the process and wait until the API answers; return the seconds waited.
 
-        Raises ServerStartError quoting the end of the log when it exits or the timeout passes first.
+        Raises ServerStartError quoting the end of the log when it exits or the timeout passes first;
+        the process is stopped then.
         """
         self.server.start()
-        waited = self.server.wait_healthy(timeout)
+        try:
+            waited = self.server.wait_healthy(timeout)
+        except BaseException:
+            self.server.stop()
+            raise
         logger.info("schema registry ready at %s after %.1fs", self.url, waited)
         return waited
 
@@ -190,8 +195,9 @@ def new_schema_registry(base_dir: Path, *, cache_dir: Path | None = None, port: 
             *_JVM_OPTIONS,
             f"-Dquarkus.http.port={chosen_port}",
             "-Dquarkus.http.host=127.0.0.1",
-            # Apicurio warns at every start that no Sentry DSN is configured: noise here
+            # Apicurio warns at every start that no Sentry DSN is configured, and audits every request
             "-Dquarkus.log.category.\"io.sentry\".level=ERROR",
+            "-Dquarkus.log.category.\"io.apicurio.common.apps.logging.audit\".level=WARN",
         ],
     )
     return SchemaRegistryServer(server)

@@ -17,14 +17,18 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.json as pa_json
+from typing import TYPE_CHECKING
+
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
-from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_source.config import Format, KafkaSourceConfig, KeyFormat
 from kafka_source.errors import ConfigurationError
-from kafka_source.registry import registry_client
-from kafka_source.registry_decode import RegistryDecoder
 from kafka_source.registry_schema import payload_fields
+
+if TYPE_CHECKING:  # the registry modules need confluent-kafka's schema-registry extras
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    from kafka_source.registry_decode import RegistryDecoder as Decoder
 
 __all__ = ["BadRecord", "BatchBuilder", "BuiltBatch", "HEADERS_TYPE", "metadata_fields"]
 
@@ -101,9 +105,12 @@ class BatchBuilder:
         self.format = config.format
         self.metadata = config.include_metadata
         self.key_format = config.key_format
-        self._values: RegistryDecoder | None = None
-        self._keys: RegistryDecoder | None = None
+        self._values: Decoder | None = None
+        self._keys: Decoder | None = None
         if self.format.uses_registry or self.key_format.uses_registry:
+            from kafka_source.registry import registry_client
+            from kafka_source.registry_decode import RegistryDecoder
+
             assert config.schema_registry_url is not None  # the config checks it
             client = registry or registry_client(config.schema_registry_url, config.schema_registry_properties)
             if self.format.uses_registry:

@@ -7,15 +7,11 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
 ``topic``                          required; one topic, a comma-separated list, or ``re:<regex>``
                                    (topics created later that match are read too)
 ``group.id``                       required; group for advisory offset commits only
-``format``                         ``raw`` (default; binary ``value`` column), ``json``, or a
-                                   registry format: ``avro`` | ``protobuf`` | ``json-schema``
-                                   (Confluent wire format, typed columns: kafka_source.registry)
-``schema.registry.url``            required by the registry formats; ``mock://<scope>`` is
-                                   confluent-kafka's in-process mock registry (tests)
-``schema.registry.<key>``          passed to the registry client (``basic.auth.user.info``,
-                                   ``ssl.ca.location``, ``timeout``...); secrets never logged
-``key.format``                     the ``_key`` column: ``raw`` (default, binary), ``string`` or
-                                   a registry format (decoded into a typed ``_key``)
+``format``                         ``raw`` (default; binary ``value``), ``json``, ``avro``,
+                                   ``protobuf``, ``json-schema`` (registry: kafka_source.registry)
+``schema.registry.url``            required by registry formats (``mock://<scope>``: tests)
+``schema.registry.<key>``          registry client settings (``basic.auth.user.info``...)
+``key.format``                     ``_key`` as ``raw`` (default), ``string`` or a registry format
 ``json.schema``                    ``name:type,...`` with pyarrow type aliases (``int64``,
                                    ``string``, ``double``, ``timestamp[ms]``...)
 ``startup.mode``                   ``earliest`` (default) | ``latest`` | ``timestamp`` |
@@ -93,7 +89,6 @@ class Format(enum.Enum):
 
 class KeyFormat(enum.Enum):
     """How the ``_key`` column is decoded (``key.format``)."""
-
     RAW = "raw"
     STRING = "string"
     AVRO = "avro"

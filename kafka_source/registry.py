@@ -25,9 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import fastavro
 import pyarrow as pa
@@ -51,7 +51,9 @@ __all__ = [
     "WireFormatError",
     "WriterSchemas",
     "registry_client",
+    "safe_url",
     "split_wire",
+    "writer_type",
 ]
 
 MAGIC_BYTE = 0
@@ -62,6 +64,7 @@ _NUMERIC_KEYS = {"timeout": float, "cache.capacity": int, "cache.latest.ttl.sec"
 _DEFAULTS = {"timeout": 10.0, "max.retries": 2}
 _mock_clients: dict[str, SchemaRegistryClient] = {}
 _mock_lock = threading.Lock()
+_T = TypeVar("_T")
 
 
 class WireFormatError(ConnectorError):
@@ -96,7 +99,7 @@ def registry_client(url: str, properties: Mapping[str, str]) -> SchemaRegistryCl
     except (ValueError, TypeError) as exc:
         keys = ", ".join(sorted(properties))
         raise ConfigurationError(
-            f"the schema registry client rejects its configuration (url {url!r}, keys: {keys}): "
+            f"the schema registry client rejects its configuration (url {safe_url(url)!r}, keys: {keys}): "
             f"{type(exc).__name__}"
         ) from None
 
@@ -197,9 +200,7 @@ class WriterSchemas:
             raise UnsupportedSchemaError(f"schema id {schema_id} is {schema.schema_type}, not {self._type}")
         try:
             writer = self._parse(schema_id, schema)
-        except UnsupportedSchemaError:
-            raise
-        except ConnectorError:
+        except ConnectorError:  # UnsupportedSchemaError, or a registry failure fetching references
             raise
         except Exception as exc:  # a malformed schema text: no Arrow mapping either
             raise UnsupportedSchemaError(f"schema id {schema_id} does not parse: {exc}") from exc
@@ -207,22 +208,14 @@ class WriterSchemas:
         logger.info("schema id %d (%s) cached: %s", schema_id, self._type, writer_type(writer))
         return writer
 
-    def _fetch(self, schema_id: int, fmt: str | None = None) -> Schema:
-        try:
-            return self._client.get_schema(schema_id, fmt=fmt or ("serialized" if self._type == "PROTOBUF" else None))
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == 404:
-                raise UnknownSchemaError(f"schema id {schema_id} is unknown to the registry ({exc.error_code})") from None
-            if exc.http_status_code in (401, 403):
-                raise ConfigurationError(
-                    f"the schema registry refuses access (HTTP {exc.http_status_code}); check "
-                    "schema.registry.basic.auth.user.info"
-                ) from None
-            raise TransientError(f"the schema registry failed: {exc}", cause=exc) from exc
-        except Exception as exc:  # the HTTP transport: connection refused, DNS, TLS, timeout
-            raise TransientError(
-                f"the schema registry is unreachable: {type(exc).__name__}: {exc}", cause=exc
-            ) from exc
+    def latest(self, subject: str) -> int:
+        """The schema id of the latest version of ``subject``; raises as :meth:`get`."""
+        found = _registry_call(lambda: self._client.get_latest_version(subject), f"subject {subject!r}")
+        return int(found.schema_id)
+
+    def _fetch(self, schema_id: int) -> Schema:
+        fmt = "serialized" if self._type == "PROTOBUF" else None
+        return _registry_call(lambda: self._client.get_schema(schema_id, fmt=fmt), f"schema id {schema_id}")
 
     def _parse(self, schema_id: int, schema: Schema) -> Writer:
         text = schema.schema_str or ""
@@ -255,6 +248,33 @@ class WriterSchemas:
         proto = _str_to_proto("default", schema.schema_str or "")
         pool.Add(proto)
         return pool.FindFileByName(proto.name)
+
+
+def _registry_call(call: Callable[[], _T], what: str) -> _T:
+    """``call()`` with registry failures mapped to this package's errors (see the module doc)."""
+    try:
+        return call()
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            raise UnknownSchemaError(f"{what} is unknown to the registry ({exc.error_code})") from None
+        if exc.http_status_code in (401, 403):
+            raise ConfigurationError(
+                f"the schema registry refuses access (HTTP {exc.http_status_code}); check "
+                "schema.registry.basic.auth.user.info"
+            ) from None
+        raise TransientError(f"the schema registry failed on {what}: {exc}", cause=exc) from exc
+    except Exception as exc:  # the HTTP transport: connection refused, DNS, TLS, timeout
+        raise TransientError(
+            f"the schema registry is unreachable ({what}): {type(exc).__name__}: {exc}", cause=exc
+        ) from exc
+
+
+def safe_url(url: str) -> str:
+    """``url`` without user info (``http://user:password@host`` -> ``http://***@host``)."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
 
 
 def writer_type(writer: Writer, indexes: tuple[int, ...] = (0,)) -> pa.DataType:

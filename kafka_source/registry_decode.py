@@ -33,7 +33,6 @@ import pyarrow as pa
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from fastavro import schemaless_reader
 
-from kafka_source.errors import ConnectorError
 from kafka_source.registry import (
     AvroWriter,
     JsonWriter,
@@ -238,7 +237,3 @@ def _field_value(field: Any, value: Any) -> Any:
         return described.name if described is not None else str(value)
     return value
 
-
-def decode_error(exc: ConnectorError) -> str:
-    """A one-line reason for a registry failure (never a property value)."""
-    return str(exc).splitlines()[0]

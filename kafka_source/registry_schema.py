@@ -9,8 +9,9 @@ record -> struct            message -> struct                object + properties
 array -> list               repeated -> list                 array + items -> list
 map -> map<string, V>       map<K, V> -> map<K, V>           object + additionalProperties only
                                                              -> map<string, V>
-union [null, T] -> T        proto3 ``optional``, message     ``["T", "null"]``, ``anyOf`` /
-(nullable)                  every field nullable             ``oneOf`` with null -> nullable
+union [null, T] -> T        every field nullable (unset      ``["T", "null"]``, ``anyOf`` /
+(nullable); other fields    message/optional: null)          ``oneOf`` with null -> T; every
+not nullable                                                 property nullable
 enum -> string              enum -> string (value name)      enum of strings -> string
 boolean/int/long/float/     bool/int32/int64/uint32/uint64/  boolean/integer(int64)/
 double/bytes/string         float/double/bytes/string        number(float64)/string
@@ -263,7 +264,8 @@ _JSON_FORMATS: dict[str, pa.DataType] = {"date-time": pa.timestamp("us", tz=UTC)
 
 def json_schema_to_arrow(schema: Mapping[str, Any]) -> pa.DataType:
     """The Arrow type of the JSON Schema ``schema`` (local ``$ref`` into ``definitions``/``$defs``
-    resolved). A property is nullable unless it is ``required`` and its type excludes ``null``."""
+    resolved). Every property is nullable, ``required`` or not: records are not validated against
+    the schema, so a missing property reads as null (a value of the wrong type is a bad record)."""
     return _JsonMapper(schema).map(schema, set())[0]
 
 
@@ -331,20 +333,13 @@ class _JsonMapper:
         if kind == "array":
             if not isinstance(schema.get("items"), Mapping):
                 raise UnsupportedSchemaError("JSON Schema array without one 'items' schema")
-            item, nullable = self.map(schema["items"], refs)
-            return pa.list_(pa.field("item", item, nullable=nullable))
+            return pa.list_(pa.field("item", self.map(schema["items"], refs)[0]))
         if kind == "object":
             properties = schema.get("properties")
             extra = schema.get("additionalProperties")
             if not properties and isinstance(extra, Mapping):
-                value, nullable = self.map(extra, refs)
-                return pa.map_(pa.string(), pa.field("value", value, nullable=nullable))
+                return pa.map_(pa.string(), pa.field("value", self.map(extra, refs)[0]))
             if not properties:
                 raise UnsupportedSchemaError("JSON Schema object without properties")
-            required = set(schema.get("required", ()))
-            fields = []
-            for name, sub in properties.items():
-                arrow_type, nullable = self.map(sub, refs)
-                fields.append(pa.field(name, arrow_type, nullable=nullable or name not in required))
-            return pa.struct(fields)
+            return pa.struct([pa.field(name, self.map(sub, refs)[0]) for name, sub in properties.items()])
         raise UnsupportedSchemaError(f"JSON Schema type {kind!r} is not supported")

@@ -1,7 +1,8 @@
-"""The Arrow schema of a Kafka source: configured, or inferred from sampled JSON records.
+"""The Arrow schema of a Kafka source: configured, inferred from sampled JSON records, or (registry
+formats) read from the schema registry.
 
-:func:`sample_values` and :func:`discover_json_schema` are blocking client I/O (run them off the
-event loop); the rest is pure.
+:func:`sample_values`, :func:`discover_json_schema` and :func:`registry_subject_schema` are blocking
+I/O (run them off the event loop); the rest is pure.
 """
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kafka_source.arrow_batch import BatchBuilder, metadata_fields
 from kafka_source.config import Format, KafkaSourceConfig
 from kafka_source.errors import ConfigurationError
+from kafka_source.registry_schema import UnsupportedSchemaError, payload_fields
 from kafka_source.startup import query_broker_facts
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SAMPLE_RECORDS", "configured_schema", "discover_json_schema", "infer_json_schema", "sample_values"]
+__all__ = [
+    "SAMPLE_RECORDS", "configured_schema", "discover_json_schema", "infer_json_schema", "registry_subject_schema",
+    "sample_values",
+]
 
 #: How many records :func:`sample_values` reads to infer a JSON schema.
 SAMPLE_RECORDS = 1000
@@ -31,7 +36,9 @@ def configured_schema(config: KafkaSourceConfig, json_schema: pa.Schema | None) 
     """The schema of ``config`` (payload columns plus the configured metadata columns).
 
     ``json_schema`` is an inferred payload schema for ``format=json`` without ``json.schema``;
-    raises :class:`ConfigurationError` when such a format has neither.
+    raises :class:`ConfigurationError` when such a format has neither. A registry format has no
+    payload columns here: its batches carry the newest writer schema seen
+    (:mod:`kafka_source.registry_decode`); see :func:`registry_subject_schema` for a preview.
     """
     if config.format is Format.JSON:
         payload = json_schema or config.json_schema
@@ -84,3 +91,28 @@ def sample_values(config: KafkaSourceConfig, limit: int, timeout_s: float) -> li
         return values
     finally:
         consumer.close()
+
+
+def registry_subject_schema(config: KafkaSourceConfig, topic: str, registry: object | None = None) -> pa.Schema:
+    """The batch schema that records written with the latest schema of subject ``<topic>-value``
+    (the default TopicNameStrategy) will have: a start-time check and preview (blocking).
+
+    Raises :class:`ConfigurationError` when the format is not a registry format, the subject is
+    missing or its schema has no Arrow mapping; :class:`~kafka_source.errors.TransientError` when
+    the registry is unreachable. Protobuf: the first message of the file.
+    """
+    from kafka_source.registry import UnknownSchemaError, WriterSchemas, registry_client, writer_type
+    from kafka_source.registry_decode import SCHEMA_TYPES
+
+    if not config.format.uses_registry or config.schema_registry_url is None:
+        raise ConfigurationError(f"format {config.format.value} does not use the schema registry")
+    client = registry or registry_client(config.schema_registry_url, config.schema_registry_properties)
+    subject = f"{topic}-value"
+    schemas = WriterSchemas(client, SCHEMA_TYPES[config.format.value])  # type: ignore[arg-type]
+    try:
+        latest = schemas.latest(subject)
+        payload = payload_fields(writer_type(schemas.get(latest)), "value")
+    except (UnknownSchemaError, UnsupportedSchemaError) as exc:
+        raise ConfigurationError(f"subject {subject!r}: {exc}") from None
+    builder = BatchBuilder(config, registry=client)  # type: ignore[arg-type]
+    return pa.schema(payload + list(builder.schema))

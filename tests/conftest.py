@@ -335,6 +335,24 @@ def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zoo
         yield _zookeeper_handle(stack)
 
 
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Confluent-compatible base URL of a real schema registry (devstack.registry: Apicurio, in
+    memory) running for the session; ``SCHEMA_REGISTRY_URL`` set: that registry instead."""
+    external = os.environ.get("SCHEMA_REGISTRY_URL")
+    if external:
+        yield external
+        return
+    from devstack.registry import new_schema_registry
+
+    registry = new_schema_registry(Path(tmp_path_factory.mktemp("schema-registry")))
+    registry.start(timeout=120.0)  # about 3 s warm; the first run also builds the application
+    try:
+        yield registry.url
+    finally:
+        registry.stop()
+
+
 @pytest.fixture
 def unique() -> Callable[[str], str]:
     """`unique(prefix)` -> a name no other test in any run uses (topics, groups, chroots, pipelines)."""

@@ -6,10 +6,8 @@ confluent_kafka's schema-registry client and its Avro serializer/deserializer.
 from __future__ import annotations
 
 import datetime
-import os
 import struct
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
@@ -17,12 +15,9 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from devstack.registry import new_schema_registry
 
 pytestmark = pytest.mark.integration
 
-# registry start time is about 3 s warm; the first run also builds the application (about a minute)
-START_TIMEOUT_S = 120.0
 
 TRADE_V1 = """{
   "type": "record", "name": "Trade", "namespace": "dev.laminar.test",
@@ -42,19 +37,10 @@ TRADE_V2 = TRADE_V1.replace(
 )
 
 
-@pytest.fixture(scope="module")
-def registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The Confluent-compatible base URL of a registry running for this module."""
-    external = os.environ.get("SCHEMA_REGISTRY_URL")
-    if external:
-        yield external
-        return
-    registry = new_schema_registry(Path(tmp_path_factory.mktemp("schema-registry")))
-    registry.start(timeout=START_TIMEOUT_S)
-    try:
-        yield registry.url
-    finally:
-        registry.stop()
+@pytest.fixture
+def registry_url(schema_registry: str) -> str:
+    """The Confluent-compatible base URL of the session's registry (tests/conftest.py)."""
+    return schema_registry
 
 
 def test_avro_record_round_trips_through_the_registry_in_the_confluent_wire_format(

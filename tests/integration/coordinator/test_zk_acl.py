@@ -131,11 +131,13 @@ def test_a_coordinator_without_the_credentials_fails_with_one_clear_error(
         nodes[0].wait_for(EpochCommitted)
         for wrong in (None, ZkCredentials("laminar", "not-the-password"), ZkCredentials("intruder", SECRET)):
             intruder = ZooKeeperCoordinator(config(hosts, credentials=wrong), 2)
-            with pytest.raises(AccessDeniedError) as info:
-                intruder.start(timeout=20)
+            try:
+                with pytest.raises(AccessDeniedError) as info:
+                    intruder.start(timeout=20)
+            finally:
+                intruder.stop()  # harmless after a failed start; stops a wrongly started one
             assert str(info.value) == "ZooKeeper denied access to /laminar/p: credentials missing or wrong"
             assert SECRET not in repr(info.value)
-            intruder.stop()  # harmless after a failed start
         assert [m.node_id for m in coords[0].members()] == [1]
 
         # Another pipeline with other credentials can live beside it under the shared root.
@@ -148,13 +150,19 @@ def test_a_coordinator_without_the_credentials_fails_with_one_clear_error(
 
 
 def test_without_credentials_the_subtree_stays_open(
-    zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
+    zookeeper: ZooKeeperHandle, unique: Callable[[str], str], caplog: pytest.LogCaptureFixture
 ) -> None:
     hosts = make_chroot(zookeeper.hosts, unique("zkacl"))
     cfg = config(hosts)
-    with coordinators(cfg, [1]) as (_, nodes):
+    with coordinators(cfg, [1]) as (coords, nodes):
         nodes[0].wait_for(EpochCommitted)
-        with session(hosts, None) as anonymous:
+        with session(hosts, None) as anonymous, ExitStack() as paused:
+            paused.enter_context(coords[0].pause_leader())
             for path in walk(anonymous, cfg.base_path):
                 anonymous.get(path)
                 assert [(a.id.scheme, a.perms) for a in anonymous.get_acls(path)[0]] == [("world", 31)]
+    # Credentials configured later: the open subtree still works, and a warning says it stays open.
+    caplog.set_level(logging.WARNING, logger="coordinator.zk_auth")
+    with coordinators(config(hosts, credentials=ZkCredentials("laminar", SECRET)), [1]) as (_, nodes):
+        nodes[0].wait_for(EpochCommitted)
+    assert "created without credentials" in caplog.text

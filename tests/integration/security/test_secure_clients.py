@@ -109,11 +109,12 @@ def test_mtls_listener_requires_a_client_certificate_of_its_ca(case: str, secure
         client = KafkaClientConfig(secure_kafka.kafka.ssl_bootstrap,
                                    {"security.protocol": "SSL", "ssl.ca.location": str(material.ca_cert)})
     error = first_error(client)
-    assert error.code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN), error
+    assert error.code() in (KafkaError._SSL, KafkaError._TRANSPORT), error
+    assert "bad certificate" in error.str()
 
 
 def test_missing_key_file_fails_when_the_client_is_created(secure_kafka: DevStack, tmp_path: Path) -> None:
     missing = tmp_path / "absent.key"
     with pytest.raises(KafkaException) as raised:
         make_producer(secure_kafka.mtls_client(key=missing))
-    assert "ssl.key.location" in str(raised.value) or str(missing) in str(raised.value)
+    assert "ssl.key.location" in str(raised.value)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from devstack.demo import audit_output
+from cluster.sink import open_output
+from cluster.verify import audit, read_output, read_topic
 from devstack.processes import REPO_ROOT, NodeProcess, free_port, node_environment
 from devstack.producers import produce
 from devstack.security import write_client_toml
@@ -34,6 +35,13 @@ def cli(*argv: str, env: Mapping[str, str] | None = None) -> subprocess.Complete
     """`laminar-kafka <argv>` as a subprocess of this checkout, without our LAMINAR_* variables."""
     return subprocess.run([sys.executable, "-m", "cluster.cli", *argv], capture_output=True, text=True, timeout=120,
                           cwd=REPO_ROOT, env={**node_environment(), **dict(env or {})})
+
+
+def missing_records(client: KafkaClientConfig, topic: str, output: Path) -> int:
+    """How many records of `topic` (read over `client`) the output lacks."""
+    fs, root = open_output(str(output))
+    expected, highs, lows = read_topic(client, topic, 30.0)
+    return audit(topic, expected, highs, read_output(fs, root, topic), lows).missing
 
 
 @dataclass
@@ -77,7 +85,7 @@ def land_and_check(stack: DevStack, client: KafkaClientConfig, config: Path, tmp
             if not node.alive():
                 raise AssertionError(f"the node exited with {node.process.returncode if node.process else None}:\n"
                                      + node.log_text()[-3000:])
-            return output.exists() and audit_output(client, topic, str(output)).missing == 0  # type: ignore[arg-type]
+            return output.exists() and missing_records(client, topic, output) == 0
 
         wait_until(landed, 120, "every record landed", interval=1.0)
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as page:
@@ -122,15 +130,18 @@ def test_run_verify_status_over_a_secured_listener(listener: str, secure_kafka: 
 
 def test_no_secret_in_logs_outputs_status_or_metrics(secure_kafka: DevStack, tmp_path: Path,
                                                      unique: Callable[[str], str]) -> None:
-    """A debug run over SASL_SSL (the most talkative), its password given in the config file; and a
-    `verify` given the password in LAMINAR_KAFKA__SASL_PASSWORD only."""
+    """A debug run over SASL_SSL, librdkafka's security, broker and configuration debug logs on (the
+    most talkative), its password in the config file; and a `verify` given the password in
+    LAMINAR_KAFKA__SASL_PASSWORD only."""
     material = secure_kafka.security
     assert material is not None
     password = material.user.password
-    assert password in secure_kafka.client_config_path.read_text()  # the search below can find it
     client = secure_kafka.sasl_ssl_client()
-    evidence = land_and_check(secure_kafka, client, secure_kafka.client_config_path, tmp_path, unique, debug=True)
-    assert evidence.texts["node log"].count("\n") > 20
+    talkative = write_client_toml(tmp_path / "debug.toml", {**client.properties, "debug": "security,broker,conf"},
+                                  bootstrap=client.bootstrap)
+    assert password in talkative.read_text()  # the search below can find it
+    evidence = land_and_check(secure_kafka, client, talkative, tmp_path, unique, debug=True)
+    assert "SASL" in evidence.texts["node log"] and "DEBUG" in evidence.texts["node log"]
     without_password = write_client_toml(
         tmp_path / "no-password.toml", {k: v for k, v in client.properties.items() if k != "sasl.password"},
         bootstrap=client.bootstrap)

@@ -52,7 +52,8 @@ def test_every_service_has_a_healthcheck_and_the_nodes_wait_for_healthy_servers(
     assert services["topic-init"]["entrypoint"][-1] == "devstack.containers_init"
     assert services["topic-init"]["healthcheck"] == {"disable": True}
     for name in ("zookeeper", "kafka", "node1", "node2", "node3"):
-        assert services[name]["healthcheck"]["test"][0] == "CMD", name
+        # one shell string: podman's Docker API splits the arguments of the CMD form at whitespace
+        assert services[name]["healthcheck"]["test"][0] == "CMD-SHELL" and len(services[name]["healthcheck"]["test"]) == 2, name
     assert "/metrics" in services["node1"]["healthcheck"]["test"][-1]
 
 

@@ -22,7 +22,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, ti
 from kafka_source.arrow_batch import BatchBuilder
 from kafka_source.config import Format, KafkaSourceConfig, KeyFormat
 from kafka_source.errors import ConfigurationError, TransientError
-from kafka_source.registry import UnknownSchemaError, WireFormatError, registry_client, split_wire
+from kafka_source.registry import UnknownSchemaError, WireFormatError, registry_client, safe_url, split_wire
+from kafka_source.schema import registry_subject_schema
 from kafka_source.registry_schema import (
     UnsupportedSchemaError,
     avro_to_arrow,
@@ -130,13 +131,13 @@ def test_json_schema_types() -> None:
         },
     }
     assert json_schema_to_arrow(schema) == pa.struct([
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("when", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("id", pa.int64()),
+        pa.field("when", pa.timestamp("us", tz="UTC")),
         pa.field("day", pa.date32()),
         pa.field("name", pa.string()),
         pa.field("ok", pa.bool_()),
-        pa.field("tags", pa.list_(pa.field("item", pa.string(), nullable=False))),
-        pa.field("attrs", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False))),
+        pa.field("tags", pa.list_(pa.field("item", pa.string()))),
+        pa.field("attrs", pa.map_(pa.string(), pa.field("value", pa.int64()))),
         pa.field("point", pa.struct([pa.field("x", pa.float64())])),
         pa.field("color", pa.string()),
         pa.field("maybe", pa.int64()),
@@ -469,5 +470,22 @@ def test_bad_client_properties_name_no_value() -> None:
     assert "no-colon-secret" not in str(caught.value)
 
 
-def test_unknown_schema_error_is_a_connector_error() -> None:
-    assert issubclass(UnknownSchemaError, Exception)
+def test_registry_errors_are_connector_errors() -> None:
+    from kafka_source.errors import ConnectorError
+
+    assert issubclass(UnknownSchemaError, ConnectorError) and issubclass(UnsupportedSchemaError, ConnectorError)
+
+
+def test_registry_subject_schema_previews_the_latest_version() -> None:
+    url = scope()
+    avro_serializer(url, AVRO_V1)(avro_record(1), VALUE)
+    avro_serializer(url, AVRO_V2)(avro_record(2, channel="x"), VALUE)
+    schema = registry_subject_schema(config(url), "t")
+    assert schema.names == [f["name"] for f in AVRO_V2["fields"]] + ["_offset"]
+    with pytest.raises(ConfigurationError, match="'missing-value'"):
+        registry_subject_schema(config(url), "missing")
+
+
+def test_safe_url_hides_user_info() -> None:
+    assert safe_url("https://user:pw@registry:8081/x") == "https://***@registry:8081/x"
+    assert safe_url("http://registry:8081") == "http://registry:8081"
