@@ -220,8 +220,17 @@ class Generations:
     async def failed(self, exc: Exception, *, retire: bool = True) -> None:
         """Count a failure of the running generation and retire it, unless ``retire`` is False (a
         cancel-safe generation whose call was cancelled). Past ``max_generation_failures``
-        consecutive failures: :class:`RuntimeFailure`."""
+        consecutive failures: :class:`RuntimeFailure`. A :class:`TransientError` (a dependency
+        such as the schema registry unreachable; the poll consumed nothing) is not counted: the
+        generation is retired and the next one starts after :data:`START_RETRY_S`, until it works."""
         options, metrics = self._context.options, self._context.metrics
+        if isinstance(exc, TransientError):
+            logger.warning("source failed transiently (%s); restarting from the last manifest in %.0fs",
+                           exc, START_RETRY_S)
+            metrics.generations_retired.labels(metrics.node).inc()
+            await self.retire()
+            self._retry_at = time.monotonic() + START_RETRY_S
+            return
         self.failures += 1
         if self.failures > options.max_generation_failures:
             raise RuntimeFailure(f"source failed {self.failures} times in a row: {exc}", cause=exc) from exc

@@ -70,7 +70,7 @@ from coordinator.errors import CoordinatorError
 from coordinator.routing import TopicPartition
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.connector import SourceConnector
-from kafka_source.errors import ConnectorError, ErrorRateExceededError, FatalError
+from kafka_source.errors import ConnectorError, ErrorRateExceededError, FatalError, TransientError
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +95,8 @@ class NodeRuntime:
         """``topology`` reads the selected topics now (blocking; it may raise, transient failures
         are retried at the next interval); ``resolve_start`` resolves the configured start position
         to ``"topic:partition" -> offset`` once, for the initial manifest (None: the source's own
-        Initial position, for tests without a broker); ``pin_settings`` (blocking) runs once the
-        coordinator started, before any generation, to pin pipeline-wide settings
-        (``Coordinator.pin_setting``) that ``source_factory`` then uses."""
+        Initial position, for tests without a broker); ``pin_settings`` (blocking) pins pipeline-wide
+        settings once the coordinator started (see TopologyFollower.pin_start)."""
         self.coordinator = coordinator
         self.sink = sink
         self.options = options
@@ -253,7 +252,7 @@ class NodeRuntime:
             return False
         except ErrorRateExceededError as exc:
             raise RuntimeFailure(f"source failed: {exc}", cause=exc) from exc
-        except FatalError as exc:
+        except (FatalError, TransientError) as exc:  # e.g. the schema registry unreachable: retried later
             await self.generations.failed(exc)
             return False
         except ConnectorError as exc:

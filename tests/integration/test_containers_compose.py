@@ -73,6 +73,9 @@ def test_compose_cluster_survives_a_node_kill_exactly_once(unique: Callable[[str
     try:
         with HealthcheckDriver(client, project) as driver:
             project.up()
+            # `up` returns once the nodes are created, which waits for healthy servers (service_healthy)
+            services = {c.labels.get("com.docker.compose.service"): c for c in project.containers(client)}
+            assert health(services["kafka"]) == "healthy" and health(services["zookeeper"]) == "healthy"
             wait_for(lambda: all((owned_partitions(p) or 0) > 0 for p in metrics.values()), 180,
                      "three nodes each reading partitions", project)
             producer = ContinuousProducer(f"127.0.0.1:{kafka_port}", "orders", 400, PARTITIONS).start()

@@ -389,3 +389,31 @@ async def test_a_transient_metadata_failure_at_start_is_retried(tmp_path: Path) 
     assert not failures
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_transient_source_failure_restarts_the_generation_without_counting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema registry that stays unreachable for a while (TransientError from poll_batch, nothing
+    consumed) must not stop the node after max_generation_failures: each generation is retired and
+    the next starts from the manifest after START_RETRY_S."""
+    from kafka_source.errors import TransientError
+
+    monkeypatch.setattr("cluster.generation.START_RETRY_S", 0.01)
+    outages = [TransientError("the schema registry is unreachable")] * 8  # > max_generation_failures
+
+    class RegistryDown(FakeSource):
+        async def poll_batch(self, max_records: int) -> SourceBatch | None:
+            if outages:
+                raise outages.pop()
+            return await super().poll_batch(max_records)
+
+    coordinator = FakeCoordinator()
+    runtime = make_runtime(tmp_path, coordinator)
+    runtime.generations._source_factory = RegistryDown
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 10)
+    assert not outages and len(FakeSource.generations) == 9 and runtime.generations.failures == 0
+    assert all(g.closed for g in FakeSource.generations[:-1])
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
