@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import logging
 import os
@@ -92,10 +91,9 @@ _RUN_CHOICES: dict[str, tuple[str, ...]] = {
 
 
 def _version() -> str:
-    try:
-        return importlib.metadata.version(PROG)
-    except importlib.metadata.PackageNotFoundError:  # running from a checkout that is not installed
-        return "unknown"
+    from cluster import __version__
+
+    return __version__
 
 
 def _add_common(parser: argparse.ArgumentParser, top: bool = False) -> None:
@@ -263,6 +261,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace, kafka: KafkaClientConfig) -> int:
     from cluster.errors import SinkError, VerifyError
     from cluster.sink import open_output
+    from cluster.progress import terminal_progress
     from cluster.verify import audit, read_output, read_topic
 
     try:
@@ -285,10 +284,13 @@ def _verify(args: argparse.Namespace, kafka: KafkaClientConfig) -> int:
     reports = []
     for topic in topics:
         try:
-            expected, highs, lows = read_topic(kafka, topic, args.timeout)
+            with terminal_progress(f"reading {topic}") as progress:
+                expected, highs, lows = read_topic(kafka, topic, args.timeout, progress=progress)
         except VerifyError as exc:
             raise UsageError(str(exc), cause=exc) from exc
-        reports.append(audit(topic, expected, highs, read_output(fs, root, topic), lows))
+        with terminal_progress(f"reading the output of {topic}"):
+            scanned = read_output(fs, root, topic)
+        reports.append(audit(topic, expected, highs, scanned, lows))
     if args.json:
         body = reports[0].to_json() if len(reports) == 1 else {"topics": [r.to_json() for r in reports]}
         print(json.dumps(body, indent=2))

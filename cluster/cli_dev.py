@@ -231,10 +231,13 @@ def dev_up(args: argparse.Namespace) -> int:
             return 2
         stopped = tear_down_recorded(recorded, state_file)
         print(f"cleaned a stale state file from a crashed dev up (stopped: {', '.join(stopped) or 'nothing'})")
-    stack = DevStack.launch(
-        kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout, detach=True,
-        secure=secure,
-    )
+    from cluster.progress import terminal_progress
+
+    with terminal_progress("starting Kafka and ZooKeeper"):
+        stack = DevStack.launch(
+            kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout, detach=True,
+            secure=secure,
+        )
     write_state(state_file, stack)
     _print_stack(stack.to_state(), args.json)
     return 0

@@ -39,7 +39,7 @@ ENV_PREFIX = "LAMINAR_"
 #: them, as it ignores LAMINAR_TEST_*. Any other unknown LAMINAR_* close to a setting's name is a typo.
 TOOLING_ENV: frozenset[str] = frozenset({
     "LAMINAR_CACHE_DIR", "LAMINAR_DEBIAN_MIRROR", "LAMINAR_CONTAINERS_REQUIRED", "LAMINAR_ALLOW_NO_NETNS",
-    "LAMINAR_LOG_LEVEL", "LAMINAR_LOG_FORMAT",  # every command's logging (cluster.logs)
+    "LAMINAR_LOG_LEVEL", "LAMINAR_LOG_FORMAT", "LAMINAR_NO_PROGRESS",  # every command (cluster.logs, .progress)
 })
 #: prefixes of the passthrough tables in the environment
 KAFKA_ENV_PREFIX = ENV_PREFIX + "KAFKA__"
