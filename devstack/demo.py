@@ -29,13 +29,14 @@ from devstack.producers import ContinuousProducer
 from devstack.stack import DevStack
 from devstack.topics import create_topic
 from devstack.waiting import wait_until
+from kafka_source.clients import KafkaTarget, client_config
 
 __all__ = ["audit_output", "handoff_pauses", "run_demo", "wait_caught_up"]
 
 _HANDOFF_RE = re.compile(r"handoff partition=(\S+) pause_ms=([0-9.]+)")
 
 
-def audit_output(bootstrap: str, topic: str, output: str) -> VerifyReport:
+def audit_output(bootstrap: KafkaTarget, topic: str, output: str) -> VerifyReport:
     """The exactly-once audit of `output` against `topic` (read_committed, up to the high watermarks)."""
     fs, root = open_output(output)
     expected, highs, lows = read_topic(bootstrap, topic)
@@ -43,7 +44,8 @@ def audit_output(bootstrap: str, topic: str, output: str) -> VerifyReport:
 
 
 def wait_caught_up(
-    bootstrap: str, topic: str, output: str, timeout: float, progress: Callable[[VerifyReport], None] | None = None
+    bootstrap: KafkaTarget, topic: str, output: str, timeout: float,
+    progress: Callable[[VerifyReport], None] | None = None,
 ) -> VerifyReport:
     """Audit every second until nothing is missing (or ``timeout``); returns the last report either
     way (the caller judges it), after passing each one to ``progress``."""
@@ -81,34 +83,41 @@ class _Progress:
         print(f"[{time.monotonic() - self.started:6.1f}s] {message}", flush=True)
 
 
-def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False) -> int:
-    """Run the whole demo; returns 0 when the final audit finds nothing missing or duplicated."""
+def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False, secure: bool = False) -> int:
+    """Run the whole demo; returns 0 when the final audit finds nothing missing or duplicated.
+    ``secure``: every client (producer, nodes, status, audit) talks SASL_SSL (SCRAM-SHA-512) to a
+    secured broker, the nodes through the stack's ``client.toml``."""
     from cluster.status import collect_status
 
     progress = _Progress()
     base = Path(workdir or tempfile.mkdtemp(prefix="laminar-demo-"))
     base.mkdir(parents=True, exist_ok=True)
     progress.step(f"starting Kafka (KRaft) and ZooKeeper under {base} ...")
-    stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
-    progress.step(f"dev stack healthy in {stack.startup_seconds:.1f}s: kafka {stack.bootstrap}, zookeeper {stack.zk_hosts}")
+    stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers", secure=secure)
+    kafka: KafkaTarget = stack.sasl_ssl_client() if secure else stack.bootstrap
+    bootstrap = client_config(kafka).bootstrap
+    progress.step(f"dev stack healthy in {stack.startup_seconds:.1f}s: kafka {bootstrap}"
+                  f"{' (SASL_SSL, SCRAM-SHA-512)' if secure else ''}, zookeeper {stack.zk_hosts}")
     nodes: list[NodeProcess] = []
     producer: ContinuousProducer | None = None
     topic, pipeline, output = "demo-orders", "demo", str(base / "output")
     try:
-        create_topic(stack.bootstrap, topic, 8)
-        producer = ContinuousProducer(stack.bootstrap, topic, rate, 8).start()
+        create_topic(kafka, topic, 8)
+        producer = ContinuousProducer(kafka, topic, rate, 8).start()
         producing_since = time.monotonic()
         progress.step(f"topic {topic} (8 partitions) created; producing {rate} records/s")
         extra = ["--checkpoint-interval-ms", "1000", "--session-timeout-ms", "4000"]
+        if secure:
+            extra += ["--config", str(stack.client_config_path)]
 
         def launch(node_id: int) -> NodeProcess:
-            node = NodeProcess.launch(node_id, bootstrap=stack.bootstrap, topic=topic, output=output, zk=stack.zk_hosts,
+            node = NodeProcess.launch(node_id, bootstrap=bootstrap, topic=topic, output=output, zk=stack.zk_hosts,
                                       pipeline=pipeline, log_dir=base / "logs", extra=extra)
             nodes.append(node)
             return node
 
         def status() -> object:
-            return collect_status(bootstrap=stack.bootstrap, topics=[topic], zk=stack.zk_hosts, state_dir=None,
+            return collect_status(bootstrap=kafka, topics=[topic], zk=stack.zk_hosts, state_dir=None,
                                   pipeline=pipeline, source_identity="kafka")
 
         def owners() -> dict[int, int]:
@@ -131,7 +140,7 @@ def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False
         victim.kill()
         progress.step(f"SIGKILLed node {victim.node_id}; waiting for its partitions to move ...")
         wait_until(lambda: victim.node_id not in owners() and sum(owners().values()) == 8, 60, "recovery after the kill")
-        before = audit_output(stack.bootstrap, topic, output)
+        before = audit_output(kafka, topic, output)
         recovery = time.monotonic() - killed_at
         progress.step(f"recovered in {recovery:.1f}s: {owners()} ({before.missing} records still to land)")
         time.sleep(2)
@@ -142,7 +151,7 @@ def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False
         producer.stop()
         progress.step(f"producer stopped after {producer.acked} acknowledged records; waiting to catch up ...")
         caught_started = time.monotonic()
-        report = wait_caught_up(stack.bootstrap, topic, output, 90,
+        report = wait_caught_up(kafka, topic, output, 90,
                                 lambda r: progress.step(f"  {r.missing} missing, {r.duplicated} duplicated"))
         elapsed = time.monotonic() - progress.started
         landed_in = time.monotonic() - producing_since
