@@ -15,19 +15,17 @@ Run ``python -m devstack.registry`` to start one in the foreground (Ctrl-C stops
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import re
 import shutil
-import subprocess
 import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from devstack.artifacts import JAVA_HINT, LOG_TAIL_LINES, MAVEN_HINT, default_cache_dir, require_tool
+from devstack.artifacts import cached_maven_build, default_cache_dir
 from devstack.errors import ArtifactError
 from devstack.processes import free_port
 from devstack.servers import DEFAULT_START_TIMEOUT_S, JvmServer
@@ -43,7 +41,6 @@ REGISTRY_POM_PATH = Path(__file__).with_name("registry-pom.xml")
 CCOMPAT_PATH = "/apis/ccompat/v7"
 QUARKUS_MAIN_CLASS = "io.quarkus.bootstrap.runner.QuarkusEntryPoint"
 _RUN_JAR = Path("quarkus-app") / "quarkus-run.jar"
-_COMPLETE_MARKER = ".complete"
 
 # Apicurio's POMs name extra repositories (some unreachable from here); every artifact the build
 # needs is on Maven Central, so all of them are mirrored to it. Passed as the *global* settings, so
@@ -79,44 +76,26 @@ def ensure_registry_build(cache_dir: Path | None = None) -> Path:
     """Build the pinned registry application into the cache once; return its directory.
 
     The directory holds ``quarkus-app/quarkus-run.jar`` (with its ``lib/``). The first call runs
-    Maven (about 200 MB of downloads and a minute on a cold Maven cache); later calls return at once.
-    Concurrent callers serialise on a lock file, and a half-finished build is never mistaken for a
-    complete one. Raises ToolMissingError without Java or Maven, ArtifactError when the build fails
-    (with the tail of Maven's output).
+    Maven (about 200 MB of downloads and a minute on a cold Maven cache); later calls return at once
+    (see :func:`devstack.artifacts.cached_maven_build`). Raises ToolMissingError without Java or
+    Maven, ArtifactError when the build fails (with the tail of Maven's output).
     """
     cache = cache_dir or default_cache_dir()
     version = pinned_registry_version()
-    build_dir = cache / f"schema-registry-apicurio-{version}"
-    marker = build_dir / _COMPLETE_MARKER
-    if marker.exists():
-        return build_dir
-    require_tool("java", JAVA_HINT)
-    mvn = require_tool("mvn", MAVEN_HINT)
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".registry.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists():
-            return build_dir
-        staging = Path(tempfile.mkdtemp(prefix=".building-registry-", dir=cache))
-        settings = staging / "maven-global-settings.xml"
+
+    def maven_args(staging: Path) -> list[str]:
+        settings = staging / "maven-global-settings.xml"  # every repository is Maven Central
         settings.write_text(_CENTRAL_ONLY_SETTINGS)
-        command = [
-            mvn, "-q", "-B", "-gs", str(settings), "-f", str(REGISTRY_POM_PATH), "package", "-DskipTests",
-            "-Dquarkus.package.type=fast-jar", f"-Dregistry.build.dir={staging / 'target'}",
-        ]
-        logger.info("building Apicurio Registry %s from Maven Central (first use only)", version)
-        result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        built = staging / "target"
-        if result.returncode != 0 or not (built / _RUN_JAR).is_file():
-            shutil.rmtree(staging, ignore_errors=True)
-            tail = "\n".join((result.stdout + result.stderr).splitlines()[-LOG_TAIL_LINES:])
-            raise ArtifactError(f"Maven could not build the schema registry (Apicurio {version}):\n{tail}")
-        if build_dir.exists():
-            shutil.rmtree(build_dir)
-        built.rename(build_dir)
-        shutil.rmtree(staging, ignore_errors=True)
-        marker.write_text(f"apicurio={version}\n")
-    return build_dir
+        return ["-gs", str(settings), "-f", str(REGISTRY_POM_PATH), "package", "-DskipTests",
+                "-Dquarkus.package.type=fast-jar", f"-Dregistry.build.dir={staging / 'target'}"]
+
+    def built_in(staging: Path) -> Path:
+        if not (staging / "target" / _RUN_JAR).is_file():
+            raise ArtifactError(f"the schema registry build (Apicurio {version}) produced no {_RUN_JAR}")
+        return staging / "target"
+
+    return cached_maven_build(cache / f"schema-registry-apicurio-{version}", f"apicurio={version}\n",
+                              f"build the schema registry (Apicurio {version})", maven_args, built_in)
 
 
 def registry_answers(url: str, timeout: float = 2.0) -> bool:

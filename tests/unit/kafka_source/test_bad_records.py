@@ -18,23 +18,14 @@ from kafka_source.fifo import ByteBoundedFifo, RecordChunk
 from kafka_source.metrics import SourceMetrics
 from kafka_source.rejected import REJECTED_SCHEMA
 
+from tests.unit.kafka_source.wiring import running_source as wired_source
+
 TOPIC = "orders"
 BASE = {"bootstrap.servers": "127.0.0.1:1", "topic": TOPIC, "group.id": "g", "format": "json", "json.schema": "id:int64"}
 
 
 def running_source(delivery: DeliveryGuarantee, **props: str) -> tuple[KafkaSource, ByteBoundedFifo]:
-    """A source wired to a FIFO the test fills (what start() sets up, without a consumer)."""
-    config = KafkaSourceConfig.from_properties({**BASE, **props})
-    source = KafkaSource(config)
-    fifo = ByteBoundedFifo(1 << 30)
-    source._fifo = fifo
-    source._builder = BatchBuilder(config)
-    source._delivery = delivery
-    policy = config.bad_record_policy(guaranteed=delivery.is_guaranteed)
-    source._decode_failures = DecodeFailures(policy, config.format, config.max_error_rate, source.metrics)
-    source._started = True
-    source._cursor = {(TOPIC, 0): 0}
-    return source, fifo
+    return wired_source({**BASE, **props}, delivery, TOPIC)
 
 
 def message(offset: int, bad: bool) -> Message:

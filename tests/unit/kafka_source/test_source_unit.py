@@ -12,14 +12,14 @@ from confluent_kafka import Message, TopicPartition
 
 from kafka_source.topics import TopicSelector
 from kafka_source import KafkaSource
-from kafka_source.arrow_batch import BatchBuilder
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.config import KafkaSourceConfig
 from kafka_source.connector import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
 from kafka_source.errors import ConfigurationError, FatalError
-from kafka_source.batches import DecodeFailures
 from kafka_source.fifo import ByteBoundedFifo, RecordChunk
 from kafka_source.reader import Reader
+
+from tests.unit.kafka_source.wiring import running_source as wired_source
 
 TOPIC = "t"
 PROPS = {
@@ -33,18 +33,7 @@ PROPS = {
 
 
 def running_source(delivery: DeliveryGuarantee) -> tuple[KafkaSource, ByteBoundedFifo]:
-    """A source wired to a FIFO the test fills (what start() sets up, without a consumer)."""
-    config = KafkaSourceConfig.from_properties(PROPS)
-    source = KafkaSource(config)
-    fifo = ByteBoundedFifo(1 << 30)
-    source._fifo = fifo
-    source._builder = BatchBuilder(config)
-    source._delivery = delivery
-    policy = config.bad_record_policy(guaranteed=delivery.is_guaranteed)
-    source._decode_failures = DecodeFailures(policy, config.format, config.max_error_rate, source.metrics)
-    source._started = True
-    source._cursor = {(TOPIC, 0): 0}
-    return source, fifo
+    return wired_source(PROPS, delivery, TOPIC)
 
 
 def chunk(first: int, count: int, bad: frozenset[int] = frozenset()) -> RecordChunk:
