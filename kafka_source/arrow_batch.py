@@ -133,6 +133,19 @@ class BatchBuilder:
             self.payload_schema = pa.schema([pa.field("value", pa.binary(), nullable=True)])
         self.schema: pa.Schema = self._schema()
 
+    @property
+    def prefetches(self) -> bool:
+        """Whether :meth:`prefetch` does anything (a registry format for the value or the key)."""
+        return self._values is not None or self._keys is not None
+
+    def prefetch(self, messages: Sequence[Message]) -> None:
+        """Warm the registry decoders' schema caches with the ids ``messages`` carry (blocking
+        registry I/O: call it on the reader thread, so :meth:`build` on the event loop finds them)."""
+        if self._values is not None:
+            self._values.prefetch(map(Message.value, messages))
+        if self._keys is not None:
+            self._keys.prefetch(map(Message.key, messages))
+
     def _schema(self) -> pa.Schema:
         fields = metadata_fields(self.metadata)
         if self.key_format is not KeyFormat.RAW:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, Message
 
 from coordinator.routing import TopicPartition
 from kafka_source.commits import AdvisoryCommits
@@ -79,6 +79,7 @@ def build_reader(
     metadata_timeout_s: float,
     on_discovered: Callable[[int], None],
     callbacks_pending: Callable[[], bool],
+    prefetch: Callable[[list[Message]], None] | None = None,
 ) -> Reader:
     """A reader (not started) that owns ``consumer`` at ``offsets`` and sets ``event`` (on the
     running loop) whenever it puts an item into its FIFO.
@@ -105,4 +106,5 @@ def build_reader(
         on_discovered=on_discovered,
         consume_timeout_s=CONSUME_TIMEOUT_S,
         callbacks_pending=callbacks_pending,
+        prefetch=prefetch,
     )

@@ -80,8 +80,12 @@ class Reader:
         on_discovered: Callable[[int], None] | None = None,
         consume_timeout_s: float = 0.1,
         callbacks_pending: Callable[[], bool] | None = None,
+        prefetch: Callable[[list[Message]], None] | None = None,
     ) -> None:
         self.consumer = consumer
+        #: called with each chunk's records before they enter the FIFO (blocking work that must
+        #: not run on the event loop, e.g. fetching schemas from a registry); must not raise
+        self.prefetch = prefetch
         self.fifo = fifo
         self.selector = selector
         self.chunk_records = chunk_records
@@ -274,6 +278,8 @@ class Reader:
         positions = self._moved_positions()
         if not good and not positions:
             return
+        if good and self.prefetch is not None:
+            self.prefetch(good)
         nbytes = sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
         self.fifo.put_chunk(RecordChunk(good, positions, nbytes), self._stop, over_cap=over_cap)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -179,34 +179,67 @@ Writer = AvroWriter | JsonWriter | ProtobufWriter
 class WriterSchemas:
     """Writer schemas of one format fetched from the registry by id, parsed once and cached.
 
-    ``schema_type`` is ``AVRO``, ``PROTOBUF`` or ``JSON``. Not thread-safe (one source poll at a
-    time).
+    ``schema_type`` is ``AVRO``, ``PROTOBUF`` or ``JSON``. The source's reader thread calls
+    :meth:`prefetch` for the ids of every chunk it fetches, so the event loop's :meth:`get` finds
+    them cached (or the reason they are not) and never waits for the registry; a dict per outcome,
+    each written by one call at a time, is all the two threads share.
     """
 
     def __init__(self, client: SchemaRegistryClient, schema_type: str) -> None:
         self._client = client
         self._type = schema_type
         self._cache: dict[int, Writer] = {}
+        #: ids the registry does not know or whose schema has no Arrow mapping: never asked again
+        self._refused: dict[int, ConnectorError] = {}
+        #: ids a prefetch could not fetch (the registry unreachable): the next get raises this once
+        self._unavailable: dict[int, TransientError] = {}
+
+    def prefetch(self, schema_ids: Iterable[int]) -> None:
+        """Fetch and parse every id not yet known (blocking; the reader thread). Never raises:
+        a failure is kept for :meth:`get` to report on the poll."""
+        for schema_id in schema_ids:
+            if schema_id in self._cache or schema_id in self._refused:
+                continue
+            try:
+                self.get(schema_id)
+            except TransientError as exc:
+                self._unavailable[schema_id] = exc
+            except Exception:  # noqa: BLE001 - refused ids are kept by get; the rest get reports again
+                pass
 
     def get(self, schema_id: int) -> Writer:
         """The writer schema ``schema_id``. Raises :class:`UnknownSchemaError`,
         :class:`UnsupportedSchemaError`, :class:`ConfigurationError` or :class:`TransientError`
-        (see the module doc)."""
+        (see the module doc); a refused id raises again without asking the registry, an id a
+        prefetch found unreachable raises :class:`TransientError` once without waiting."""
         cached = self._cache.get(schema_id)
         if cached is not None:
             return cached
+        refused = self._refused.get(schema_id)
+        if refused is not None:
+            raise type(refused)(str(refused))
+        unavailable = self._unavailable.pop(schema_id, None)
+        if unavailable is not None:
+            raise TransientError(str(unavailable), cause=unavailable)
+        try:
+            writer = self._fetch_and_parse(schema_id)
+        except (UnknownSchemaError, UnsupportedSchemaError) as exc:
+            self._refused[schema_id] = exc
+            raise
+        self._cache[schema_id] = writer
+        logger.info("schema id %d (%s) cached: %s", schema_id, self._type, writer_type(writer))
+        return writer
+
+    def _fetch_and_parse(self, schema_id: int) -> Writer:
         schema = self._fetch(schema_id)
         if (schema.schema_type or "AVRO") != self._type:
             raise UnsupportedSchemaError(f"schema id {schema_id} is {schema.schema_type}, not {self._type}")
         try:
-            writer = self._parse(schema_id, schema)
+            return self._parse(schema_id, schema)
         except ConnectorError:  # UnsupportedSchemaError, or a registry failure fetching references
             raise
         except Exception as exc:  # a malformed schema text: no Arrow mapping either
             raise UnsupportedSchemaError(f"schema id {schema_id} does not parse: {exc}") from exc
-        self._cache[schema_id] = writer
-        logger.info("schema id %d (%s) cached: %s", schema_id, self._type, writer_type(writer))
-        return writer
 
     def latest(self, subject: str) -> int:
         """The schema id of the latest version of ``subject``; raises as :meth:`get`."""

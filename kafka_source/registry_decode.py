@@ -25,7 +25,7 @@ import datetime as dt
 import io
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,12 @@ class RegistryDecoder:
         #: (schema id, message indexes) of the newest writer seen, and its Arrow type
         self._newest: tuple[int, tuple[int, ...]] | None = None
         self.arrow_type: pa.DataType | None = None
+
+    def prefetch(self, values: Iterable[bytes | None]) -> None:
+        """Fetch the writer schemas ``values`` name that are not known yet (blocking: the reader
+        thread, before the chunk reaches the FIFO); never raises (see :meth:`WriterSchemas.prefetch`)."""
+        ids = {int.from_bytes(v[1:5], "big") for v in values if v is not None and len(v) >= 5 and v[0] == 0}
+        self._schemas.prefetch(sorted(ids))
 
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
         """Decode ``values``; raises :class:`~kafka_source.errors.ConfigurationError` or

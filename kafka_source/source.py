@@ -211,6 +211,7 @@ class KafkaSource(SourceConnector):
             consumer, config, offsets, event=self._event, vnode_mode=self._vnode is not None,
             metadata_timeout_s=self._request_timeout_s, on_discovered=self._count_discovered,
             callbacks_pending=self._commits.awaiting_result,
+            prefetch=self._builder.prefetch if self._builder is not None and self._builder.prefetches else None,
         )
         self._fifo = self._reader.fifo
         if self._vnode is not None:

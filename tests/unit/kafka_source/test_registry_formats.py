@@ -489,3 +489,50 @@ def test_registry_subject_schema_previews_the_latest_version() -> None:
 def test_safe_url_hides_user_info() -> None:
     assert safe_url("https://user:pw@registry:8081/x") == "https://***@registry:8081/x"
     assert safe_url("http://registry:8081") == "http://registry:8081"
+
+
+class _CountingRegistry:
+    """Delegates to a mock registry, counts get_schema calls, and can be made unreachable."""
+
+    def __init__(self, url: str) -> None:
+        self.inner = registry_client(url, {})
+        self.calls = 0
+        self.down = False
+
+    def get_schema(self, schema_id: int, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.down:
+            raise ConnectionError("connection refused")
+        return self.inner.get_schema(schema_id, **kwargs)
+
+
+def test_the_reader_threads_prefetch_keeps_registry_calls_off_the_poll() -> None:
+    """The reader thread prefetches each chunk's schema ids, so build() (on the event loop) finds
+    them cached; an id the prefetch could not fetch raises TransientError once, without waiting;
+    an unknown id is asked once, then refused from the cache."""
+    url = scope()
+    serialize = avro_serializer(url, AVRO_V1)
+    registry = _CountingRegistry(url)
+    builder = BatchBuilder(config(url), registry=registry)  # type: ignore[arg-type]
+    assert builder.prefetches
+    messages = [msg(i, serialize(avro_record(i), VALUE)) for i in range(3)]
+
+    registry.down = True
+    builder.prefetch(messages)  # never raises
+    calls = registry.calls
+    with pytest.raises(TransientError, match="unreachable"):
+        builder.build(messages)
+    assert registry.calls == calls  # the poll did not wait for the registry
+
+    registry.down = False
+    builder.prefetch(messages)
+    calls = registry.calls
+    assert builder.build(messages).batch.num_rows == 3 and registry.calls == calls
+
+    unknown = [msg(9, b"\x00\x00\x00\x7f\x7fxx")]
+    builder.prefetch(unknown)
+    calls = registry.calls
+    for _ in range(3):
+        assert len(builder.build(unknown).bad) == 1
+    assert registry.calls == calls  # refused from the cache: the registry is not asked per batch
+    assert not BatchBuilder(config(url, fmt="json", **{"json.schema": "a:int64"})).prefetches
