@@ -15,7 +15,8 @@ from confluent_kafka import Message
 
 from coordinator.routing import TopicPartition
 from kafka_source.arrow_batch import BatchBuilder, BuiltBatch
-from kafka_source.config import BadRecordPolicy, Format
+from kafka_source.config import BadRecordPolicy, Format, KafkaSourceConfig
+from kafka_source.connector import DeliveryGuarantee
 from kafka_source.errors import ConnectorError, DecodeError, ErrorRateExceededError
 from kafka_source.fifo import (
     AssignmentApplied,
@@ -186,6 +187,12 @@ class DecodeFailures:
     :data:`ERROR_RATE_MIN_RECORDS` records tolerate ``max_error_rate * 100`` bad ones, later the
     fraction of all records seen counts, and ``max_error_rate=0`` fails on the first bad record.
     """
+
+    @classmethod
+    def of(cls, config: KafkaSourceConfig, delivery: DeliveryGuarantee, metrics: SourceMetrics) -> DecodeFailures:
+        """The policy ``config`` sets for a generation started with ``delivery``."""
+        policy = config.bad_record_policy(guaranteed=delivery.is_guaranteed)
+        return cls(policy, config.format, config.max_error_rate, metrics)
 
     def __init__(
         self, policy: BadRecordPolicy, record_format: Format, max_error_rate: float, metrics: SourceMetrics

@@ -8,7 +8,7 @@ __all__ = ["SourceMetrics"]
 
 @dataclass
 class SourceMetrics:
-    """Monotonic counters of one source generation (read them; do not write)."""
+    """Monotonic counters of one source generation (read them; only the source counts)."""
 
     records: int = 0
     bytes: int = 0
@@ -23,3 +23,7 @@ class SourceMetrics:
     drains_committed: int = 0
     drains_aborted: int = 0
     reconciliations: int = 0
+
+    def count_discovered(self, count: int) -> None:
+        """``count`` partitions appeared while the generation ran (the reader's callback)."""
+        self.partitions_discovered += count

@@ -176,8 +176,7 @@ class KafkaSource(SourceConnector):
         self._config = config
         self._delivery = delivery
         self._builder = BatchBuilder(config, self._json_schema)
-        policy = config.bad_record_policy(guaranteed=delivery.is_guaranteed)
-        self._decode_failures = DecodeFailures(policy, config.format, config.max_error_rate, self.metrics)
+        self._decode_failures = DecodeFailures.of(config, delivery, self.metrics)
         self._started = True
         try:
             consumer = create_consumer(config, delivery, self._commits)
@@ -209,7 +208,7 @@ class KafkaSource(SourceConnector):
     def _start_reader(self, consumer: Consumer, config: KafkaSourceConfig, offsets: dict[TopicPartition, int]) -> None:
         self._reader = build_reader(
             consumer, config, offsets, event=self._event, vnode_mode=self._vnode is not None,
-            metadata_timeout_s=self._request_timeout_s, on_discovered=self._count_discovered,
+            metadata_timeout_s=self._request_timeout_s, on_discovered=self.metrics.count_discovered,
             callbacks_pending=self._commits.awaiting_result,
             prefetch=self._builder.prefetch if self._builder is not None and self._builder.prefetches else None,
         )
@@ -218,9 +217,6 @@ class KafkaSource(SourceConnector):
             self._vnode.attach(self._reader)
         self._tracker.track(self._reader.thread)
         self._reader.start()
-
-    def _count_discovered(self, count: int) -> None:
-        self.metrics.partitions_discovered += count
 
     async def close(self) -> None:
         """Stop the reader (which closes the consumer) and wait for every thread of this source

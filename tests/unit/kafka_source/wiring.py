@@ -20,8 +20,7 @@ def running_source(properties: Mapping[str, str], delivery: DeliveryGuarantee,
     source._fifo = fifo
     source._builder = BatchBuilder(config)
     source._delivery = delivery
-    policy = config.bad_record_policy(guaranteed=delivery.is_guaranteed)
-    source._decode_failures = DecodeFailures(policy, config.format, config.max_error_rate, source.metrics)
+    source._decode_failures = DecodeFailures.of(config, delivery, source.metrics)
     source._started = True
     source._cursor = {(topic, 0): 0}
     return source, fifo
