@@ -19,7 +19,7 @@ from cluster.errors import ClusterError, RuntimeFailure
 from cluster.runtime_context import RuntimeContext
 from cluster.runtime_state import START_RETRY_S, RuntimeOptions, pinned_start_config
 from coordinator.base import Manifest
-from coordinator.registry import VnodeRegistry
+from coordinator.registry import AssignmentSnapshot, VnodeRegistry
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.connector import (
     CheckpointAttempt,
@@ -30,7 +30,7 @@ from kafka_source.connector import (
     SourcePosition,
     SourceStart,
 )
-from kafka_source.errors import ConnectorError, TransientError
+from kafka_source.errors import ConnectorError, ErrorRateExceededError, TransientError
 
 logger = logging.getLogger(__name__)
 
@@ -168,8 +168,9 @@ class Generations:
     def is_current(self, generation: SourceGeneration) -> bool:
         return self.current is generation
 
-    def note_held(self, generation: SourceGeneration, version: int | None, active_round: object) -> None:
+    def note_held(self, generation: SourceGeneration, snapshot: AssignmentSnapshot | None, active_round: object) -> None:
         """Intake is held this turn; warn every 10 s while it lasts: reconciliation is stuck somewhere."""
+        version = snapshot.version if snapshot is not None else None
         now = time.monotonic()
         if self.held_since is None:
             self.held_since = now
@@ -220,10 +221,13 @@ class Generations:
     async def failed(self, exc: Exception, *, retire: bool = True) -> None:
         """Count a failure of the running generation and retire it, unless ``retire`` is False (a
         cancel-safe generation whose call was cancelled). Past ``max_generation_failures``
-        consecutive failures: :class:`RuntimeFailure`. A :class:`TransientError` (a dependency
+        consecutive failures: :class:`RuntimeFailure`, at once for :class:`ErrorRateExceededError` (the
+        bad-record limit: the same records would fail again). A :class:`TransientError` (a dependency
         such as the schema registry unreachable; the poll consumed nothing) is not counted: the
         generation is retired and the next one starts after :data:`START_RETRY_S`, until it works."""
         options, metrics = self._context.options, self._context.metrics
+        if isinstance(exc, ErrorRateExceededError):
+            raise RuntimeFailure(f"source failed: {exc}", cause=exc) from exc
         if isinstance(exc, TransientError):
             logger.warning("source failed transiently (%s); restarting from the last manifest in %.0fs",
                            exc, START_RETRY_S)

@@ -70,7 +70,7 @@ from coordinator.errors import CoordinatorError
 from coordinator.routing import TopicPartition
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.connector import SourceConnector
-from kafka_source.errors import ConnectorError, ErrorRateExceededError, FatalError, TransientError
+from kafka_source.errors import ConnectorError, FatalError, TransientError
 
 logger = logging.getLogger(__name__)
 
@@ -239,8 +239,7 @@ class NodeRuntime:
             if not self.generations.is_current(generation):
                 return False  # retired above (a fatal drain refusal, a fenced ack): never touch it again
             if connector.try_checkpoint() is None:
-                snapshot = self.assignment.snapshot
-                self.generations.note_held(generation, snapshot.version if snapshot else None, self.rounds.active)
+                self.generations.note_held(generation, self.assignment.snapshot, self.rounds.active)
                 if not generation.polls_while_unreconciled:
                     return False  # HOLD_INTAKE: not reconciled with the published assignment
             else:
@@ -250,8 +249,6 @@ class NodeRuntime:
         except CallCancelled as exc:
             await self.generations.failed(exc, retire=generation.retired_by_cancellation)
             return False
-        except ErrorRateExceededError as exc:
-            raise RuntimeFailure(f"source failed: {exc}", cause=exc) from exc
         except (FatalError, TransientError) as exc:  # e.g. the schema registry unreachable: retried later
             await self.generations.failed(exc)
             return False

@@ -177,3 +177,29 @@ def test_bad_credentials_exit_2_in_one_line_writing_nothing(case: str, secure_ka
         assert "not-the-password" not in result.stdout + result.stderr
         assert not any(secret in result.stdout + result.stderr for secret in material.secrets)
     assert not output.exists()
+
+
+def test_json_schema_inferred_over_sasl_ssl(secure_kafka: DevStack, tmp_path: Path,
+                                            unique: Callable[[str], str]) -> None:
+    """A real user's combination: a secured cluster and `--format json` without a schema. The
+    sampling consumer that infers the schema must use the same [kafka] settings as every other client."""
+    client, config = secure_kafka.sasl_ssl_client(), secure_kafka.client_config_path
+    topic = unique("secure-json")
+    create_topic("", topic, 2, client=client)
+    produce("", topic, [json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(400)], client=client)
+    output = tmp_path / "out"
+    node = NodeProcess.launch(1, bootstrap=client.bootstrap, topic=topic, output=str(output), zk=None,
+                              pipeline=unique("secure-json"), log_dir=tmp_path / "logs",
+                              extra=["--config", str(config), "--format", "json", "--checkpoint-interval-ms", "300"])
+    try:
+        wait_until(lambda: node.alive() and output.exists() and missing_records(client, topic, output) == 0
+                   or not node.alive(), 120, "every record landed (or the node exited)", interval=1.0)
+        assert node.alive(), node.log_text()[-3000:]
+        node.terminate()
+        assert node.wait(30) == 0, node.log_text()[-3000:]
+    finally:
+        node.stop()
+    pinned = json.loads((output / "_coordinator" / "settings.json").read_text())["json.schema"]
+    assert pinned == "id:int64,name:string"
+    verify = cli("verify", "--config", str(config), "--output", str(output), "--topic", topic, "--json")
+    assert verify.returncode == 0 and json.loads(verify.stdout)["ok"], verify.stdout + verify.stderr

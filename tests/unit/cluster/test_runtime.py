@@ -417,3 +417,19 @@ async def test_a_transient_source_failure_restarts_the_generation_without_counti
     assert all(g.closed for g in FakeSource.generations[:-1])
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
+
+
+async def test_the_bad_record_limit_stops_the_node_at_once(tmp_path: Path) -> None:
+    """ErrorRateExceededError is not a generation failure to retry: the same records would fail again."""
+    from cluster.errors import RuntimeFailure
+    from kafka_source.errors import ErrorRateExceededError
+
+    class TooManyBad(FakeSource):
+        async def poll_batch(self, max_records: int) -> SourceBatch | None:
+            raise ErrorRateExceededError("3 of 100 records were bad (max.error.rate=0.01)")
+
+    runtime = make_runtime(tmp_path, FakeCoordinator())
+    runtime.generations._source_factory = TooManyBad
+    with pytest.raises(RuntimeFailure, match="max.error.rate"):
+        await asyncio.wait_for(runtime.run(), 10)
+    assert len(FakeSource.generations) == 1
