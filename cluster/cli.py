@@ -21,6 +21,7 @@ from cluster.config import (
     BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, env_name, kafka_client_from, load_settings,
 )
 from cluster.errors import ClusterError, UsageError
+from cluster.lake_settings import PartitionGranularity, TableFormat
 from cluster.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, quiet_clients
 from kafka_source.clients import KafkaClientConfig
 from kafka_source.config import Format
@@ -79,6 +80,14 @@ _RUN_HELP = {
                            "(client properties in the [schema_registry] table, LAMINAR_SCHEMA_REGISTRY__<KEY>)",
     "zk-auth": "ZooKeeper digest credentials user:password: the pipeline's subtree is created readable and "
                "writable by this user only (prefer the environment variable: flags show in ps)",
+    "table-format": "parquet: a Hive-style Parquet tree <output>/<topic>/dt=YYYY-MM-DD/ (default); iceberg: one "
+                    "Apache Iceberg table per topic, one Iceberg commit per epoch",
+    "partition-by": "partition the output by day (default) or hour of _timestamp (UTC), or none",
+    "table": "table-format=iceberg, a single topic: the table name (default: the topic, dots and dashes as _)",
+    "namespace": "table-format=iceberg: the Iceberg namespace (default: the pipeline name)",
+    "catalog-uri": "table-format=iceberg: sqlite:///<path> or an http(s):// REST catalog (default: an embedded "
+                   "SQLite catalog at <output>/_catalog/catalog.db); properties in the [iceberg] table, "
+                   "LAMINAR_ICEBERG__<KEY>",
 }
 
 
@@ -87,6 +96,8 @@ _RUN_CHOICES: dict[str, tuple[str, ...]] = {
     "format": tuple(f.value for f in Format),
     "startup-mode": STARTUP_MODES,
     "on-bad-record": BAD_RECORD_POLICIES,
+    "table-format": tuple(f.value for f in TableFormat),
+    "partition-by": tuple(g.value for g in PartitionGranularity),
 }
 
 

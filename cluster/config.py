@@ -6,7 +6,9 @@ name, the long flag without dashes (``node-id``); the TOML file uses the same na
 accepted too) plus two optional tables: ``[kafka]``, librdkafka properties shared by every Kafka client
 of the node (security: ``security.protocol``, ``sasl.*``, ``ssl.*``; also ``LAMINAR_KAFKA__<KEY>``,
 e.g. ``LAMINAR_KAFKA__SASL_PASSWORD`` for ``sasl.password``), and ``[schema_registry]``, properties of
-the schema-registry client (``basic.auth.user.info``...; also ``LAMINAR_SCHEMA_REGISTRY__<KEY>``).
+the schema-registry client (``basic.auth.user.info``...; also ``LAMINAR_SCHEMA_REGISTRY__<KEY>``),
+and ``[iceberg]``, properties of the Iceberg catalog and its FileIO (``token``, ``s3.endpoint``...;
+also ``LAMINAR_ICEBERG__<KEY>``). Reading the file and the tables: :mod:`cluster.config_file`.
 Secrets (see :func:`kafka_source.clients.is_secret_key`) never appear in ``repr`` or logs.
 
 Unknown names are rejected with the nearest valid one. Values are validated here, so a
@@ -16,34 +18,34 @@ Unknown names are rejected with the nearest valid one. Values are validated here
 from __future__ import annotations
 
 import difflib
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable
 
+from cluster.config_file import (
+    ENV_PREFIX, ICEBERG_ENV_PREFIX, KAFKA_ENV_PREFIX, REGISTRY_ENV_PREFIX, as_bool, as_float, as_int, as_str,
+    as_topics, passthrough_tables, read_config_file,
+)
 from cluster.errors import ConfigError
+from cluster.lake_settings import IcebergSettings, PartitionGranularity, TableFormat, table_name_of
 from kafka_source.clients import KafkaClientConfig, redact
 from kafka_source.config import Format
 from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
-from kafka_source.topics import PATTERN_PREFIX, TopicSelector
+from kafka_source.topics import TopicSelector
 
 __all__ = [
     "BAD_RECORD_POLICIES", "ENV_PREFIX", "NodeSettings", "SETTING_NAMES", "STARTUP_MODES", "env_name",
     "kafka_client_from", "load_settings", "settings_from",
 ]
 
-ENV_PREFIX = "LAMINAR_"
 #: LAMINAR_* variables that configure the tooling, not a node (README "Development"); a node ignores
 #: them, as it ignores LAMINAR_TEST_*. Any other unknown LAMINAR_* close to a setting's name is a typo.
 TOOLING_ENV: frozenset[str] = frozenset({
     "LAMINAR_CACHE_DIR", "LAMINAR_DEBIAN_MIRROR", "LAMINAR_CONTAINERS_REQUIRED", "LAMINAR_ALLOW_NO_NETNS",
     "LAMINAR_LOG_LEVEL", "LAMINAR_LOG_FORMAT", "LAMINAR_NO_PROGRESS",  # every command (cluster.logs, .progress)
 })
-#: prefixes of the passthrough tables in the environment
-KAFKA_ENV_PREFIX = ENV_PREFIX + "KAFKA__"
-REGISTRY_ENV_PREFIX = ENV_PREFIX + "SCHEMA_REGISTRY__"
 #: what a record that does not decode does: stop the node, or go to ``<output>/_rejected/``
 BAD_RECORD_POLICIES: tuple[str, ...] = ("fail", "skip")
 #: where a new pipeline starts (resolved once and pinned as its initial manifest)
@@ -95,18 +97,26 @@ class NodeSettings:
     key_format: str = "raw"
     schema_registry_url: str = ""
     zk_auth: str = field(default="", repr=False)
+    table_format: str = "parquet"
+    partition_by: str = "day"
+    table: str = ""
+    namespace: str = ""
+    catalog_uri: str = ""
     kafka: Mapping[str, str] = field(default_factory=dict)
     schema_registry: Mapping[str, str] = field(default_factory=dict)
+    iceberg: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        shown = {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("kafka", "schema_registry", "zk_auth")}
+        hidden = ("kafka", "schema_registry", "iceberg", "zk_auth")
+        shown = {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in hidden}
         fields = ", ".join(f"{k}={v!r}" for k, v in shown.items())
         return (f"NodeSettings({fields}, kafka={redact(self.kafka)!r}, schema_registry={redact(self.schema_registry)!r}, "
-                f"zk_auth={'***' if self.zk_auth else ''!r})")
+                f"iceberg={redact(self.iceberg)!r}, zk_auth={'***' if self.zk_auth else ''!r})")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kafka", MappingProxyType(dict(self.kafka)))
         object.__setattr__(self, "schema_registry", MappingProxyType(dict(self.schema_registry)))
+        object.__setattr__(self, "iceberg", MappingProxyType(dict(self.iceberg)))
         if "bootstrap.servers" in self.kafka:
             raise ConfigError("set the bootstrap servers with 'bootstrap', not as kafka.bootstrap.servers")
         if not self.bootstrap:
@@ -153,6 +163,43 @@ class NodeSettings:
             TopicSelector.parse(",".join(self.topics))
         except ConnectorConfigurationError as exc:
             raise ConfigError(str(exc)) from None
+        self._check_lake()
+
+    def _check_lake(self) -> None:
+        for name, enum_type in (("table-format", TableFormat), ("partition-by", PartitionGranularity)):
+            value = getattr(self, name.replace("-", "_"))
+            choices = tuple(member.value for member in enum_type)
+            if value not in choices:
+                raise ConfigError(f"{name}={value!r}: expected one of {', '.join(choices)}")
+        if self.table_format != TableFormat.ICEBERG.value:
+            for name in ("table", "namespace", "catalog-uri"):
+                if getattr(self, name.replace("-", "_")):
+                    raise ConfigError(f"{name} goes with table-format=iceberg, and only with it")
+            return
+        if self.table and (len(self.topics) != 1 or self.selector.pattern is not None):
+            raise ConfigError("table names one table: it goes with a single topic (not a list or a re: pattern)")
+        if "://" in self.output and not self.output.startswith("file://") and not self.catalog_uri:
+            raise ConfigError("table-format=iceberg with a remote output needs catalog-uri "
+                              "(sqlite:///<local path> or an http(s):// REST catalog)")
+        self.iceberg_settings()  # validates the names and the catalog URI
+
+    @property
+    def granularity(self) -> PartitionGranularity:
+        return PartitionGranularity(self.partition_by)
+
+    @property
+    def lake_format(self) -> TableFormat:
+        return TableFormat(self.table_format)
+
+    def iceberg_settings(self) -> IcebergSettings:
+        """The Iceberg catalog and table names (namespace default: the pipeline, with ``-`` and ``.``
+        as ``_``)."""
+        return IcebergSettings(
+            namespace=self.namespace or table_name_of(self.pipeline),
+            catalog_uri=self.catalog_uri or None,
+            table=self.table or None,
+            properties=self.iceberg,
+        )
 
     @property
     def selector(self) -> TopicSelector:
@@ -218,86 +265,44 @@ class NodeSettings:
         return props
 
 
-def _as_int(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(f"{name}={value!r} is not an integer")
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ConfigError(f"{name}={value!r} is not an integer") from None
-
-
-def _as_float(name: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise ConfigError(f"{name}={value!r} is not a number")
-    try:
-        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
-    except ValueError:
-        raise ConfigError(f"{name}={value!r} is not a number") from None
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ConfigError(f"{name}={value!r} is not a boolean (true or false)")
-
-
-def _as_str(name: str, value: Any) -> str:
-    if not isinstance(value, (str, int)) or isinstance(value, bool):
-        raise ConfigError(f"{name}={value!r} is not a string")
-    return str(value).strip()
-
-
-def _as_topics(name: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) and value.strip().startswith(PATTERN_PREFIX):
-        return (value.strip(),)  # one regular expression (it may contain commas)
-    if isinstance(value, (list, tuple)):
-        items = [_as_str(name, v) for v in value]
-    else:
-        items = _as_str(name, value).split(",")
-    return tuple(t.strip() for t in items if t.strip())
-
-
 _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     # canonical setting name -> (dataclass field, converter)
-    "bootstrap": ("bootstrap", _as_str),
-    "topic": ("topics", _as_topics),
-    "output": ("output", _as_str),
-    "zk": ("zk", _as_str),
-    "pipeline": ("pipeline", _as_str),
-    "node-id": ("node_id", _as_int),
-    "group-id": ("group_id", _as_str),
-    "metrics-port": ("metrics_port", _as_int),
-    "checkpoint-interval-ms": ("checkpoint_interval_ms", _as_int),
-    "max-file-bytes": ("max_file_bytes", _as_int),
-    "row-group-rows": ("row_group_rows", _as_int),
-    "max-batch-records": ("max_batch_records", _as_int),
-    "format": ("format", _as_str),
-    "startup-mode": ("startup_mode", _as_str),
-    "startup-timestamp-ms": ("startup_timestamp_ms", _as_int),
-    "startup-specific-offsets": ("startup_specific_offsets", _as_str),
-    "topology-interval-ms": ("topology_interval_ms", _as_int),
-    "session-timeout-ms": ("session_timeout_ms", _as_int),
-    "drain-timeout-ms": ("drain_timeout_ms", _as_int),
-    "vnode-count": ("vnode_count", _as_int),
-    "source-identity": ("source_identity", _as_str),
-    "state-dir": ("state_dir", _as_str),
-    "metrics-address": ("metrics_address", _as_str),
-    "json-schema": ("json_schema", _as_str),
-    "on-bad-record": ("on_bad_record", _as_str),
-    "max-error-rate": ("max_error_rate", _as_float),
-    "include-key": ("include_key", _as_bool),
-    "include-headers": ("include_headers", _as_bool),
-    "key-format": ("key_format", _as_str),
-    "schema-registry-url": ("schema_registry_url", _as_str),
-    "zk-auth": ("zk_auth", _as_str),
+    "bootstrap": ("bootstrap", as_str),
+    "topic": ("topics", as_topics),
+    "output": ("output", as_str),
+    "zk": ("zk", as_str),
+    "pipeline": ("pipeline", as_str),
+    "node-id": ("node_id", as_int),
+    "group-id": ("group_id", as_str),
+    "metrics-port": ("metrics_port", as_int),
+    "checkpoint-interval-ms": ("checkpoint_interval_ms", as_int),
+    "max-file-bytes": ("max_file_bytes", as_int),
+    "row-group-rows": ("row_group_rows", as_int),
+    "max-batch-records": ("max_batch_records", as_int),
+    "format": ("format", as_str),
+    "startup-mode": ("startup_mode", as_str),
+    "startup-timestamp-ms": ("startup_timestamp_ms", as_int),
+    "startup-specific-offsets": ("startup_specific_offsets", as_str),
+    "topology-interval-ms": ("topology_interval_ms", as_int),
+    "session-timeout-ms": ("session_timeout_ms", as_int),
+    "drain-timeout-ms": ("drain_timeout_ms", as_int),
+    "vnode-count": ("vnode_count", as_int),
+    "source-identity": ("source_identity", as_str),
+    "state-dir": ("state_dir", as_str),
+    "metrics-address": ("metrics_address", as_str),
+    "json-schema": ("json_schema", as_str),
+    "on-bad-record": ("on_bad_record", as_str),
+    "max-error-rate": ("max_error_rate", as_float),
+    "include-key": ("include_key", as_bool),
+    "include-headers": ("include_headers", as_bool),
+    "key-format": ("key_format", as_str),
+    "schema-registry-url": ("schema_registry_url", as_str),
+    "zk-auth": ("zk_auth", as_str),
+    "table-format": ("table_format", as_str),
+    "partition-by": ("partition_by", as_str),
+    "table": ("table", as_str),
+    "namespace": ("namespace", as_str),
+    "catalog-uri": ("catalog_uri", as_str),
 }
 #: settings whose value is a secret: never printed, logged or stored
 SECRET_SETTINGS: frozenset[str] = frozenset({"zk-auth"})
@@ -322,69 +327,18 @@ def _canonical(name: str, origin: str) -> str:
     return canonical
 
 
-#: the passthrough tables of the config file: TOML table name -> environment prefix
-_TABLES: dict[str, str] = {"kafka": KAFKA_ENV_PREFIX, "schema_registry": REGISTRY_ENV_PREFIX}
-
-
-def _env_property(name: str) -> str:
-    """``SASL_PASSWORD`` -> ``sasl.password`` (librdkafka spelling)."""
-    return name.lower().replace("_", ".")
-
-
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """TOML reads the bare key ``security.protocol = "SSL"`` as a nested table; librdkafka's keys
-    are dotted names, so nested tables are joined back (``{"security": {"protocol": ...}}`` ->
-    ``{"security.protocol": ...}``); a quoted ``"security.protocol"`` key is the same."""
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
-
-
-def passthrough_tables(file_values: Mapping[str, Any], env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """The ``[kafka]`` and ``[schema_registry]`` tables of the config file, with the environment's
-    ``LAMINAR_KAFKA__<KEY>`` / ``LAMINAR_SCHEMA_REGISTRY__<KEY>`` on top. Pure."""
-    tables: dict[str, dict[str, str]] = {}
-    for table, prefix in _TABLES.items():
-        values: dict[str, str] = {}
-        raw = file_values.get(table, {})
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"{table!r} in the config file must be a table of client properties")
-        values.update({k: _as_str(f"{table}.{k}", v) for k, v in _flatten(raw).items()})
-        values.update({_env_property(k[len(prefix):]): v for k, v in env.items() if k.startswith(prefix)})
-        tables[table] = values
-    return tables["kafka"], tables["schema_registry"]
-
-
-def read_config_file(config_file: str | Path | None) -> dict[str, Any]:
-    """The parsed TOML file (empty without one); :class:`ConfigError` naming the file otherwise."""
-    if not config_file:
-        return {}
-    path = Path(config_file)
-    try:
-        return tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-
-
 def kafka_client_from(config_file: str | Path | None, env: Mapping[str, str], bootstrap: str | None) -> KafkaClientConfig:
     """The Kafka client configuration of a command that is not a node (``status``, ``verify``):
     ``bootstrap`` (the flag) or the file's / environment's ``bootstrap``, plus the ``[kafka]`` table
     and ``LAMINAR_KAFKA__*``. Other settings in the file are ignored here (they configure ``run``)."""
     file_values = read_config_file(config_file)
-    kafka, _registry = passthrough_tables(file_values, env)
+    kafka = passthrough_tables(file_values, env).kafka
     chosen = bootstrap or env.get(env_name("bootstrap")) or file_values.get("bootstrap") or ""
     if not chosen:
         raise ConfigError("bootstrap is required (--bootstrap, LAMINAR_BOOTSTRAP or 'bootstrap' in the config file)")
     if "bootstrap.servers" in kafka:
         raise ConfigError("set the bootstrap servers with 'bootstrap', not as kafka.bootstrap.servers")
-    return KafkaClientConfig(_as_str("bootstrap", chosen), kafka)
+    return KafkaClientConfig(as_str("bootstrap", chosen), kafka)
 
 
 def settings_from(
@@ -399,14 +353,14 @@ def settings_from(
     ``flags`` maps canonical names to values, ``None`` meaning "not given". Pure.
     """
     merged: dict[str, Any] = {}
-    kafka, registry = passthrough_tables(file_values, env)
+    tables = passthrough_tables(file_values, env)
     for key, value in file_values.items():
-        if key in _TABLES:
+        if key in tables._fields:
             continue
         merged[_canonical(key, "the config file")] = value
     known_env = {env_name(name): name for name in SETTING_NAMES}
     for key, value in env.items():
-        if not key.startswith(ENV_PREFIX) or key.startswith((KAFKA_ENV_PREFIX, REGISTRY_ENV_PREFIX)):
+        if not key.startswith(ENV_PREFIX) or key.startswith((KAFKA_ENV_PREFIX, REGISTRY_ENV_PREFIX, ICEBERG_ENV_PREFIX)):
             continue
         if key not in known_env:
             if key in TOOLING_ENV or key.startswith("LAMINAR_TEST_"):
@@ -420,7 +374,7 @@ def settings_from(
         if value is None:
             continue
         merged[_canonical(key, "the flags")] = value
-    kwargs: dict[str, Any] = {"kafka": kafka, "schema_registry": registry}
+    kwargs: dict[str, Any] = tables._asdict()
     for name, value in merged.items():
         attr, convert = _CONVERTERS[name]
         kwargs[attr] = convert(name, value)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import kafka_client_from, passthrough_tables, settings_from
+from cluster.config import kafka_client_from, settings_from
+from cluster.config_file import passthrough_tables
 from cluster.errors import ConfigError
 from cluster.logs import JsonFormatter, RepeatFilter
 from kafka_source.clients import KafkaClientConfig, client_config, is_secret_key, redact
@@ -48,9 +49,9 @@ def test_bootstrap_servers_may_not_hide_in_the_kafka_table() -> None:
 
 
 def test_registry_table_and_environment() -> None:
-    kafka, registry = passthrough_tables({"schema_registry": {"basic.auth.user.info": "u:p"}},
-                                         {"LAMINAR_SCHEMA_REGISTRY__SSL_CA_LOCATION": "/ca"})
-    assert kafka == {} and registry == {"basic.auth.user.info": "u:p", "ssl.ca.location": "/ca"}
+    kafka, registry, iceberg = passthrough_tables({"schema_registry": {"basic.auth.user.info": "u:p"}},
+                                                  {"LAMINAR_SCHEMA_REGISTRY__SSL_CA_LOCATION": "/ca"})
+    assert kafka == {} and iceberg == {} and registry == {"basic.auth.user.info": "u:p", "ssl.ca.location": "/ca"}
     s = settings_from({**BASE, "format": "raw", "schema_registry": {"basic.auth.user.info": "u:p"}}, {}, {})
     assert s.source_properties()["schema.registry.basic.auth.user.info"] == "u:p"
 

@@ -1,0 +1,53 @@
+"""The lake settings: table format, partition granularity, the Iceberg catalog and names."""
+from __future__ import annotations
+
+import pytest
+
+from cluster.config import settings_from
+from cluster.config_file import passthrough_tables
+from cluster.errors import ConfigError
+from cluster.lake_settings import IcebergSettings, PartitionGranularity, TableFormat, table_name_of
+
+BASE = {"bootstrap": "k:9092", "topic": "orders.v1", "output": "/tmp/out"}
+
+
+def test_defaults_are_a_daily_parquet_tree() -> None:
+    s = settings_from(BASE, {}, {})
+    assert s.lake_format is TableFormat.PARQUET and s.granularity is PartitionGranularity.DAY
+
+
+def test_iceberg_names_default_to_pipeline_and_topic() -> None:
+    s = settings_from({**BASE, "pipeline": "sales-eu"}, {}, {"table-format": "iceberg"})
+    ice = s.iceberg_settings()
+    assert ice.namespace == "sales_eu" and ice.catalog_uri is None
+    assert ice.table_of("orders.v1") == "orders_v1" == table_name_of("orders.v1")
+
+
+def test_iceberg_table_and_env_properties() -> None:
+    env = {"LAMINAR_ICEBERG__S3_ENDPOINT": "http://127.0.0.1:9000", "LAMINAR_TABLE": "orders"}
+    s = settings_from({**BASE, "table-format": "iceberg", "iceberg": {"token": "t0ps3cret"}}, env, {})
+    assert s.iceberg_settings().table_of("orders.v1") == "orders"
+    assert dict(s.iceberg) == {"s3.endpoint": "http://127.0.0.1:9000", "token": "t0ps3cret"}
+    assert "t0ps3cret" not in repr(s)
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"table-format": "delta"}, "table-format='delta': expected one of parquet, iceberg"),
+    ({"partition-by": "week"}, "partition-by='week': expected one of day, hour, none"),
+    ({"table": "t"}, "table goes with table-format=iceberg"),
+    ({"catalog-uri": "sqlite:////x.db"}, "catalog-uri goes with table-format=iceberg"),
+    ({"table-format": "iceberg", "catalog-uri": "thrift://hive:9083"}, "catalog-uri 'thrift://hive:9083' is not supported"),
+    ({"table-format": "iceberg", "output": "s3://bucket/lake", "state-dir": "/tmp/s"}, "needs catalog-uri"),
+    ({"table-format": "iceberg", "topic": "a,b", "table": "t"}, "single topic"),
+    ({"table-format": "iceberg", "table": "bad-name"}, "iceberg table 'bad-name' must match"),
+])
+def test_bad_lake_settings_name_the_setting(values: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        settings_from({**BASE, **values}, {}, {})
+
+
+def test_iceberg_table_in_the_file_is_not_a_setting() -> None:
+    tables = passthrough_tables({"iceberg": {"s3": {"region": "eu-west-1"}}}, {})
+    assert tables.iceberg == {"s3.region": "eu-west-1"}
+    with pytest.raises(ConfigError):
+        IcebergSettings(namespace="a.b")
