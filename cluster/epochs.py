@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from cluster.runtime_context import RuntimeContext
 from cluster.runtime_state import ACK_RETRY_S, ack_cursors
-from cluster.sink import publish, recover
+from cluster.sink import recover
 from coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest
 from coordinator.errors import CoordinatorError, FencedError
 from coordinator.registry import AssignmentSnapshot
@@ -154,10 +154,21 @@ class EpochBarriers:
         return AckOutcome.SENT
 
     async def publish(self, manifest: Manifest) -> None:
-        """Publish the outputs ``manifest`` lists (idempotent)."""
-        sink = self._context.sink
-        await self._context.executors.in_sink(publish, sink.fs, sink.root, manifest.outputs)
+        """Publish the outputs ``manifest`` lists into the lake (idempotent), and every earlier
+        epoch the lake does not show yet (see :meth:`cluster.lake.LakeOutput.publish`)."""
+        context = self._context
+        oldest = max(1, manifest.epoch - context.options.manifests_kept + 1)
+        await context.executors.in_sink(
+            context.lake.publish, manifest.epoch, manifest.outputs, self._manifest_outputs, oldest,
+        )
         self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
+
+    def _manifest_outputs(self, epoch: int) -> tuple[str, ...] | None:
+        """Manifest ``epoch``'s outputs, None when it is unknown (blocking; a sink-thread callback)."""
+        try:
+            return self._context.coordinator.manifest(epoch).outputs
+        except CoordinatorError:
+            return None
 
     async def committed(
         self, manifest: Manifest, connector: SourceConnector | None, snapshot: AssignmentSnapshot | None
@@ -194,21 +205,18 @@ class EpochBarriers:
         return True
 
     async def recover_sink(self) -> None:
-        """Publish what committed manifests list and delete the staged files nothing will list."""
+        """Publish what committed manifests list and delete the staged files nothing will list;
+        then bring the lake up to the latest manifest (an Iceberg commit a crash left undone)."""
         context = self._context
         coordinator, in_control = context.coordinator, context.executors.in_control
         latest = await in_control(coordinator.latest_manifest)
         members = await in_control(coordinator.members)
         live = {m.boot_id for m in members} | {coordinator.boot_id}
 
-        def outputs(epoch: int) -> tuple[str, ...] | None:
-            try:
-                return coordinator.manifest(epoch).outputs
-            except CoordinatorError:
-                return None
-
         sink = context.sink
         await context.executors.in_sink(functools.partial(
             recover, sink.fs, sink.root,
-            latest_epoch=latest.epoch if latest else 0, manifest_outputs=outputs, live_boots=live,
+            latest_epoch=latest.epoch if latest else 0, manifest_outputs=self._manifest_outputs, live_boots=live,
         ))
+        if latest is not None and latest.epoch > 0:
+            await self.publish(latest)

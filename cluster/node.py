@@ -2,7 +2,8 @@
 
 :func:`preflight` turns every bad input into a :class:`~cluster.errors.UsageError` with one clear
 line *before* anything is written to the output: Kafka unreachable, a topic missing, ZooKeeper
-unreachable, the output not writable (checked last, and only then is ``_staging`` created).
+unreachable, the output not writable (then ``_staging`` is created), and for an Iceberg output the
+catalog unreachable, or a table whose schema or partition spec cannot take the records (checked last).
 
 Signals: SIGTERM and SIGINT mean a planned leave (ZooKeeper mode: the leader drains this node's vnodes
 away, then the node stops and exits 0; embedded mode: stop at once, the next start resumes from the
@@ -17,11 +18,14 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import pyarrow as pa
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from cluster.config import NodeSettings
 from cluster.errors import SinkError, UsageError
+from cluster.lake import LakeOutput, open_lake
+from cluster.lake_settings import TableFormat
 from cluster.metadata import MetadataUnavailable, TopologyReader
 from cluster.metrics import NodeMetrics
 from cluster.runtime import NodeRuntime, RuntimeOptions
@@ -38,7 +42,7 @@ from kafka_source.checkpoint import format_key
 from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
 from kafka_source.config import Format, KafkaSourceConfig
 from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
-from kafka_source.schema import discover_json_schema
+from kafka_source.schema import configured_schema, discover_json_schema
 from kafka_source.connector import ConnectorConfig
 from kafka_source.startup import resolve_start_offsets
 from kafka_source.topics import TopicSelector
@@ -138,7 +142,7 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
     partitions = topic_partitions(settings.kafka_client(), settings.topics, timeout)
     if not partitions:
         logger.warning("no topic matches %s yet; the node lands matching topics as they appear", settings.selector)
-    check_registry(settings, partitions)
+    schemas = expected_schemas(settings, partitions, check_registry(settings, partitions))
     if settings.zk:
         check_zookeeper(settings.zk, timeout, zk_credentials(settings), pipeline_path(coordinator_config(settings)))
     sink = ParquetSink(settings.output, node_id=settings.node_id, boot_id="preflight", filesystem=None)
@@ -146,7 +150,30 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
         sink.check_writable()
     except SinkError as exc:
         raise UsageError(f"output {settings.output!r} is not writable: {exc.cause or exc}", cause=exc) from exc
+    check_lake(settings, make_lake(settings, sink), schemas)
     return NodeInputs(tuple(partitions))
+
+
+def make_lake(settings: NodeSettings, sink: ParquetSink) -> LakeOutput:
+    """The lake of ``table-format`` over ``sink``'s output."""
+    return open_lake(
+        settings.lake_format, sink.fs, sink.root, output_uri=settings.output, pipeline=settings.pipeline,
+        granularity=settings.granularity,
+        iceberg=settings.iceberg_settings() if settings.lake_format is TableFormat.ICEBERG else None,
+    )
+
+
+def check_lake(settings: NodeSettings, lake: LakeOutput, schemas: dict[str, pa.Schema | None]) -> None:
+    """Raise :class:`UsageError` (one line) unless the lake takes each topic's records (schema None:
+    not known before the first record); an unreachable catalog or bucket is one line too."""
+    if lake.table_format is TableFormat.PARQUET:
+        return
+    topics = sorted(schemas) or ([] if settings.selector.pattern else list(settings.topics))
+    try:
+        for topic in topics:
+            lake.check([topic], schemas.get(topic))
+    except SinkError as exc:
+        raise UsageError(str(exc), cause=exc) from exc
 
 
 def zk_credentials(settings: NodeSettings) -> ZkCredentials | None:
@@ -159,13 +186,25 @@ def zk_credentials(settings: NodeSettings) -> ZkCredentials | None:
         raise UsageError(f"zk-auth: {exc}", cause=exc) from exc
 
 
-def check_registry(settings: NodeSettings, partitions: list[TopicPartition]) -> None:
-    """Registry formats: raise :class:`UsageError` unless the schema registry answers and accepts the
-    credentials, and each topic's latest value schema (subject ``<topic>-value``) maps to Arrow. A
-    topic without a subject yet is only logged (its producers may start later)."""
+def expected_schemas(settings: NodeSettings, partitions: list[TopicPartition],
+                     registry: dict[str, pa.Schema]) -> dict[str, pa.Schema | None]:
+    """Each present topic's batch schema, when it is known before the first record: the configured
+    one (raw, json with json-schema), the registry's latest (``registry``), else None."""
     config = KafkaSourceConfig.from_properties(settings.source_properties())
+    known: pa.Schema | None = None
+    if not config.format.uses_registry and (config.format is not Format.JSON or config.json_schema is not None):
+        known = configured_schema(config, None)
+    return {topic: registry.get(topic, known) for topic in sorted({t for t, _ in partitions})}
+
+
+def check_registry(settings: NodeSettings, partitions: list[TopicPartition]) -> dict[str, pa.Schema]:
+    """Registry formats: raise :class:`UsageError` unless the schema registry answers and accepts the
+    credentials, and each topic's latest value schema (subject ``<topic>-value``) maps to Arrow; returns
+    those schemas. A topic without a subject yet is only logged (its producers may start later)."""
+    config = KafkaSourceConfig.from_properties(settings.source_properties())
+    schemas: dict[str, pa.Schema] = {}
     if not config.format.uses_registry:
-        return
+        return schemas
     from kafka_source.errors import TransientError
     from kafka_source.registry import UnknownSchemaError, safe_url
     from kafka_source.schema import registry_subject_schema
@@ -182,6 +221,8 @@ def check_registry(settings: NodeSettings, partitions: list[TopicPartition]) -> 
                 continue
             raise UsageError(f"topic {topic}: {exc}", cause=exc) from exc
         logger.info("topic %s: the latest value schema maps to %s", topic, ", ".join(schema.names))
+        schemas[topic] = schema
+    return schemas
 
 
 def coordinator_config(settings: NodeSettings) -> CoordinatorConfig:
@@ -237,6 +278,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         max_file_bytes=settings.max_file_bytes,
         row_group_rows=settings.row_group_rows,
     )
+    config = coordinator_config(settings)
     options = RuntimeOptions(
         node_id=settings.node_id,
         source_identity=settings.source_identity,
@@ -245,6 +287,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         vnode_mode=not settings.embedded,
         topology_interval_s=settings.topology_interval_ms / 1000.0,
         pinned_properties=None if schema_pin is None else (lambda: {"json.schema": schema_pin.text}),
+        manifests_kept=config.manifests_to_keep,
     )
     topology = TopologyReader(settings.kafka_client(), settings.selector)
 
@@ -262,6 +305,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         watermarks=WatermarkReader(settings.kafka_client()),
         resolve_start=resolve_start,
         pin_settings=schema_pin,
+        lake=make_lake(settings, sink),
     )
 
 

@@ -40,6 +40,7 @@ from cluster.epochs import AckOutcome, EpochBarriers
 from cluster.errors import RuntimeFailure
 from cluster.generation import CallCancelled, Generations, SourceGeneration, bounded
 from cluster.inbox import Inbox
+from cluster.lake import LakeOutput, ParquetTree
 from cluster.metrics import NodeMetrics
 from cluster.runtime_context import RuntimeContext, RuntimeExecutors
 from cluster.runtime_metrics import HandoffClock, LagExporter, Watermarks
@@ -91,18 +92,21 @@ class NodeRuntime:
         watermarks: Watermarks | None = None,
         resolve_start: Callable[[], dict[str, int]] | None = None,
         pin_settings: Callable[[Coordinator], None] | None = None,
+        lake: LakeOutput | None = None,
     ) -> None:
         """``topology`` reads the selected topics now (blocking; it may raise, transient failures
         are retried at the next interval); ``resolve_start`` resolves the configured start position
         to ``"topic:partition" -> offset`` once, for the initial manifest (None: the source's own
         Initial position, for tests without a broker); ``pin_settings`` (blocking) pins pipeline-wide
-        settings once the coordinator started (see TopologyFollower.pin_start)."""
+        settings once the coordinator started (TopologyFollower.pin_start); ``lake``: where epochs
+        are published (default: the sink's Parquet tree)."""
         self.coordinator = coordinator
         self.sink = sink
         self.options = options
         self.metrics = metrics or NodeMetrics(options.node_id)
         self._executors = RuntimeExecutors()
-        context = RuntimeContext(coordinator, sink, options, self.metrics, self._executors)
+        lake = lake or ParquetTree(sink.fs, sink.root)
+        context = RuntimeContext(coordinator, sink, lake, options, self.metrics, self._executors)
         self.assignment = AssignmentFollower(context)
         self.epochs = EpochBarriers(context)
         self.handoff_clock = HandoffClock(context)
@@ -130,14 +134,9 @@ class NodeRuntime:
     def handoffs(self) -> list[HandoffRecord]:
         return self.handoff_clock.handoffs
 
-    # -- stop requests -----------------------------------------------------------------
-
     def request_stop(self, planned_leave: bool = True) -> None:
-        """Ask the node to stop (from the loop thread, e.g. a signal handler).
-
-        With ``planned_leave`` in vnode mode the node first asks the leader to drain its vnodes
-        away and stops once it owns none; otherwise it stops at the next turn.
-        """
+        """Ask the node to stop (from the loop thread, e.g. a signal handler). With ``planned_leave``
+        in vnode mode it first has the leader drain its vnodes away; otherwise it stops next turn."""
         if planned_leave and self.options.vnode_mode:
             if self._leave is None:
                 self._leave = LeaveRequest(time.monotonic())

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from cluster.metrics import NodeMetrics
 from cluster.runtime_state import RuntimeOptions
+from cluster.lake import LakeOutput
 from cluster.sink import ParquetSink
 from coordinator.base import Coordinator
 
@@ -61,6 +62,7 @@ class RuntimeContext:
 
     coordinator: Coordinator
     sink: ParquetSink
+    lake: LakeOutput
     options: RuntimeOptions
     metrics: NodeMetrics
     executors: RuntimeExecutors

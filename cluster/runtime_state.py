@@ -59,6 +59,9 @@ class RuntimeOptions:
     #: connector properties known only once the pipeline's settings are pinned (e.g. the JSON schema
     #: a first node inferred): read at every generation start and laid over ``connector``'s
     pinned_properties: Callable[[], Mapping[str, str]] | None = None
+    #: how many recent manifests the coordinator keeps (``manifests_to_keep``): publishing an epoch
+    #: looks back at most that far for earlier epochs the lake does not show yet
+    manifests_kept: int = 10
 
     def connector_config(self) -> ConnectorConfig:
         """``connector`` with :attr:`pinned_properties` laid over it."""

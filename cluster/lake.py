@@ -1,0 +1,83 @@
+"""The lake a pipeline publishes into: a Hive-style Parquet tree, or Apache Iceberg tables.
+
+Both share the sink's staged files and its file layout (:mod:`cluster.lake_settings`); they differ in
+what publishing a committed epoch means:
+
+- :class:`ParquetTree`: rename every staged file the manifest lists to its final name (idempotent).
+  Readers of the tree see a file once it is renamed.
+- :class:`cluster.iceberg_commit.IcebergOutput`: the same renames, then one Iceberg commit per table
+  holding every node's files of the epoch, recognised by a table property when it is retried.
+  Readers of the table see an epoch once that commit lands.
+
+Contract of :meth:`LakeOutput.publish` (called on every node for each committed epoch, by recovery,
+and before a generation starts; concurrently on several nodes): idempotent, and when it returns, the
+epoch and every earlier epoch whose manifest is still known are visible to readers.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from cluster.lake_settings import PartitionGranularity, TableFormat
+from cluster.sink import publish
+
+__all__ = ["LakeOutput", "ManifestOutputs", "ParquetTree", "open_lake"]
+
+#: manifest E's staged outputs, or None when the manifest is unknown (garbage-collected)
+ManifestOutputs = Callable[[int], "tuple[str, ...] | None"]
+
+
+class LakeOutput(Protocol):
+    """What the runtime publishes a committed epoch into."""
+
+    table_format: TableFormat
+
+    def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
+        """At start: raise a ``UsageError`` subclass (one line) when the output cannot take
+        ``topics``' records of ``schema`` (None: not known yet). May create empty tables."""
+
+    def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
+                oldest_epoch: int) -> None:
+        """Make committed epoch ``epoch`` (its manifest lists ``staged``) visible to readers, and
+        every earlier epoch from ``oldest_epoch`` on that is not yet. Idempotent."""
+
+
+class ParquetTree:
+    """The Parquet directory: publishing is the idempotent rename of the listed staged files."""
+
+    table_format = TableFormat.PARQUET
+
+    def __init__(self, fs: pafs.FileSystem, root: str) -> None:
+        self.fs, self.root = fs, root
+
+    def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
+        """Nothing to check beyond the sink's writable output."""
+
+    def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
+                oldest_epoch: int) -> None:
+        """Earlier epochs were published by their own call or by the sink's recovery."""
+        publish(self.fs, self.root, staged)
+
+
+def open_lake(
+    table_format: TableFormat,
+    fs: pafs.FileSystem,
+    root: str,
+    *,
+    output_uri: str,
+    pipeline: str,
+    granularity: PartitionGranularity,
+    iceberg: object | None = None,
+) -> LakeOutput:
+    """The lake of ``table_format`` over the sink's ``fs`` and ``root``; ``iceberg`` is the
+    :class:`~cluster.lake_settings.IcebergSettings` of the Iceberg format."""
+    if table_format is TableFormat.PARQUET:
+        return ParquetTree(fs, root)
+    from cluster.iceberg_commit import IcebergOutput  # pyiceberg loads only for Iceberg pipelines
+    from cluster.lake_settings import IcebergSettings
+
+    assert isinstance(iceberg, IcebergSettings)
+    return IcebergOutput(iceberg, granularity, pipeline, output_uri, fs, root)
