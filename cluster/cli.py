@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Land Kafka topics into Parquet exactly once, on a cluster of nodes.")
     _add_common(parser, top=True)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,demo,chaos,dev}",
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,compact,demo,chaos,dev}",
                                      parser_class=_Parser)
 
     run = commands.add_parser("run", help="run one node", description=(
@@ -169,18 +169,6 @@ def build_parser() -> argparse.ArgumentParser:
                      "ZooKeeper credentials: LAMINAR_ZK_AUTH or zk-auth in --config.")
     status.set_defaults(handler=cmd_status)
 
-    verify = commands.add_parser("verify", help="audit an output against its topic (exactly once?)", description=(
-        "Read the published output and the topic (read_committed, up to the high watermark) and print per "
-        "partition: expected, present, missing, duplicated. Exit 0 only if nothing is missing or duplicated."))
-    _add_common(verify)
-    verify.add_argument("--output", required=True, help="output directory or URI")
-    _add_kafka_client(verify)
-    verify.add_argument("--topic", required=True,
-                        help="the topic(s) to audit: a name, a comma-separated list, or re:<regex> (every matching topic)")
-    verify.add_argument("--timeout", type=float, default=120.0, help="seconds to read the topic (default 120)")
-    verify.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    verify.set_defaults(handler=cmd_verify)
-
     demo = commands.add_parser("demo", help="a local 3-node cluster with a live rebalance and a node kill", description=(
         "From nothing: start Kafka and ZooKeeper, create an 8-partition topic, produce continuously, start 3 "
         "nodes, add a 4th, SIGKILL one, SIGTERM another, stop producing, catch up, and print the verify "
@@ -194,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cmd_demo)
 
     from cluster.cli_dev import add_chaos_command, add_dev_commands
+    from cluster.cli_lake import add_lake_commands
 
+    add_lake_commands(commands)
     add_chaos_command(commands)
     add_dev_commands(commands)
     return parser
@@ -262,54 +252,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     with quiet_clients(args.debug):  # an unreachable Kafka or ZooKeeper is reported in one line
         _interruptible(preflight, settings, args.connect_timeout)
     return asyncio.run(run_node(settings))
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    _configure_logging(args, default_level="warning")
-    kafka = _kafka_client(args)
-    with quiet_clients(args.debug):
-        return _verify(args, kafka)
-
-
-def _verify(args: argparse.Namespace, kafka: KafkaClientConfig) -> int:
-    from cluster.errors import SinkError, VerifyError
-    from cluster.sink import open_output
-    from cluster.progress import terminal_progress
-    from cluster.verify import audit, read_output, read_topic
-
-    try:
-        fs, root = open_output(args.output)
-    except SinkError as exc:
-        raise UsageError(str(exc), cause=exc) from exc
-    import pyarrow.fs as pafs
-
-    try:
-        is_directory = fs.get_file_info(root).type == pafs.FileType.Directory
-    except OSError as exc:
-        raise UsageError(f"output {args.output!r} cannot be read: {exc}", cause=exc) from exc
-    if not is_directory:
-        raise UsageError(f"output {args.output!r} is not a directory")
-    from cluster.node import topic_partitions
-
-    topics = sorted({t for t, _ in topic_partitions(kafka, (args.topic,), min(args.timeout, 10.0))})
-    if not topics:
-        raise UsageError(f"no topic matches {args.topic!r} on {kafka.bootstrap}")
-    reports = []
-    for topic in topics:
-        try:
-            with terminal_progress(f"reading {topic}") as progress:
-                expected, highs, lows = read_topic(kafka, topic, args.timeout, progress=progress)
-        except VerifyError as exc:
-            raise UsageError(str(exc), cause=exc) from exc
-        with terminal_progress(f"reading the output of {topic}"):
-            scanned = read_output(fs, root, topic)
-        reports.append(audit(topic, expected, highs, scanned, lows))
-    if args.json:
-        body = reports[0].to_json() if len(reports) == 1 else {"topics": [r.to_json() for r in reports]}
-        print(json.dumps(body, indent=2))
-    else:
-        print("\n\n".join(r.table() for r in reports))
-    return 0 if all(r.ok for r in reports) else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
