@@ -177,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workdir", help="keep the demo's files here (default: a temporary directory)")
     demo.add_argument("--rate", type=int, default=5000, help="records per second to produce (default 5000)")
     demo.add_argument("--json", action="store_true", help="print the final report as JSON")
+    demo.add_argument("--table-format", choices=[f.value for f in TableFormat], default="parquet",
+                      help="land into a Parquet tree (default) or an Iceberg table (embedded SQLite catalog)")
     demo.add_argument("--secure", action="store_true",
                       help="a secured broker (SASL_SSL with SCRAM-SHA-512, TLS from a generated CA): every client uses it")
     demo.set_defaults(handler=cmd_demo)
@@ -303,7 +305,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from devstack.demo import run_demo
 
     _configure_logging(args, default_level="warning")
-    return run_demo(workdir=args.workdir, rate=args.rate, as_json=args.json, secure=args.secure)
+    return run_demo(workdir=args.workdir, rate=args.rate, as_json=args.json, secure=args.secure,
+                    table_format=TableFormat(args.table_format))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

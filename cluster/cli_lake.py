@@ -18,31 +18,16 @@ import argparse
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from cluster.errors import ClusterError, UsageError
-from cluster.lake_settings import IcebergSettings, TableFormat, table_name_of
+from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
 
-__all__ = ["LakeTarget", "add_lake_commands", "lake_target"]
+__all__ = ["add_lake_commands", "lake_target"]
 
 #: the settings of `run` that say where the lake is (the rest of a config file is ignored here)
 _LAKE_SETTINGS = ("table-format", "pipeline", "namespace", "table", "catalog-uri")
-
-
-@dataclass(frozen=True)
-class LakeTarget:
-    """Where a command finds the lake: the output, its format and, for Iceberg, the catalog."""
-
-    output: str
-    table_format: TableFormat
-    pipeline: str
-    iceberg: IcebergSettings | None
-
-    def table_of(self, topic: str) -> str:
-        assert self.iceberg is not None
-        return self.iceberg.table_of(topic)
 
 
 def lake_target(args: argparse.Namespace, env: Mapping[str, str]) -> LakeTarget:
@@ -135,7 +120,8 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
     from cluster.node import topic_partitions
     from cluster.progress import terminal_progress
     from cluster.sink import open_output
-    from cluster.verify import audit, read_output, read_topic
+    from cluster.verify import audit, read_topic
+    from cluster.verify_lake import read_lake_output
 
     try:
         fs, root = open_output(args.output)
@@ -155,12 +141,7 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
             with terminal_progress(f"reading {topic}") as progress:
                 expected, highs, lows = read_topic(kafka, topic, args.timeout, progress=progress)
             with terminal_progress(f"reading the output of {topic}"):
-                if target.table_format is TableFormat.ICEBERG:
-                    from cluster.verify_iceberg import read_iceberg_output
-
-                    scanned = read_iceberg_output(target, fs, root, topic)
-                else:
-                    scanned = read_output(fs, root, topic)
+                scanned = read_lake_output(target, fs, root, topic)
         except VerifyError as exc:
             raise UsageError(str(exc), cause=exc) from exc
         reports.append(audit(topic, expected, highs, scanned, lows))

@@ -29,7 +29,7 @@ from cluster.config_file import (
     as_topics, passthrough_tables, read_config_file,
 )
 from cluster.errors import ConfigError
-from cluster.lake_settings import IcebergSettings, PartitionGranularity, TableFormat, table_name_of
+from cluster.lake_settings import IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, table_name_of
 from kafka_source.clients import KafkaClientConfig, redact
 from kafka_source.config import Format
 from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
@@ -190,6 +190,11 @@ class NodeSettings:
     @property
     def lake_format(self) -> TableFormat:
         return TableFormat(self.table_format)
+
+    def lake_target(self) -> LakeTarget:
+        """Where this node's lake is, for its readers (``verify``...)."""
+        iceberg = self.iceberg_settings() if self.lake_format is TableFormat.ICEBERG else None
+        return LakeTarget(self.output, self.lake_format, self.pipeline, iceberg)
 
     def iceberg_settings(self) -> IcebergSettings:
         """The Iceberg catalog and table names (namespace default: the pipeline, with ``-`` and ``.``

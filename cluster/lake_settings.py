@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from cluster.errors import ConfigError
 
-__all__ = ["IcebergSettings", "PartitionGranularity", "TableFormat", "table_name_of"]
+__all__ = ["IcebergSettings", "LakeTarget", "PartitionGranularity", "TableFormat", "table_name_of"]
 
 
 class TableFormat(enum.Enum):
@@ -78,3 +78,18 @@ class IcebergSettings:
     def table_of(self, topic: str) -> str:
         """The table name a topic lands into."""
         return self.table or table_name_of(topic)
+
+
+@dataclass(frozen=True)
+class LakeTarget:
+    """Where a reader of the lake (``verify``, ``compact``, the demo) finds it: the output, its
+    format and, for Iceberg, the catalog."""
+
+    output: str
+    table_format: TableFormat
+    pipeline: str
+    iceberg: IcebergSettings | None
+
+    def table_of(self, topic: str) -> str:
+        assert self.iceberg is not None
+        return self.iceberg.table_of(topic)

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from cluster.errors import ClusterError
 from cluster.sink import open_output
-from cluster.verify import VerifyReport, audit, read_output, read_topic
+from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
+from cluster.verify import VerifyReport, audit, read_topic
+from cluster.verify_lake import read_lake_output, rows_per_partition
 from devstack.errors import WaitTimeout
 from devstack.processes import NodeProcess
 from devstack.producers import ContinuousProducer
@@ -36,23 +38,25 @@ __all__ = ["audit_output", "handoff_pauses", "run_demo", "wait_caught_up"]
 _HANDOFF_RE = re.compile(r"handoff partition=(\S+) pause_ms=([0-9.]+)")
 
 
-def audit_output(bootstrap: KafkaTarget, topic: str, output: str) -> VerifyReport:
-    """The exactly-once audit of `output` against `topic` (read_committed, up to the high watermarks)."""
+def audit_output(bootstrap: KafkaTarget, topic: str, output: str, lake: LakeTarget | None = None) -> VerifyReport:
+    """The exactly-once audit of `output` (a Parquet tree, or ``lake``) against `topic`
+    (read_committed, up to the high watermarks)."""
     fs, root = open_output(output)
     expected, highs, lows = read_topic(bootstrap, topic)
-    return audit(topic, expected, highs, read_output(fs, root, topic), lows)
+    target = lake or LakeTarget(output, TableFormat.PARQUET, "", None)
+    return audit(topic, expected, highs, read_lake_output(target, fs, root, topic), lows)
 
 
 def wait_caught_up(
     bootstrap: KafkaTarget, topic: str, output: str, timeout: float,
-    progress: Callable[[VerifyReport], None] | None = None,
+    progress: Callable[[VerifyReport], None] | None = None, lake: LakeTarget | None = None,
 ) -> VerifyReport:
     """Audit every second until nothing is missing (or ``timeout``); returns the last report either
     way (the caller judges it), after passing each one to ``progress``."""
     last: list[VerifyReport] = []
 
     def caught_up() -> bool:
-        report = audit_output(bootstrap, topic, output)
+        report = audit_output(bootstrap, topic, output, lake)
         last[:] = [report]
         if progress is not None:
             progress(report)
@@ -83,10 +87,12 @@ class _Progress:
         print(f"[{time.monotonic() - self.started:6.1f}s] {message}", flush=True)
 
 
-def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False, secure: bool = False) -> int:
+def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False, secure: bool = False,
+             table_format: TableFormat = TableFormat.PARQUET) -> int:
     """Run the whole demo; returns 0 when the final audit finds nothing missing or duplicated.
     ``secure``: every client (producer, nodes, status, audit) talks SASL_SSL (SCRAM-SHA-512) to a
-    secured broker, the nodes through the stack's ``client.toml``."""
+    secured broker, the nodes through the stack's ``client.toml``. ``table_format`` iceberg: the
+    nodes land into an Iceberg table (embedded SQLite catalog), audited and queried at the end."""
     from cluster.status import collect_status
 
     progress = _Progress()
@@ -106,7 +112,10 @@ def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False
         producer = ContinuousProducer(kafka, topic, rate, 8).start()
         producing_since = time.monotonic()
         progress.step(f"topic {topic} (8 partitions) created; producing {rate} records/s")
-        extra = ["--checkpoint-interval-ms", "1000", "--session-timeout-ms", "4000"]
+        extra = ["--checkpoint-interval-ms", "1000", "--session-timeout-ms", "4000",
+                 "--table-format", table_format.value]
+        lake = LakeTarget(output, table_format, pipeline, None if table_format is TableFormat.PARQUET
+                          else IcebergSettings(namespace=table_name_of(pipeline)))
         if secure:
             extra += ["--config", str(stack.client_config_path)]
 
@@ -140,7 +149,7 @@ def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False
         victim.kill()
         progress.step(f"SIGKILLed node {victim.node_id}; waiting for its partitions to move ...")
         wait_until(lambda: victim.node_id not in owners() and sum(owners().values()) == 8, 60, "recovery after the kill")
-        before = audit_output(kafka, topic, output)
+        before = audit_output(kafka, topic, output, lake)
         recovery = time.monotonic() - killed_at
         progress.step(f"recovered in {recovery:.1f}s: {owners()} ({before.missing} records still to land)")
         time.sleep(2)
@@ -152,7 +161,7 @@ def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False
         progress.step(f"producer stopped after {producer.acked} acknowledged records; waiting to catch up ...")
         caught_started = time.monotonic()
         report = wait_caught_up(kafka, topic, output, 90,
-                                lambda r: progress.step(f"  {r.missing} missing, {r.duplicated} duplicated"))
+                                lambda r: progress.step(f"  {r.missing} missing, {r.duplicated} duplicated"), lake)
         elapsed = time.monotonic() - progress.started
         landed_in = time.monotonic() - producing_since
         pauses = handoff_pauses(nodes)
@@ -174,6 +183,12 @@ def run_demo(workdir: str | None = None, rate: int = 5000, as_json: bool = False
         }
         print()
         print(report.table())
+        if table_format is TableFormat.ICEBERG:
+            print(f"\nthe Iceberg table {lake.iceberg.namespace}.{lake.table_of(topic)}, queried "  # type: ignore[union-attr]
+                  "(SELECT _partition, count(*) ... GROUP BY _partition):")
+            counts = rows_per_partition(lake, topic)
+            print("\n".join(f"  partition {p}: {n} rows" for p, n in sorted(counts.items())))
+            summary["iceberg_rows"] = sum(counts.values())
         print()
         print(json.dumps(summary, indent=2) if as_json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
         return 0 if report.ok and code == 0 else 1

@@ -1,4 +1,5 @@
-"""The audit's reader of an Iceberg output: the data files of the table's current snapshot.
+"""The audit's reader of a lake: a Parquet tree (:func:`cluster.verify.read_output`), or an Iceberg
+table, whose data files of the current snapshot are read.
 
 Each data file the current snapshot lists is read like a published Parquet file (only ``_topic``,
 ``_partition``, ``_offset``; offsets must increase per partition inside a file), so a file listed
@@ -8,22 +9,25 @@ the table shows as missing. The records the bad-record policy skipped stay a Par
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cluster.errors import ClusterError, VerifyError
 from cluster.sink import REJECTED_DIR, list_published
-from cluster.verify import OutputScan, scan_table
+from cluster.lake_settings import LakeTarget, TableFormat
+from cluster.verify import OutputScan, read_output, scan_table
 
-if TYPE_CHECKING:
-    from cluster.cli_lake import LakeTarget
-
-__all__ = ["read_iceberg_output"]
+__all__ = ["read_iceberg_output", "read_lake_output", "rows_per_partition"]
 
 _COLUMNS = ["_topic", "_partition", "_offset"]
+
+
+def read_lake_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
+    """Scan ``topic``'s published output in ``target``'s format (raises :class:`VerifyError`)."""
+    if target.table_format is TableFormat.ICEBERG:
+        return read_iceberg_output(target, fs, root, topic)
+    return read_output(fs, root, topic)
 
 
 def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
@@ -53,3 +57,19 @@ def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topi
     except (OSError, pa.ArrowException) as exc:
         raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc
     return scan
+
+
+def rows_per_partition(target: LakeTarget, topic: str) -> dict[int, int]:
+    """``SELECT _partition, count(*) FROM <the topic's table> GROUP BY _partition`` on an Iceberg
+    lake, through pyiceberg and pyarrow (the current snapshot)."""
+    from cluster.iceberg_tables import load_table_or_none, open_catalog
+    from cluster.sink import open_output
+
+    assert target.iceberg is not None
+    fs, root = open_output(target.output)
+    table = load_table_or_none(open_catalog(target.iceberg, fs, root), (target.iceberg.namespace, target.table_of(topic)))
+    if table is None:
+        return {}
+    rows = table.scan(selected_fields=("_partition",)).to_arrow()
+    counts = rows.group_by("_partition").aggregate([("_partition", "count")])
+    return dict(zip(counts["_partition"].to_pylist(), counts["_partition_count"].to_pylist()))
