@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cluster.errors import UsageError
+from cluster.lake_settings import TableFormat
 
 if TYPE_CHECKING:
     from devstack.stack import RecordedStack
@@ -334,7 +335,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
                             node_count=args.nodes, rate=args.rate, partitions=args.partitions,
                             kinds_per_run=args.kinds_per_run,
                             max_extras=args.max_extras, workdir=Path(args.workdir) if args.workdir else None,
-                            keep=args.keep)
+                            keep=args.keep, table_format=TableFormat(args.table_format))
     started = time.monotonic()
     results, base = run_campaign(config)
     rows = summarize(results, KINDS)
@@ -375,4 +376,6 @@ def add_chaos_command(commands: argparse._SubParsersAction) -> None:  # type: ig
     chaos.add_argument("--workdir", help="campaign directory (default: a temporary one, removed when all runs pass)")
     chaos.add_argument("--keep", action="store_true", help="keep the directories of passing runs too")
     chaos.add_argument("--json", action="store_true", help="print the results as JSON")
+    chaos.add_argument("--table-format", choices=[f.value for f in TableFormat], default="parquet",
+                       help="land into Parquet trees (default) or Iceberg tables; the audit reads the same")
     chaos.set_defaults(handler=cmd_chaos)

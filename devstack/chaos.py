@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cluster.lake_settings import TableFormat
 from devstack.chaos_cluster import ChaosError, ClusterProbe, OutputMount, tp_key
 from devstack.chaos_faults import FAULTS, FaultContext, TopicBook
 from devstack.chaos_monitor import Monitor, StackPool
@@ -85,6 +86,8 @@ class CampaignConfig:
     ready_timeout_s: float = 120.0
     recovery_timeout_s: float = 90.0
     catch_up_timeout_s: float = 150.0
+    #: what the nodes land into: a Parquet tree, or Iceberg tables (embedded SQLite catalog)
+    table_format: TableFormat = TableFormat.PARQUET
 
     def plan(self, seed: int) -> RunPlan:
         return plan_run(seed, self.duration_s, self.kinds, self.node_count,
@@ -132,7 +135,7 @@ def _node_flags(run: _Run, stack: DevStack, output: Path, topic_arg: str) -> Cal
     config = run.config
     extra = ["--checkpoint-interval-ms", str(config.checkpoint_interval_ms),
              "--session-timeout-ms", str(config.session_timeout_ms),
-             "--drain-timeout-ms", str(config.drain_timeout_ms)]
+             "--drain-timeout-ms", str(config.drain_timeout_ms), "--table-format", config.table_format.value]
     if run.plan.pattern and "topology-interval-ms" in SETTING_NAMES:
         extra += ["--topology-interval-ms", "1000"]
 
@@ -216,10 +219,15 @@ def _apply(run: _Run, ctx: FaultContext, monitor: Monitor, event: FaultEvent) ->
 
 def _audit(run: _Run, producer: ChaosProducer, output: Path, bootstrap: str) -> None:
     """The exactly-once audit of every topic plus the producer's view; fills the run's result."""
+    from cluster.lake_settings import IcebergSettings, LakeTarget, table_name_of
     from cluster.sink import open_output
-    from cluster.verify import audit, read_output, read_topic
+    from cluster.verify import audit, read_topic
+    from cluster.verify_lake import read_lake_output
 
     fs, root = open_output(str(output))
+    iceberg = IcebergSettings(namespace=table_name_of(run.prefix))
+    lake = LakeTarget(str(output), run.config.table_format, run.prefix,
+                      iceberg if run.config.table_format is TableFormat.ICEBERG else None)
     result = run.result
     result.records = result.missing = result.duplicated = result.unexpected = result.order_violations = 0
     result.acked_lost = result.aborted_in_output = 0
@@ -227,7 +235,7 @@ def _audit(run: _Run, producer: ChaosProducer, output: Path, bootstrap: str) -> 
     for topic in sorted(run.topics.partitions):
         expected, highs, lows = read_topic(bootstrap, topic, 120.0)
         while True:
-            scan = read_output(fs, root, topic)
+            scan = read_lake_output(lake, fs, root, topic)
             report = audit(topic, expected, highs, scan, lows)
             if report.missing == 0 or time.monotonic() > deadline:
                 break
