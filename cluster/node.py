@@ -26,6 +26,7 @@ from cluster.config import NodeSettings
 from cluster.errors import SinkError, UsageError
 from cluster.lake import LakeOutput, open_lake
 from cluster.lake_settings import TableFormat
+from cluster.partitioning import check_topic
 from cluster.metadata import MetadataUnavailable, TopologyReader
 from cluster.metrics import NodeMetrics
 from cluster.runtime import NodeRuntime, RuntimeOptions
@@ -142,6 +143,11 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
     partitions = topic_partitions(settings.kafka_client(), settings.topics, timeout)
     if not partitions:
         logger.warning("no topic matches %s yet; the node lands matching topics as they appear", settings.selector)
+    for topic in sorted({t for t, _ in partitions}):
+        try:
+            check_topic(topic)
+        except SinkError as exc:
+            raise UsageError(f"topic {topic!r} cannot be landed: {exc}", cause=exc) from exc
     schemas = expected_schemas(settings, partitions, check_registry(settings, partitions))
     if settings.zk:
         check_zookeeper(settings.zk, timeout, zk_credentials(settings), pipeline_path(coordinator_config(settings)))
@@ -277,6 +283,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         boot_id=uuid.uuid4().hex,
         max_file_bytes=settings.max_file_bytes,
         row_group_rows=settings.row_group_rows,
+        granularity=settings.granularity,
     )
     config = coordinator_config(settings)
     options = RuntimeOptions(

@@ -1,15 +1,18 @@
 """The exactly-once Parquet sink: staged files, deterministic final names, idempotent publish, recovery.
 
 The output root is any ``pyarrow.fs`` filesystem location (a local path, ``file://``, ``s3://``...).
-Two streams share one staging directory and one epoch protocol: the decoded rows, published at the
-root, and the records the bad-record policy rejected, published under ``_rejected/`` (the names:
-:mod:`cluster.sink_names`). A manifest lists staged paths of both; the final path of a staged file
-is a pure function of its name (:func:`final_path`), so publishing is an idempotent rename that any
-node may repeat.
+Two streams share one staging directory and one epoch protocol: the decoded rows, published in
+Hive-style partition directories (``<topic>/dt=YYYY-MM-DD/``, per the granularity; see
+:mod:`cluster.partitioning`), and the records the bad-record policy rejected, published under
+``_rejected/`` (the names: :mod:`cluster.sink_names`). A rows file is staged under
+``_staging/<its partition directory>/``. A manifest lists staged paths of both; the final path of a
+staged file is a pure function of its path (:func:`final_path`), so publishing is an idempotent
+rename that any node may repeat.
 
 Rules that make it exactly once:
 - Rows written after epoch E's barrier go to new ``open`` files; :meth:`ParquetSink.seal` renames
-  every open file of both streams to its ``epoch-E`` staged name and returns them for the ack.
+  every open file of both streams, in every directory, to its ``epoch-E`` staged name (same
+  directory) and returns them for the ack.
 - A batch whose schema differs from the open file's (an evolved schema) closes that file and
   starts a new one: both are sealed and published with the epoch.
 - :func:`publish` renames exactly what a committed manifest lists; a file already published is
@@ -21,6 +24,7 @@ Rules that make it exactly once:
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import posixpath
@@ -34,6 +38,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cluster.errors import SinkError
+from cluster.lake_settings import PartitionGranularity
+from cluster.partitioning import check_topic, split_by_partition
+from cluster.sink_files import DirectoryFiles, StreamFiles
 from cluster.sink_names import REJECTED_DIR, STAGING_DIR, OutputStream, StagedName, final_path, parse_staged
 
 logger = logging.getLogger(__name__)
@@ -82,38 +89,19 @@ def _exists(fs: pafs.FileSystem, path: str) -> bool:
     return fs.get_file_info(path).type == pafs.FileType.File
 
 
-class _StreamFiles:
-    """One stream's open staged file, its row-group buffer and its closed, not yet sealed files."""
-
-    def __init__(self, stream: OutputStream) -> None:
-        self.stream = stream
-        self.writer: pq.ParquetWriter | None = None
-        self.output: pa.NativeFile | None = None
-        self.current: StagedName | None = None
-        self.unsealed: list[StagedName] = []
-        self.buffer: list[pa.RecordBatch] = []
-        self.buffered_rows = 0
-        self.rows_written = 0
-
-    def close_current(self) -> None:
-        if self.writer is None:
-            return
-        assert self.output is not None and self.current is not None
-        self.writer.close()
-        self.output.close()
-        self.unsealed.append(self.current)
-        self.writer, self.output, self.current = None, None, None
-
-
 class ParquetSink:
     """One node's writer: appends batches to open staged files and seals them at each barrier.
 
     Two streams (:class:`OutputStream`): rows (:meth:`write`) and rejected records (the
-    ``rejected`` argument). Not thread-safe: the runtime calls it from one executor thread at a
-    time. A file rotates when ``max_file_bytes`` is reached (the next row group goes to a new open
-    file) and when a batch's schema differs from the open file's (a schema change: the new file
-    has the new schema). Row groups hold ``row_group_rows`` rows (fewer at a barrier or a schema
-    change).
+    ``rejected`` argument). Rows are split by ``_topic`` and by ``granularity`` of ``_timestamp``
+    into partition directories, each with its own open file; a batch without ``_topic`` goes to
+    ``default_topic``'s directories. Rejected records are not partitioned. Not thread-safe: the
+    runtime calls it from one executor thread at a time. In each directory a file rotates when
+    ``max_file_bytes`` is reached (the next row group goes to a new open file) and when a batch's
+    schema differs from the open file's (a schema change: the new file has the new schema). Row
+    groups hold ``row_group_rows`` rows (fewer at a barrier or a schema change). At most
+    ``max_open_files`` files per stream are open: opening one more first closes the least recently
+    used (it stays unsealed and is sealed at the next seal).
     """
 
     def __init__(
@@ -125,14 +113,21 @@ class ParquetSink:
         max_file_bytes: int = 128 * 1024 * 1024,
         row_group_rows: int = 65536,
         filesystem: tuple[pafs.FileSystem, str] | None = None,
+        granularity: PartitionGranularity = PartitionGranularity.DAY,
+        default_topic: str | None = None,
+        max_open_files: int = 64,
     ) -> None:
         self.fs, self.root = filesystem or open_output(output)
         self.node_id = node_id
         self.max_file_bytes = max_file_bytes
         self.row_group_rows = row_group_rows
+        self.granularity = granularity
+        self.default_topic = None if default_topic is None else check_topic(default_topic)
         self._boot_id = _check_boot(boot_id)
         self._seq = 0
-        self._streams = {stream: _StreamFiles(stream) for stream in OutputStream}
+        if max_open_files < 1:
+            raise SinkError(f"max_open_files {max_open_files} must be >= 1")
+        self._streams = {stream: StreamFiles(stream, max_open_files) for stream in OutputStream}
         self.files_sealed = 0
 
     @property
@@ -149,6 +144,21 @@ class ParquetSink:
         """Rejected records written to staged files since this sink was built."""
         return self._streams[OutputStream.REJECTED].rows_written
 
+    @property
+    def open_directories(self) -> int:
+        """Directories (of both streams) holding rows not sealed yet: buffered, open or closed."""
+        return sum(len(files) for files in self._streams.values())
+
+    @property
+    def open_files(self) -> int:
+        """Staged files open for writing now (both streams)."""
+        return sum(files.open_files for files in self._streams.values())
+
+    @property
+    def files_closed_early(self) -> int:
+        """Files closed before their seal because a stream had ``max_open_files`` open files."""
+        return sum(files.files_closed_early for files in self._streams.values())
+
     def check_writable(self) -> None:
         """Create the root and staging directory and prove a file can be written and removed there.
 
@@ -164,51 +174,63 @@ class ParquetSink:
             raise SinkError(f"output {self.root!r} is not writable: {exc}", cause=exc) from exc
 
     def write(self, batch: pa.RecordBatch, rejected: pa.RecordBatch | None = None) -> None:
-        """Append ``batch`` to the rows stream and ``rejected`` (if any) to the rejected stream
-        (buffered into whole row groups); both belong to the epoch of the next :meth:`seal`."""
-        self._append(self._streams[OutputStream.ROWS], batch)
-        if rejected is not None:
-            self._append(self._streams[OutputStream.REJECTED], rejected)
+        """Append ``batch`` to the rows stream, each row to its partition directory, and
+        ``rejected`` (if any) to the rejected stream (buffered into whole row groups); both belong
+        to the epoch of the next :meth:`seal`.
 
-    def _append(self, files: _StreamFiles, batch: pa.RecordBatch) -> None:
+        Raises :class:`SinkError` when the rows cannot be partitioned (see
+        :func:`cluster.partitioning.split_by_partition`); nothing of the call is written then.
+        """
+        rows = self._streams[OutputStream.ROWS]
+        parts = split_by_partition(batch, self.granularity, self.default_topic)
+        for directory, part in parts:
+            self._append(rows, rows.use(directory), part)
+        if rejected is not None and rejected.num_rows:
+            stream = self._streams[OutputStream.REJECTED]
+            self._append(stream, stream.use(""), rejected)
+
+    def _append(self, stream: StreamFiles, files: DirectoryFiles, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
         if files.buffer and not files.buffer[0].schema.equals(batch.schema, check_metadata=False):
-            self._flush(files)  # a schema change: the buffered rows keep their schema
+            self._flush(stream, files)  # a schema change: the buffered rows keep their schema
         files.buffer.append(batch)
         files.buffered_rows += batch.num_rows
         if files.buffered_rows >= self.row_group_rows:
-            self._flush(files)
+            self._flush(stream, files)
 
     def flush(self) -> None:
         """Write every buffered row to the open staged files (still unsealed)."""
-        for files in self._streams.values():
-            self._flush(files)
+        for stream in self._streams.values():
+            for files in stream:
+                self._flush(stream, files)
 
-    def _flush(self, files: _StreamFiles) -> None:
+    def _flush(self, stream: StreamFiles, files: DirectoryFiles) -> None:
         if not files.buffer:
             return
         table = pa.Table.from_batches(files.buffer)
-        files.buffer, files.buffered_rows = [], 0
+        files.drop_buffer()
         try:
             if files.writer is not None and not files.writer.schema.equals(table.schema, check_metadata=False):
-                logger.info("%s schema changed; starting a new staged file", files.stream.value)
+                logger.info("%s schema changed in %r; starting a new staged file", stream.stream.value, files.directory)
                 files.close_current()
             if files.writer is None:
+                stream.make_room(files)
                 self._open(files, table.schema)
             assert files.writer is not None and files.output is not None
             files.writer.write_table(table, row_group_size=self.row_group_rows)
-            files.rows_written += table.num_rows
+            stream.rows_written += table.num_rows
             if files.output.tell() >= self.max_file_bytes:
                 files.close_current()
         except (OSError, pa.ArrowException) as exc:
             raise SinkError(f"cannot write staged output under {self.root!r}: {exc}", cause=exc) from exc
 
-    def _open(self, files: _StreamFiles, schema: pa.Schema) -> None:
+    def _open(self, files: DirectoryFiles, schema: pa.Schema) -> None:
         self._seq += 1
-        name = StagedName(0, self.node_id, self._boot_id, self._seq, files.stream)
-        self.fs.create_dir(_join(self.root, STAGING_DIR), recursive=True)
-        files.output = self.fs.open_output_stream(_join(self.root, name.staged_path()))
+        name = StagedName(0, self.node_id, self._boot_id, self._seq, files.stream, files.directory)
+        path = _join(self.root, name.staged_path())
+        self.fs.create_dir(posixpath.dirname(path), recursive=True)
+        files.output = self.fs.open_output_stream(path)
         files.writer = pq.ParquetWriter(files.output, schema)
         files.current = name
 
@@ -222,14 +244,16 @@ class ParquetSink:
             raise SinkError(f"epoch {epoch} must be >= 1")
         sealed: list[str] = []
         try:
-            for files in self._streams.values():
-                self._flush(files)
-                files.close_current()
-                for name in files.unsealed:
-                    target = StagedName(epoch, name.node_id, name.boot_id, name.seq, name.stream)
-                    self.fs.move(_join(self.root, name.staged_path()), _join(self.root, target.staged_path()))
-                    sealed.append(target.staged_path())
-                files.unsealed = []
+            for stream in self._streams.values():
+                for files in stream:
+                    self._flush(stream, files)
+                    files.close_current()
+                    for name in files.unsealed:
+                        target = dataclasses.replace(name, epoch=epoch)
+                        self.fs.move(_join(self.root, name.staged_path()), _join(self.root, target.staged_path()))
+                        sealed.append(target.staged_path())
+                    files.unsealed = []
+                stream.forget_all()
         except (OSError, pa.ArrowException) as exc:
             raise SinkError(f"cannot seal staged output of epoch {epoch}: {exc}", cause=exc) from exc
         self.files_sealed += len(sealed)
@@ -239,18 +263,20 @@ class ParquetSink:
         """Drop every row not yet sealed (buffers and open files of both streams); returns the
         number of files removed."""
         removed = 0
-        for files in self._streams.values():
-            files.buffer, files.buffered_rows = [], 0
-            try:
-                files.close_current()
-            except (OSError, pa.ArrowException):
-                logger.warning("closing a discarded staged file failed", exc_info=True)
-                if files.current is not None:
-                    files.unsealed.append(files.current)
-                files.writer, files.output, files.current = None, None, None
-            for name in files.unsealed:
-                removed += _delete_if_present(self.fs, _join(self.root, name.staged_path()))
-            files.unsealed = []
+        for stream in self._streams.values():
+            for files in stream:
+                files.drop_buffer()
+                try:
+                    files.close_current()
+                except (OSError, pa.ArrowException):
+                    logger.warning("closing a discarded staged file failed", exc_info=True)
+                    if files.current is not None:
+                        files.unsealed.append(files.current)
+                    files.writer, files.output, files.current = None, None, None
+                for name in files.unsealed:
+                    removed += _delete_if_present(self.fs, _join(self.root, name.staged_path()))
+                files.unsealed = []
+            stream.forget_all()
         return removed
 
     def new_boot(self, boot_id: str) -> None:
@@ -319,18 +345,20 @@ def recover(
     ``manifest_outputs(E)`` returns manifest E's outputs, or ``None`` when it is unknown (garbage
     collected): such files are kept and logged. Sealed files of epochs <= ``latest_epoch``: published
     iff listed, deleted otherwise. Open files: deleted unless their boot id is in ``live_boots``.
-    Sealed files of later epochs: kept.
+    Sealed files of later epochs: kept. Files in every sub-directory of ``_staging/`` count (and
+    flat names staged before the Hive layout); emptied sub-directories are left in place.
     """
-    selector = pafs.FileSelector(_join(root, STAGING_DIR), allow_not_found=True)
+    staging = _join(root, STAGING_DIR)
+    selector = pafs.FileSelector(staging, recursive=True, allow_not_found=True)
     published = deleted = kept = 0
     by_epoch: dict[int, list[str]] = {}
     for info in fs.get_file_info(selector):
-        if info.type != pafs.FileType.File:
+        if info.type != pafs.FileType.File or not info.path.startswith(f"{staging}/"):
             continue
-        name = parse_staged(info.base_name)
+        relative = STAGING_DIR + info.path[len(staging):]
+        name = parse_staged(relative)
         if name is None:
             continue
-        relative = name.staged_path()
         if not name.sealed:
             if name.boot_id in live_boots:
                 kept += 1

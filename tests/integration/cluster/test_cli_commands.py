@@ -85,7 +85,7 @@ def test_run_verify_status_embedded(kafka: KafkaHandle, unique: Callable[[str], 
     finally:
         node.stop()
     # a duplicated file makes verify fail with exit 1
-    published = sorted(Path(output).glob("epoch-*.parquet"))
+    published = sorted(Path(output).glob("[!_]*/**/epoch-*.parquet"))  # not _staging/
     (Path(output) / "copy.parquet").write_bytes(published[0].read_bytes())
     result = cli("verify", "--output", output, "--bootstrap", kafka.bootstrap, "--topic", topic)
     assert result.returncode == 1 and "FAILED" in result.stdout

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from cluster.errors import RuntimeFailure
+from cluster.lake_settings import PartitionGranularity
 from cluster.runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from cluster.runtime_metrics import Watermarks
 from cluster.sink import ParquetSink, list_published
@@ -98,7 +99,7 @@ class FakeSource(SourceConnector):
 
 def make_runtime(tmp_path: Path, coordinator: FakeCoordinator, watermarks: Watermarks | None = None) -> NodeRuntime:
     FakeSource.generations = []
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, watermarks=watermarks)
 
@@ -269,7 +270,7 @@ async def test_a_rejected_ack_restarts_the_generation_and_acks_the_epoch_again(t
 
 def vnode_runtime(tmp_path: Path, coordinator: FakeCoordinator) -> NodeRuntime:
     FakeSource.generations = []
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x")
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", granularity=PartitionGranularity.NONE)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}),
                              vnode_mode=True, topology_interval_s=0)
     return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)

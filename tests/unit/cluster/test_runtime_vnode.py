@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cluster.errors import RuntimeFailure
+from cluster.lake_settings import PartitionGranularity
 from cluster.runtime import NodeRuntime, RuntimeOptions
 from cluster.sink import ParquetSink
 from cluster.topology import TopicInfo, Topology
@@ -63,7 +64,7 @@ class Cluster:
             self.generations.append(MemorySource(self.log, **source))  # type: ignore[arg-type]
             return self.generations[-1]
 
-        sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x")
+        sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", granularity=PartitionGranularity.NONE)
         topology = Topology.of(TopicInfo("t", "id-t", 4))
         self.runtime = NodeRuntime(self.coordinator, sink, factory, lambda: topology, options)
         self.task: asyncio.Task[None] | None = None

@@ -1,6 +1,7 @@
 """Sink: naming, sealing, rotation, idempotent publish, recovery (local filesystem, no servers)."""
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cluster.errors import SinkError
+from cluster.lake_settings import PartitionGranularity
 from cluster.sink import (
     STAGING_DIR,
     ParquetSink,
@@ -23,13 +25,22 @@ from cluster.sink import (
 )
 
 
-def batch(partition: int, start: int, count: int, topic: str = "t") -> pa.RecordBatch:
+NOON = dt.datetime(2024, 3, 5, 12, 0)
+DAY_DIR = "t/dt=2024-03-05"
+
+
+def batch(partition: int, start: int, count: int, topic: str = "t", at: dt.datetime = NOON) -> pa.RecordBatch:
     return pa.record_batch({
         "value": pa.array([b"x" * 10] * count, pa.binary()),
         "_topic": pa.array([topic] * count),
         "_partition": pa.array([partition] * count, pa.int32()),
         "_offset": pa.array(range(start, start + count), pa.int64()),
+        "_timestamp": pa.array([at] * count, pa.timestamp("ms")),
     })
+
+
+def files_under(directory: str | Path) -> list[Path]:
+    return sorted(p for p in Path(directory).rglob("*") if p.is_file())
 
 
 def make_sink(tmp_path: Path, **kwargs: object) -> ParquetSink:
@@ -39,11 +50,12 @@ def make_sink(tmp_path: Path, **kwargs: object) -> ParquetSink:
 @given(
     epoch=st.integers(1, 10**10 - 1), node=st.integers(1, 10**6), seq=st.integers(1, 10**8 - 1),
     boot=st.from_regex(r"[A-Za-z0-9-]{1,36}", fullmatch=True),
+    directory=st.sampled_from(["", "t", "my.topic-1/dt=2024-03-05", "t/dt=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__"]),
 )
-def test_staged_names_round_trip(epoch: int, node: int, seq: int, boot: str) -> None:
-    name = StagedName(epoch, node, boot, seq)
+def test_staged_names_round_trip(epoch: int, node: int, seq: int, boot: str, directory: str) -> None:
+    name = StagedName(epoch, node, boot, seq, directory=directory)
     assert parse_staged(name.staged_path()) == name
-    assert final_path(name.staged_path()) == name.file_name()
+    assert final_path(name.staged_path()) == (f"{directory}/" if directory else "") + name.file_name()
     assert parse_staged(StagedName(0, node, boot, seq).file_name()) == StagedName(0, node, boot, seq)
 
 
@@ -53,6 +65,30 @@ def test_final_path_rejects_open_and_foreign_files() -> None:
     with pytest.raises(SinkError):
         final_path("elsewhere/epoch-0000000001.node-1.boot-a.seq-00000001.parquet")
     assert parse_staged("notes.txt") is None
+    with pytest.raises(SinkError):  # a bare file name is not a staged path
+        final_path("epoch-0000000001.node-1.boot-a.seq-00000001.parquet")
+
+
+@pytest.mark.parametrize("directory", ["../x", "t/../..", "_staging/t", "t/.hidden", "/abs", "t//dt=1", "t/a b"])
+def test_a_staged_path_cannot_escape_its_place(directory: str) -> None:
+    staged = f"{STAGING_DIR}/{directory}/epoch-0000000001.node-1.boot-a.seq-00000001.parquet"
+    assert parse_staged(staged) is None
+    with pytest.raises(SinkError):
+        final_path(staged)
+    with pytest.raises(SinkError):
+        StagedName(1, 1, "a", 1, directory=directory)
+
+
+def test_a_flat_name_staged_before_the_hive_layout_publishes_at_the_root(tmp_path: Path) -> None:
+    fs, root = open_output(str(tmp_path / "out"))
+    staged = f"{STAGING_DIR}/epoch-0000000004.node-1.boot-old.seq-00000001.parquet"
+    assert parse_staged(staged) == StagedName(4, 1, "old", 1)
+    assert final_path(staged) == "epoch-0000000004.node-1.boot-old.seq-00000001.parquet"
+    (Path(root) / STAGING_DIR).mkdir(parents=True)
+    pq.write_table(pa.table({"_offset": [1]}), Path(root) / staged)
+    report = recover(fs, root, latest_epoch=4, manifest_outputs={4: (staged,)}.get, live_boots=set())
+    assert report.published == 1
+    assert list_published(fs, root) == [f"{root}/epoch-0000000004.node-1.boot-old.seq-00000001.parquet"]
 
 
 def test_seal_renames_to_epoch_names_and_publish_is_idempotent(tmp_path: Path) -> None:
@@ -60,12 +96,12 @@ def test_seal_renames_to_epoch_names_and_publish_is_idempotent(tmp_path: Path) -
     sink.write(batch(0, 0, 10))
     sink.write(batch(1, 0, 3))
     staged = sink.seal(7)
-    assert staged == (f"{STAGING_DIR}/epoch-0000000007.node-3.boot-b00t.seq-00000001.parquet",)
+    assert staged == (f"{STAGING_DIR}/{DAY_DIR}/epoch-0000000007.node-3.boot-b00t.seq-00000001.parquet",)
     assert list_published(sink.fs, sink.root) == []  # readers see nothing before publish
     assert publish(sink.fs, sink.root, staged) == 1
     assert publish(sink.fs, sink.root, staged) == 0  # idempotent
     files = list_published(sink.fs, sink.root)
-    assert [Path(f).name for f in files] == ["epoch-0000000007.node-3.boot-b00t.seq-00000001.parquet"]
+    assert files == [f"{sink.root}/{DAY_DIR}/epoch-0000000007.node-3.boot-b00t.seq-00000001.parquet"]
     table = pq.read_table(files[0])
     assert table.num_rows == 13
     assert table["_offset"].to_pylist()[:10] == list(range(10))
@@ -99,6 +135,7 @@ def test_publish_finishes_an_interrupted_copy(tmp_path: Path) -> None:
     sink.write(batch(0, 0, 5))
     (staged,) = sink.seal(1)
     root = Path(sink.root)
+    (root / final_path(staged)).parent.mkdir(parents=True)
     (root / final_path(staged)).write_bytes((root / staged).read_bytes())  # copy done, delete not
     assert publish(sink.fs, sink.root, [staged]) == 0
     assert not (root / staged).exists() and (root / final_path(staged)).exists()
@@ -109,7 +146,7 @@ def test_discard_unsealed_drops_rows_and_open_files(tmp_path: Path) -> None:
     sink.write(batch(0, 0, 5))
     assert sink.discard_unsealed() == 1
     assert sink.seal(1) == ()
-    assert list((Path(sink.root) / STAGING_DIR).iterdir()) == []
+    assert files_under(Path(sink.root) / STAGING_DIR) == []
 
 
 def test_recover_publishes_listed_deletes_unlisted_and_dead_open_files(tmp_path: Path) -> None:
@@ -127,8 +164,8 @@ def test_recover_publishes_listed_deletes_unlisted_and_dead_open_files(tmp_path:
     sinks["live"].flush()  # an open file of a live boot
     report = recover(fs, root, latest_epoch=1, manifest_outputs={1: committed}.get, live_boots={"live"})
     assert (report.published, report.deleted, report.kept) == (1, 2, 2)
-    assert [Path(f).name for f in list_published(fs, root)] == [final_path(committed[0])]
-    remaining = sorted(p.name for p in (Path(root) / STAGING_DIR).iterdir())
+    assert list_published(fs, root) == [f"{root}/{final_path(committed[0])}"]
+    remaining = [p.name for p in files_under(Path(root) / STAGING_DIR)]
     assert Path(pending[0]).name in remaining and Path(dropped[0]).name not in remaining
     assert any(n.startswith("open.node-1.boot-live") for n in remaining)
 
@@ -178,4 +215,4 @@ def test_recover_tolerates_a_file_another_node_deleted_first(tmp_path: Path) -> 
     dead.flush()  # an open file of the dead boot
     report = recover(_RacingFs(fs), root, latest_epoch=1, manifest_outputs={1: ()}.get, live_boots=set())  # type: ignore[arg-type]
     assert (report.published, report.deleted) == (0, 0)
-    assert list((Path(root) / STAGING_DIR).iterdir()) == []
+    assert files_under(Path(root) / STAGING_DIR) == []

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cluster.lake_settings import PartitionGranularity
 from cluster.runtime import NodeRuntime, RuntimeOptions
 from cluster.sink import (
     REJECTED_DIR,
@@ -42,6 +43,7 @@ def rows(partition: int, offsets: list[int], extra: str | None = None) -> pa.Rec
         "_topic": pa.array([TOPIC] * len(offsets)),
         "_partition": pa.array([partition] * len(offsets), pa.int32()),
         "_offset": pa.array(offsets, pa.int64()),
+        "_timestamp": pa.array([1_700_000_000_000] * len(offsets), pa.timestamp("ms")),
     }
     if extra is not None:
         columns[extra] = pa.array([f"{extra}{o}" for o in offsets])
@@ -54,6 +56,10 @@ def rejected(partition: int, offsets: list[int]) -> pa.RecordBatch:
          "value": b"{bad %d" % o, "error": "JSON parse error"}
         for o in offsets
     ], schema=REJECTED_SCHEMA)
+
+
+def files_under(directory: str | Path) -> list[Path]:
+    return sorted(p for p in Path(directory).rglob("*") if p.is_file())
 
 
 def sink_at(root: str, fs: object, boot: str = "b00t", node: int = 3, **kwargs: object) -> ParquetSink:
@@ -112,7 +118,7 @@ def test_a_node_killed_between_staging_and_publishing_neither_loses_nor_duplicat
         recover(fs, root, latest_epoch=2, manifest_outputs=manifests.get, live_boots={"restarted"})
     assert offsets_in(list_published(fs, root)) == [0, 2]
     assert offsets_in(list_published(fs, f"{root}/{REJECTED_DIR}")) == [1]
-    assert list((Path(root) / STAGING_DIR).iterdir()) == []
+    assert files_under(Path(root) / STAGING_DIR) == []
     assert len(dropped) == 2
     scan = read_output(fs, root, TOPIC)
     report = audit(TOPIC, {0: np.arange(3)}, {0: 3}, scan)
@@ -125,7 +131,7 @@ def test_discard_unsealed_drops_open_rejected_files_too(tmp_path: Path) -> None:
     sink.write(rows(0, [0]), rejected(0, [1]))
     assert sink.discard_unsealed() == 2
     assert sink.seal(1) == ()
-    assert list((Path(root) / STAGING_DIR).iterdir()) == []
+    assert files_under(Path(root) / STAGING_DIR) == []
 
 
 def test_a_schema_change_starts_a_new_file_in_the_same_epoch(tmp_path: Path) -> None:
@@ -140,8 +146,9 @@ def test_a_schema_change_starts_a_new_file_in_the_same_epoch(tmp_path: Path) -> 
     publish(fs, root, staged)
     files = list_published(fs, root)
     schemas = [pq.read_schema(f).names for f in files]
-    assert schemas == [["id", "_topic", "_partition", "_offset"], ["id", "_topic", "_partition", "_offset", "note"],
-                       ["id", "_topic", "_partition", "_offset"]]
+    assert schemas == [["id", "_topic", "_partition", "_offset", "_timestamp"],
+                       ["id", "_topic", "_partition", "_offset", "_timestamp", "note"],
+                       ["id", "_topic", "_partition", "_offset", "_timestamp"]]
     assert offsets_in(files) == [0, 1, 2, 3, 4]
     assert pq.read_table(files[1])["note"].to_pylist() == ["note2", "note3"]
 
@@ -154,7 +161,7 @@ def test_a_schema_change_inside_the_buffer_keeps_each_batch_with_its_schema(tmp_
     staged = sink.seal(1)
     assert len(staged) == 2
     publish(fs, root, staged)
-    assert [pq.read_table(f).num_columns for f in list_published(fs, root)] == [4, 5]
+    assert [pq.read_table(f).num_columns for f in list_published(fs, root)] == [5, 6]
 
 
 def scan_of(good: dict[int, list[int]], bad: dict[int, list[int]]) -> OutputScan:
@@ -202,7 +209,7 @@ class _SourceWithBadRecords(FakeSource):
 async def test_the_runtime_publishes_rejected_records_with_the_epoch_and_counts_them(tmp_path: Path) -> None:
     coordinator = FakeCoordinator()
     FakeSource.generations = []
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     runtime = NodeRuntime(coordinator, sink, _SourceWithBadRecords, lambda: TOPOLOGY, options)
     task = asyncio.create_task(runtime.run())
