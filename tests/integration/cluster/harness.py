@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
 from cluster.status import PipelineStatus, collect_status
 from cluster.verify import VerifyReport
 from devstack.demo import wait_caught_up
@@ -31,6 +32,13 @@ class Pipeline:
     producer: ContinuousProducer | None = None
     extra: tuple[str, ...] = ("--checkpoint-interval-ms", "500", "--session-timeout-ms", "4000",
                               "--drain-timeout-ms", "15000")
+    table_format: TableFormat = TableFormat.PARQUET
+
+    @property
+    def lake(self) -> LakeTarget:
+        iceberg = IcebergSettings(namespace=table_name_of(self.pipeline))
+        return LakeTarget(self.output, self.table_format, self.pipeline,
+                          iceberg if self.table_format is TableFormat.ICEBERG else None)
 
     @property
     def output(self) -> str:
@@ -38,7 +46,8 @@ class Pipeline:
 
     def launch(self, node_id: int, *more: str) -> NodeProcess:
         node = NodeProcess.launch(node_id, bootstrap=self.bootstrap, topic=self.topic, output=self.output, zk=self.zk,
-                                  pipeline=self.pipeline, log_dir=self.base / "logs", extra=(*self.extra, *more))
+                                  pipeline=self.pipeline, log_dir=self.base / "logs",
+                                  extra=(*self.extra, "--table-format", self.table_format.value, *more))
         self.nodes[node_id] = node
         return node
 
@@ -82,7 +91,7 @@ class Pipeline:
         if self.producer is not None:
             self.producer.stop()
             assert self.producer.failed == 0
-        return wait_caught_up(self.bootstrap, self.topic, self.output, timeout)
+        return wait_caught_up(self.bootstrap, self.topic, self.output, timeout, lake=self.lake)
 
     def tail_logs(self) -> str:
         return "\n".join(f"--- node {n}\n{p.log_text()[-2000:]}" for n, p in self.nodes.items())
@@ -109,6 +118,18 @@ def pipeline(kafka: KafkaHandle, zookeeper: ZooKeeperHandle, unique: Callable[[s
              tmp_path: Path) -> Iterator[Pipeline]:
     """A ZooKeeper-mode pipeline on a fresh 8-partition topic; every node is stopped afterwards."""
     p = make_pipeline(kafka.bootstrap, zookeeper.hosts, unique("e2e"), tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop_all()
+
+
+@pytest.fixture
+def iceberg_pipeline(kafka: KafkaHandle, zookeeper: ZooKeeperHandle, unique: Callable[[str], str],
+                     tmp_path: Path) -> Iterator[Pipeline]:
+    """A ZooKeeper-mode pipeline landing into an Iceberg table (embedded SQLite catalog)."""
+    p = make_pipeline(kafka.bootstrap, zookeeper.hosts, unique("ice"), tmp_path)
+    p.table_format = TableFormat.ICEBERG
     try:
         yield p
     finally:

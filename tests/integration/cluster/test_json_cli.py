@@ -26,7 +26,7 @@ def records(start: int, count: int) -> list[bytes]:
 
 
 def landed(output: str) -> pa.Table:
-    files = sorted(str(p) for p in Path(output).glob("**/epoch-*.parquet") if "_rejected" not in p.parts)
+    files = sorted(str(p) for p in Path(output).glob("**/epoch-*.parquet") if not {"_rejected", "_staging"} & set(p.parts))
     return ds.dataset(files, format="parquet").to_table()
 
 
