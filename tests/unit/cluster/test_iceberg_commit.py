@@ -1,0 +1,228 @@
+"""IcebergOutput.publish: one Iceberg commit per committed epoch and table, exactly once."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from cluster.errors import SinkError
+from cluster.iceberg_commit import IcebergOutput, committed_epoch, epoch_property
+from cluster.iceberg_tables import data_file_count, iceberg_schema_of, read_offsets
+from cluster.lake_settings import PartitionGranularity
+from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, offsets_of, rows
+
+
+def epochs_of_snapshots(output: IcebergOutput, topic: str = "orders") -> list[str]:
+    table = output.table(topic)
+    return [snapshot.summary["laminar.epoch"] for snapshot in table.snapshots()
+            if snapshot.summary and "laminar.epoch" in snapshot.summary.additional_properties]
+
+
+def test_an_epoch_with_files_of_two_nodes_is_one_commit(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(0, 5)), node=1)
+    lake.stage(1, rows("orders", 1, range(0, 3)), node=2)
+    rejected = lake.stage(1, rows("orders", 0, [99]), directory="_rejected")
+    output = lake.output()
+    with caplog.at_level(logging.DEBUG):
+        assert lake.publish(output, 1) == 1
+    table = output.table("orders")
+    assert committed_epoch(table, "pipe") == 1
+    assert table.properties[epoch_property("pipe")] == "1"
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    assert snapshot.summary["laminar.pipeline"] == "pipe" and snapshot.summary["laminar.epoch"] == "1"
+    assert len(table.snapshots()) == 1
+    assert offsets_of(read_offsets(table)) == sorted(
+        [("orders", 0, o) for o in range(5)] + [("orders", 1, o) for o in range(3)])
+    assert data_file_count(table) == 2
+    assert table.location() == f"{lake.root}/orders"
+    assert (tmp_path / "out" / "orders" / "metadata").is_dir()
+    assert (tmp_path / "out" / rejected.removeprefix("_staging/")).exists()  # published, in no table
+    assert not any("dictionary type" in record.getMessage() for record in caplog.records)
+
+
+def test_publishing_again_from_any_node_commits_nothing(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(3)))
+    first, second = lake.output(), lake.output()
+    assert lake.publish(first, 1) == 1
+    assert lake.publish(first, 1) == 0
+    assert lake.publish(second, 1) == 0
+    table = first.table("orders")
+    assert len(table.snapshots()) == 1
+    assert len(read_offsets(table)) == 3
+
+
+def test_a_later_epoch_first_commits_the_earlier_ones_in_order(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lake = Lake(tmp_path)
+    for epoch in (1, 2, 4, 5):
+        lake.stage(epoch, rows("orders", 0, range(epoch * 10, epoch * 10 + 2)))
+    lake.manifests[3] = ()  # epoch 3 holds no file of the table
+    del lake.manifests[4]  # ... and manifest 4 was collected: skipped with a warning
+    output = lake.output()
+    with caplog.at_level(logging.WARNING):
+        assert lake.publish(output, 5) == 3
+    assert epochs_of_snapshots(output) == ["1", "2", "5"]
+    assert "manifest of epoch 4 is unknown" in caplog.text
+    assert lake.publish(output, 1) == 0 and lake.publish(output, 2) == 0
+
+
+def test_oldest_epoch_bounds_the_catch_up(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    for epoch in (1, 2, 3):
+        lake.stage(epoch, rows("orders", 0, [epoch]))
+    output = lake.output()
+    assert lake.publish(output, 3, oldest_epoch=3) == 1
+    assert epochs_of_snapshots(output) == ["3"]
+
+
+@pytest.mark.parametrize("created_elsewhere", [False, True])
+def test_a_commit_that_loses_the_race_retries_and_adds_nothing_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, created_elsewhere: bool,
+) -> None:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(4)))
+    if created_elsewhere:  # without commit.retry.num-retries=0: pyiceberg would re-add the files
+        catalog = lake.output().catalog
+        catalog.create_namespace("pipe")
+        catalog.create_table(("pipe", "orders"), schema=iceberg_schema_of(rows("orders", 0, [0]).schema),
+                             location=f"{lake.root}/orders")
+    lake.publish(lake.output(), 1)
+    lake.stage(2, rows("orders", 0, range(4, 8)), node=1)
+    lake.stage(2, rows("orders", 1, range(0, 2)), node=2)
+    slow, fast = lake.output(), lake.output()
+    original = IcebergOutput._commit_epoch
+    raced: list[int] = []
+
+    def commit_after_the_other_node(self, table, topic, epoch, files):  # type: ignore[no-untyped-def]
+        if self is slow and not raced:
+            raced.append(lake.publish(fast, 2))  # the other node commits epoch 2 first
+        return original(self, table, topic, epoch, files)
+
+    monkeypatch.setattr(IcebergOutput, "_commit_epoch", commit_after_the_other_node)
+    assert lake.publish(slow, 2) == 0  # its commit failed, the retry saw epoch 2 committed
+    assert raced == [1]
+    table = slow.table("orders")
+    assert epochs_of_snapshots(slow) == ["1", "2"]
+    assert offsets_of(read_offsets(table)) == sorted(
+        [("orders", 0, o) for o in range(8)] + [("orders", 1, o) for o in range(2)])
+
+
+def test_files_already_published_before_a_crash_are_committed(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    staged = lake.stage(1, rows("orders", 0, range(3)))
+    from tests.unit.cluster.iceberg_fakes import layout_publish
+
+    layout_publish(lake.fs, lake.root, [staged])  # renamed, then the node died before the commit
+    output = lake.output()
+    assert lake.publish(output, 1) == 1
+    assert len(read_offsets(output.table("orders"))) == 3
+
+
+def test_topics_land_in_their_own_tables(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(2)), topic="orders")
+    lake.stage(1, rows("pay.ments", 0, range(3)), topic="pay.ments")
+    output = lake.output()
+    assert lake.publish(output, 1) == 2
+    assert output.identifier("pay.ments") == ("pipe", "pay_ments")
+    assert len(read_offsets(output.table("pay.ments"))) == 3
+    assert output.table("pay.ments").location() == f"{lake.root}/pay.ments"
+
+
+def test_new_columns_and_wider_types_evolve_the_table(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, [0], n=pa.array([1], pa.int32())))
+    output = lake.output()
+    lake.publish(output, 1)
+    lake.stage(2, rows("orders", 0, [1], n=pa.array([2**40], pa.int64()), note=pa.array(["new"])))
+    assert lake.publish(output, 2) == 1
+    table = output.table("orders")
+    assert str(table.schema().find_field("n").field_type) == "long"
+    assert str(table.schema().find_field("note").field_type) == "string"
+    data = table.scan(selected_fields=("_offset", "n", "note")).to_arrow().sort_by("_offset").to_pylist()
+    assert data == [{"_offset": 0, "n": 1, "note": None}, {"_offset": 1, "n": 2**40, "note": "new"}]
+
+
+def test_a_file_the_table_cannot_take_commits_nothing(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, [0], amount=pa.array(["12.5"])))
+    output = lake.output()
+    lake.publish(output, 1)
+    lake.stage(2, rows("orders", 0, [1]), node=1)
+    lake.stage(2, rows("orders", 0, [2], amount=pa.array([12], pa.int64())), node=2)
+    with pytest.raises(SinkError, match=r"pipe\.orders .*column amount is string .* but long"):
+        lake.publish(output, 2)
+    table = output.table("orders")
+    assert committed_epoch(table, "pipe") == 1
+    assert len(table.snapshots()) == 1
+
+
+@pytest.mark.parametrize(("granularity", "partitions"), [
+    (PartitionGranularity.DAY, {"_timestamp_day"}),
+    (PartitionGranularity.HOUR, {"_timestamp_hour"}),
+    (PartitionGranularity.NONE, set()),
+])
+def test_partition_spec_follows_the_granularity(tmp_path: Path, granularity: PartitionGranularity,
+                                                partitions: set[str]) -> None:
+    lake = Lake(tmp_path, granularity=granularity)
+    lake.stage(1, rows("orders", 0, [0, 1], when=DAY_1))
+    lake.stage(1, rows("orders", 0, [2], when=DAY_2))
+    lake.stage(1, rows("orders", 0, [3], when=None))
+    output = lake.output()
+    lake.publish(output, 1)
+    table = output.table("orders")
+    assert {field.name for field in table.spec().fields} == partitions
+    files = list(table.scan().plan_files())
+    assert len(files) == 3
+    if granularity is PartitionGranularity.DAY:
+        days = sorted((task.file.partition[0] for task in files), key=lambda d: (d is None, d))
+        assert days == [20454, 20455, None]
+    assert len(read_offsets(table)) == 4
+
+
+def test_the_sinks_own_layout_and_publish(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from cluster.sink_names import OutputStream, StagedName
+
+    lake = Lake(tmp_path)
+    staged_rows = StagedName(1, 1, "b", 1, directory="orders/dt=2026-01-01").staged_path()
+    staged_rejected = StagedName(1, 1, "b", 2, OutputStream.REJECTED).staged_path()
+    for relative, table in ((staged_rows, rows("orders", 0, range(4))), (staged_rejected, rows("orders", 0, [9]))):
+        (tmp_path / "out" / relative).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, tmp_path / "out" / relative)
+    output = IcebergOutput(lake.settings, lake.granularity, "pipe", lake.root, lake.fs, lake.root)  # the defaults
+    assert output.publish(1, (staged_rows, staged_rejected), {}.get, 1) == 1
+    table = output.table("orders")
+    assert [task.file.file_path for task in table.scan().plan_files()] == [
+        f"{lake.root}/orders/dt=2026-01-01/epoch-0000000001.node-1.boot-b.seq-00000001.parquet"]
+    assert len(read_offsets(table)) == 4
+    assert (tmp_path / "out" / "_rejected" / "epoch-0000000001.node-1.boot-b.seq-00000002.parquet").exists()
+    assert not (tmp_path / "out" / staged_rejected).exists()  # published as a plain file, in no table
+
+
+def test_an_epoch_without_files_still_finishes_an_earlier_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cluster.iceberg_commit as iceberg_commit
+
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(2)))
+    lake.stage(2, rows("orders", 0, range(2, 4)))  # manifest 2 is durable, its Iceberg commit never ran
+    lake.manifests[3] = ()
+    first = lake.output()
+    lake.publish(first, 1)
+    restarted = lake.output()
+    restarted.check(["orders"], None)
+    assert lake.publish(restarted, 3) == 1  # epoch 3 holds no rows, yet epoch 2 lands
+    assert epochs_of_snapshots(restarted) == ["1", "2"]
+    loads: list[object] = []
+    original = iceberg_commit.load_table_or_none
+    monkeypatch.setattr(iceberg_commit, "load_table_or_none", lambda *a: loads.append(a) or original(*a))
+    lake.manifests[4] = ()
+    assert lake.publish(restarted, 4) == 0
+    assert loads == []  # nothing pending: the catalog is not asked
+    lake.stage(5, rows("orders", 0, [4]))
+    assert lake.publish(restarted, 5) == 1 and len(loads) == 1

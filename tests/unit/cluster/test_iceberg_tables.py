@@ -1,0 +1,134 @@
+"""Iceberg catalogs, preflight checks, paths and schemas (embedded SQLite catalog, no servers)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+from cluster.errors import ConfigError, SinkError
+from cluster.iceberg_tables import (
+    absolute_path,
+    iceberg_ready,
+    loggable_properties,
+    open_catalog,
+    schema_conflicts,
+    iceberg_schema_of,
+)
+from cluster.lake_settings import IcebergSettings, PartitionGranularity
+from tests.unit.cluster.iceberg_fakes import Lake, rows
+
+SCHEMA = rows("orders", 0, [0]).schema
+
+
+def test_absolute_path_of_local_and_s3_outputs() -> None:
+    assert absolute_path(pafs.LocalFileSystem(), "/data/out", "t/dt=2026-01-01/f.parquet") == "/data/out/t/dt=2026-01-01/f.parquet"
+    s3 = pafs.S3FileSystem(anonymous=True, region="us-east-1")
+    assert absolute_path(s3, "bucket/prefix", "t/f.parquet") == "s3://bucket/prefix/t/f.parquet"
+    assert absolute_path(s3, "bucket", "t") == "s3://bucket/t"
+    with pytest.raises(SinkError, match="subtree"):
+        absolute_path(pafs.SubTreeFileSystem("/x", pafs.LocalFileSystem()), "", "f")
+
+
+def test_check_creates_namespace_and_table_and_nothing_else(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    output = lake.output()
+    output.check(["orders"], SCHEMA)
+    table = output.table("orders")
+    assert table.current_snapshot() is None
+    assert [f.name for f in table.spec().fields] == ["_timestamp_day"]
+    assert str(table.schema().find_field("_topic").field_type) == "string"  # no dictionary type
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["_catalog", "orders"]
+    output.check(["orders"], SCHEMA)  # an existing, matching table passes
+
+
+def test_check_without_schema_creates_no_table(tmp_path: Path) -> None:
+    output = Lake(tmp_path).output()
+    output.check(["orders"], None)
+    with pytest.raises(SinkError, match="does not exist"):
+        output.table("orders")
+
+
+def test_check_refuses_a_table_partitioned_otherwise(tmp_path: Path) -> None:
+    Lake(tmp_path, granularity=PartitionGranularity.HOUR).output().check(["orders"], SCHEMA)
+    with pytest.raises(ConfigError, match=r"pipe\.orders is not partitioned by day\(_timestamp\)"):
+        Lake(tmp_path, granularity=PartitionGranularity.DAY).output().check(["orders"], SCHEMA)
+    with pytest.raises(ConfigError, match=r"pipe\.orders is partitioned"):
+        Lake(tmp_path, granularity=PartitionGranularity.NONE).output().check(["orders"], SCHEMA)
+
+
+def test_check_refuses_records_the_table_cannot_take(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    lake.output().check(["orders"], SCHEMA)
+    changed = SCHEMA.set(SCHEMA.get_field_index("value"), pa.field("value", pa.int64()))
+    with pytest.raises(ConfigError, match=r"pipe\.orders .*column value is binary in the table but long"):
+        lake.output().check(["orders"], changed)
+
+
+def test_a_missing_partition_column_is_a_config_error(tmp_path: Path) -> None:
+    schema = SCHEMA.remove(SCHEMA.get_field_index("_timestamp"))
+    with pytest.raises(ConfigError, match="_timestamp"):
+        Lake(tmp_path).output().check(["orders"], schema)
+
+
+def test_bad_catalogs_are_one_line_config_errors(tmp_path: Path) -> None:
+    local = pafs.LocalFileSystem()
+    bad_sqlite = IcebergSettings(namespace="p", catalog_uri=f"sqlite:///{tmp_path}/missing/dir/c.db")
+    with pytest.raises(ConfigError, match="sqlite:///.*missing/dir") as caught:
+        open_catalog(bad_sqlite, local, str(tmp_path))
+    assert "\n" not in str(caught.value)
+    s3 = pafs.S3FileSystem(anonymous=True, region="us-east-1")
+    with pytest.raises(ConfigError, match="an s3 output needs catalog-uri"):
+        open_catalog(IcebergSettings(namespace="p"), s3, "bucket/out")
+    with pytest.raises(ConfigError, match="not supported"):
+        IcebergSettings(namespace="p", catalog_uri="thrift://hive:9083")
+    started = time.monotonic()
+    unreachable = IcebergSettings(namespace="p", catalog_uri="http://user:hunter2@127.0.0.1:9/catalog",
+                                  properties={"token": "t0ps3cret"})
+    with pytest.raises(ConfigError, match=r"cannot open iceberg catalog http://127\.0\.0\.1:9/catalog") as caught:
+        open_catalog(unreachable, local, str(tmp_path))
+    message = str(caught.value)
+    assert "\n" not in message and "hunter2" not in message and "t0ps3cret" not in message
+    assert time.monotonic() - started < 15
+
+
+def test_explicit_sqlite_catalog(tmp_path: Path) -> None:
+    settings = IcebergSettings(namespace="pipe", catalog_uri=f"sqlite:///{tmp_path}/cat.db")
+    lake = Lake(tmp_path, settings=settings)
+    lake.output().check(["orders"], SCHEMA)
+    assert (tmp_path / "cat.db").exists()
+    assert not (tmp_path / "out" / "_catalog").exists()
+
+
+def test_secret_properties_are_masked() -> None:
+    shown = loggable_properties({"s3.endpoint": "http://x", "s3.secret-access-key": "s", "token": "t",
+                                 "credential": "c", "s3.access-key-id": "k", "rest.password": "p"})
+    assert shown == {"s3.endpoint": "http://x", "s3.secret-access-key": "***", "token": "***",
+                     "credential": "***", "s3.access-key-id": "***", "rest.password": "***"}
+
+
+def test_dictionaries_become_their_value_type_at_any_depth() -> None:
+    dictionary = pa.dictionary(pa.int32(), pa.string())
+    schema = pa.schema([
+        pa.field("a", dictionary),
+        pa.field("s", pa.struct([pa.field("d", dictionary)])),
+        pa.field("l", pa.list_(dictionary)),
+        pa.field("m", pa.map_(pa.string(), dictionary)),
+    ])
+    ready = iceberg_ready(schema)
+    assert ready.field("a").type == pa.string()
+    assert ready.field("s").type == pa.struct([pa.field("d", pa.string())])
+    assert ready.field("l").type.value_type == pa.string()
+    assert ready.field("m").type.item_type == pa.string()
+
+
+def test_schema_conflicts_allow_widening_and_new_columns_only() -> None:
+    table = iceberg_schema_of(pa.schema([("n", pa.int32()), ("s", pa.struct([("x", pa.string())])),
+                                         ("f", pa.float32())]))
+    assert schema_conflicts(table, pa.schema([("n", pa.int64()), ("f", pa.float64()), ("new", pa.string())])) == []
+    assert schema_conflicts(table, pa.schema([("n", pa.string())])) == [("n", "int", "string")]
+    assert schema_conflicts(table, pa.schema([("s", pa.struct([("x", pa.int32())]))])) == [("s.x", "string", "int")]
+    [(column, table_type, file_type)] = schema_conflicts(table, pa.schema([("s", pa.string())]))
+    assert (column, table_type.startswith("struct"), file_type) == ("s", True, "string")
