@@ -3,7 +3,8 @@
 :func:`compact` rewrites small data files into files of about the target size, per partition, as one
 ``overwrite`` snapshot (summary ``laminar.operation=compact``) that deletes the inputs and adds the
 outputs: a reader sees the same multiset of rows before and after. A pipeline commit landing
-meanwhile makes the commit fail; compaction then starts again from planning (bounded).
+meanwhile makes the commit fail; the same rewrite is then committed on the new snapshot while its
+inputs are all still live (pipeline commits only add files), else planned again (bounded).
 
 :func:`expire` expires old snapshots, then deletes the data files that only expired snapshots
 referenced (never a file a retained snapshot references, never anything under ``_staging``).
@@ -84,8 +85,11 @@ def compact(
     attempts: int = 10,
 ) -> CompactReport:
     """Rewrite the small data files of each partition into files of about ``target_file_bytes``,
-    committed as ONE overwrite snapshot. Retries from planning when a concurrent commit wins.
-    Raises :class:`SinkError` after ``attempts`` lost races."""
+    committed as ONE overwrite snapshot. Raises :class:`SinkError` after ``attempts`` lost races.
+
+    A pipeline commit landing meanwhile only adds files, so after a lost race the same rewrite is
+    committed again on top of it (no data rewritten) as long as every input file is still live;
+    only when an input is gone (another compaction won) is the work planned again."""
     name = ".".join(table.name())
     table = without_blind_retries(table)
     for attempt in range(attempts):
@@ -97,6 +101,31 @@ def compact(
         try:
             outputs = [_rewrite(table, group, written) for group in groups]
             inputs = [task.file for group in groups for task in group]
+            committed = _commit_rewrite(table, inputs, outputs, attempts)
+        except BaseException:
+            _delete_quietly(table, written)
+            raise
+        if not committed:
+            _delete_quietly(table, written)
+            logger.info("compaction of %s: its inputs changed meanwhile; planning again (attempt %d)", name, attempt + 1)
+            continue
+        snapshot = table.current_snapshot()
+        files_after = len(list(table.scan().plan_files()))
+        rewritten = sum(task.file.file_size_in_bytes for group in groups for task in group)
+        report = CompactReport(len(tasks), files_after, rewritten, snapshot.snapshot_id if snapshot else None)
+        logger.info("compacted %s: %d -> %d data files (%d bytes rewritten)", name, report.files_before,
+                    report.files_after, rewritten)
+        return report
+    raise SinkError(f"compaction of iceberg table {name} lost {attempts} races with concurrent commits")
+
+
+def _commit_rewrite(table: Table, inputs: list[DataFile], outputs: list[DataFile], attempts: int) -> bool:
+    """Commit one overwrite snapshot deleting ``inputs`` and adding ``outputs``; after a lost race,
+    again on the new current snapshot while every input is still live. False when an input is gone
+    (the caller plans again); :class:`SinkError` after ``attempts`` lost races."""
+    wanted = {data_file.file_path for data_file in inputs}
+    for attempt in range(attempts):
+        try:
             with table.transaction() as transaction:
                 update = transaction.update_snapshot(snapshot_properties={"laminar.operation": "compact"})
                 with update.overwrite() as overwrite:
@@ -104,23 +133,16 @@ def compact(
                         overwrite.delete_data_file(data_file)
                     for data_file in outputs:
                         overwrite.append_data_file(data_file)
+            return True
         except CommitFailedException as exc:
-            _delete_quietly(table, written)
-            logger.info("compaction of %s lost a race (attempt %d): %s", name, attempt + 1, describe_error(exc))
+            logger.info("compaction of %s lost a race (attempt %d): %s", ".".join(table.name()), attempt + 1,
+                        describe_error(exc))
             time.sleep(min(1.0, 0.02 * 2 ** attempt))
             table.refresh()
-            continue
-        except BaseException:
-            _delete_quietly(table, written)
-            raise
-        snapshot = table.current_snapshot()
-        rewritten = sum(task.file.file_size_in_bytes for group in groups for task in group)
-        report = CompactReport(len(tasks), len(tasks) - len(inputs) + len(outputs), rewritten,
-                               snapshot.snapshot_id if snapshot else None)
-        logger.info("compacted %s: %d -> %d data files (%d bytes rewritten)", name, report.files_before,
-                    report.files_after, rewritten)
-        return report
-    raise SinkError(f"compaction of iceberg table {name} lost {attempts} races with concurrent commits")
+            live = {task.file.file_path for task in table.scan().plan_files()}
+            if not wanted <= live:
+                return False
+    raise SinkError(f"compaction of iceberg table {'.'.join(table.name())} lost {attempts} races with concurrent commits")
 
 
 def _plan(table: Table, tasks: list[FileScanTask], target_file_bytes: int,
