@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -98,6 +99,9 @@ def add_lake_commands(commands: argparse._SubParsersAction) -> None:  # type: ig
     compact.add_argument("--expire-after", type=float, default=3600.0,
                          help="expire snapshots older than this many seconds (default 3600; 0 = all but --retain-last)")
     compact.add_argument("--retain-last", type=int, default=1, help="snapshots always kept (default 1)")
+    compact.add_argument("--every", type=float, default=0.0, metavar="SECONDS",
+                         help="run again every SECONDS until stopped (SIGTERM, Ctrl-C): maintenance beside a "
+                              "running pipeline (default 0: once)")
     compact.add_argument("--json", action="store_true", help="print JSON instead of text")
     compact.set_defaults(handler=cmd_compact, table_format="iceberg")
 
@@ -164,8 +168,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         raise UsageError(f"--target-file-bytes must be at least 1 MiB, got {args.target_file_bytes}")
     if args.retain_last < 1 or args.expire_after < 0:
         raise UsageError("--retain-last must be >= 1 and --expire-after >= 0")
-    from cluster.iceberg_maintenance import compact, expire
-    from cluster.iceberg_tables import load_table_or_none, open_catalog
+    from cluster.iceberg_tables import open_catalog
     from cluster.sink import open_output
 
     try:
@@ -173,22 +176,33 @@ def cmd_compact(args: argparse.Namespace) -> int:
         catalog = open_catalog(target.iceberg, fs, root)
     except ClusterError as exc:
         raise UsageError(str(exc), cause=exc) from exc
-    results: list[dict[str, object]] = []
-    for topic in args.topic:
-        name = (target.iceberg.namespace, target.table_of(topic))
-        table = load_table_or_none(catalog, name)
-        if table is None:
-            raise UsageError(f"table {'.'.join(name)} does not exist in the catalog")
-        compacted = compact(table, target_file_bytes=args.target_file_bytes)
-        expired = expire(catalog.load_table(name), older_than=timedelta(seconds=args.expire_after),
-                         retain_last=args.retain_last)
-        results.append({"table": ".".join(name), "compact": _as_dict(compacted), "expire": _as_dict(expired)})
-    if args.json:
-        print(json.dumps(results if len(results) > 1 else results[0], indent=2))
-    else:
-        for result in results:
-            print(f"{result['table']}: {result['compact']}; {result['expire']}")
-    return 0
+    if args.every < 0:
+        raise UsageError(f"--every must be >= 0, got {args.every:g}")
+    while True:
+        results = [_compact_table(catalog, target, topic, args) for topic in args.topic]
+        if args.json:
+            print(json.dumps(results if len(results) > 1 else results[0], indent=2), flush=True)
+        else:
+            for result in results:
+                print(f"{result['table']}: {result['compact']}; {result['expire']}", flush=True)
+        if not args.every:
+            return 0
+        time.sleep(args.every)
+
+
+def _compact_table(catalog: Any, target: LakeTarget, topic: str, args: argparse.Namespace) -> dict[str, object]:
+    from cluster.iceberg_maintenance import compact, expire
+    from cluster.iceberg_tables import load_table_or_none
+
+    assert target.iceberg is not None
+    name = (target.iceberg.namespace, target.table_of(topic))
+    table = load_table_or_none(catalog, name)
+    if table is None:
+        raise UsageError(f"table {'.'.join(name)} does not exist in the catalog")
+    compacted = compact(table, target_file_bytes=args.target_file_bytes)
+    expired = expire(catalog.load_table(name), older_than=timedelta(seconds=args.expire_after),
+                     retain_last=args.retain_last)
+    return {"table": ".".join(name), "compact": _as_dict(compacted), "expire": _as_dict(expired)}
 
 
 def _as_dict(report: object) -> dict[str, object]:
