@@ -62,6 +62,9 @@ def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: i
     up.add_argument("--secure", action="store_true",
                     help="also listen with SASL_SSL (SCRAM-SHA-512) and mTLS; writes the client settings to "
                          "<stack>/client.toml and client-mtls.toml")
+    up.add_argument("--s3", action="store_true",
+                    help="also run an S3-compatible server (moto) on 127.0.0.1 with the bucket laminar-dev; "
+                         "prints the AWS_* variables that reach it")
     up.set_defaults(handler=dev_up)
     status = actions.add_parser("status", help="show the recorded stack and whether each process is alive")
     status.add_argument("--json", action="store_true", help="print the state as JSON")
@@ -226,6 +229,8 @@ def dev_up(args: argparse.Namespace) -> int:
             _print_stack({"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
                           "startup_seconds": recorded.startup_seconds,
                           "secure": dict(recorded.secure) if recorded.secure else None}, args.json)
+            if getattr(args, "s3", False):
+                _s3_up(state_file)
             return 0
         if recorded.healthy:
             print("a dev stack without --secure is running; stop it first (laminar-kafka dev down)")
@@ -241,7 +246,21 @@ def dev_up(args: argparse.Namespace) -> int:
         )
     write_state(state_file, stack)
     _print_stack(stack.to_state(), args.json)
+    if getattr(args, "s3", False):
+        _s3_up(state_file)
     return 0
+
+
+def _s3_up(state_file: Path) -> None:
+    """``dev up --s3``: start (or find) the recorded S3 server and print how to reach it."""
+    from devstack.s3 import DEV_BUCKET, record_dev_server, recorded_dev_server, start_for_dev
+
+    server = recorded_dev_server(state_file)
+    if server is None or not server.running():
+        server = start_for_dev(state_file.parent / f"{state_file.stem}-s3")
+        record_dev_server(server, state_file)
+    print(f"s3 (moto)          {server.endpoint}  bucket {DEV_BUCKET}  (output = \"s3://{DEV_BUCKET}/<prefix>\")")
+    print("".join(f"export {name}={value}\n" for name, value in server.env().items()), end="")
 
 
 def dev_status(args: argparse.Namespace) -> int:
@@ -286,6 +305,11 @@ def dev_status_processes(args: argparse.Namespace, recorded: RecordedStack) -> i
             print(f"SSL (mTLS)         {recorded.secure['ssl_bootstrap']}  config {recorded.secure['mtls_client_config']}")
         for process in recorded.processes:
             print(f"{process.name:<18} pid {process.pid:<8} port {process.port:<6} {'alive' if process.alive else 'GONE'}")
+        from devstack.s3 import recorded_dev_server
+
+        s3 = recorded_dev_server(_state_file(args))
+        if s3 is not None:
+            print(f"{'s3':<18} pid {s3.pid:<8} port {s3.port:<6} {'alive' if s3.running() else 'GONE'}")
     return 0 if recorded.healthy else 1
 
 
@@ -309,6 +333,10 @@ def dev_down(args: argparse.Namespace) -> int:
         print("no dev stack recorded")
         return 0
     stopped = tear_down_recorded(recorded, state_file)
+    from devstack.s3 import stop_dev_server
+
+    if stop_dev_server(state_file):
+        stopped.append("s3")
     print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
     return 0
 

@@ -31,6 +31,8 @@ import pytest
 from devstack.processes import free_port
 from devstack.servers import KafkaCluster, ZooKeeperEnsemble
 from devstack.stack import DevStack
+from tests.s3_fixtures import s3_server  # noqa: F401
+from tests.rest_catalog_fixtures import rest_catalog  # noqa: F401
 
 _RUN_TOKEN = uuid.uuid4().hex[:8]
 _counter = itertools.count(1)
