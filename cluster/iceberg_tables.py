@@ -141,11 +141,26 @@ def table_location(fs: pafs.FileSystem, root: str, topic: str) -> str:
     return absolute_path(fs, root, topic)
 
 
+def s3_properties_from(env: Mapping[str, str]) -> dict[str, str]:
+    """pyiceberg FileIO properties from the standard AWS variables the Parquet side (pyarrow) reads
+    by itself: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` -> ``s3.endpoint``, ``AWS_REGION`` /
+    ``AWS_DEFAULT_REGION`` -> ``s3.region`` (without a region pyiceberg asks AWS where the bucket is,
+    which an S3-compatible server cannot answer). ``[iceberg]`` properties override these. Pure."""
+    properties: dict[str, str] = {}
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        properties["s3.endpoint"] = endpoint
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        properties["s3.region"] = region
+    return properties
+
+
 def open_catalog(settings: IcebergSettings, fs: pafs.FileSystem, root: str) -> Catalog:
     """Open the catalog ``settings`` names. Raises :class:`ConfigError` (one line naming the
     catalog URI) when it cannot be opened: an s3 output without ``catalog_uri``, a SQLite file that
     cannot be created, an unreachable or refusing REST catalog."""
-    properties = dict(settings.properties)
+    properties = {**s3_properties_from(os.environ), **settings.properties}
     uri = settings.catalog_uri
     try:
         if uri is None:

@@ -33,10 +33,12 @@ class Pipeline:
     extra: tuple[str, ...] = ("--checkpoint-interval-ms", "500", "--session-timeout-ms", "4000",
                               "--drain-timeout-ms", "15000")
     table_format: TableFormat = TableFormat.PARQUET
+    #: an Iceberg catalog other than the embedded one (an S3 output needs one)
+    catalog_uri: str | None = None
 
     @property
     def lake(self) -> LakeTarget:
-        iceberg = IcebergSettings(namespace=table_name_of(self.pipeline))
+        iceberg = IcebergSettings(namespace=table_name_of(self.pipeline), catalog_uri=self.catalog_uri)
         return LakeTarget(self.output, self.table_format, self.pipeline,
                           iceberg if self.table_format is TableFormat.ICEBERG else None)
 
@@ -47,7 +49,8 @@ class Pipeline:
     def launch(self, node_id: int, *more: str) -> NodeProcess:
         node = NodeProcess.launch(node_id, bootstrap=self.bootstrap, topic=self.topic, output=self.output, zk=self.zk,
                                   pipeline=self.pipeline, log_dir=self.base / "logs",
-                                  extra=(*self.extra, "--table-format", self.table_format.value, *more))
+                                  extra=(*self.extra, "--table-format", self.table_format.value,
+                                         *(("--catalog-uri", self.catalog_uri) if self.catalog_uri else ()), *more))
         self.nodes[node_id] = node
         return node
 

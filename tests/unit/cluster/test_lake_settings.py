@@ -51,3 +51,13 @@ def test_iceberg_table_in_the_file_is_not_a_setting() -> None:
     assert tables.iceberg == {"s3.region": "eu-west-1"}
     with pytest.raises(ConfigError):
         IcebergSettings(namespace="a.b")
+
+
+def test_iceberg_fileio_reaches_the_same_s3_as_pyarrow() -> None:
+    from cluster.iceberg_tables import s3_properties_from
+
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_DEFAULT_REGION": "eu-west-1", "AWS_SECRET_ACCESS_KEY": "s"}
+    assert s3_properties_from(env) == {"s3.endpoint": "http://127.0.0.1:9000", "s3.region": "eu-west-1"}
+    assert s3_properties_from({**env, "AWS_ENDPOINT_URL_S3": "http://s3:1", "AWS_REGION": "us-east-2"}) == {
+        "s3.endpoint": "http://s3:1", "s3.region": "us-east-2"}
+    assert s3_properties_from({}) == {}
