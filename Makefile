@@ -58,6 +58,7 @@ bench: artifacts
 	$(PY) bench/bench_source.py
 	$(PY) bench/bench_coordinator.py
 	$(PY) bench/bench_cluster.py
+	$(PY) bench/bench_lake.py throughput
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
