@@ -34,6 +34,7 @@ install: $(VENV)/.installed
 artifacts: install
 	$(PY) -c "from devstack.artifacts import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
 	$(PY) -c "from devstack.registry import ensure_registry_build; print('schema registry:', ensure_registry_build())"
+	$(PY) -c "from devstack.rest_catalog import ensure_rest_catalog_build; print('iceberg REST catalog:', ensure_rest_catalog_build())"
 
 images: artifacts
 	$(PY) -m devstack.containers build

@@ -158,9 +158,13 @@ class EpochBarriers:
         epoch the lake does not show yet (see :meth:`cluster.lake.LakeOutput.publish`)."""
         context = self._context
         oldest = max(1, manifest.epoch - context.options.manifests_kept + 1)
-        await context.executors.in_sink(
+        started = time.monotonic()
+        commits = await context.executors.in_sink(
             context.lake.publish, manifest.epoch, manifest.outputs, self._manifest_outputs, oldest,
         )
+        metrics = context.metrics
+        metrics.publish_seconds.labels(metrics.node).observe(time.monotonic() - started)
+        metrics.lake_commits.labels(metrics.node).inc(commits)
         self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
 
     def _manifest_outputs(self, epoch: int) -> tuple[str, ...] | None:

@@ -40,9 +40,10 @@ class LakeOutput(Protocol):
         ``topics``' records of ``schema`` (None: not known yet). May create empty tables."""
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
-                oldest_epoch: int) -> None:
+                oldest_epoch: int) -> int:
         """Make committed epoch ``epoch`` (its manifest lists ``staged``) visible to readers, and
-        every earlier epoch from ``oldest_epoch`` on that is not yet. Idempotent."""
+        every earlier epoch from ``oldest_epoch`` on that is not yet. Idempotent. Returns how many
+        table commits this call made (0 for a format without tables)."""
 
 
 class ParquetTree:
@@ -57,9 +58,10 @@ class ParquetTree:
         """Nothing to check beyond the sink's writable output."""
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
-                oldest_epoch: int) -> None:
+                oldest_epoch: int) -> int:
         """Earlier epochs were published by their own call or by the sink's recovery."""
         publish(self.fs, self.root, staged)
+        return 0
 
 
 def open_lake(

@@ -86,8 +86,17 @@ class NodeMetrics:
             "laminar_records_rejected", "Records that did not decode, skipped into <output>/_rejected/ "
             "(on.bad.record=skip)", ["node"], registry=r,
         )
+        self.publish_seconds = Histogram(
+            "laminar_publish_seconds", "Publishing a committed epoch into the lake (renames; Iceberg: "
+            "the table commits too)", ["node"], buckets=_DURATION_BUCKETS, registry=r,
+        )
+        self.lake_commits = Counter(
+            "laminar_lake_commits", "Iceberg commits this node made (an epoch another node committed "
+            "first counts on that node only)", ["node"], registry=r,
+        )
         # every per-node family is exported from the start (0 until something happens)
         for family in (
+            self.publish_seconds, self.lake_commits,
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
             self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
             self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
