@@ -136,6 +136,8 @@ def _node_flags(run: _Run, stack: DevStack, output: Path, topic_arg: str) -> Cal
     extra = ["--checkpoint-interval-ms", str(config.checkpoint_interval_ms),
              "--session-timeout-ms", str(config.session_timeout_ms),
              "--drain-timeout-ms", str(config.drain_timeout_ms), "--table-format", config.table_format.value]
+    if config.table_format is TableFormat.ICEBERG:
+        extra += ["--catalog-uri", _catalog_uri(run)]
     if run.plan.pattern and "topology-interval-ms" in SETTING_NAMES:
         extra += ["--topology-interval-ms", "1000"]
 
@@ -146,6 +148,14 @@ def _node_flags(run: _Run, stack: DevStack, output: Path, topic_arg: str) -> Cal
             "--node-id", str(node_id), *extra,
         ])
     return argv
+
+
+def _catalog_uri(run: _Run) -> str:
+    """An Iceberg run's catalog: a SQLite file beside the output mount, not on it (the output faults
+    remount or fill the output; a catalog is a service of its own in production)."""
+    directory = run.dir / "catalog"
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{directory}/catalog.db"
 
 
 _namespace_counter = 0
@@ -225,7 +235,7 @@ def _audit(run: _Run, producer: ChaosProducer, output: Path, bootstrap: str) -> 
     from cluster.verify_lake import read_lake_output
 
     fs, root = open_output(str(output))
-    iceberg = IcebergSettings(namespace=table_name_of(run.prefix))
+    iceberg = IcebergSettings(namespace=table_name_of(run.prefix), catalog_uri=_catalog_uri(run))
     lake = LakeTarget(str(output), run.config.table_format, run.prefix,
                       iceberg if run.config.table_format is TableFormat.ICEBERG else None)
     result = run.result

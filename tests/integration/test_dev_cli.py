@@ -87,3 +87,28 @@ def test_dev_up_secure_prints_the_client_settings_but_never_the_password(
     finally:
         assert _run(state_file, "down") == 0
     assert not config.exists()
+
+
+def test_dev_up_s3_serves_a_bucket_and_down_stops_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow.fs as pafs
+
+    from devstack.s3 import DEV_BUCKET, recorded_dev_server
+
+    state_file = tmp_path / "state.json"
+    assert _run(state_file, "up", "--s3") == 0
+    printed = capsys.readouterr().out
+    server = recorded_dev_server(state_file)
+    try:
+        assert server is not None and server.running()
+        assert f"export AWS_ENDPOINT_URL={server.endpoint}" in printed and DEV_BUCKET in printed
+        fs, root = pafs.FileSystem.from_uri(server.uri(DEV_BUCKET, "probe"))
+        with fs.open_output_stream(f"{root}/x.txt") as stream:
+            stream.write(b"ok")
+        assert fs.get_file_info(f"{root}/x.txt").size == 2
+        assert _run(state_file, "status") == 0
+        assert f"port {server.port}" in capsys.readouterr().out
+    finally:
+        assert _run(state_file, "down") == 0
+    assert "s3" in capsys.readouterr().out
+    assert server is not None and not pid_alive(server.pid)
+    assert recorded_dev_server(state_file) is None

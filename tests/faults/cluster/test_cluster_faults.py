@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from cluster.lake_settings import TableFormat
 from coordinator.model import ControlState
 from tests.conftest import ZooKeeperHandle
 from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline  # noqa: F401 - fixtures
@@ -32,7 +33,9 @@ def test_embedded_single_node_restart_is_exact(embedded: Pipeline) -> None:  # n
     assert embedded.nodes[1].wait(30) == 0
 
 
-def test_node_killed_mid_epoch(pipeline: Pipeline) -> None:  # noqa: F811
+@pytest.mark.parametrize("table_format", list(TableFormat))
+def test_node_killed_mid_epoch(pipeline: Pipeline, table_format: TableFormat) -> None:  # noqa: F811
+    pipeline.table_format = table_format
     pipeline.produce()
     for node_id in (1, 2, 3):
         pipeline.launch(node_id)
@@ -43,7 +46,9 @@ def test_node_killed_mid_epoch(pipeline: Pipeline) -> None:  # noqa: F811
     assert_exact(pipeline.finish(), pipeline)
 
 
-def test_whole_cluster_restart(pipeline: Pipeline) -> None:  # noqa: F811
+@pytest.mark.parametrize("table_format", list(TableFormat))
+def test_whole_cluster_restart(pipeline: Pipeline, table_format: TableFormat) -> None:  # noqa: F811
+    pipeline.table_format = table_format
     pipeline.produce()
     for node_id in (1, 2, 3):
         pipeline.launch(node_id)
