@@ -15,20 +15,16 @@ Run ``python -m devstack.registry`` to start one in the foreground (Ctrl-C stops
 """
 from __future__ import annotations
 
-import json
 import logging
-import re
-import shutil
 import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from devstack.artifacts import cached_maven_build, default_cache_dir
 from devstack.errors import ArtifactError
 from devstack.processes import free_port
-from devstack.servers import DEFAULT_START_TIMEOUT_S, JvmServer
+from devstack.jvm_services import SMALL_JVM_OPTIONS, HttpJvmService, answers_json, pom_property, run_in_foreground
+from devstack.servers import JvmServer
 
 logger = logging.getLogger(__name__)
 
@@ -57,19 +53,11 @@ _CENTRAL_ONLY_SETTINGS = """\
 </settings>
 """
 
-# Small heap, quick start: the registry holds a handful of schemas in tests.
-_JVM_OPTIONS = [
-    "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-    "-Djava.net.preferIPv4Stack=true",
-]
 
 
 def pinned_registry_version(pom_path: Path = REGISTRY_POM_PATH) -> str:
     """The Apicurio Registry version pinned in the POM."""
-    match = re.search(r"<apicurio\.version>([^<]+)</apicurio\.version>", pom_path.read_text())
-    if not match:
-        raise ArtifactError(f"{pom_path} does not pin apicurio.version")
-    return match.group(1)
+    return pom_property(pom_path, "apicurio.version")
 
 
 def ensure_registry_build(cache_dir: Path | None = None) -> Path:
@@ -100,56 +88,20 @@ def ensure_registry_build(cache_dir: Path | None = None) -> Path:
 
 def registry_answers(url: str, timeout: float = 2.0) -> bool:
     """Whether the Confluent-compatible API at `url` lists its subjects (HTTP 200 with a JSON list)."""
-    try:
-        with urllib.request.urlopen(f"{url}/subjects", timeout=timeout) as response:
-            return response.status == 200 and isinstance(json.loads(response.read()), list)
-    except (OSError, urllib.error.URLError, ValueError):
-        return False
+    return answers_json(f"{url}/subjects", list, timeout)
 
 
 @dataclass
-class SchemaRegistryServer:
+class SchemaRegistryServer(HttpJvmService):
     """One registry process on a loopback port.
 
     `url` is the Confluent-compatible base URL (for ``SchemaRegistryClient({"url": ...})``); the
     process's output goes to ``<workdir>/server.log``. Stopping it discards every schema.
     """
 
-    server: JvmServer
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.port}{CCOMPAT_PATH}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.server.log_path
-
-    def start(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
-        """Launch the process and wait until the API answers; return the seconds waited.
-
-        Raises ServerStartError quoting the end of the log when it exits or the timeout passes first;
-        the process is stopped then.
-        """
-        self.server.start()
-        try:
-            waited = self.server.wait_healthy(timeout)
-        except BaseException:
-            self.server.stop()
-            raise
-        logger.info("schema registry ready at %s after %.1fs", self.url, waited)
-        return waited
-
-    def running(self) -> bool:
-        return self.server.running()
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM, then SIGKILL after `timeout`; no-op when not running."""
-        self.server.stop(timeout)
 
 
 def new_schema_registry(base_dir: Path, *, cache_dir: Path | None = None, port: int | None = None) -> SchemaRegistryServer:
@@ -171,7 +123,7 @@ def new_schema_registry(base_dir: Path, *, cache_dir: Path | None = None, port: 
         port=chosen_port,
         health=lambda: registry_answers(url),
         jvm_options=[
-            *_JVM_OPTIONS,
+            *SMALL_JVM_OPTIONS,
             f"-Dquarkus.http.port={chosen_port}",
             "-Dquarkus.http.host=127.0.0.1",
             # Apicurio warns at every start that no Sentry DSN is configured, and audits every request
@@ -184,26 +136,9 @@ def new_schema_registry(base_dir: Path, *, cache_dir: Path | None = None, port: 
 
 def main() -> None:
     """Start a registry in the foreground on a free port, print its URL, stop it on Ctrl-C."""
-    import signal
-    import time
-
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     base_dir = Path(tempfile.mkdtemp(prefix="laminar-registry-"))
     registry = new_schema_registry(base_dir)
-    registry.start()
-    print(f"schema registry: {registry.url}  (log: {registry.log_path}; Ctrl-C stops it)", flush=True)
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        while registry.running():
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        registry.stop()
-        shutil.rmtree(base_dir, ignore_errors=True)
+    run_in_foreground(registry, f"schema registry: {registry.url}", base_dir)
 
 
 if __name__ == "__main__":

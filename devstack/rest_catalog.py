@@ -22,20 +22,17 @@ Run ``python -m devstack.rest_catalog`` to start one in the foreground (Ctrl-C s
 """
 from __future__ import annotations
 
-import json
 import logging
-import re
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from devstack.artifacts import cached_maven_build, default_cache_dir
 from devstack.errors import ArtifactError
 from devstack.processes import free_port
-from devstack.servers import DEFAULT_START_TIMEOUT_S, JvmServer
+from devstack.jvm_services import SMALL_JVM_OPTIONS, HttpJvmService, answers_json, pom_property, run_in_foreground
+from devstack.servers import JvmServer
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +44,6 @@ __all__ = [
 REST_CATALOG_POM_PATH = Path(__file__).with_name("rest-catalog-pom.xml")
 MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 _SERVER_JAR_GLOB = "*iceberg-open-api-*-test-fixtures.jar"
-
-# Small heap, quick start: the catalog holds a few tables in tests.
-_JVM_OPTIONS = [
-    "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-    "-Djava.net.preferIPv4Stack=true",
-]
 
 # On the classpath ahead of the jars: Hadoop's raw local file system, so that writing the metadata
 # leaves no `.crc` side files in the lake.
@@ -66,10 +57,7 @@ _CORE_SITE_XML = """\
 
 def pinned_iceberg_version(pom_path: Path = REST_CATALOG_POM_PATH) -> str:
     """The Apache Iceberg version pinned in the POM."""
-    match = re.search(r"<iceberg\.version>([^<]+)</iceberg\.version>", pom_path.read_text())
-    if not match:
-        raise ArtifactError(f"{pom_path} does not pin iceberg.version")
-    return match.group(1)
+    return pom_property(pom_path, "iceberg.version")
 
 
 def ensure_rest_catalog_build(cache_dir: Path | None = None) -> Path:
@@ -99,11 +87,7 @@ def ensure_rest_catalog_build(cache_dir: Path | None = None) -> Path:
 
 def rest_catalog_answers(uri: str, timeout: float = 2.0) -> bool:
     """Whether the REST catalog at `uri` answers ``GET /v1/config`` (HTTP 200 with a JSON object)."""
-    try:
-        with urllib.request.urlopen(f"{uri}/v1/config", timeout=timeout) as response:
-            return response.status == 200 and isinstance(json.loads(response.read()), dict)
-    except (OSError, urllib.error.URLError, ValueError):
-        return False
+    return answers_json(f"{uri}/v1/config", dict, timeout)
 
 
 @dataclass
@@ -119,7 +103,7 @@ class _EnvironmentJvmServer(JvmServer):
 
 
 @dataclass
-class RestCatalogServer:
+class RestCatalogServer(HttpJvmService):
     """One REST catalog process.
 
     `uri` is the catalog URI (``http://127.0.0.1:<port>``); `warehouse` the default location of new
@@ -127,46 +111,11 @@ class RestCatalogServer:
     working directory. Stopping it keeps the catalog database: a restart sees the same tables.
     """
 
-    server: JvmServer
-    warehouse: str
-
-    @property
-    def port(self) -> int:
-        return self.server.port
+    warehouse: str = ""
 
     @property
     def uri(self) -> str:
         return f"http://127.0.0.1:{self.server.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.server.log_path
-
-    @property
-    def pid(self) -> int | None:
-        return self.server.pid
-
-    def start(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
-        """Launch the process and wait until the API answers; return the seconds waited.
-
-        Raises ServerStartError quoting the end of the log when it exits or the timeout passes first;
-        the process is stopped then.
-        """
-        self.server.start()
-        try:
-            waited = self.server.wait_healthy(timeout)
-        except BaseException:
-            self.server.stop()
-            raise
-        logger.info("iceberg REST catalog ready at %s after %.1fs", self.uri, waited)
-        return waited
-
-    def running(self) -> bool:
-        return self.server.running()
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM, then SIGKILL after `timeout`; no-op when not running."""
-        self.server.stop(timeout)
 
 
 def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir: Path | None = None,
@@ -194,7 +143,7 @@ def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir:
         classpath=f"{site}:{jars}/*",
         port=chosen_port,
         health=lambda: rest_catalog_answers(uri),
-        jvm_options=list(_JVM_OPTIONS),
+        jvm_options=list(SMALL_JVM_OPTIONS),
         environment={
             "CATALOG_URI": f"jdbc:sqlite:{workdir / 'catalog.db'}",
             "CATALOG_WAREHOUSE": chosen_warehouse,
@@ -206,28 +155,9 @@ def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir:
 
 def main() -> None:
     """Start a REST catalog in the foreground on a free port, print its URI, stop it on Ctrl-C."""
-    import signal
-    import time
-
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     base_dir = Path(tempfile.mkdtemp(prefix="laminar-rest-catalog-"))
     catalog = new_rest_catalog(base_dir)
-    catalog.start()
-    print(f"iceberg REST catalog: {catalog.uri}  (warehouse: {catalog.warehouse}; log: {catalog.log_path}; "
-          "Ctrl-C stops it)", flush=True)
-
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        while catalog.running():
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        catalog.stop()
-        shutil.rmtree(base_dir, ignore_errors=True)
+    run_in_foreground(catalog, f"iceberg REST catalog: {catalog.uri}  (warehouse: {catalog.warehouse})", base_dir)
 
 
 if __name__ == "__main__":
