@@ -44,6 +44,7 @@ from cluster.iceberg_tables import (
     iceberg_schema_of,
     load_table_or_none,
     open_catalog,
+    optional_additions,
     partition_spec_of,
     schema_conflicts,
     table_location,
@@ -342,7 +343,7 @@ class IcebergOutput:
             with table.transaction() as transaction:
                 if evolves(table.schema(), unified):
                     with transaction.update_schema() as update:
-                        update.union_by_name(unified)
+                        update.union_by_name(optional_additions(table.schema(), unified))
                 transaction.add_files(paths, snapshot_properties=summary, check_duplicate_files=False)
                 transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
         except _RETRYABLE:

@@ -311,6 +311,32 @@ def evolves(table_schema: Schema, file_schema: pa.Schema) -> bool:
     return walk(list(table_schema.fields), list(iceberg_schema_of(file_schema).fields))
 
 
+def optional_additions(table_schema: Schema, file_schema: pa.Schema) -> pa.Schema:
+    """``file_schema`` with every column the table lacks (at any depth of a struct) made nullable,
+    whole: Iceberg adds a column as optional only (the rows already in the table have no value for
+    it), while a registry schema's new field with a default arrives as a required Arrow field. Pure."""
+
+    def relax(field: pa.Field) -> pa.Field:
+        if pa.types.is_struct(field.type):
+            field = field.with_type(pa.struct([relax(child) for child in field.type]))
+        return field.with_nullable(True)
+
+    def merge(existing: dict[str, NestedField], fields: list[pa.Field]) -> list[pa.Field]:
+        merged = []
+        for field in fields:
+            known = existing.get(field.name)
+            if known is None:
+                merged.append(relax(field))
+            elif pa.types.is_struct(field.type) and not known.field_type.is_primitive:
+                children = {child.name: child for child in _children(known.field_type)}
+                merged.append(field.with_type(pa.struct(merge(children, list(field.type)))))
+            else:
+                merged.append(field)
+        return merged
+
+    return pa.schema(merge({f.name: f for f in table_schema.fields}, list(file_schema)), metadata=file_schema.metadata)
+
+
 def _promotes(source: IcebergType, target: IcebergType) -> bool:
     try:
         promote(source, target)

@@ -135,3 +135,39 @@ def test_unreachable_registry_is_one_line_at_start(kafka: KafkaHandle, unique: C
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "schema registry" in lines[0] and not output.exists()
+
+
+def test_avro_topic_lands_into_an_iceberg_table_whose_schema_evolves(
+    kafka: KafkaHandle, schema_registry: str, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    from cluster.iceberg_tables import load_table_or_none, open_catalog
+    from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat
+    from cluster.sink import open_output
+
+    topic = unique("avro-ice")
+    create_topic(kafka.bootstrap, topic, 2)
+    produce_orders(kafka.bootstrap, schema_registry, topic, range(0, 300), ORDER_V1)
+    output = str(tmp_path / "lake")
+    lake = LakeTarget(output, TableFormat.ICEBERG, "a", IcebergSettings(namespace="a"))
+    flags = ["--format", "avro", "--schema-registry-url", schema_registry, "--table-format", "iceberg",
+             "--checkpoint-interval-ms", "300"]
+    node = NodeProcess.launch(1, bootstrap=kafka.bootstrap, topic=topic, output=output, zk=None, pipeline="a",
+                              log_dir=tmp_path, extra=flags)
+    try:
+        assert wait_caught_up(kafka.bootstrap, topic, output, 120, lake=lake).ok, node.log.read_text()[-3000:]
+        produce_orders(kafka.bootstrap, schema_registry, topic, range(300, 400), ORDER_V2)  # compatible change
+        assert wait_caught_up(kafka.bootstrap, topic, output, 120, lake=lake).ok, node.log.read_text()[-3000:]
+        node.terminate()
+        assert node.wait(30) == 0
+    finally:
+        node.stop()
+    fs, root = open_output(output)
+    table = load_table_or_none(open_catalog(lake.iceberg, fs, root), ("a", topic.replace("-", "_")))  # type: ignore[arg-type]
+    assert table is not None
+    names = [f.name for f in table.schema().fields]
+    assert {"id", "at", "amount", "customer", "items", "note", "channel"} <= set(names)
+    rows = table.scan(selected_fields=("id", "channel", "amount")).to_arrow()
+    assert sorted(rows.column("id").to_pylist()) == list(range(400))
+    by_id = {r["id"]: r for r in rows.to_pylist()}
+    assert by_id[7]["channel"] is None and by_id[350]["channel"] == "app"  # older rows read the new column as null
+    assert by_id[7]["amount"] == decimal.Decimal("0.07")

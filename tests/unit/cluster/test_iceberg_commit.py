@@ -147,6 +147,36 @@ def test_new_columns_and_wider_types_evolve_the_table(tmp_path: Path) -> None:
     assert data == [{"_offset": 0, "n": 1, "note": None}, {"_offset": 1, "n": 2**40, "note": "new"}]
 
 
+def _required(table: pa.Table) -> pa.Table:
+    """``table`` with every field, nested ones too, required (as a registry schema's fields are)."""
+    def required(field: pa.Field) -> pa.Field:
+        if pa.types.is_struct(field.type):
+            field = field.with_type(pa.struct([required(child) for child in field.type]))
+        return field.with_nullable(False)
+    return table.cast(pa.schema([required(f) for f in table.schema]))
+
+
+def test_a_new_required_field_is_added_as_an_optional_column(tmp_path: Path) -> None:
+    """A registry schema's new field with a default is required in the files; Iceberg can only add
+    an optional column (the rows already committed have no value): the table takes it as optional."""
+    lake = Lake(tmp_path)
+    customer = pa.array([{"name": "a"}], pa.struct([("name", pa.string())]))
+    lake.stage(1, _required(rows("orders", 0, [0], customer=customer)))
+    output = lake.output()
+    lake.publish(output, 1)
+    evolved = pa.array([{"name": "b", "tier": 2}], pa.struct([("name", pa.string()), ("tier", pa.int64())]))
+    lake.stage(2, _required(rows("orders", 0, [1], customer=evolved, channel=pa.array(["app"]))))
+    assert lake.publish(output, 2) == 1
+    schema = output.table("orders").schema()
+    assert schema.find_field("channel").optional and schema.find_field("customer.tier").optional
+    assert schema.find_field("customer.name").required and schema.find_field("_offset").required
+    data = output.table("orders").scan(selected_fields=("_offset", "channel", "customer")).to_arrow()
+    assert data.sort_by("_offset").to_pylist() == [
+        {"_offset": 0, "channel": None, "customer": {"name": "a", "tier": None}},
+        {"_offset": 1, "channel": "app", "customer": {"name": "b", "tier": 2}},
+    ]
+
+
 def test_a_file_the_table_cannot_take_commits_nothing(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     lake.stage(1, rows("orders", 0, [0], amount=pa.array(["12.5"])))
