@@ -19,12 +19,15 @@ from cluster.runtime_context import RuntimeContext
 from cluster.runtime_state import ACK_RETRY_S, ack_cursors
 from cluster.sink import recover
 from coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest
-from coordinator.errors import CoordinatorError, FencedError
+from coordinator.errors import CoordinatorError, CoordinatorUnavailable, FencedError
 from coordinator.registry import AssignmentSnapshot
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.connector import SourceConnector
 
 logger = logging.getLogger(__name__)
+
+#: how often a running node settles the staging directory again (stale files of dead boots)
+RECOVER_EVERY_EPOCHS = 10
 
 __all__ = ["AckOutcome", "EpochBarriers", "UnsentAck"]
 
@@ -168,9 +171,13 @@ class EpochBarriers:
         self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
 
     def _manifest_outputs(self, epoch: int) -> tuple[str, ...] | None:
-        """Manifest ``epoch``'s outputs, None when it is unknown (blocking; a sink-thread callback)."""
+        """Manifest ``epoch``'s outputs, None when it is unknown (not committed, or collected).
+        Raises :class:`CoordinatorUnavailable` when the coordinator cannot answer now: an epoch
+        that cannot be read is not an epoch that is gone (blocking; a sink-thread callback)."""
         try:
             return self._context.coordinator.manifest(epoch).outputs
+        except CoordinatorUnavailable:
+            raise
         except CoordinatorError:
             return None
 
@@ -182,7 +189,11 @@ class EpochBarriers:
         context = self._context
         if self.unsent is not None and self.unsent.ack.epoch <= manifest.epoch:
             self.unsent = None  # recorded after all (only its answer was lost)
-        await self.publish(manifest)
+        try:
+            await self.publish(manifest)
+        except CoordinatorUnavailable as exc:  # durable all the same: a later publish or recovery finishes it
+            logger.warning("epoch %d committed; publishing it waits for the coordinator (%s)", manifest.epoch, exc)
+            self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
         identity = context.source_identity
         self.durable_cursors = dict(manifest.cursors.get(identity, {}))
         self.committed_count += 1
@@ -208,9 +219,20 @@ class EpochBarriers:
         self.last_acked_epoch = self.latest_committed_epoch  # the rejected ack will never commit
         return True
 
+    async def recover_periodically(self, epoch: int) -> None:
+        """After every 10th committed epoch: :meth:`recover_sink` (postponed to the next time while
+        the coordinator cannot answer)."""
+        if epoch % RECOVER_EVERY_EPOCHS:
+            return
+        try:
+            await self.recover_sink()
+        except CoordinatorUnavailable as exc:
+            logger.warning("sink recovery postponed: %s", exc)
+
     async def recover_sink(self) -> None:
         """Publish what committed manifests list and delete the staged files nothing will list;
-        then bring the lake up to the latest manifest (an Iceberg commit a crash left undone)."""
+        then bring the lake up to the latest manifest (an Iceberg commit a crash left undone).
+        Raises :class:`CoordinatorUnavailable` when the coordinator cannot answer now."""
         context = self._context
         coordinator, in_control = context.coordinator, context.executors.in_control
         latest = await in_control(coordinator.latest_manifest)

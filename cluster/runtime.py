@@ -414,8 +414,7 @@ class NodeRuntime:
         m = self.coordinator.metrics
         self.metrics.fenced_writes_rejected.labels(self.metrics.node).set(m.fenced_writes_rejected)
         self.metrics.stale_acks_rejected.labels(self.metrics.node).set(m.stale_acks_rejected)
-        if manifest.epoch % 10 == 0:
-            await self.epochs.recover_sink()
+        await self.epochs.recover_periodically(manifest.epoch)
 
     async def _on_ack_rejected(self, event: AckRejected) -> None:
         """The leader rejected our ack of the open epoch: retire the generation (its cursor cannot

@@ -26,7 +26,7 @@ from typing import ContextManager
 from coordinator.base import Coordinator
 from coordinator.config import CoordinatorConfig
 from coordinator.dispatch import Dispatcher
-from coordinator.errors import ConfigurationError, CoordinatorError, FencedError, RoundError
+from coordinator.errors import ConfigurationError, CoordinatorError, CoordinatorUnavailable, FencedError, RoundError
 from coordinator.events import CoordinatorMetrics, EventCallback, Subscribers
 from coordinator.model import next_step, next_wakeup_ms
 from coordinator.registry import AssignmentSnapshot, NodeId
@@ -337,17 +337,23 @@ class EngineCoordinator(Coordinator):
         raise FencedError(f"epoch {ack.epoch} at version {ack.assignment_version} {why}", cause=cause)
 
     def latest_manifest(self) -> Manifest | None:
-        control = self._store.read_register()
-        if control is not None and control.last_epoch:
-            return require_manifest(self._store, control.last_epoch)
-        return self._store.read_manifest(0)
+        try:
+            control = self._store.read_register()
+            if control is not None and control.last_epoch:
+                return require_manifest(self._store, control.last_epoch)
+            return self._store.read_manifest(0)
+        except self._transient as exc:
+            raise CoordinatorUnavailable(f"the latest manifest cannot be read now: {exc!r}", cause=exc) from exc
 
     def manifest(self, epoch: int) -> Manifest:
-        if epoch != 0:
-            control = self._store.read_register()
-            if control is None or not 1 <= epoch <= control.last_epoch:
-                raise CoordinatorError(f"epoch {epoch} is not committed")
-        return require_manifest(self._store, epoch)
+        try:
+            if epoch != 0:
+                control = self._store.read_register()
+                if control is None or not 1 <= epoch <= control.last_epoch:
+                    raise CoordinatorError(f"epoch {epoch} is not committed")
+            return require_manifest(self._store, epoch)
+        except self._transient as exc:
+            raise CoordinatorUnavailable(f"manifest {epoch} cannot be read now: {exc!r}", cause=exc) from exc
 
     def pin_start(self, manifest: Manifest) -> Manifest:
         """See Coordinator.pin_start (the store's create-once initial manifest)."""

@@ -18,6 +18,7 @@ __all__ = [
     "ConfigurationError",
     "AccessDeniedError",
     "CodecError",
+    "CoordinatorUnavailable",
 ]
 
 
@@ -59,6 +60,11 @@ class FencedError(CoordinatorError):
 
 class SessionLostError(CoordinatorError):
     """The coordination session was lost; the node must retire its work and rejoin with a new boot id."""
+
+
+class CoordinatorUnavailable(CoordinatorError):
+    """The coordination service could not answer now (connection loss, an expired session): nothing
+    is known about what was asked; ask again later (unlike an absent record, which is an answer)."""
 
 
 class ConfigurationError(CoordinatorError):

@@ -9,8 +9,9 @@ import pytest
 
 from cluster.errors import SinkError
 from cluster.iceberg_commit import IcebergOutput, committed_epoch, epoch_property
-from cluster.iceberg_tables import data_file_count, iceberg_schema_of, read_offsets
+from cluster.iceberg_tables import data_file_count, iceberg_schema_of, load_table_or_none, read_offsets
 from cluster.lake_settings import PartitionGranularity
+from coordinator.errors import CoordinatorUnavailable
 from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, offsets_of, rows
 
 
@@ -68,6 +69,27 @@ def test_a_later_epoch_first_commits_the_earlier_ones_in_order(tmp_path: Path, c
     assert epochs_of_snapshots(output) == ["1", "2", "5"]
     assert "manifest of epoch 4 is unknown" in caplog.text
     assert lake.publish(output, 1) == 0 and lake.publish(output, 2) == 0
+
+
+def test_a_manifest_the_coordinator_cannot_read_now_is_not_skipped(tmp_path: Path) -> None:
+    """Unreadable (the coordinator's session expired) is not gone: the catch-up stops, commits
+    nothing past the gap, and a later publish commits every epoch in order."""
+    lake = Lake(tmp_path)
+    for epoch in (1, 2, 3):
+        lake.stage(epoch, rows("orders", 0, [epoch]))
+    output = lake.output()
+
+    def session_expired(epoch: int) -> tuple[str, ...] | None:
+        if epoch == 2:
+            raise CoordinatorUnavailable("manifest 2 cannot be read now")
+        return lake.manifest_outputs(epoch)
+
+    with pytest.raises(CoordinatorUnavailable):
+        output.publish(3, lake.manifests[3], session_expired, 1)
+    table = load_table_or_none(output.catalog, output.identifier("orders"))
+    assert table is None or committed_epoch(table, "pipe") < 2
+    assert lake.publish(output, 3) >= 2
+    assert epochs_of_snapshots(output) == ["1", "2", "3"]
 
 
 def test_oldest_epoch_bounds_the_catch_up(tmp_path: Path) -> None:

@@ -1,0 +1,60 @@
+"""The runtime and its lake: a committed epoch whose publishing cannot read the coordinator now (a
+session expiring) is durable all the same; the node goes on, and a later publish finishes it."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from cluster.lake import ParquetTree
+from cluster.lake_settings import PartitionGranularity
+from cluster.runtime import NodeRuntime, RuntimeOptions
+from cluster.sink import ParquetSink, list_published
+from coordinator.base import EpochOpened
+from coordinator.errors import CoordinatorUnavailable
+from kafka_source.connector import ConnectorConfig
+from tests.unit.cluster.fakes import FakeCoordinator, wait_for
+from tests.unit.cluster.test_runtime import TOPOLOGY, FakeSource
+
+
+class ExpiringLake(ParquetTree):
+    """The Parquet tree, whose first publish finds the coordinator's session expired."""
+
+    def __init__(self, sink: ParquetSink) -> None:
+        super().__init__(sink.fs, sink.root)
+        self.failures = 1
+
+    def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: Callable[[int], tuple[str, ...] | None],
+                oldest_epoch: int) -> int:
+        if self.failures:
+            self.failures -= 1
+            raise CoordinatorUnavailable("manifest cannot be read now: SessionExpiredError()")
+        return super().publish(epoch, staged, manifest_outputs, oldest_epoch)
+
+
+async def test_a_publish_the_coordinator_cannot_answer_now_does_not_stop_the_node(tmp_path: Path) -> None:
+    FakeSource.generations = []
+    coordinator = FakeCoordinator()
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", granularity=PartitionGranularity.NONE)
+    lake = ExpiringLake(sink)
+    options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
+    runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, lake=lake)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 20)
+    coordinator.emit(EpochOpened(1, 1))
+    await wait_for(lambda: coordinator.acks)
+    first = coordinator.commit(coordinator.acks[0])
+    await wait_for(lambda: runtime.epochs_committed == 1)
+    assert lake.failures == 0 and not task.done()
+    assert runtime.epochs.latest_committed_epoch == 1  # durable: the manifest says so
+    assert list_published(sink.fs, sink.root) == []  # not visible yet
+    await wait_for(lambda: runtime.rows_written >= 40)
+    coordinator.emit(EpochOpened(2, 1))
+    await wait_for(lambda: len(coordinator.acks) == 2)
+    coordinator.commit(coordinator.acks[1])
+    await wait_for(lambda: runtime.epochs_committed == 2)
+    await runtime.epochs.recover_sink()  # what every 10th epoch and every start do
+    published = {p.rsplit("/", 1)[1] for p in list_published(sink.fs, sink.root)}
+    assert {name.rsplit("/", 1)[1].replace("_staging/", "") for name in first.outputs} <= published
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
