@@ -3,7 +3,7 @@
 Precedence (later wins): built-in defaults < TOML file (``--config FILE``) < environment
 (``LAMINAR_<NAME>``, e.g. ``LAMINAR_NODE_ID``) < command-line flags. Every setting has one canonical
 name, the long flag without dashes (``node-id``); the TOML file uses the same names (``node_id`` is
-accepted too) plus two optional tables: ``[kafka]``, librdkafka properties shared by every Kafka client
+accepted too) plus three optional tables: ``[kafka]``, librdkafka properties shared by every Kafka client
 of the node (security: ``security.protocol``, ``sasl.*``, ``ssl.*``; also ``LAMINAR_KAFKA__<KEY>``,
 e.g. ``LAMINAR_KAFKA__SASL_PASSWORD`` for ``sasl.password``), and ``[schema_registry]``, properties of
 the schema-registry client (``basic.auth.user.info``...; also ``LAMINAR_SCHEMA_REGISTRY__<KEY>``),
