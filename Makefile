@@ -60,6 +60,8 @@ bench: artifacts
 	$(PY) bench/bench_coordinator.py
 	$(PY) bench/bench_cluster.py
 	$(PY) bench/bench_lake.py throughput
+	$(PY) bench/bench_handoff.py
+	$(PY) bench/bench_landing.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,287 @@
+"""Landing cost, side by side (prints JSON): CPU per record, peak RSS, records/s, and for nodes the
+time from process start to the first durable row. Every reader is a separate process reading the
+same pre-filled topic (8 partitions); CPU = user + sys of that process (``os.wait4``), divided by
+records; peak RSS = its ``ru_maxrss``. Readers run in alternating order, ``--rounds`` times each.
+
+    .venv/bin/python bench/bench_landing.py [--records 2000000] [--rounds 2] [--payload raw|json|both]
+
+Readers (``reader <role>`` runs one in this file, for the driver):
+- ``raw``: a confluent-kafka ``consume(10000)`` loop that only counts (the floor);
+- ``naive``: the same loop + Arrow columns (value, partition, offset) + ``pq.write_table`` per 100k
+  rows, no exactly-once (JSON payload: ``pyarrow.json`` over each chunk's values);
+- ``source``: a ``KafkaSource.poll_batch`` loop (``_topic,_partition,_offset`` metadata);
+- ``node``: one embedded ``laminar-kafka run`` landing into Parquet, exactly once;
+- ``zk-node``: one ZooKeeper-mode node; ``3-nodes``: three ZooKeeper-mode nodes (CPU summed).
+
+Payloads: ``raw`` 100 B incompressible; ``json`` about 1 KB compressible JSON with 10 fields
+(``--format json`` with ``--json-schema``). Ratios against the floor (``raw``) and against the naive
+landing are printed. Not a timed test.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PARTITIONS = 8
+CHUNK = 10_000
+JSON_SCHEMA = ",".join([f"f{i}:string" for i in range(7)] + ["n0:int64", "n1:int64", "x:double"])
+
+
+def json_value(i: int, rng: random.Random) -> bytes:
+    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+    fields = {f"f{j}": " ".join(rng.choice(words) for _ in range(16)) for j in range(7)}
+    fields.update(n0=i, n1=rng.randrange(1 << 40), x=rng.random())
+    return json.dumps(fields).encode()
+
+
+def fill(bootstrap: str, topic: str, records: int, payload: str) -> None:
+    from devstack.producers import producer
+    from devstack.topics import create_topic
+
+    create_topic(bootstrap, topic, PARTITIONS, 60)
+    out = producer(bootstrap, **{"linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4",
+                                 "queue.buffering.max.messages": 1_000_000})
+    rng = random.Random(7)
+    for i in range(records):
+        value = os.urandom(100) if payload == "raw" else json_value(i, rng)
+        while True:
+            try:
+                out.produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                out.poll(0.01)
+        if i % 50_000 == 0:
+            out.poll(0)
+    if out.flush(300):
+        raise RuntimeError("fill did not complete")
+
+
+# -- the readers (run in a child process) -------------------------------------------------------
+
+
+def _consumer(bootstrap: str, topic: str):  # type: ignore[no-untyped-def]
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    return consumer
+
+
+def read_raw(bootstrap: str, topic: str, total: int, payload: str) -> None:
+    consumer = _consumer(bootstrap, topic)
+    count = 0
+    while count < total:
+        count += len(consumer.consume(num_messages=CHUNK, timeout=1.0))
+    consumer.close()
+
+
+def read_naive(bootstrap: str, topic: str, total: int, payload: str, output: str) -> None:
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+    import pyarrow.parquet as pq
+
+    consumer = _consumer(bootstrap, topic)
+    count, pending, files = 0, [], 0
+    pending_rows = 0
+    while count < total:
+        messages = consumer.consume(num_messages=CHUNK, timeout=1.0)
+        if not messages:
+            continue
+        count += len(messages)
+        values = [m.value() for m in messages]
+        if payload == "json":
+            columns = pa_json.read_json(io.BytesIO(b"\n".join(values))).to_batches()[0]
+            batch = columns.append_column("_partition", pa.array([m.partition() for m in messages], pa.int32()))
+        else:
+            batch = pa.RecordBatch.from_arrays([pa.array(values, pa.binary()),
+                                                pa.array([m.partition() for m in messages], pa.int32())],
+                                               names=["value", "_partition"])
+        batch = batch.append_column("_offset", pa.array([m.offset() for m in messages], pa.int64()))
+        pending.append(batch)
+        pending_rows += batch.num_rows
+        if pending_rows >= 100_000 or count >= total:
+            files += 1
+            pq.write_table(pa.Table.from_batches(pending), f"{output}/part-{files:05d}.parquet")
+            pending, pending_rows = [], 0
+    consumer.close()
+
+
+def read_source(bootstrap: str, topic: str, total: int, payload: str) -> None:
+    import asyncio
+
+    from kafka_source import ConnectorConfig, DeliveryGuarantee, KafkaSource, SourcePosition, SourceStart
+
+    props = {"bootstrap.servers": bootstrap, "topic": topic, "group.id": f"bench-{uuid.uuid4().hex}",
+             "include.metadata": "_topic,_partition,_offset"}
+    if payload == "json":
+        props.update({"format": "json", "json.schema": JSON_SCHEMA})
+
+    async def run() -> None:
+        source = KafkaSource()
+        await source.start(SourceStart(ConnectorConfig("kafka", props), SourcePosition.Initial(),
+                                       DeliveryGuarantee.EXACTLY_ONCE))
+        ready = source.data_ready_notify()
+        assert ready is not None
+        count = 0
+        while count < total:
+            result = await source.poll_batch(CHUNK)
+            if result is None:
+                await ready.wait()
+                continue
+            count += result.records.num_rows
+        await source.close()
+
+    asyncio.run(run())
+
+
+# -- the driver ----------------------------------------------------------------------------------
+
+
+def measure(argv: list[list[str]], env: dict[str, str] | None, done: object, first_row: object = None) -> dict[str, float]:
+    """Start every argv as a process, wait until ``done()`` (None: until each exits), then SIGTERM
+    the ones still running; CPU and peak RSS from ``os.wait4`` (so nothing else may reap them)."""
+    started = time.monotonic()
+    pids = [subprocess.Popen(a, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid for a in argv]
+    ended: dict[int, tuple[int, object]] = {}
+
+    def reap(flags: int) -> None:
+        for pid in pids:
+            if pid not in ended:
+                got, status, usage = os.wait4(pid, flags)
+                if got:
+                    ended[pid] = (os.waitstatus_to_exitcode(status), usage)
+
+    first = None
+    while True:
+        reap(os.WNOHANG)
+        if first is None and first_row is not None and first_row():  # type: ignore[operator]
+            first = time.monotonic() - started
+        if any(code != 0 for code, _ in ended.values()):
+            raise RuntimeError(f"{argv[0][:6]} exited {[code for code, _ in ended.values()]}")
+        if (done() if done is not None else len(ended) == len(pids)):  # type: ignore[operator]
+            break
+        time.sleep(0.05)
+    elapsed = time.monotonic() - started
+    for pid in pids:
+        if pid not in ended:
+            os.kill(pid, signal.SIGTERM)
+    reap(0)
+    cpu = sum(u.ru_utime + u.ru_stime for _, u in ended.values())  # type: ignore[attr-defined]
+    rss = max(u.ru_maxrss / 1024 for _, u in ended.values())  # type: ignore[attr-defined]
+    result = {"seconds": round(elapsed, 2), "cpu_s": round(cpu, 2), "peak_rss_mb": round(rss)}
+    if first is not None:
+        result["first_durable_row_s"] = round(first, 2)
+    return result
+
+
+def landed(output: str) -> int:
+    import pyarrow.parquet as pq
+
+    from cluster.sink import list_published, open_output
+
+    fs, root = open_output(output)
+    total = 0
+    for path in list_published(fs, root):
+        with fs.open_input_file(path) as handle:
+            total += pq.ParquetFile(handle).metadata.num_rows
+    return total
+
+
+def run_reader(role: str, stack, topic: str, records: int, payload: str, base: Path) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    from devstack.processes import node_command, node_environment
+
+    me = [sys.executable, __file__, "reader"]
+    common = ["--bootstrap", stack.bootstrap, "--topic", topic, "--records", str(records), "--payload", payload]
+    if role in ("raw", "source"):
+        result = measure([[*me, role, *common]], node_environment(), None)
+    elif role == "naive":
+        output = base / f"naive-{uuid.uuid4().hex[:8]}"
+        output.mkdir()
+        result = measure([[*me, role, *common, "--output", str(output)]], node_environment(), None)
+    else:
+        name = f"{role}-{uuid.uuid4().hex[:8]}"
+        output = str(base / name)
+        flags = ["--bootstrap", stack.bootstrap, "--topic", topic, "--output", output, "--pipeline", name]
+        if payload == "json":
+            flags += ["--format", "json", "--json-schema", JSON_SCHEMA]
+        nodes = {"node": [1], "zk-node": [1], "3-nodes": [1, 2, 3]}[role]
+        zk = [] if role == "node" else ["--zk", stack.zk_hosts, "--session-timeout-ms", "4000"]
+        argv = [node_command([*flags, *zk, "--node-id", str(n), "--metrics-port", "0"]) for n in nodes]
+        result = measure(argv, node_environment(), lambda: landed(output) >= records,
+                         first_row=lambda: landed(output) > 0)
+    result["records_per_s"] = round(records / result["seconds"])
+    result["cpu_us_per_record"] = round(result["cpu_s"] * 1e6 / records, 2)
+    return result
+
+
+ROLES = ("raw", "naive", "source", "node", "zk-node", "3-nodes")
+
+
+def drive(args: argparse.Namespace) -> None:
+    from devstack.stack import DevStack
+
+    base = Path(tempfile.mkdtemp(prefix="laminar-bench-landing-"))
+    stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
+    report: dict[str, object] = {"records": args.records, "rounds": args.rounds}
+    try:
+        for payload in ("raw", "json") if args.payload == "both" else (args.payload,):
+            topic = f"landing-{payload}-{uuid.uuid4().hex[:6]}"
+            fill(stack.bootstrap, topic, args.records, payload)
+            runs: dict[str, list[dict[str, float]]] = {role: [] for role in args.roles}
+            for round_number in range(args.rounds):
+                order = list(args.roles) if round_number % 2 == 0 else list(reversed(args.roles))
+                for role in order:
+                    runs[role].append(run_reader(role, stack, topic, args.records, payload, base))
+            best = {role: min(r["cpu_us_per_record"] for r in rs) for role, rs in runs.items()}
+            ratios = {}
+            if "raw" in best:
+                ratios["source_to_raw"] = round(best.get("source", 0) / best["raw"], 2)
+            if "naive" in best:
+                ratios.update({f"{r}_to_naive": round(best[r] / best["naive"], 2)
+                               for r in ("node", "zk-node", "3-nodes") if r in best})
+            report[payload] = {"runs": runs, "best_cpu_us_per_record": best, "ratios": ratios}
+        print(json.dumps(report, indent=2))
+    finally:
+        stack.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command")
+    reader = sub.add_parser("reader")
+    reader.add_argument("role", choices=("raw", "naive", "source"))
+    reader.add_argument("--bootstrap", required=True)
+    reader.add_argument("--topic", required=True)
+    reader.add_argument("--records", type=int, required=True)
+    reader.add_argument("--payload", choices=("raw", "json"), default="raw")
+    reader.add_argument("--output")
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--payload", choices=("raw", "json", "both"), default="both")
+    parser.add_argument("--roles", default=",".join(ROLES), help="comma-separated subset of " + ",".join(ROLES))
+    args = parser.parse_args()
+    if args.command == "reader":
+        if args.role == "naive":
+            read_naive(args.bootstrap, args.topic, args.records, args.payload, args.output)
+        else:
+            {"raw": read_raw, "source": read_source}[args.role](args.bootstrap, args.topic, args.records, args.payload)
+        return
+    args.roles = tuple(r for r in args.roles.split(",") if r)
+    drive(args)
+
+
+if __name__ == "__main__":
+    main()
