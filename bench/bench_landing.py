@@ -103,7 +103,9 @@ def read_naive(bootstrap: str, topic: str, total: int, payload: str, output: str
         count += len(messages)
         values = [m.value() for m in messages]
         if payload == "json":
-            columns = pa_json.read_json(io.BytesIO(b"\n".join(values))).to_batches()[0]
+            options = pa_json.ParseOptions(explicit_schema=pa.schema(
+                [(f"f{i}", pa.string()) for i in range(7)] + [("n0", pa.int64()), ("n1", pa.int64()), ("x", pa.float64())]))
+            columns = pa_json.read_json(io.BytesIO(b"\n".join(values)), parse_options=options).combine_chunks().to_batches()[0]
             batch = columns.append_column("_partition", pa.array([m.partition() for m in messages], pa.int32()))
         else:
             batch = pa.RecordBatch.from_arrays([pa.array(values, pa.binary()),
@@ -150,11 +152,13 @@ def read_source(bootstrap: str, topic: str, total: int, payload: str) -> None:
 # -- the driver ----------------------------------------------------------------------------------
 
 
-def measure(argv: list[list[str]], env: dict[str, str] | None, done: object, first_row: object = None) -> dict[str, float]:
+def measure(argv: list[list[str]], env: dict[str, str] | None, done: object, first_row: object = None,
+            log_path: Path | None = None) -> dict[str, float]:
     """Start every argv as a process, wait until ``done()`` (None: until each exits), then SIGTERM
     the ones still running; CPU and peak RSS from ``os.wait4`` (so nothing else may reap them)."""
     started = time.monotonic()
-    pids = [subprocess.Popen(a, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid for a in argv]
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    pids = [subprocess.Popen(a, env=env, stdout=log, stderr=log).pid for a in argv]
     ended: dict[int, tuple[int, object]] = {}
 
     def reap(flags: int) -> None:
@@ -170,7 +174,7 @@ def measure(argv: list[list[str]], env: dict[str, str] | None, done: object, fir
         if first is None and first_row is not None and first_row():  # type: ignore[operator]
             first = time.monotonic() - started
         if any(code != 0 for code, _ in ended.values()):
-            raise RuntimeError(f"{argv[0][:6]} exited {[code for code, _ in ended.values()]}")
+            raise RuntimeError(f"{argv[0][:6]} exited {[code for code, _ in ended.values()]} (log: {log_path})")
         if (done() if done is not None else len(ended) == len(pids)):  # type: ignore[operator]
             break
         time.sleep(0.05)
@@ -179,6 +183,8 @@ def measure(argv: list[list[str]], env: dict[str, str] | None, done: object, fir
         if pid not in ended:
             os.kill(pid, signal.SIGTERM)
     reap(0)
+    if log_path:
+        log.close()  # type: ignore[union-attr]
     cpu = sum(u.ru_utime + u.ru_stime for _, u in ended.values())  # type: ignore[attr-defined]
     rss = max(u.ru_maxrss / 1024 for _, u in ended.values())  # type: ignore[attr-defined]
     result = {"seconds": round(elapsed, 2), "cpu_s": round(cpu, 2), "peak_rss_mb": round(rss)}
@@ -205,12 +211,13 @@ def run_reader(role: str, stack, topic: str, records: int, payload: str, base: P
 
     me = [sys.executable, __file__, "reader"]
     common = ["--bootstrap", stack.bootstrap, "--topic", topic, "--records", str(records), "--payload", payload]
+    log = base / f"{role}-{payload}.log"
     if role in ("raw", "source"):
-        result = measure([[*me, role, *common]], node_environment(), None)
+        result = measure([[*me, role, *common]], node_environment(), None, log_path=log)
     elif role == "naive":
         output = base / f"naive-{uuid.uuid4().hex[:8]}"
         output.mkdir()
-        result = measure([[*me, role, *common, "--output", str(output)]], node_environment(), None)
+        result = measure([[*me, role, *common, "--output", str(output)]], node_environment(), None, log_path=log)
     else:
         name = f"{role}-{uuid.uuid4().hex[:8]}"
         output = str(base / name)
@@ -221,7 +228,7 @@ def run_reader(role: str, stack, topic: str, records: int, payload: str, base: P
         zk = [] if role == "node" else ["--zk", stack.zk_hosts, "--session-timeout-ms", "4000"]
         argv = [node_command([*flags, *zk, "--node-id", str(n), "--metrics-port", "0"]) for n in nodes]
         result = measure(argv, node_environment(), lambda: landed(output) >= records,
-                         first_row=lambda: landed(output) > 0)
+                         first_row=lambda: landed(output) > 0, log_path=log)
     result["records_per_s"] = round(records / result["seconds"])
     result["cpu_us_per_record"] = round(result["cpu_s"] * 1e6 / records, 2)
     return result
