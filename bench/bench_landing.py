@@ -47,25 +47,11 @@ def json_value(i: int, rng: random.Random) -> bytes:
 
 
 def fill(bootstrap: str, topic: str, records: int, payload: str) -> None:
-    from devstack.producers import producer
-    from devstack.topics import create_topic
+    from bench_source import fill as fill_topic  # this directory: the same fill as bench_source
 
-    create_topic(bootstrap, topic, PARTITIONS, 60)
-    out = producer(bootstrap, **{"linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4",
-                                 "queue.buffering.max.messages": 1_000_000})
     rng = random.Random(7)
-    for i in range(records):
-        value = os.urandom(100) if payload == "raw" else json_value(i, rng)
-        while True:
-            try:
-                out.produce(topic, value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                out.poll(0.01)
-        if i % 50_000 == 0:
-            out.poll(0)
-    if out.flush(300):
-        raise RuntimeError("fill did not complete")
+    fill_topic(bootstrap, topic, records,
+               (lambda _i: os.urandom(100)) if payload == "raw" else (lambda i: json_value(i, rng)))
 
 
 # -- the readers (run in a child process) -------------------------------------------------------

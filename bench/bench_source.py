@@ -54,7 +54,9 @@ _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
 
 
-def fill(bootstrap: str, topic: str, records: int) -> None:
+def fill(bootstrap: str, topic: str, records: int, value: Callable[[int], bytes] | None = None) -> None:
+    """Create ``topic`` and write ``records`` values round-robin over its partitions (``value(i)``;
+    default: ``RECORD_BYTES`` bytes of ``x``)."""
     create_topic(bootstrap, topic, PARTITIONS, 60)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
@@ -64,13 +66,13 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
     for i in range(records):
         while True:
             try:
-                producer.produce(topic, payload, partition=i % PARTITIONS)
+                producer.produce(topic, payload if value is None else value(i), partition=i % PARTITIONS)
                 break
             except BufferError:
                 producer.poll(0.01)
         if i % 50_000 == 0:
             producer.poll(0)
-    if producer.flush(120):
+    if producer.flush(300):
         raise RuntimeError("fill did not complete")
 
 
