@@ -37,6 +37,7 @@ from cluster import sink
 from cluster.errors import ConfigError, SinkError
 from cluster.iceberg_tables import (
     describe_error,
+    ensure_namespace,
     evolves,
     absolute_path,
     check_partitioning,
@@ -184,7 +185,7 @@ class IcebergOutput:
         catalog = self.catalog
         namespace = self.settings.namespace
         try:
-            catalog.create_namespace_if_not_exists(namespace)
+            ensure_namespace(catalog, namespace)
             for topic in topics:
                 table = load_table_or_none(catalog, self.identifier(topic))
                 if table is not None:
@@ -206,7 +207,7 @@ class IcebergOutput:
         identifier = self.identifier(topic)
         location = table_location(self.fs, self.root, topic)
         logger.info("creating iceberg table %s at %s", ".".join(identifier), location)
-        self.catalog.create_namespace_if_not_exists(self.settings.namespace)
+        ensure_namespace(self.catalog, self.settings.namespace)
         return self.catalog.create_table_if_not_exists(
             identifier, schema=iceberg_schema, location=location, partition_spec=spec,
             properties=dict(TABLE_PROPERTIES),

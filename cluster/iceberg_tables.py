@@ -16,6 +16,8 @@ name looks secret are never logged (:func:`loggable_properties`).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import warnings
@@ -193,7 +195,28 @@ def _sql_catalog(uri: str, warehouse: str, properties: dict[str, str]) -> Catalo
     if not os.path.isdir(directory):
         raise ConfigError(f"cannot open iceberg catalog {uri}: directory {directory!r} does not exist")
     logger.debug("opening SQLite catalog %s", uri)
-    return SqlCatalog(CATALOG_NAME, **{"warehouse": warehouse, **properties, "uri": uri})
+    # SqlCatalog creates its tables when it finds none, check-then-create: nodes starting together
+    # on one fresh file race, and the loser fails with "table iceberg_tables already exists".
+    # An exclusive lock beside the file makes the first opening of each process one at a time.
+    # (A lock file that cannot be created, as on a read-only lake being verified, means no race.)
+    with contextlib.ExitStack() as held:
+        try:
+            lock = held.enter_context(open(f"{path}.lock", "a"))
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError:
+            logger.debug("no lock beside %s; opening it unlocked", uri)
+        return SqlCatalog(CATALOG_NAME, **{"warehouse": warehouse, **properties, "uri": uri})
+
+
+def ensure_namespace(catalog: Catalog, namespace: str) -> None:
+    """Create ``namespace`` unless it exists. The SQL catalog checks then inserts, so a node that
+    loses that race to another gets a raw integrity error: it is fine when the namespace is there."""
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise
+        logger.debug("namespace %s was created concurrently", namespace)
 
 
 def load_table_or_none(catalog: Catalog, identifier: tuple[str, str]) -> Table | None:

@@ -1,8 +1,10 @@
 """Iceberg catalogs, preflight checks, paths and schemas (embedded SQLite catalog, no servers)."""
 from __future__ import annotations
 
+import multiprocessing
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -13,6 +15,7 @@ from cluster.iceberg_tables import (
     absolute_path,
     iceberg_ready,
     loggable_properties,
+    ensure_namespace,
     open_catalog,
     schema_conflicts,
     iceberg_schema_of,
@@ -132,3 +135,48 @@ def test_schema_conflicts_allow_widening_and_new_columns_only() -> None:
     assert schema_conflicts(table, pa.schema([("s", pa.struct([("x", pa.int32())]))])) == [("s.x", "string", "int")]
     [(column, table_type, file_type)] = schema_conflicts(table, pa.schema([("s", pa.string())]))
     assert (column, table_type.startswith("struct"), file_type) == ("s", True, "string")
+
+
+def _start_like_a_node(tmp_path: Path, start: Any, failures: Any) -> None:
+    start.wait(timeout=60)
+    try:
+        Lake(tmp_path).output().check(["orders"], SCHEMA)  # opens the catalog, creates namespace and table
+    except ConfigError as exc:
+        failures.put(str(exc))
+
+
+def test_nodes_starting_together_on_a_fresh_embedded_catalog_all_succeed(tmp_path: Path) -> None:
+    # Regression (CI): SqlCatalog creates its tables check-then-create, so nodes starting together
+    # on a fresh output raced and one exited with "table iceberg_tables already exists"; the
+    # namespace and the table are created check-then-create too.
+    context = multiprocessing.get_context("fork")
+    failures = context.Queue()
+    for attempt in range(5):
+        start = context.Barrier(6)
+        openers = [context.Process(target=_start_like_a_node, args=(tmp_path / f"try{attempt}", start, failures))
+                   for _ in range(6)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join(timeout=120)
+            assert opener.exitcode == 0
+    assert failures.empty()
+
+
+class _LateNamespaceCatalog:
+    """A catalog where another node created the namespace between our check and our insert."""
+
+    def __init__(self, *, exists_after: bool) -> None:
+        self.exists_after = exists_after
+
+    def create_namespace_if_not_exists(self, namespace: str) -> None:
+        raise RuntimeError("(sqlite3.IntegrityError) UNIQUE constraint failed")
+
+    def namespace_exists(self, namespace: str) -> bool:
+        return self.exists_after
+
+
+def test_a_namespace_created_concurrently_is_fine_and_other_failures_are_not() -> None:
+    ensure_namespace(_LateNamespaceCatalog(exists_after=True), "pipe")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="IntegrityError"):
+        ensure_namespace(_LateNamespaceCatalog(exists_after=False), "pipe")  # type: ignore[arg-type]
