@@ -1,7 +1,7 @@
 """Arrow column building for Kafka messages: payload columns per format plus metadata columns.
 
-Columns are built in one go from lists gathered with C-level ``map`` over the messages; there is
-no per-record dict building. JSON is parsed by ``pyarrow.json`` over the newline-joined values;
+Columns are built in one go from the field lists of :class:`~kafka_source.records.Records` (read
+on the reader thread); there is no per-record Python here. JSON is parsed by ``pyarrow.json`` over the newline-joined values;
 only when that fails is each record parsed on its own to find the bad ones. The registry formats
 (``avro``, ``protobuf``, ``json-schema``) and registry-decoded keys go through
 :class:`~kafka_source.registry_decode.RegistryDecoder`: their columns follow the newest writer
@@ -19,10 +19,9 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 from typing import TYPE_CHECKING
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
-
 from kafka_source.config import Format, KafkaSourceConfig, KeyFormat
 from kafka_source.errors import ConfigurationError
+from kafka_source.records import Records
 from kafka_source.registry_schema import payload_fields
 
 if TYPE_CHECKING:  # the registry modules need confluent-kafka's schema-registry extras
@@ -51,7 +50,7 @@ def metadata_fields(columns: Sequence[str]) -> list[pa.Field]:
 
 @dataclass(frozen=True)
 class BadRecord:
-    """A message (by index into the built list) whose payload does not decode, and why."""
+    """A record (by index into the records built) whose payload does not decode, and why."""
 
     index: int
     reason: str
@@ -59,16 +58,10 @@ class BadRecord:
 
 @dataclass(frozen=True)
 class BuiltBatch:
-    """``batch`` holds one row per good message, in order; ``bad`` lists the others.
-
-    ``partitions`` and ``offsets`` cover *every* input message (good and bad), in input order, so
-    the caller can move its cursor without walking the messages again.
-    """
+    """``batch`` holds one row per good record, in order; ``bad`` lists the others."""
 
     batch: pa.RecordBatch
     bad: tuple[BadRecord, ...]
-    partitions: list[int]
-    offsets: list[int]
 
 
 def int32_array(values: list[int]) -> pa.Array:
@@ -138,13 +131,13 @@ class BatchBuilder:
         """Whether :meth:`prefetch` does anything (a registry format for the value or the key)."""
         return self._values is not None or self._keys is not None
 
-    def prefetch(self, messages: Sequence[Message]) -> None:
-        """Warm the registry decoders' schema caches with the ids ``messages`` carry (blocking
+    def prefetch(self, records: Records) -> None:
+        """Warm the registry decoders' schema caches with the ids ``records`` carry (blocking
         registry I/O: call it on the reader thread, so :meth:`build` on the event loop finds them)."""
         if self._values is not None:
-            self._values.prefetch(map(Message.value, messages))
-        if self._keys is not None:
-            self._keys.prefetch(map(Message.key, messages))
+            self._values.prefetch(records.values)
+        if self._keys is not None and records.keys is not None:
+            self._keys.prefetch(records.keys)
 
     def _schema(self) -> pa.Schema:
         fields = metadata_fields(self.metadata)
@@ -153,17 +146,16 @@ class BatchBuilder:
             fields = [f.with_type(key_type) if f.name == "_key" else f for f in fields]
         return pa.schema(list(self.payload_schema) + fields)
 
-    def build(self, messages: Sequence[Message]) -> BuiltBatch:
-        """Decode ``messages`` (all without client error). Pre: ``len(messages) > 0``.
+    def build(self, records: Records) -> BuiltBatch:
+        """Decode ``records``. Pre: ``len(records) > 0``, read with the fields this builder's
+        columns need (:meth:`RecordFields.of <kafka_source.records.RecordFields.of>`).
 
         A record is bad when its value does not decode, or its key does not (``key.format``).
         Raises :class:`~kafka_source.errors.TransientError` when the schema registry cannot be
         reached and :class:`ConfigurationError` when it refuses access (nothing is consumed).
         """
-        values = list(map(Message.value, messages))
-        partitions = list(map(Message.partition, messages))
-        offsets = list(map(Message.offset, messages))
-        key_column, key_bad = self._decode_keys(messages)
+        values = records.values
+        key_column, key_bad = self._decode_keys(records)
         if self._values is not None:
             payload, value_bad = self._decode_values(values)
         elif self.format is Format.JSON:
@@ -176,18 +168,15 @@ class BatchBuilder:
             payload = [_keep(column, total, value_bad, bad_reasons) for column in payload]
             if key_column is not None:
                 key_column = _keep(key_column, total, key_bad, bad_reasons)
-            keep = [i for i in range(total) if i not in bad_reasons]
-            good_messages = [messages[i] for i in keep]
-            good_partitions = [partitions[i] for i in keep]
-            good_offsets = [offsets[i] for i in keep]
+            good = records.take([i for i in range(total) if i not in bad_reasons])
         else:
-            good_messages, good_partitions, good_offsets = list(messages), partitions, offsets
+            good = records
         if self._values is not None or self._keys is not None:
             self.schema = self._schema()
-        columns = payload + self._metadata_columns(good_messages, good_partitions, good_offsets, key_column)
+        columns = payload + self._metadata_columns(good, key_column)
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
         bad = tuple(BadRecord(i, r) for i, r in sorted(bad_reasons.items()))
-        return BuiltBatch(batch, bad, partitions, offsets)
+        return BuiltBatch(batch, bad)
 
     # -- payload --------------------------------------------------------------------------------
 
@@ -216,12 +205,12 @@ class BatchBuilder:
             return decoded.array.flatten(), decoded.bad
         return [decoded.array], decoded.bad
 
-    def _decode_keys(self, messages: Sequence[Message]) -> tuple[pa.Array | None, dict[int, str]]:
+    def _decode_keys(self, records: Records) -> tuple[pa.Array | None, dict[int, str]]:
         """The decoded ``_key`` column of the good keys and the bad ones; ``(None, {})`` for raw
         keys or without ``_key``."""
         if self.key_format is KeyFormat.RAW or "_key" not in self.metadata:
             return None, {}
-        keys = list(map(Message.key, messages))
+        keys = _read(records.keys, "keys")
         if self._keys is not None:
             decoded = self._keys.decode(keys)
             if self._keys.arrow_type is None:
@@ -284,31 +273,39 @@ class BatchBuilder:
 
     # -- metadata -------------------------------------------------------------------------------
 
-    def _metadata_columns(
-        self, messages: Sequence[Message], partitions: list[int], offsets: list[int], key: pa.Array | None = None
-    ) -> list[pa.Array]:
+    def _metadata_columns(self, records: Records, key: pa.Array | None = None) -> list[pa.Array]:
         columns: list[pa.Array] = []
         for name in self.metadata:
             if name == "_topic":
-                topics = pa.array(list(map(Message.topic, messages)), type=pa.string())
-                columns.append(topics.dictionary_encode())
+                columns.append(topic_column(records.topics, len(records)))
             elif name == "_partition":
-                columns.append(int32_array(partitions))
+                columns.append(int32_array(records.partitions))
             elif name == "_offset":
-                columns.append(int64_array(offsets))
+                columns.append(int64_array(records.offsets))
             elif name == "_timestamp":
-                stamps = [
-                    None if kind == TIMESTAMP_NOT_AVAILABLE else ts
-                    for kind, ts in map(Message.timestamp, messages)
-                ]
-                columns.append(pa.array(stamps, type=pa.timestamp("ms")))
+                columns.append(pa.array(_read(records.timestamps, "timestamps"), type=pa.timestamp("ms")))
             elif name == "_key" and key is not None:
                 columns.append(key)
             elif name == "_key":
-                columns.append(pa.array(list(map(Message.key, messages)), type=pa.binary()))
+                columns.append(pa.array(_read(records.keys, "keys"), type=pa.binary()))
             elif name == "_headers":
-                columns.append(pa.array(list(map(Message.headers, messages)), type=HEADERS_TYPE))
+                columns.append(pa.array(_read(records.headers, "headers"), type=HEADERS_TYPE))
         return columns
+
+
+def topic_column(topics: list[str] | str, count: int) -> pa.DictionaryArray:
+    """The dictionary-encoded ``_topic`` column; for one topic, all-zero indices with no per-row work."""
+    if isinstance(topics, str):
+        zeros = pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(bytes(4 * count))])
+        return pa.DictionaryArray.from_arrays(zeros, pa.array([topics], type=pa.string()))
+    return pa.array(topics, type=pa.string()).dictionary_encode()
+
+
+def _read(field: list | None, name: str) -> list:  # type: ignore[type-arg]
+    """A field the builder's columns need; the reader reads it (:class:`~kafka_source.records.RecordFields`)."""
+    if field is None:
+        raise AssertionError(f"the records were read without their {name}")
+    return field
 
 
 def _keep(array: pa.Array, total: int, own_bad: dict[int, str], all_bad: dict[int, str]) -> pa.Array:

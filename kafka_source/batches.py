@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from confluent_kafka import Message
 
 from coordinator.routing import TopicPartition
 from kafka_source.arrow_batch import BatchBuilder, BuiltBatch
@@ -28,6 +27,7 @@ from kafka_source.fifo import (
     RecordChunk,
 )
 from kafka_source.metrics import SourceMetrics
+from kafka_source.records import Records
 from kafka_source.rejected import rejected_batch
 
 logger = logging.getLogger(__name__)
@@ -44,22 +44,28 @@ ERROR_RATE_MIN_RECORDS = 100
 class FifoTake:
     """What one poll takes from the FIFO head (nothing is released until the poll commits).
 
-    ``spans``: each chunk read and how many of its messages are taken after this poll. ``done``:
-    items to release. ``assigned``: partitions a :class:`PartitionsAssigned` marker added.
-    ``failure``: a reader error reached with nothing before it.
+    ``parts``: the records taken, chunk by chunk (``count`` of them). ``spans``: each chunk read
+    and how many of its records are taken after this poll. ``done``: items to release.
+    ``assigned``: partitions a :class:`PartitionsAssigned` marker added. ``failure``: a reader
+    error reached with nothing before it.
     """
 
-    messages: list[Message] = field(default_factory=list)
+    parts: list[Records] = field(default_factory=list)
+    count: int = 0
     spans: list[tuple[RecordChunk, int]] = field(default_factory=list)
     done: list[FifoItem] = field(default_factory=list)
     assigned: dict[TopicPartition, int] = field(default_factory=dict)
     failure: ConnectorError | None = None
 
+    def records(self) -> Records | None:
+        """Every record taken, in order; ``None`` when none was."""
+        return Records.concat(self.parts) if self.count else None
+
 
 def take_items(
     items: list[FifoItem], max_records: int, consume_control: Callable[[ControlItem], None]
 ) -> FifoTake:
-    """Walk ``items`` (the FIFO head, in order) up to ``max_records`` messages.
+    """Walk ``items`` (the FIFO head, in order) up to ``max_records`` records.
 
     An ownership marker (:class:`DrainBoundary`, :class:`AssignmentApplied`) with nothing taken
     before it is handed to ``consume_control`` at once (its effect applies to the cursor as it is
@@ -68,16 +74,16 @@ def take_items(
     take = FifoTake()
     for item in items:
         if isinstance(item, RecordChunk):
-            want = max_records - len(take.messages)
+            want = max_records - take.count
             if want <= 0:
                 break
-            end = min(len(item.messages), item.taken + want)
-            if item.taken == 0 and end == len(item.messages):
-                take.messages.extend(item.messages)
-            else:
-                take.messages.extend(item.messages[item.taken:end])
+            total = len(item.records)
+            end = min(total, item.taken + want)
+            if end > item.taken:
+                take.parts.append(item.records.slice(item.taken, end))
+                take.count += end - item.taken
             take.spans.append((item, end))
-            if end == len(item.messages):
+            if end == total:
                 take.done.append(item)
             else:
                 break
@@ -85,12 +91,12 @@ def take_items(
             take.assigned.update(item.offsets)
             take.done.append(item)
         elif isinstance(item, ReaderFailed):
-            if not take.messages:
+            if not take.count:
                 take.failure = item.error
                 take.done.append(item)
             break
         elif isinstance(item, (DrainBoundary, AssignmentApplied)) and not (
-            take.messages or take.spans or take.assigned
+            take.count or take.spans or take.assigned
         ):
             consume_control(item)
             take.done.append(item)
@@ -99,20 +105,14 @@ def take_items(
     return take
 
 
-def advance(
-    cursor: Mapping[TopicPartition, int],
-    messages: list[Message],
-    partitions: list[int],
-    offsets: list[int],
-    multi_topic: bool,
-) -> dict[TopicPartition, int]:
-    """``cursor`` moved past ``messages`` (client order; ``partitions``/``offsets`` are theirs):
-    last offset per partition + 1. Always a new dict."""
-    if multi_topic:
-        last = dict(zip(zip(map(Message.topic, messages), partitions), offsets))
+def advance(cursor: Mapping[TopicPartition, int], records: Records) -> dict[TopicPartition, int]:
+    """``cursor`` moved past ``records`` (client order): last offset per partition + 1. Always a
+    new dict."""
+    if isinstance(records.topics, str):
+        topic = records.topics
+        last = {(topic, p): o for p, o in dict(zip(records.partitions, records.offsets)).items()}
     else:
-        topic = messages[0].topic()
-        last = {(topic, p): o for p, o in dict(zip(partitions, offsets)).items()}
+        last = dict(zip(zip(records.topics, records.partitions), records.offsets))
     result = dict(cursor)
     for tp, offset in last.items():
         if offset + 1 > result.get(tp, -1):
@@ -131,7 +131,7 @@ def with_positions(
     itself when nothing moved, else a copy."""
     result = cursor
     for chunk, end in spans:
-        if end != len(chunk.messages):
+        if end != len(chunk.records):
             continue
         for tp, position in chunk.positions.items():
             if tp in dropping or tp not in result:
@@ -149,7 +149,6 @@ def build_batch(
     dropping: frozenset[TopicPartition],
     builder: BatchBuilder,
     decode_failures: DecodeFailures,
-    multi_topic: bool,
     metrics: SourceMetrics,
 ) -> tuple[dict[TopicPartition, int], pa.RecordBatch | None, pa.RecordBatch | None]:
     """The cursor after ``take``, the batch of its records (``None`` if it has none) and the
@@ -162,16 +161,16 @@ def build_batch(
     """
     if take.assigned:
         cursor = {**cursor, **{tp: o for tp, o in take.assigned.items() if tp not in cursor}}
-    messages = take.messages
-    if dropping and messages:
-        kept = [m for m in messages if (m.topic(), m.partition()) not in dropping]
-        metrics.records_not_owned += len(messages) - len(kept)
-        messages = kept
+    records = take.records()
+    if dropping and records is not None:
+        kept = [i for i, tp in enumerate(zip(records.topic_list(), records.partitions)) if tp not in dropping]
+        metrics.records_not_owned += len(records) - len(kept)
+        records = records.take(kept) if kept else None
     batch = rejected = None
-    if messages:
-        built = builder.build(messages)
-        rejected = decode_failures.check(messages, built)
-        cursor = advance(cursor, messages, built.partitions, built.offsets, multi_topic)
+    if records is not None:
+        built = builder.build(records)
+        rejected = decode_failures.check(records, built)
+        cursor = advance(cursor, records)
         batch = built.batch
     return with_positions(cursor, take.spans, dropping), batch, rejected
 
@@ -204,29 +203,30 @@ class DecodeFailures:
         self.records_seen = 0
         self.records_rejected = 0
 
-    def check(self, messages: list[Message], built: BuiltBatch) -> pa.RecordBatch | None:
-        """Apply the policy to ``built``, the batch of ``messages``: ``None`` when every record
+    def check(self, records: Records, built: BuiltBatch) -> pa.RecordBatch | None:
+        """Apply the policy to ``built``, the batch of ``records``: ``None`` when every record
         decoded, else (``skip``) the rejected batch (:data:`~kafka_source.rejected.REJECTED_SCHEMA`)."""
         if self.policy is BadRecordPolicy.FAIL:
             if built.bad:
-                first = messages[built.bad[0].index]
+                index = built.bad[0].index
+                topic, partition, offset = records.topic_at(index), records.partitions[index], records.offsets[index]
                 self._metrics.decode_errors += 1
                 raise DecodeError(
-                    f"{first.topic()}:{first.partition()}@{first.offset()} does not decode as "
+                    f"{topic}:{partition}@{offset} does not decode as "
                     f"{self._format.value}: {built.bad[0].reason} (cursor not advanced; "
                     "on.bad.record=skip would skip it into the rejected output)",
-                    topic=first.topic(), partition=first.partition(), offset=first.offset(),
+                    topic=topic, partition=partition, offset=offset,
                 )
             return None
-        self.records_seen += len(messages)
+        self.records_seen += len(records)
         if not built.bad:
             return None
         bad = len(built.bad)
         self.records_rejected += bad
         self._metrics.records_skipped += bad
         self._metrics.decode_errors += bad
-        last = messages[built.bad[-1].index]
-        where = f"{last.topic()}:{last.partition()}@{last.offset()}"
+        last = built.bad[-1].index
+        where = f"{records.topic_at(last)}:{records.partitions[last]}@{records.offsets[last]}"
         allowed = self._max_error_rate * max(self.records_seen, ERROR_RATE_MIN_RECORDS)
         if self.records_rejected > allowed:
             raise ErrorRateExceededError(
@@ -235,4 +235,4 @@ class DecodeFailures:
                 f"max.error.rate={self._max_error_rate}; last bad record {where}: {built.bad[-1].reason}"
             )
         logger.warning("skipped %d undecodable record(s), the last %s: %s", bad, where, built.bad[-1].reason)
-        return rejected_batch(messages, built.bad)
+        return rejected_batch(records, built.bad)

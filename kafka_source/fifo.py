@@ -13,11 +13,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Message
-
 from coordinator.rounds import AssignmentDrainId
 from coordinator.routing import TopicPartition
 from kafka_source.errors import ConnectorError, FatalError
+from kafka_source.records import Records
 
 __all__ = [
     "AssignmentApplied",
@@ -37,22 +36,22 @@ MESSAGE_OVERHEAD_BYTES = 96
 
 @dataclass(eq=False)
 class RecordChunk:
-    """The messages of one ``consume`` call, in client order.
+    """The records of one ``consume`` call, in client order.
 
     ``positions`` holds, for every partition whose consumer position moved during that call, the
-    position after it. It is the valid cursor for a partition only once every message of the
-    chunk has been emitted (it may lie past transaction markers). ``taken`` counts the messages
+    position after it. It is the valid cursor for a partition only once every record of the
+    chunk has been emitted (it may lie past transaction markers). ``taken`` counts the records
     already handed to the asyncio side.
     """
 
-    messages: list[Message]
+    records: Records
     positions: Mapping[TopicPartition, int]
     nbytes: int
     taken: int = 0
 
     @property
     def remaining(self) -> int:
-        return len(self.messages) - self.taken
+        return len(self.records) - self.taken
 
 
 class ControlItem:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import Consumer, KafkaException
 
 from coordinator.routing import TopicPartition
 from kafka_source.commits import AdvisoryCommits
@@ -19,6 +19,7 @@ from kafka_source.connector import DeliveryGuarantee, InitialPosition, ResumePos
 from kafka_source.errors import ConfigurationError
 from kafka_source.fifo import ByteBoundedFifo
 from kafka_source.reader import Reader
+from kafka_source.records import RecordFields, Records
 from kafka_source.startup import StartupPlan, query_broker_facts, resolve_initial, resolve_resume
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ def build_reader(
     metadata_timeout_s: float,
     on_discovered: Callable[[int], None],
     callbacks_pending: Callable[[], bool],
-    prefetch: Callable[[list[Message]], None] | None = None,
+    fields: RecordFields,
+    prefetch: Callable[[Records], None] | None = None,
 ) -> Reader:
     """A reader (not started) that owns ``consumer`` at ``offsets`` and sets ``event`` (on the
     running loop) whenever it puts an item into its FIFO.
@@ -106,5 +108,6 @@ def build_reader(
         on_discovered=on_discovered,
         consume_timeout_s=CONSUME_TIMEOUT_S,
         callbacks_pending=callbacks_pending,
+        fields=fields,
         prefetch=prefetch,
     )

@@ -45,12 +45,20 @@ from kafka_source.fifo import (
     ReaderFailed,
     RecordChunk,
 )
+from kafka_source.records import RecordFields, Records
 from kafka_source.startup import selected_topics
 from kafka_source.topics import TopicSelector
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Reader"]
+__all__ = ["CALL_MESSAGES", "Reader"]
+
+#: Messages per ``Consumer.consume`` call. Message objects are tracked by the cyclic garbage
+#: collector, which collects its youngest generation every 700 net allocations: 10,000 messages
+#: alive at once were walked, promoted and walked again by full collections (about a third of the
+#: reader thread's CPU in ``bench/bench_landing.py``). Calls this small let each call's messages be
+#: turned into plain lists (:class:`~kafka_source.records.Records`) and freed before that.
+CALL_MESSAGES = 500
 
 
 @dataclass
@@ -80,9 +88,12 @@ class Reader:
         on_discovered: Callable[[int], None] | None = None,
         consume_timeout_s: float = 0.1,
         callbacks_pending: Callable[[], bool] | None = None,
-        prefetch: Callable[[list[Message]], None] | None = None,
+        fields: RecordFields | None = None,
+        prefetch: Callable[[Records], None] | None = None,
     ) -> None:
         self.consumer = consumer
+        #: the fields read of each message (:meth:`Records.of`); default: every one but headers
+        self.fields = fields or RecordFields(topic=None)
         #: called with each chunk's records before they enter the FIFO (blocking work that must
         #: not run on the event loop, e.g. fetching schemas from a registry); must not raise
         self.prefetch = prefetch
@@ -228,10 +239,7 @@ class Reader:
                     if self.callbacks_pending() and not self._stop.is_set():
                         self._serve_callbacks()
                     continue
-                messages = self.consumer.consume(
-                    num_messages=self.chunk_records, timeout=self.consume_timeout_s
-                )
-                self._handle(messages)
+                self._read_chunk()
         except Exception as exc:  # noqa: BLE001 - surfaced to the source through the FIFO
             logger.exception("kafka source reader thread failed")
             self.fifo.put_control(ReaderFailed(FatalError(f"reader thread failed: {exc}", cause=exc)))
@@ -263,9 +271,35 @@ class Reader:
         Takes at most one message, put past the cap in order, so each wait interval of a full
         FIFO exceeds the cap by at most one record.
         """
-        self._handle(self.consumer.consume(num_messages=1, timeout=0), over_cap=True)
+        parts, nbytes = self._read(self.consumer.consume(num_messages=1, timeout=0))
+        self._put(parts, nbytes, over_cap=True)
 
-    def _handle(self, messages: list[Message], *, over_cap: bool = False) -> None:
+    def _read_chunk(self) -> None:
+        """Consume up to ``chunk_records`` messages in calls of at most :data:`CALL_MESSAGES`
+        (the first waits up to ``consume_timeout_s``, the others take only what is queued) and put
+        them as one chunk. A call that brings a client error ends the chunk there."""
+        parts: list[Records] = []
+        nbytes = 0
+        wanted, timeout = self.chunk_records, self.consume_timeout_s
+        while wanted > 0:
+            call = min(CALL_MESSAGES, wanted)
+            messages = self.consumer.consume(num_messages=call, timeout=timeout)
+            if any(map(Message.error, messages)):
+                self._put(parts, nbytes)  # what came before the error goes first
+                parts, nbytes = self._read(messages)
+                break
+            read, read_bytes = self._read(messages)
+            parts += read
+            nbytes += read_bytes
+            if len(messages) < call:  # nothing more queued
+                break
+            wanted -= call
+            timeout = 0
+        self._put(parts, nbytes)
+
+    def _read(self, messages: list[Message]) -> tuple[list[Records], int]:
+        """``messages`` without client errors (reported) and records of blocked partitions, as
+        records (the messages themselves are not kept: see :data:`CALL_MESSAGES`) and their bytes."""
         good = messages
         if any(map(Message.error, messages)):
             good = [m for m in messages if m.error() is None]
@@ -275,13 +309,20 @@ class Reader:
         blocked = self._blocked
         if blocked and good:
             good = [m for m in good if (m.topic(), m.partition()) not in blocked]
+        if not good:
+            return [], 0
+        return [Records.of(good, self.fields)], sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
+
+    def _put(self, parts: list[Records], nbytes: int, *, over_cap: bool = False) -> None:
+        """Put ``parts`` as one chunk with the positions moved since the last one (nothing when
+        neither records nor positions moved)."""
         positions = self._moved_positions()
-        if not good and not positions:
+        if not parts and not positions:
             return
-        if good and self.prefetch is not None:
-            self.prefetch(good)
-        nbytes = sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
-        self.fifo.put_chunk(RecordChunk(good, positions, nbytes), self._stop, over_cap=over_cap)
+        records = Records.concat(parts) if parts else Records([], [], [], [])
+        if parts and self.prefetch is not None:
+            self.prefetch(records)
+        self.fifo.put_chunk(RecordChunk(records, positions, nbytes), self._stop, over_cap=over_cap)
 
     def _moved_positions(self) -> dict[TopicPartition, int]:
         if not self._assigned:

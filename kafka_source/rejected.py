@@ -1,15 +1,14 @@
 """Rejected records as Arrow: the raw message and why it did not decode (the dead-letter rows).
 
-Pure: built from messages the source already holds; no client calls, no clock.
+Pure: built from records the source already holds; no client calls, no clock.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import pyarrow as pa
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
-
-from kafka_source.arrow_batch import BadRecord
+from kafka_source.arrow_batch import BadRecord, int32_array, int64_array
+from kafka_source.records import Records
 
 __all__ = ["REJECTED_SCHEMA", "rejected_batch"]
 
@@ -25,18 +24,20 @@ REJECTED_SCHEMA = pa.schema([
 ])
 
 
-def rejected_batch(messages: Sequence[Message], bad: Sequence[BadRecord]) -> pa.RecordBatch:
-    """The rows of ``bad`` (indexes into ``messages``), in their order. Pre: ``bad`` is not empty."""
-    rejected = [messages[b.index] for b in bad]
-    stamps = [None if kind == TIMESTAMP_NOT_AVAILABLE else ts for kind, ts in map(Message.timestamp, rejected)]
+def rejected_batch(records: Records, bad: Sequence[BadRecord]) -> pa.RecordBatch:
+    """The rows of ``bad`` (indexes into ``records``), in their order. Pre: ``bad`` is not empty.
+    ``_timestamp`` and ``_key`` are null when ``records`` were read without them (a source keeping
+    rejected records always reads them: :meth:`~kafka_source.records.RecordFields.of`)."""
+    rows = records.take([b.index for b in bad])
+    count = len(rows)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(list(map(Message.topic, rejected)), pa.string()),
-            pa.array(list(map(Message.partition, rejected)), pa.int32()),
-            pa.array(list(map(Message.offset, rejected)), pa.int64()),
-            pa.array(stamps, pa.timestamp("ms")),
-            pa.array(list(map(Message.key, rejected)), pa.binary()),
-            pa.array(list(map(Message.value, rejected)), pa.binary()),
+            pa.array(rows.topic_list(), pa.string()),
+            int32_array(rows.partitions),
+            int64_array(rows.offsets),
+            pa.array(rows.timestamps if rows.timestamps is not None else [None] * count, pa.timestamp("ms")),
+            pa.array(rows.keys if rows.keys is not None else [None] * count, pa.binary()),
+            pa.array(rows.values, pa.binary()),
             pa.array([b.reason for b in bad], pa.string()),
         ],
         schema=REJECTED_SCHEMA,

@@ -30,7 +30,7 @@ from kafka_source.arrow_batch import BatchBuilder
 from kafka_source.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.commits import AdvisoryCommits
-from kafka_source.config import Format, KafkaSourceConfig, as_kafka_config
+from kafka_source.config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
 from kafka_source.connector import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -51,6 +51,7 @@ from kafka_source.fifo import AssignmentApplied, ByteBoundedFifo, ControlItem, F
 from kafka_source.metrics import SourceMetrics
 from kafka_source.opening import build_reader, create_consumer, start_offsets
 from kafka_source.reader import Reader
+from kafka_source.records import RecordFields
 from kafka_source.schema import configured_schema, discover_json_schema
 from kafka_source.vnode import VnodeBinding, VnodeDriver
 
@@ -211,6 +212,8 @@ class KafkaSource(SourceConnector):
             metadata_timeout_s=self._request_timeout_s, on_discovered=self.metrics.count_discovered,
             callbacks_pending=self._commits.awaiting_result,
             prefetch=self._builder.prefetch if self._builder is not None and self._builder.prefetches else None,
+            fields=RecordFields.of(config, keeps_rejected=self._decode_failures is not None
+                                   and self._decode_failures.policy is BadRecordPolicy.SKIP),
         )
         self._fifo = self._reader.fifo
         if self._vnode is not None:
@@ -269,10 +272,9 @@ class KafkaSource(SourceConnector):
             self._failure = take.failure
             raise take.failure
         dropping = self._vnode.dropping if self._vnode is not None else frozenset()
-        multi_topic = self.config.topic_pattern is not None or len(self.config.topics) > 1
         try:
             cursor, batch, rejected = build_batch(
-                take, self._cursor, dropping, builder, decode_failures, multi_topic, self.metrics
+                take, self._cursor, dropping, builder, decode_failures, self.metrics
             )
         except ErrorRateExceededError as exc:
             self._failure = exc

@@ -10,6 +10,8 @@ from kafka_source.errors import ConfigurationError
 
 BASE = {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g"}
 
+from tests.unit.kafka_source.wiring import records_of
+
 
 def msg(offset: int, value: bytes | None, partition: int = 0, topic: str = "t", **kw: object) -> Message:
     return Message(topic=topic, partition=partition, offset=offset, value=value, **kw)
@@ -23,7 +25,7 @@ def test_raw_with_all_metadata() -> None:
         msg(8, None, 2, timestamp=(TIMESTAMP_NOT_AVAILABLE, 0)),
         msg(3, b"c", 1, topic="u", timestamp=(TIMESTAMP_CREATE_TIME, 5)),
     ]
-    built = builder.build(messages)
+    built = builder.build(records_of(messages))
     batch = built.batch
     assert built.bad == ()
     assert batch.schema == builder.schema
@@ -43,7 +45,7 @@ def test_raw_with_all_metadata() -> None:
 def test_raw_without_metadata_has_only_value() -> None:
     builder = BatchBuilder(KafkaSourceConfig.from_properties(BASE))
     assert builder.schema.names == ["value"]
-    assert builder.build([msg(0, b"x")]).batch.num_rows == 1
+    assert builder.build(records_of([msg(0, b"x")])).batch.num_rows == 1
 
 
 def json_builder(schema: str = "id:int64,name:string", metadata: str = "_offset") -> BatchBuilder:
@@ -56,7 +58,7 @@ def json_builder(schema: str = "id:int64,name:string", metadata: str = "_offset"
 
 def test_json_fast_path() -> None:
     builder = json_builder()
-    built = builder.build([msg(0, b'{"id":1,"name":"a","extra":true}'), msg(1, b'{"id":2}')])
+    built = builder.build(records_of([msg(0, b'{"id":1,"name":"a","extra":true}'), msg(1, b'{"id":2}')]))
     assert built.bad == ()
     assert built.batch.to_pylist() == [
         {"id": 1, "name": "a", "_offset": 0},
@@ -65,7 +67,7 @@ def test_json_fast_path() -> None:
 
 
 def test_json_multiline_record_is_valid() -> None:
-    built = json_builder().build([msg(0, b'{"id":1,\n "name":"a"}'), msg(1, b'{"id":2}')])
+    built = json_builder().build(records_of([msg(0, b'{"id":1,\n "name":"a"}'), msg(1, b'{"id":2}')]))
     assert built.bad == ()
     assert built.batch.column("id").to_pylist() == [1, 2]
 
@@ -76,14 +78,14 @@ def test_json_multiline_record_is_valid() -> None:
 )
 def test_json_bad_record_is_reported_and_dropped(bad_value: bytes | None) -> None:
     builder = json_builder()
-    built = builder.build([msg(0, b'{"id":1}'), msg(1, bad_value), msg(2, b'{"id":3}')])
+    built = builder.build(records_of([msg(0, b'{"id":1}'), msg(1, bad_value), msg(2, b'{"id":3}')]))
     assert [b.index for b in built.bad] == [1]
     assert built.batch.column("id").to_pylist() == [1, 3]
     assert built.batch.column("_offset").to_pylist() == [0, 2]
 
 
 def test_json_all_bad_gives_empty_batch() -> None:
-    built = json_builder().build([msg(0, b"x"), msg(1, b"y")])
+    built = json_builder().build(records_of([msg(0, b"x"), msg(1, b"y")]))
     assert len(built.bad) == 2
     assert built.batch.num_rows == 0
     assert built.batch.schema.names == ["id", "name", "_offset"]
@@ -94,13 +96,13 @@ def test_json_without_schema_is_a_configuration_error() -> None:
         BatchBuilder(KafkaSourceConfig.from_properties({**BASE, "format": "json"}))
     schema = pa.schema([("id", pa.int64())])
     builder = BatchBuilder(KafkaSourceConfig.from_properties({**BASE, "format": "json"}), schema)
-    assert builder.build([msg(0, b'{"id": 9}')]).batch.column("id").to_pylist() == [9]
+    assert builder.build(records_of([msg(0, b'{"id": 9}')])).batch.column("id").to_pylist() == [9]
 
 
 def test_large_raw_batch_round_trips_offsets() -> None:
     builder = BatchBuilder(KafkaSourceConfig.from_properties({**BASE, "include.metadata": "partition,offset"}))
     messages = [msg(i // 8, b"x" * 100, i % 8) for i in range(10_000)]
-    batch = builder.build(messages).batch
+    batch = builder.build(records_of(messages)).batch
     assert batch.num_rows == 10_000
     assert batch.column("_partition").to_pylist()[:9] == [0, 1, 2, 3, 4, 5, 6, 7, 0]
     assert batch.column("_offset").to_pylist()[-1] == 1249

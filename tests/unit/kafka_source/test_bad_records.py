@@ -16,8 +16,10 @@ from kafka_source.connector import DeliveryGuarantee
 from kafka_source.errors import ConfigurationError, DecodeError, ErrorRateExceededError
 from kafka_source.fifo import ByteBoundedFifo, RecordChunk
 from kafka_source.metrics import SourceMetrics
+from kafka_source.records import Records
 from kafka_source.rejected import REJECTED_SCHEMA
 
+from tests.unit.kafka_source.wiring import records_of
 from tests.unit.kafka_source.wiring import running_source as wired_source
 
 TOPIC = "orders"
@@ -36,7 +38,7 @@ def message(offset: int, bad: bool) -> Message:
 
 def put(fifo: ByteBoundedFifo, first: int, count: int, bad: frozenset[int] = frozenset()) -> None:
     messages = [message(o, o in bad) for o in range(first, first + count)]
-    fifo.put_chunk(RecordChunk(messages, {(TOPIC, 0): first + count}, nbytes=count), threading.Event())
+    fifo.put_chunk(RecordChunk(records_of(messages), {(TOPIC, 0): first + count}, nbytes=count), threading.Event())
 
 
 @pytest.mark.parametrize("delivery", [DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.BEST_EFFORT])
@@ -107,10 +109,10 @@ async def test_error_rate_exceeded_names_the_last_bad_record_and_the_rate_and_is
         await source.poll_batch(100)
 
 
-def built_with_bad(count: int, bad: int) -> tuple[list[Message], BuiltBatch]:
+def built_with_bad(count: int, bad: int) -> tuple[Records, BuiltBatch]:
     builder = BatchBuilder(KafkaSourceConfig.from_properties(BASE))
-    messages = [message(o, o < bad) for o in range(count)]
-    return messages, builder.build(messages)
+    records = records_of([message(o, o < bad) for o in range(count)])
+    return records, builder.build(records)
 
 
 def test_the_rate_counts_against_at_least_the_minimum_number_of_records() -> None:

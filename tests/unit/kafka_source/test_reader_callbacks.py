@@ -76,7 +76,7 @@ def started_reader(pending: Pending) -> tuple[Reader, FakeConsumer, ByteBoundedF
 
 
 def offsets(fifo: ByteBoundedFifo) -> list[int]:
-    return [m.offset() for item in fifo.peek(10_000) if isinstance(item, RecordChunk) for m in item.messages]
+    return [m for item in fifo.peek(10_000) if isinstance(item, RecordChunk) for m in item.records.offsets]
 
 
 def test_full_fifo_stops_consuming_but_runs_commands() -> None:

@@ -9,9 +9,11 @@ from confluent_kafka import Message
 from kafka_source.errors import FatalError, TransientError
 from kafka_source.fifo import ByteBoundedFifo, PartitionsAssigned, ReaderFailed, RecordChunk
 
+from tests.unit.kafka_source.wiring import records_of
+
 
 def chunk(n: int, nbytes: int) -> RecordChunk:
-    return RecordChunk([Message(topic="t", partition=0, offset=i, value=b"x") for i in range(n)], {}, nbytes)
+    return RecordChunk(records_of([Message(topic="t", partition=0, offset=i, value=b"x") for i in range(n)]), {}, nbytes)
 
 
 def test_put_blocks_at_byte_cap_until_release() -> None:

@@ -35,6 +35,8 @@ from kafka_source.registry_schema import (
 UTC = dt.timezone.utc
 _scopes = itertools.count()
 
+from tests.unit.kafka_source.wiring import records_of
+
 
 def scope() -> str:
     return f"mock://test-registry-formats-{next(_scopes)}"
@@ -218,7 +220,7 @@ def test_protobuf_round_trip_and_message_indexes() -> None:
     schema_id, indexes, _ = split_wire(data, protobuf=True)
     assert indexes == (2,)  # Order is the third message of its file
     empty = serializer(classes["Order"](), VALUE)
-    built = BatchBuilder(config(url, "protobuf")).build([msg(0, data), msg(1, empty)])
+    built = BatchBuilder(config(url, "protobuf")).build(records_of([msg(0, data), msg(1, empty)]))
     assert built.bad == ()
     rows = built.batch.to_pylist()
     assert rows[0] == {
@@ -238,12 +240,12 @@ def test_protobuf_evolution_adds_a_column() -> None:
     v2_classes = proto_classes("evolve", extra_fields=True)
     v2 = ProtobufSerializer(v2_classes["Order"], client, {"use.deprecated.format": False})
     builder = BatchBuilder(config(url, "protobuf"))
-    first = builder.build([msg(0, v1(v1_order(id=1), VALUE))]).batch
+    first = builder.build(records_of([msg(0, v1(v1_order(id=1), VALUE))])).batch
     assert "note" not in first.schema.names
-    second = builder.build([
+    second = builder.build(records_of([
         msg(1, v2(v2_classes["Order"](id=2, note="n"), VALUE)),
         msg(2, v1(v1_order(id=3), VALUE)),
-    ]).batch
+    ])).batch
     assert second.schema.names[-2:] == ["note", "_offset"]
     assert second.column("note").to_pylist() == ["n", None]
     assert second.column("id").to_pylist() == [2, 3]
@@ -287,7 +289,7 @@ def test_avro_round_trip_typed_columns() -> None:
     url = scope()
     serialize = avro_serializer(url, AVRO_V1)
     builder = BatchBuilder(config(url))
-    built = builder.build([msg(i, serialize(avro_record(i), VALUE)) for i in range(3)])
+    built = builder.build(records_of([msg(i, serialize(avro_record(i), VALUE)) for i in range(3)]))
     assert built.bad == ()
     batch = built.batch
     assert batch.schema == builder.schema
@@ -315,14 +317,14 @@ def test_avro_evolution_added_field_with_default() -> None:
     url = scope()
     v1, v2 = avro_serializer(url, AVRO_V1), avro_serializer(url, AVRO_V2)
     builder = BatchBuilder(config(url))
-    first = builder.build([msg(0, v1(avro_record(0), VALUE))]).batch
+    first = builder.build(records_of([msg(0, v1(avro_record(0), VALUE))])).batch
     assert "channel" not in first.schema.names
-    second = builder.build([msg(1, v1(avro_record(1), VALUE)), msg(2, v2(avro_record(2, channel="app"), VALUE))])
+    second = builder.build(records_of([msg(1, v1(avro_record(1), VALUE)), msg(2, v2(avro_record(2, channel="app"), VALUE))]))
     assert second.bad == ()
     assert second.batch.schema.field("channel").type == pa.string()
     assert second.batch.column("channel").to_pylist() == ["web", "app"]
     assert second.batch.schema != first.schema
-    third = builder.build([msg(3, v1(avro_record(3), VALUE))]).batch
+    third = builder.build(records_of([msg(3, v1(avro_record(3), VALUE))])).batch
     assert third.schema == second.batch.schema and third.column("channel").to_pylist() == ["web"]
 
 
@@ -331,9 +333,9 @@ def test_avro_evolution_removed_field() -> None:
     v1 = avro_serializer(url, AVRO_V1)
     fewer = {**AVRO_V1, "fields": [f for f in AVRO_V1["fields"] if f["name"] != "name"]}
     v2 = avro_serializer(url, fewer)
-    built = BatchBuilder(config(url)).build([
+    built = BatchBuilder(config(url)).build(records_of([
         msg(0, v1(avro_record(1), VALUE)), msg(1, v2({k: v for k, v in avro_record(2).items() if k != "name"}, VALUE)),
-    ])
+    ]))
     assert built.bad == () and "name" not in built.batch.schema.names
     assert built.batch.column("id").to_pylist() == [1, 2]
 
@@ -342,20 +344,19 @@ def test_bad_records_unknown_id_no_magic_truncated_and_tombstone() -> None:
     url = scope()
     good = avro_serializer(url, AVRO_V1)(avro_record(1), VALUE)
     unknown = b"\x00" + (987654).to_bytes(4, "big") + good[5:]
-    built = BatchBuilder(config(url)).build([
+    built = BatchBuilder(config(url)).build(records_of([
         msg(0, good), msg(1, unknown), msg(2, b"{\"json\": 1}"), msg(3, good[:-3]), msg(4, None), msg(5, good),
-    ])
+    ]))
     assert [b.index for b in built.bad] == [1, 2, 3, 4]
     reasons = [b.reason for b in built.bad]
     assert "987654 is unknown" in reasons[0]
     assert "magic byte" in reasons[1]
     assert "schema id" in reasons[2] and "tombstone" in reasons[3]
     assert built.batch.column("_offset").to_pylist() == [0, 5]
-    assert built.offsets == [0, 1, 2, 3, 4, 5]
 
 
 def test_every_record_bad_gives_an_empty_batch() -> None:
-    built = BatchBuilder(config(scope())).build([msg(0, b"\x00\x00\x00\x00\x07xx"), msg(1, b"nope")])
+    built = BatchBuilder(config(scope())).build(records_of([msg(0, b"\x00\x00\x00\x00\x07xx"), msg(1, b"nope")]))
     assert built.batch.num_rows == 0 and len(built.bad) == 2
 
 
@@ -391,7 +392,7 @@ def test_json_schema_round_trip_and_bad_value() -> None:
                       "tags": ["x"], "user": {"name": "ann"}}, VALUE)
     sparse = serialize({"id": 2, "at": "2024-05-01T14:00:00+02:00"}, VALUE)
     wrong = good[:5] + b'{"id": "not a number", "at": "2024-05-01T12:00:00Z"}'
-    built = BatchBuilder(config(url, "json-schema")).build([msg(0, good), msg(1, wrong), msg(2, sparse)])
+    built = BatchBuilder(config(url, "json-schema")).build(records_of([msg(0, good), msg(1, wrong), msg(2, sparse)]))
     assert [b.index for b in built.bad] == [1]
     types = {f.name: f.type for f in built.batch.schema}
     assert types["at"] == pa.timestamp("us", tz="UTC") and types["day"] == pa.date32()
@@ -410,20 +411,20 @@ def test_key_formats() -> None:
     key_serializer = AvroSerializer(registry_client(url, {}), json.dumps(key_schema))
     value = avro_serializer(url, AVRO_V1)(avro_record(1), VALUE)
     keyed = BatchBuilder(config(url, include_metadata="_offset,_key", **{"key.format": "avro"}))
-    built = keyed.build([
+    built = keyed.build(records_of([
         msg(0, value, key_serializer({"tenant": "a"}, KEY)), msg(1, value, None), msg(2, value, b"not avro"),
-    ])
+    ]))
     assert [(b.index, b.reason.startswith("key: ")) for b in built.bad] == [(2, True)]
     assert built.batch.schema.field("_key").type == pa.struct([pa.field("tenant", pa.string(), nullable=False)])
     assert built.batch.column("_key").to_pylist() == [{"tenant": "a"}, None]
     as_string = BatchBuilder(KafkaSourceConfig.from_properties(
         {"bootstrap.servers": "b", "topic": "t", "group.id": "g", "include.metadata": "_key,_headers",
          "key.format": "string"}))
-    built = as_string.build([
+    built = as_string.build(records_of([
         Message(topic="t", partition=0, offset=0, value=b"v", key=b"k\xc3\xa9", headers=[("h", b"1"), ("n", None)]),
         Message(topic="t", partition=0, offset=1, value=b"v", key=b"\xff"),
         Message(topic="t", partition=0, offset=2, value=b"v"),
-    ])
+    ]))
     assert [b.index for b in built.bad] == [1]
     assert built.batch.schema.field("_key").type == pa.string()
     assert built.batch.column("_key").to_pylist() == ["k\u00e9", None]
@@ -449,7 +450,7 @@ def test_config() -> None:
 def test_unreachable_registry_is_transient_and_consumes_nothing() -> None:
     cfg = config("http://127.0.0.1:9", **{"schema.registry.timeout": "1", "schema.registry.max.retries": "0"})
     with pytest.raises(TransientError) as caught:
-        BatchBuilder(cfg).build([msg(0, b"\x00\x00\x00\x00\x01payload")])
+        BatchBuilder(cfg).build(records_of([msg(0, b"\x00\x00\x00\x00\x01payload")]))
     assert "unreachable" in str(caught.value)
 
 
@@ -461,7 +462,7 @@ class _RefusingRegistry:
 def test_registry_refusing_credentials_is_a_configuration_error() -> None:
     builder = BatchBuilder(config("http://registry:8081"), registry=_RefusingRegistry())  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="refuses access"):
-        builder.build([msg(0, b"\x00\x00\x00\x00\x01payload")])
+        builder.build(records_of([msg(0, b"\x00\x00\x00\x00\x01payload")]))
 
 
 def test_bad_client_properties_name_no_value() -> None:
@@ -518,21 +519,21 @@ def test_the_reader_threads_prefetch_keeps_registry_calls_off_the_poll() -> None
     messages = [msg(i, serialize(avro_record(i), VALUE)) for i in range(3)]
 
     registry.down = True
-    builder.prefetch(messages)  # never raises
+    builder.prefetch(records_of(messages))  # never raises
     calls = registry.calls
     with pytest.raises(TransientError, match="unreachable"):
-        builder.build(messages)
+        builder.build(records_of(messages))
     assert registry.calls == calls  # the poll did not wait for the registry
 
     registry.down = False
-    builder.prefetch(messages)
+    builder.prefetch(records_of(messages))
     calls = registry.calls
-    assert builder.build(messages).batch.num_rows == 3 and registry.calls == calls
+    assert builder.build(records_of(messages)).batch.num_rows == 3 and registry.calls == calls
 
     unknown = [msg(9, b"\x00\x00\x00\x7f\x7fxx")]
-    builder.prefetch(unknown)
+    builder.prefetch(records_of(unknown))
     calls = registry.calls
     for _ in range(3):
-        assert len(builder.build(unknown).bad) == 1
+        assert len(builder.build(records_of(unknown)).bad) == 1
     assert registry.calls == calls  # refused from the cache: the registry is not asked per batch
     assert not BatchBuilder(config(url, fmt="json", **{"json.schema": "a:int64"})).prefetches

@@ -19,6 +19,7 @@ from kafka_source.errors import ConfigurationError, FatalError
 from kafka_source.fifo import ByteBoundedFifo, RecordChunk
 from kafka_source.reader import Reader
 
+from tests.unit.kafka_source.wiring import records_of
 from tests.unit.kafka_source.wiring import running_source as wired_source
 
 TOPIC = "t"
@@ -41,7 +42,7 @@ def chunk(first: int, count: int, bad: frozenset[int] = frozenset()) -> RecordCh
         Message(topic=TOPIC, partition=0, offset=o, value=b"garbage" if o in bad else b'{"id":%d}' % o)
         for o in range(first, first + count)
     ]
-    return RecordChunk(messages, {(TOPIC, 0): first + count}, nbytes=count)
+    return RecordChunk(records_of(messages), {(TOPIC, 0): first + count}, nbytes=count)
 
 
 async def test_error_rate_counts_every_record_seen_not_only_batches_with_bad_ones() -> None:

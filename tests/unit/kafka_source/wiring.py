@@ -1,7 +1,9 @@
 """A KafkaSource wired to a FIFO the test fills: what ``start()`` sets up, without a consumer."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+
+from confluent_kafka import Message
 
 from kafka_source import KafkaSource
 from kafka_source.arrow_batch import BatchBuilder
@@ -9,6 +11,7 @@ from kafka_source.batches import DecodeFailures
 from kafka_source.config import KafkaSourceConfig
 from kafka_source.connector import DeliveryGuarantee
 from kafka_source.fifo import ByteBoundedFifo
+from kafka_source.records import RecordFields, Records
 
 
 def running_source(properties: Mapping[str, str], delivery: DeliveryGuarantee,
@@ -24,3 +27,12 @@ def running_source(properties: Mapping[str, str], delivery: DeliveryGuarantee,
     source._started = True
     source._cursor = {(topic, 0): 0}
     return source, fifo
+
+
+#: every field of a message, so a test's records suit any builder
+ALL_FIELDS = RecordFields(topic=None, timestamps=True, keys=True, headers=True)
+
+
+def records_of(messages: Sequence[Message]) -> Records:
+    """``messages`` as the reader thread hands them over, every field read."""
+    return Records.of(messages, ALL_FIELDS)

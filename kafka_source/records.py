@@ -1,0 +1,161 @@
+"""Consumed records as plain columns: the fields of one ``consume`` call's messages, read once.
+
+The reader thread turns each chunk of :class:`confluent_kafka.Message` objects into a
+:class:`Records` value right after ``consume`` and lets the messages go. Messages are objects the
+cyclic garbage collector tracks: with tens of thousands of them waiting in the FIFO, every full
+collection walked them all (about a fifth of the source's CPU in ``bench/bench_landing.py``'s
+profile). Lists of bytes and ints are not tracked, and each field is read with one C-level
+``map`` per chunk.
+
+Pure values: no client calls, no clock. :class:`RecordFields` says which optional fields are read
+(a timestamp costs more than the other fields together), so a source reads only what its batches
+and its rejected rows need.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
+
+from kafka_source.config import KafkaSourceConfig
+
+__all__ = ["Headers", "RecordFields", "Records"]
+
+Headers = list[tuple[str, bytes | None]] | None
+
+_KIND = itemgetter(0)
+_TIME = itemgetter(1)
+
+
+@dataclass(frozen=True)
+class RecordFields:
+    """Which fields :meth:`Records.of` reads besides partition, offset and value.
+
+    ``topic``: the topic every message has (a source of one named topic), or ``None`` to read each
+    message's topic. ``timestamps``, ``keys``, ``headers``: read these fields (otherwise they are
+    ``None`` in :class:`Records`).
+    """
+
+    topic: str | None
+    timestamps: bool = True
+    keys: bool = True
+    headers: bool = False
+
+    @classmethod
+    def of(cls, config: KafkaSourceConfig, *, keeps_rejected: bool) -> RecordFields:
+        """The fields a source of ``config`` needs: its metadata columns and, when it keeps
+        rejected records (``on.bad.record=skip``), the timestamp and key of every rejected row."""
+        metadata = config.include_metadata
+        return cls(
+            topic=config.topics[0] if len(config.topics) == 1 and config.topic_pattern is None else None,
+            timestamps="_timestamp" in metadata or keeps_rejected,
+            keys="_key" in metadata or keeps_rejected,
+            headers="_headers" in metadata,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Records:
+    """Records in client order, one list per field, all of one length.
+
+    ``topics`` is a ``str`` when every record has that topic. ``timestamps`` holds milliseconds
+    since the epoch, ``None`` for a record without one; ``timestamps``, ``keys`` and ``headers``
+    are ``None`` when not read (:class:`RecordFields`). Lists are shared, never mutated.
+    """
+
+    partitions: list[int]
+    offsets: list[int]
+    values: list[bytes | None]
+    topics: list[str] | str
+    timestamps: list[int | None] | None = None
+    keys: list[bytes | None] | None = None
+    headers: list[Headers] | None = None
+
+    @classmethod
+    def of(cls, messages: Sequence[Message], fields: RecordFields) -> Records:
+        """The fields of ``messages`` (all without client error)."""
+        timestamps: list[int | None] | None = None
+        if fields.timestamps:
+            stamps = list(map(Message.timestamp, messages))
+            timestamps = list(map(_TIME, stamps))
+            if TIMESTAMP_NOT_AVAILABLE in map(_KIND, stamps):
+                timestamps = [None if kind == TIMESTAMP_NOT_AVAILABLE else ts for kind, ts in stamps]
+        return cls(
+            partitions=list(map(Message.partition, messages)),
+            offsets=list(map(Message.offset, messages)),
+            values=list(map(Message.value, messages)),
+            topics=fields.topic if fields.topic is not None else list(map(Message.topic, messages)),
+            timestamps=timestamps,
+            keys=list(map(Message.key, messages)) if fields.keys else None,
+            headers=list(map(Message.headers, messages)) if fields.headers else None,
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def topic_at(self, index: int) -> str:
+        return self.topics if isinstance(self.topics, str) else self.topics[index]
+
+    def topic_list(self) -> list[str]:
+        """One topic per record."""
+        return [self.topics] * len(self) if isinstance(self.topics, str) else self.topics
+
+    def slice(self, start: int, end: int) -> Records:
+        """Records ``start`` to ``end`` (exclusive); ``self`` when that is all of them."""
+        if start == 0 and end >= len(self):
+            return self
+        return Records(
+            self.partitions[start:end], self.offsets[start:end], self.values[start:end],
+            self.topics if isinstance(self.topics, str) else self.topics[start:end],
+            None if self.timestamps is None else self.timestamps[start:end],
+            None if self.keys is None else self.keys[start:end],
+            None if self.headers is None else self.headers[start:end],
+        )
+
+    def take(self, indexes: Sequence[int]) -> Records:
+        """The records at ``indexes``, in that order."""
+        pick = itemgetter(*indexes) if indexes else None
+
+        def picked(values: list) -> list:  # type: ignore[type-arg]
+            if pick is None:
+                return []
+            return [values[indexes[0]]] if len(indexes) == 1 else list(pick(values))
+
+        return Records(
+            picked(self.partitions), picked(self.offsets), picked(self.values),
+            self.topics if isinstance(self.topics, str) else picked(self.topics),
+            None if self.timestamps is None else picked(self.timestamps),
+            None if self.keys is None else picked(self.keys),
+            None if self.headers is None else picked(self.headers),
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[Records]) -> Records:
+        """``parts`` one after the other. Pre: ``parts`` is not empty, all read with one
+        :class:`RecordFields`."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        one_topic = first.topics if isinstance(first.topics, str) and all(p.topics == first.topics for p in parts) else None
+
+        def joined(field: str) -> list | None:  # type: ignore[type-arg]
+            if getattr(first, field) is None:
+                return None
+            result: list = []  # type: ignore[type-arg]
+            for part in parts:
+                result.extend(getattr(part, field))
+            return result
+
+        topics: list[str] | str
+        if one_topic is not None:
+            topics = one_topic
+        else:
+            topics = []
+            for part in parts:
+                topics.extend(part.topic_list())
+        return Records(
+            joined("partitions") or [], joined("offsets") or [], joined("values") or [], topics,
+            joined("timestamps"), joined("keys"), joined("headers"),
+        )
