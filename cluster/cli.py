@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -253,6 +254,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
     with quiet_clients(args.debug):  # an unreachable Kafka or ZooKeeper is reported in one line
         _interruptible(preflight, settings, args.connect_timeout)
+    # Everything imported and set up so far lives as long as the node: moved out of the garbage
+    # collector's reach, full collections walk only what the pipeline allocates afterwards.
+    gc.freeze()
     return asyncio.run(run_node(settings))
 
 

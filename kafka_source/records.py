@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
+from confluent_kafka import Message
 
 from kafka_source.config import KafkaSourceConfig
 
@@ -25,8 +25,9 @@ __all__ = ["Headers", "RecordFields", "Records"]
 
 Headers = list[tuple[str, bytes | None]] | None
 
-_KIND = itemgetter(0)
 _TIME = itemgetter(1)
+#: the timestamp of a message that has none (Kafka's ``RecordBatch.NO_TIMESTAMP``)
+NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Records:
     """Records in client order, one list per field, all of one length.
 
     ``topics`` is a ``str`` when every record has that topic. ``timestamps`` holds milliseconds
-    since the epoch, ``None`` for a record without one; ``timestamps``, ``keys`` and ``headers``
+    since the epoch, ``None`` for a record without one (-1 from the client); ``timestamps``, ``keys`` and ``headers``
     are ``None`` when not read (:class:`RecordFields`). Lists are shared, never mutated.
     """
 
@@ -78,10 +79,12 @@ class Records:
         """The fields of ``messages`` (all without client error)."""
         timestamps: list[int | None] | None = None
         if fields.timestamps:
-            stamps = list(map(Message.timestamp, messages))
-            timestamps = list(map(_TIME, stamps))
-            if TIMESTAMP_NOT_AVAILABLE in map(_KIND, stamps):
-                timestamps = [None if kind == TIMESTAMP_NOT_AVAILABLE else ts for kind, ts in stamps]
+            # Each (kind, ms) tuple is freed at once (tuples are tracked by the garbage collector
+            # too). librdkafka gives -1 ms for a message without a timestamp, and Kafka's "no
+            # timestamp" is -1 whatever the kind says: both are None.
+            timestamps = list(map(_TIME, map(Message.timestamp, messages)))
+            if NO_TIMESTAMP in timestamps:
+                timestamps = [None if ts == NO_TIMESTAMP else ts for ts in timestamps]
         return cls(
             partitions=list(map(Message.partition, messages)),
             offsets=list(map(Message.offset, messages)),

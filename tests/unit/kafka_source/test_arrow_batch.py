@@ -22,7 +22,7 @@ def test_raw_with_all_metadata() -> None:
     builder = BatchBuilder(config)
     messages = [
         msg(7, b"a", 2, key=b"k", headers=[("h", b"v")], timestamp=(TIMESTAMP_CREATE_TIME, 1_700_000_000_000)),
-        msg(8, None, 2, timestamp=(TIMESTAMP_NOT_AVAILABLE, 0)),
+        msg(8, None, 2, timestamp=(TIMESTAMP_NOT_AVAILABLE, -1)),
         msg(3, b"c", 1, topic="u", timestamp=(TIMESTAMP_CREATE_TIME, 5)),
     ]
     built = builder.build(records_of(messages))
