@@ -57,6 +57,8 @@ _RUN_HELP = {
     "max-file-bytes": "rotate staged Parquet files at this size (default 128 MiB)",
     "row-group-rows": "rows per Parquet row group (default 65536)",
     "max-batch-records": "records per source poll (default 10000)",
+    "max-fetched-bytes": "bound on records fetched but not yet landed: the Kafka client's queue (half) plus "
+                         "the source's (default 33554432, 32 MiB)",
     "format": "record format (default raw)",
     "startup-mode": "where a new pipeline starts; resolved once "
                     "and pinned before any node reads (default earliest)",

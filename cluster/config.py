@@ -78,6 +78,7 @@ class NodeSettings:
     max_file_bytes: int = 128 * 1024 * 1024
     row_group_rows: int = 65536
     max_batch_records: int = 10000
+    max_fetched_bytes: int = 32 * 1024 * 1024
     format: str = "raw"
     startup_mode: str = "earliest"
     startup_timestamp_ms: int = 0
@@ -130,7 +131,7 @@ class NodeSettings:
         _positive("node-id", self.node_id)
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics-port must be 0..65535, got {self.metrics_port}")
-        for name in ("checkpoint_interval_ms", "max_file_bytes", "row_group_rows", "max_batch_records",
+        for name in ("checkpoint_interval_ms", "max_file_bytes", "row_group_rows", "max_batch_records", "max_fetched_bytes",
                      "session_timeout_ms", "drain_timeout_ms", "vnode_count"):
             _positive(name.replace("_", "-"), getattr(self, name))
         formats = tuple(f.value for f in Format)
@@ -247,6 +248,7 @@ class NodeSettings:
             "format": self.format,
             "startup.mode": self.startup_mode,
             "include.metadata": ",".join(metadata),
+            "max.fetched.bytes": str(self.max_fetched_bytes),
             # the runtime watches the topology and hands new partitions to the source
             "partition.discovery.interval.ms": "0",
         }
@@ -284,6 +286,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "max-file-bytes": ("max_file_bytes", as_int),
     "row-group-rows": ("row_group_rows", as_int),
     "max-batch-records": ("max_batch_records", as_int),
+    "max-fetched-bytes": ("max_fetched_bytes", as_int),
     "format": ("format", as_str),
     "startup-mode": ("startup_mode", as_str),
     "startup-timestamp-ms": ("startup_timestamp_ms", as_int),

@@ -22,7 +22,9 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
 ``include.metadata``               ``false`` (default), ``true`` (all) or a list of
                                    ``_topic,_partition,_offset,_timestamp,_key,_headers``
 ``isolation.level``                ``read_committed`` (default) | ``read_uncommitted``
-``max.fetched.bytes``              cap on fetched-but-not-emitted payload bytes (32 MiB)
+``max.fetched.bytes``              cap on fetched-but-not-emitted bytes: librdkafka's fetch queue
+                                   (half, ``queued.max.messages.kbytes``) plus the source's FIFO
+                                   (the rest) (32 MiB)
 ``consume.chunk.records``          records per client ``consume()`` call (10000)
 ``partition.discovery.interval.ms``  new-partition check period; ``0`` disables (30000)
 ``on.bad.record``                  ``fail`` | ``skip``: a record that does not decode fails the
@@ -143,6 +145,9 @@ VALID_KEYS: tuple[str, ...] = (
 KAFKA_PREFIX = "kafka."
 REGISTRY_PREFIX = "schema.registry."
 #: librdkafka keys the source owns; setting them through ``kafka.*`` is an error.
+#: librdkafka's bound on its pre-fetched queue, a share of ``max.fetched.bytes``
+CLIENT_QUEUE_KEY = "queued.max.messages.kbytes"
+
 _OWNED_KAFKA_KEYS: frozenset[str] = frozenset(
     {"bootstrap.servers", "group.id", "isolation.level", "enable.auto.offset.store"}
 )
@@ -342,6 +347,15 @@ class KafkaSourceConfig:
             raise ConfigurationError(f"max.error.rate={props['max.error.rate']!r} is not a number") from None
         if not 0.0 <= error_rate <= 1.0:
             raise ConfigurationError(f"max.error.rate={error_rate} must be within [0, 1]")
+        max_fetched = _int("max.fetched.bytes", props.get("max.fetched.bytes", str(32 * 1024 * 1024)), minimum=2048)
+        if CLIENT_QUEUE_KEY in kafka_props:
+            queue_kb = _int(f"kafka.{CLIENT_QUEUE_KEY}", kafka_props[CLIENT_QUEUE_KEY], minimum=1)
+            if queue_kb * 1024 >= max_fetched:
+                raise ConfigurationError(
+                    f"kafka.{CLIENT_QUEUE_KEY}={queue_kb} (KiB) leaves nothing of max.fetched.bytes={max_fetched} "
+                    "for the source's own queue: raise max.fetched.bytes or lower it"
+                )
+            kafka_props[CLIENT_QUEUE_KEY] = str(queue_kb)
         return cls(
             bootstrap_servers=bootstrap,
             topics=selector.names,
@@ -356,9 +370,7 @@ class KafkaSourceConfig:
             isolation_level=_enum(  # type: ignore[arg-type]
                 IsolationLevel, "isolation.level", props.get("isolation.level", "read_committed")
             ),
-            max_fetched_bytes=_int(
-                "max.fetched.bytes", props.get("max.fetched.bytes", str(32 * 1024 * 1024)), minimum=1024
-            ),
+            max_fetched_bytes=max_fetched,
             consume_chunk_records=_int(
                 "consume.chunk.records", props.get("consume.chunk.records", "10000"), minimum=1
             ),
@@ -384,6 +396,20 @@ class KafkaSourceConfig:
             return self.on_bad_record
         return BadRecordPolicy.FAIL if guaranteed else BadRecordPolicy.SKIP
 
+    @property
+    def client_queue_bytes(self) -> int:
+        """librdkafka's share of :attr:`max_fetched_bytes` (``queued.max.messages.kbytes``):
+        ``kafka.queued.max.messages.kbytes`` when set, else half."""
+        explicit = self.kafka_properties.get(CLIENT_QUEUE_KEY)
+        if explicit is not None:
+            return int(explicit) * 1024
+        return max(1024, self.max_fetched_bytes // 2)
+
+    @property
+    def fifo_bytes(self) -> int:
+        """The FIFO's share of :attr:`max_fetched_bytes`: what librdkafka's queue leaves."""
+        return self.max_fetched_bytes - self.client_queue_bytes
+
     def consumer_config(self, *, guaranteed: bool) -> dict[str, str | int | bool]:
         """The librdkafka configuration of the source's consumer.
 
@@ -393,8 +419,8 @@ class KafkaSourceConfig:
         conf: dict[str, str | int | bool] = {
             "enable.partition.eof": False,
             "auto.offset.reset": "earliest",
-            # librdkafka's own prefetch (default 64 MiB) adds to max.fetched.bytes; keep it modest.
-            "queued.max.messages.kbytes": 16384,
+            # librdkafka's own prefetch (default 64 MiB) is a share of max.fetched.bytes.
+            CLIENT_QUEUE_KEY: self.client_queue_bytes // 1024,
             # The per-partition fetch limit counts compressed bytes, so with compressible payloads
             # 1 MiB (the default) per partition inflates to far more in memory; 512 KiB keeps a
             # reader of 8 partitions under 500 MB RSS without slowing it (bench/bench_source.py).

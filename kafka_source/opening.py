@@ -99,7 +99,7 @@ def build_reader(
 
     return Reader(
         consumer,
-        ByteBoundedFifo(config.max_fetched_bytes, on_ready=wake),
+        ByteBoundedFifo(config.fifo_bytes, on_ready=wake),
         selector=config.selector,
         assigned=offsets,
         chunk_records=config.consume_chunk_records,

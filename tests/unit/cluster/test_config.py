@@ -18,6 +18,14 @@ def test_defaults_and_derived_values() -> None:
     assert s.effective_state_dir == "/tmp/out/_coordinator"
     props = s.source_properties()
     assert props["bootstrap.servers"] == "k:9092" and "_offset" in props["include.metadata"]
+    assert props["max.fetched.bytes"] == str(32 * 1024 * 1024)
+
+
+def test_max_fetched_bytes_reaches_the_source() -> None:
+    s = settings_from(BASE, {"LAMINAR_MAX_FETCHED_BYTES": "8388608"}, {})
+    assert s.source_properties()["max.fetched.bytes"] == "8388608"
+    with pytest.raises(ConfigError, match="max-fetched-bytes"):
+        settings_from(BASE, {}, {"max-fetched-bytes": "0"})
 
 
 def test_precedence_file_then_env_then_flags() -> None:

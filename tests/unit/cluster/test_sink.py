@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cluster.errors import SinkError
-from cluster.lake_settings import PartitionGranularity
 from cluster.sink import (
     STAGING_DIR,
     ParquetSink,

@@ -152,3 +152,22 @@ def test_identity_options_exclude_endpoints_and_group() -> None:
     assert "group.id" not in options and "bootstrap.servers" not in options
     other_endpoint = KafkaSourceConfig.from_properties({**BASE, "bootstrap.servers": "other:1"})
     assert other_endpoint.identity_options() == KafkaSourceConfig.from_properties(BASE).identity_options()
+
+
+def test_max_fetched_bytes_bounds_the_client_queue_and_the_fifo_together() -> None:
+    config = KafkaSourceConfig.from_properties(BASE)
+    assert config.client_queue_bytes + config.fifo_bytes == config.max_fetched_bytes == 32 * 1024 * 1024
+    assert config.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == 16 * 1024
+    small = KafkaSourceConfig.from_properties({**BASE, "max.fetched.bytes": str(8 << 20)})
+    assert (small.client_queue_bytes, small.fifo_bytes) == (4 << 20, 4 << 20)
+    assert small.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == 4096
+    # an explicit client queue takes its share; the FIFO gets the rest
+    explicit = KafkaSourceConfig.from_properties(
+        {**BASE, "max.fetched.bytes": str(8 << 20), "kafka.queued.max.messages.kbytes": "1024"})
+    assert (explicit.client_queue_bytes, explicit.fifo_bytes) == (1 << 20, 7 << 20)
+    assert explicit.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == "1024"
+    with pytest.raises(ConfigurationError, match="leaves nothing of max.fetched.bytes"):
+        KafkaSourceConfig.from_properties({**BASE, "max.fetched.bytes": str(1 << 20),
+                                           "kafka.queued.max.messages.kbytes": "1024"})
+    with pytest.raises(ConfigurationError, match="queued.max.messages.kbytes"):
+        KafkaSourceConfig.from_properties({**BASE, "kafka.queued.max.messages.kbytes": "lots"})
