@@ -5,9 +5,14 @@ that move vnodes between node 1 alone and nodes {1, 2} (begin_drain -> ready -> 
 holding the cut -> commit -> finish_drain with the cut as handoff cursors -> publication). For every
 moved partition the *handoff pause* is the time from the old owner's last emission of that partition
 to the new owner's first one; for scale, ``baseline_emission_gap_ms`` is the gap between two
-consecutive emissions of one partition by one node when nothing moves. Then a drain is held open for ``--hold`` seconds between ready and the
-(abort) decision, ``--holds`` times, and the emission rate of the partitions that do not move is
-compared with the same-length window just before the drain. Prints one JSON object.
+consecutive emissions of one partition by one node when nothing moves. ``handoff_breakdown_ms``
+splits each pause at the round's steps: the old owner's last emission to every node drained
+(``drain``), to the checkpoint holding the cut (``durable_cut``), to every ``finish_drain`` returned
+(``finish``), to the new assignment published (``publish``), to every node reconciled with it
+(``acquire``), to the new owner's first emission (``first_fetch``). Then a drain is held open for
+``--hold`` seconds between ready and the (abort) decision, ``--holds`` times, and the emission rate
+of the partitions that do not move is compared with the same-length window just before the drain.
+Prints one JSON object.
 
     .venv/bin/python bench/bench_handoff.py [--bootstrap HOST:PORT] [--rounds 12] [--rate 6000]
 
@@ -39,6 +44,17 @@ from devstack.topics import create_topic  # noqa: E402
 from tests.support import high_watermarks  # noqa: E402
 
 PARTITIONS = 16
+
+
+#: a handoff's steps, in order (see the module docstring)
+STEPS = ("drain", "durable_cut", "finish", "publish", "acquire", "first_fetch")
+
+
+def breakdown(times: dict[str, float], last_old: float, first_new: float) -> dict[str, float]:
+    """``first_new - last_old`` split at the round's step times (clamped into that span)."""
+    marks = [last_old] + [min(max(times[k], last_old), first_new)
+                          for k in ("ready", "durable", "finished", "published", "reconciled")] + [first_new]
+    return {step: end - start for step, start, end in zip(STEPS, marks, marks[1:])}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -99,6 +115,7 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
     await driver.add_node(b)
     await driver.wait_reconciled()
     pauses: list[float] = []
+    breakdowns: list[dict[str, float]] = []
     drain_s: list[float] = []
     ratios: list[float] = []
     reports = []
@@ -110,6 +127,7 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
                 members = [1, 2] if index % 2 == 0 else [1]
                 report = await driver.round(driver.place(members), SourceDrainOutcome.COMMIT)
                 await driver.wait_reconciled()
+                report.times["reconciled"] = time.monotonic()
                 drain_s.append(report.drain_s)
                 reports.append(report)
                 await asyncio.sleep(0.4)
@@ -127,6 +145,7 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
                 first_new = min((at for q, o, at in by_node[new] if q == p and o == cut), default=None)
                 if last_old is not None and first_new is not None:
                     pauses.append(first_new - last_old)
+                    breakdowns.append(breakdown(report.times, last_old, first_new))
                 else:
                     unmeasured += 1
     finally:
@@ -151,6 +170,13 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
             "p99": round(percentile(pauses, 0.99) * 1000, 1),
             "max": round(max(pauses) * 1000, 1),
         },
+        "handoff_breakdown_ms": {
+            step: {"p50": round(statistics.median(b[step] for b in breakdowns) * 1000, 1),
+                   "p99": round(percentile([b[step] for b in breakdowns], 0.99) * 1000, 1)}
+            for step in STEPS
+        },
+        "slowest_handoff_ms": {step: round(value * 1000, 1) for step, value in
+                               max(breakdowns, key=lambda b: sum(b.values())).items()},
         "baseline_emission_gap_ms": {
             "p50": round(statistics.median(gaps) * 1000, 1),
             "p99": round(percentile(gaps, 0.99) * 1000, 1),

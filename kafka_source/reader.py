@@ -271,7 +271,8 @@ class Reader:
         Takes at most one message, put past the cap in order, so each wait interval of a full
         FIFO exceeds the cap by at most one record.
         """
-        parts, nbytes = self._read(self.consumer.consume(num_messages=1, timeout=0))
+        messages = self.consumer.consume(num_messages=1, timeout=0)
+        parts, nbytes = self._read(messages, any(map(Message.error, messages)))
         self._put(parts, nbytes, over_cap=True)
 
     def _read_chunk(self) -> None:
@@ -286,9 +287,9 @@ class Reader:
             messages = self.consumer.consume(num_messages=call, timeout=timeout)
             if any(map(Message.error, messages)):
                 self._put(parts, nbytes)  # what came before the error goes first
-                parts, nbytes = self._read(messages)
+                parts, nbytes = self._read(messages, errors=True)
                 break
-            read, read_bytes = self._read(messages)
+            read, read_bytes = self._read(messages, errors=False)
             parts += read
             nbytes += read_bytes
             if len(messages) < call:  # nothing more queued
@@ -297,11 +298,12 @@ class Reader:
             timeout = 0
         self._put(parts, nbytes)
 
-    def _read(self, messages: list[Message]) -> tuple[list[Records], int]:
-        """``messages`` without client errors (reported) and records of blocked partitions, as
-        records (the messages themselves are not kept: see :data:`CALL_MESSAGES`) and their bytes."""
+    def _read(self, messages: list[Message], errors: bool) -> tuple[list[Records], int]:
+        """``messages`` without client errors (reported; ``errors``: whether any message has one)
+        and records of blocked partitions, as records (the messages themselves are not kept: see
+        :data:`CALL_MESSAGES`) and their bytes."""
         good = messages
-        if any(map(Message.error, messages)):
+        if errors:
             good = [m for m in messages if m.error() is None]
             for message in messages:
                 if message.error() is not None:

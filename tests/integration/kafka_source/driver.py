@@ -213,6 +213,9 @@ class RoundReport:
     moved: dict[TopicPartition, tuple[int, int]]  # partition -> (old owner, new owner)
     cut: dict[str, int]
     drain_s: float
+    #: monotonic times of the round's steps: began, ready (every node drained), durable (the
+    #: checkpoint holding the cut), finished (every node's finish_drain returned), published
+    times: dict[str, float] = field(default_factory=dict)
 
 
 class Driver:
@@ -321,8 +324,10 @@ class Driver:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"node {node.node_id} did not drain")
                 await asyncio.sleep(0.002)
-        drain_s = time.monotonic() - started
+        ready_at = time.monotonic()
+        drain_s = ready_at - started
         await self.checkpoint()  # the epoch whose manifest holds the cut
+        durable_at = time.monotonic()
         cut = {f"{t}:{p}": self.durable[f"{t}:{p}"] for t, p in moved}
         resolution = SourceDrainResolution(drain_id, outcome)
         for node in self.nodes.values():
@@ -333,8 +338,11 @@ class Driver:
         await asyncio.gather(
             *(node.call(lambda s=node.source: s.finish_drain(resolution, finish_by, handoff)) for node in active)
         )
+        finished_at = time.monotonic()
         self.publish(target if outcome is SourceDrainOutcome.COMMIT else predecessor.owners)
-        return RoundReport(drain_id, outcome, moved, cut, drain_s)
+        times = {"began": started, "ready": ready_at, "durable": durable_at, "finished": finished_at,
+                 "published": time.monotonic()}
+        return RoundReport(drain_id, outcome, moved, cut, drain_s, times)
 
 
 async def _async(fn: Callable[..., T], *args: Any) -> T:
