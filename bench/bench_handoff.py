@@ -4,7 +4,8 @@ Two nodes share one topic under continuous production. The driver runs ``--round
 that move vnodes between node 1 alone and nodes {1, 2} (begin_drain -> ready -> durable checkpoint
 holding the cut -> commit -> finish_drain with the cut as handoff cursors -> publication). For every
 moved partition the *handoff pause* is the time from the old owner's last emission of that partition
-to the new owner's first one; for scale, ``baseline_emission_gap_ms`` is the gap between two
+to the new owner's first one (when the old owner emitted nothing of it since it acquired it, from
+the previous owner's last emission: ``handoffs_whose_old_owner_emitted_nothing``); for scale, ``baseline_emission_gap_ms`` is the gap between two
 consecutive emissions of one partition by one node when nothing moves. ``handoff_breakdown_ms``
 splits each pause at the round's steps: the old owner's last emission to every node drained
 (``drain``), to the checkpoint holding the cut (``durable_cut``), to every ``finish_drain`` returned
@@ -14,7 +15,7 @@ splits each pause at the round's steps: the old owner's last emission to every n
 of the partitions that do not move is compared with the same-length window just before the drain.
 Prints one JSON object.
 
-    .venv/bin/python bench/bench_handoff.py [--bootstrap HOST:PORT] [--rounds 12] [--rate 6000]
+    .venv/bin/python bench/bench_handoff.py [--bootstrap HOST:PORT] [--rounds 12] [--rate 6000] [--kafka KEY=VALUE]
 
 Without ``--bootstrap`` a local single-broker dev stack is started via ``devstack.stack.DevStack``.
 """
@@ -99,7 +100,8 @@ async def held_drain(driver: Driver, node: Node, target: tuple[int, ...], hold_s
     return (during / (ended - began)) / (before / hold_s)
 
 
-async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: float) -> dict[str, object]:
+async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: float,
+              kafka: dict[str, str]) -> dict[str, object]:
     topic = f"bench-handoff-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, PARTITIONS)
     properties = {
@@ -107,6 +109,7 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
         "topic": topic,
         "group.id": f"bench-{uuid.uuid4().hex[:8]}",
         "include.metadata": "_topic,_partition,_offset",
+        **{f"kafka.{key}": value for key, value in kafka.items()},
     }
     driver = Driver(topic, PARTITIONS, vnode_count=64)
     driver.publish([1] * driver.vnode_count)
@@ -120,6 +123,7 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
     ratios: list[float] = []
     reports = []
     unmeasured = 0
+    spanning = 0
     try:
         with Producing(bootstrap, topic, PARTITIONS, rate) as producing:
             await asyncio.sleep(2.0)
@@ -141,7 +145,12 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
         for report in reports:
             for (_t, p), (old, new) in report.moved.items():
                 cut = report.cut[f"{topic}:{p}"]
-                last_old = max((at for q, o, at in by_node[old] if q == p and o == cut - 1), default=None)
+                # the emission of the last record before the cut: by the old owner, or (when it
+                # emitted nothing of the partition since it acquired it) by the owner before it
+                last_old = max((at for rows in by_node.values() for q, o, at in rows if q == p and o == cut - 1),
+                               default=None)
+                if last_old is not None and not any(q == p and o == cut - 1 for q, o, _at in by_node[old]):
+                    spanning += 1
                 first_new = min((at for q, o, at in by_node[new] if q == p and o == cut), default=None)
                 if last_old is not None and first_new is not None:
                     pauses.append(first_new - last_old)
@@ -165,6 +174,7 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
         "rounds": rounds,
         "moved_partition_handoffs": len(pauses),
         "unmeasured_handoffs": unmeasured,
+        "handoffs_whose_old_owner_emitted_nothing": spanning,
         "handoff_pause_ms": {
             "p50": round(statistics.median(pauses) * 1000, 1),
             "p99": round(percentile(pauses, 0.99) * 1000, 1),
@@ -198,7 +208,10 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=6000.0, help="records/s produced over all partitions")
     parser.add_argument("--holds", type=int, default=3)
     parser.add_argument("--hold", type=float, default=1.5, help="seconds a measured drain is held open")
+    parser.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
+                        help="a librdkafka consumer property for both nodes (repeatable)")
     args = parser.parse_args()
+    kafka = dict(item.split("=", 1) for item in args.kafka)
     stack = None
     bootstrap = args.bootstrap
     if bootstrap is None:
@@ -207,7 +220,7 @@ def main() -> None:
         stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=0)
         bootstrap = stack.bootstrap
     try:
-        result = asyncio.run(run(bootstrap, args.rounds, args.rate, args.holds, args.hold))
+        result = asyncio.run(run(bootstrap, args.rounds, args.rate, args.holds, args.hold, kafka))
         print(json.dumps(result, indent=2))
     finally:
         if stack is not None:

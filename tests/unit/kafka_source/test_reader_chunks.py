@@ -6,7 +6,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from kafka_source.fifo import ByteBoundedFifo, ReaderFailed, RecordChunk
-from kafka_source.reader import CALL_MESSAGES, Reader
+from kafka_source.reader import CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S, Reader
 from kafka_source.records import RecordFields
 from kafka_source.topics import TopicSelector
 
@@ -80,3 +80,28 @@ def test_nothing_is_put_when_nothing_came_and_no_position_moved() -> None:
     reader = reader_of(QueuedConsumer([]), chunk_records=10_000)
     reader._read_chunk()
     assert reader.fifo.peek(100_000) == []
+
+
+class AssigningConsumer(QueuedConsumer):
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+
+def test_after_acquiring_partitions_the_reader_waits_in_short_steps_for_a_while() -> None:
+    # librdkafka does not wake a waiting consume() for a just-assigned partition's first records
+    consumer = AssigningConsumer([])
+    reader = reader_of(consumer, chunk_records=10_000)
+    reader._read_chunk()
+    assert consumer.calls[-1] == (CALL_MESSAGES, reader.consume_timeout_s)
+    reader._accepting = True  # the test plays the reader thread: it runs the command itself
+    applied = reader.change_assignment(1, acquire={(TOPIC, 1): 5})
+    reader._run_commands()
+    assert applied.result(timeout=1).acquired == {(TOPIC, 1): 5}
+    reader._read_chunk()
+    assert consumer.calls[-1] == (CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S)
+    reader.fresh_until = 0.0  # the window passed
+    reader._read_chunk()
+    assert consumer.calls[-1] == (CALL_MESSAGES, reader.consume_timeout_s)
