@@ -4,6 +4,7 @@ same pre-filled topic (8 partitions); CPU = user + sys of that process (``os.wai
 records; peak RSS = its ``ru_maxrss``. Readers run in alternating order, ``--rounds`` times each.
 
     .venv/bin/python bench/bench_landing.py [--records 2000000] [--rounds 2] [--payload raw|json|both]
+    .venv/bin/python bench/bench_landing.py --soak-minutes 10 [--soak-rate 20000]
 
 Readers (``reader <role>`` runs one in this file, for the driver):
 - ``raw``: a confluent-kafka ``consume(10000)`` loop that only counts (the floor);
@@ -258,6 +259,49 @@ def drive(args: argparse.Namespace) -> None:
         stack.stop()
 
 
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def soak(minutes: float, rate: int) -> dict[str, object]:
+    """One embedded node lands ``rate`` records/s (100 B, 8 partitions) for ``minutes``; its RSS
+    every 10 s, and the growth from the first minute's peak to the last minute's."""
+    from devstack.processes import NodeProcess
+    from devstack.producers import ContinuousProducer
+    from devstack.stack import DevStack
+    from devstack.topics import create_topic
+
+    base = Path(tempfile.mkdtemp(prefix="laminar-bench-soak-"))
+    stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=0, base_dir=base / "servers")
+    try:
+        topic = f"soak-{uuid.uuid4().hex[:6]}"
+        create_topic(stack.bootstrap, topic, PARTITIONS)
+        producer = ContinuousProducer(stack.bootstrap, topic, rate, PARTITIONS).start()
+        node = NodeProcess.launch(1, bootstrap=stack.bootstrap, topic=topic, output=str(base / "out"), zk=None,
+                                  pipeline="soak", log_dir=base / "logs")
+        samples: list[tuple[float, float]] = []
+        try:
+            assert node.process is not None
+            started = time.monotonic()
+            while time.monotonic() - started < minutes * 60:
+                time.sleep(10)
+                samples.append((round(time.monotonic() - started), round(_rss_mb(node.process.pid), 1)))
+        finally:
+            producer.stop()
+            node.stop()
+        first = max(rss for at, rss in samples if at <= 60)
+        last = max(rss for at, rss in samples if at >= samples[-1][0] - 60)
+        return {"minutes": minutes, "rate_per_s": rate, "records": producer.acked, "landed": landed(str(base / "out")),
+                "rss_mb_every_10s": [rss for _, rss in samples], "first_minute_peak_mb": first,
+                "last_minute_peak_mb": last, "growth_mb": round(last - first, 1)}
+    finally:
+        stack.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
@@ -272,7 +316,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--payload", choices=("raw", "json", "both"), default="both")
     parser.add_argument("--roles", default=",".join(ROLES), help="comma-separated subset of " + ",".join(ROLES))
+    parser.add_argument("--soak-minutes", type=float, default=0.0,
+                        help="instead of the readers: one embedded node landing --soak-rate records/s for this "
+                             "long, its RSS sampled every 10 s (memory flat over a long run)")
+    parser.add_argument("--soak-rate", type=int, default=20_000)
     args = parser.parse_args()
+    if args.soak_minutes > 0:
+        print(json.dumps(soak(args.soak_minutes, args.soak_rate), indent=2))
+        return
     if args.command == "reader":
         if args.role == "naive":
             read_naive(args.bootstrap, args.topic, args.records, args.payload, args.output)
