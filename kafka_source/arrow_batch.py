@@ -161,7 +161,7 @@ class BatchBuilder:
         elif self.format is Format.JSON:
             payload, value_bad = self._decode_json(values)
         else:
-            payload, value_bad = [pa.array(values, type=pa.binary())], {}
+            payload, value_bad = [values if isinstance(values, pa.Array) else pa.array(values, type=pa.binary())], {}
         bad_reasons = {**{i: f"key: {r}" for i, r in key_bad.items()}, **value_bad}
         if bad_reasons:
             total = len(values)

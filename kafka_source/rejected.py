@@ -37,7 +37,7 @@ def rejected_batch(records: Records, bad: Sequence[BadRecord]) -> pa.RecordBatch
             int64_array(rows.offsets),
             pa.array(rows.timestamps if rows.timestamps is not None else [None] * count, pa.timestamp("ms")),
             pa.array(rows.keys if rows.keys is not None else [None] * count, pa.binary()),
-            pa.array(rows.values, pa.binary()),
+            rows.values if isinstance(rows.values, pa.Array) else pa.array(rows.values, pa.binary()),
             pa.array([b.reason for b in bad], pa.string()),
         ],
         schema=REJECTED_SCHEMA,

@@ -6,7 +6,7 @@ import gc
 import pyarrow as pa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message
 
-from kafka_source.arrow_batch import topic_column
+from kafka_source.arrow_batch import BatchBuilder, topic_column
 from kafka_source.config import KafkaSourceConfig
 from kafka_source.records import RecordFields, Records
 
@@ -62,10 +62,11 @@ def test_fields_follow_the_configuration() -> None:
         config = KafkaSourceConfig.from_properties({**BASE, "topic": "orders", **props})
         return RecordFields.of(config, keeps_rejected=keeps_rejected)
 
-    assert fields() == RecordFields(topic="orders", timestamps=False, keys=False, headers=False)
+    assert fields() == RecordFields(topic="orders", timestamps=False, keys=False, headers=False, value_column=True)
     assert fields(**{"include.metadata": "_timestamp,_key,_headers"}) == RecordFields(
-        topic="orders", timestamps=True, keys=True, headers=True)
-    assert fields(keeps_rejected=True) == RecordFields(topic="orders", timestamps=True, keys=True, headers=False)
+        topic="orders", timestamps=True, keys=True, headers=True, value_column=True)
+    assert fields(keeps_rejected=True) == RecordFields(
+        topic="orders", timestamps=True, keys=True, headers=False, value_column=True)
     assert fields(topic="a,b").topic is None
     assert fields(topic="re:ord.*").topic is None
 
@@ -76,3 +77,21 @@ def test_one_topic_column_is_a_dictionary_with_zero_indices() -> None:
     assert column.to_pylist() == ["orders"] * 3 and column.indices.to_pylist() == [0, 0, 0]
     assert topic_column(["a", "b", "a"], 3).to_pylist() == ["a", "b", "a"]
     assert topic_column("orders", 0).to_pylist() == []
+
+
+def test_values_as_an_arrow_column_slice_take_concat_and_build() -> None:
+    fields = RecordFields(topic="t", value_column=True)
+    records = Records.of([msg("t", 0, o) for o in range(5)], fields)
+    assert isinstance(records.values, pa.BinaryArray) and records.values.to_pylist() == [b"v%d" % o for o in range(5)]
+    assert records.slice(1, 3).values.to_pylist() == [b"v1", b"v2"]
+    assert records.take([4, 0]).values.to_pylist() == [b"v4", b"v0"]
+    assert records.take([]).values.to_pylist() == []
+    joined = Records.concat([records.slice(0, 2), records.slice(2, 5)])
+    assert joined.values.to_pylist() == records.values.to_pylist() and joined.offsets == records.offsets
+    config = KafkaSourceConfig.from_properties({**BASE, "topic": "t", "include.metadata": "_offset"})
+    assert RecordFields.of(config, keeps_rejected=False).value_column
+    batch = BatchBuilder(config).build(records).batch
+    assert batch.column("value").to_pylist() == records.values.to_pylist()
+    assert batch.column("_offset").to_pylist() == [0, 1, 2, 3, 4]
+    json_config = KafkaSourceConfig.from_properties({**BASE, "topic": "t", "format": "json", "json.schema": "a:int64"})
+    assert not RecordFields.of(json_config, keeps_rejected=False).value_column
