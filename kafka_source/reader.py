@@ -199,7 +199,12 @@ class Reader:
             if cancelled is not None and cancelled.is_set():
                 raise FatalError(f"assignment change {op_id} was cancelled before it ran")
             if release:
-                consumer.incremental_unassign([KafkaTopicPartition(t, p) for t, p in sorted(release)])
+                released = [KafkaTopicPartition(t, p) for t, p in sorted(release)]
+                # Resumed first: a partition unassigned while paused (for a drain) and assigned
+                # again later fetched nothing for about a second at times (librdkafka 2.16,
+                # reproduced outside the source); resumed before it is released, never.
+                consumer.resume(released)
+                consumer.incremental_unassign(released)
                 for tp in release:
                     self._assigned.pop(tp, None)
                     self._positions.pop(tp, None)

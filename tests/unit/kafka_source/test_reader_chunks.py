@@ -105,3 +105,26 @@ def test_after_acquiring_partitions_the_reader_waits_in_short_steps_for_a_while(
     reader.fresh_until = 0.0  # the window passed
     reader._read_chunk()
     assert consumer.calls[-1] == (CALL_MESSAGES, reader.consume_timeout_s)
+
+
+class RecordingConsumer(QueuedConsumer):
+    def __init__(self) -> None:
+        super().__init__([])
+        self.log: list[tuple[str, list[int]]] = []
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.log.append(("resume", [tp.partition for tp in partitions]))
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self.log.append(("unassign", [tp.partition for tp in partitions]))
+
+
+def test_released_partitions_are_resumed_before_they_are_unassigned() -> None:
+    # a partition unassigned while paused for a drain stalled for about 1 s when assigned again
+    consumer = RecordingConsumer()
+    reader = reader_of(consumer, chunk_records=10_000)
+    reader._accepting = True
+    applied = reader.change_assignment(1, release=frozenset({(TOPIC, 0)}))
+    reader._run_commands()
+    assert applied.result(timeout=1).released == frozenset({(TOPIC, 0)})
+    assert consumer.log == [("resume", [0]), ("unassign", [0])]
