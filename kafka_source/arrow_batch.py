@@ -1,10 +1,10 @@
 """Arrow column building for Kafka messages: payload columns per format plus metadata columns.
 
 Columns are built in one go from the field lists of :class:`~kafka_source.records.Records` (read
-on the reader thread); there is no per-record Python here. JSON is parsed by ``pyarrow.json`` over the newline-joined values;
-only when that fails is each record parsed on its own to find the bad ones. The registry formats
-(``avro``, ``protobuf``, ``json-schema``) and registry-decoded keys go through
-:class:`~kafka_source.registry_decode.RegistryDecoder`: their columns follow the newest writer
+on the reader thread); there is no per-record Python here. JSON is parsed by ``pyarrow.json`` over
+the newline-joined values; only when that fails is each record parsed on its own to find the bad
+ones. The registry formats (``avro``, ``protobuf``, ``json-schema``) and registry-decoded keys go
+through :class:`~kafka_source.registry_decode.RegistryDecoder`: their columns follow the newest writer
 schema seen, so :attr:`BatchBuilder.schema` may change from one batch to the next (each batch has
 one schema; see :mod:`kafka_source.registry_decode` for the evolution contract).
 """

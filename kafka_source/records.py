@@ -152,7 +152,9 @@ class Records:
         if len(parts) == 1:
             return parts[0]
         first = parts[0]
-        one_topic = first.topics if isinstance(first.topics, str) and all(p.topics == first.topics for p in parts) else None
+        one_topic = None
+        if isinstance(first.topics, str) and all(part.topics == first.topics for part in parts):
+            one_topic = first.topics
 
         def joined(field: str) -> list | None:  # type: ignore[type-arg]
             if getattr(first, field) is None:
