@@ -178,7 +178,7 @@ class NodeRuntime:
             await self.topology.pin_start()
         except CoordinatorError as exc:  # e.g. unreachable, or the node id held by a live session
             raise RuntimeFailure(f"cannot join the pipeline: {exc}", cause=exc) from exc
-        self.sink.new_boot(self.coordinator.boot_id)
+        await self._executors.in_sink(self.sink.new_boot, self.coordinator.boot_id)  # after any write behind
         self.metrics.set_session_state(SessionState.CONNECTED.value)
         if self.options.vnode_mode:
             await self.topology.publish_vnode_load()
@@ -256,7 +256,8 @@ class NodeRuntime:
         if batch is None:
             return False
         records = batch.records
-        await self._executors.in_sink(self.sink.write, records, batch.rejected)  # both, or neither, in the epoch
+        # both, or neither, in the epoch; encoded while the next batch is polled (write_behind)
+        await self._executors.write_behind(self.sink.write, records, batch.rejected)
         self.rows_written += records.num_rows
         self.metrics.observe_batch(records.num_rows, records.nbytes, batch.rejected.num_rows if batch.rejected else 0)
         self.handoff_clock.note_rows(records)
@@ -345,7 +346,7 @@ class NodeRuntime:
                 await asyncio.sleep(1.0)
         self.phase = RuntimePhase.RUNNING
         self._session = SessionState.CONNECTED
-        self.sink.new_boot(self.coordinator.boot_id)
+        await self._executors.in_sink(self.sink.new_boot, self.coordinator.boot_id)  # after any write behind
         snapshot = await self._executors.in_control(self.coordinator.assignment)
         await self._on_assignment(AssignmentChanged(snapshot, 0), force_restart=True)
 
