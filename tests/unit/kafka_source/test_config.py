@@ -154,6 +154,14 @@ def test_identity_options_exclude_endpoints_and_group() -> None:
     assert other_endpoint.identity_options() == KafkaSourceConfig.from_properties(BASE).identity_options()
 
 
+def test_a_full_client_queue_is_fetched_again_soon_unless_the_user_says_otherwise() -> None:
+    # librdkafka's default (1000 ms) left a reader with a bounded queue idle most of the time
+    config = KafkaSourceConfig.from_properties(BASE)
+    assert config.consumer_config(guaranteed=True)["fetch.queue.backoff.ms"] == 10
+    chosen = KafkaSourceConfig.from_properties({**BASE, "kafka.fetch.queue.backoff.ms": "250"})
+    assert chosen.consumer_config(guaranteed=False)["fetch.queue.backoff.ms"] == "250"
+
+
 def test_max_fetched_bytes_bounds_the_client_queue_and_the_fifo_together() -> None:
     config = KafkaSourceConfig.from_properties(BASE)
     assert config.client_queue_bytes + config.fifo_bytes == config.max_fetched_bytes == 32 * 1024 * 1024
