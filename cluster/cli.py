@@ -110,6 +110,19 @@ def _version() -> str:
     return __version__
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version is looked up only when asked for (``importlib.metadata`` costs
+    every process about 20-60 ms of CPU at start, see :mod:`coordinator.versioning`)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
 def _add_common(parser: argparse.ArgumentParser, top: bool = False) -> None:
     # Subcommands must not reset an option given before the command name.
     parser.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
@@ -132,7 +145,7 @@ def _add_kafka_client(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Land Kafka topics into Parquet exactly once, on a cluster of nodes.")
     _add_common(parser, top=True)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,compact,demo,chaos,dev}",
                                      parser_class=_Parser)
 

@@ -13,10 +13,12 @@ commands import it, lazily. The pieces, one concern each:
 """
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _distribution_version
+from coordinator.versioning import installed_version
 
-try:
-    __version__: str = _distribution_version("laminar-kafka")
-except PackageNotFoundError:  # a source checkout that is not installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    """``__version__``, looked up on first use (:mod:`coordinator.versioning`): the command line
+    imports this package to build its parser, and ``importlib.metadata`` costs every process."""
+    if name == "__version__":
+        return installed_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

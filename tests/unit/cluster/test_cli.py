@@ -116,6 +116,13 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.startswith("laminar-kafka ")
 
 
+def test_building_the_parser_looks_up_no_version() -> None:
+    # importlib.metadata (and email) cost every node process tens of ms of CPU at start
+    code = "import sys, cluster.cli; cluster.cli.build_parser(); print('importlib.metadata' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "False"
+
+
 @pytest.mark.parametrize("flag, choices", [("--format", "{" + ",".join(f.value for f in Format) + "}"),
                                            ("--startup-mode", "{earliest,latest,timestamp,specific-offsets}"),
                                            ("--on-bad-record", "{fail,skip}")])
