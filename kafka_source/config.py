@@ -145,13 +145,13 @@ VALID_KEYS: tuple[str, ...] = (
 )
 KAFKA_PREFIX = "kafka."
 REGISTRY_PREFIX = "schema.registry."
-#: librdkafka keys the source owns; setting them through ``kafka.*`` is an error.
 #: librdkafka's bound on its pre-fetched queue, a share of ``max.fetched.bytes``
 CLIENT_QUEUE_KEY = "queued.max.messages.kbytes"
 #: librdkafka's pause before fetching again for a partition whose queue was full (default 1000 ms)
 FETCH_BACKOFF_KEY = "fetch.queue.backoff.ms"
 FETCH_BACKOFF_MS = 10
 
+#: librdkafka keys the source owns; setting them through ``kafka.*`` is an error.
 _OWNED_KAFKA_KEYS: frozenset[str] = frozenset(
     {"bootstrap.servers", "group.id", "isolation.level", "enable.auto.offset.store"}
 )

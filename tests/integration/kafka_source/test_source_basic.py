@@ -181,3 +181,22 @@ def _attempt():
     from kafka_source import CheckpointAttempt
 
     return CheckpointAttempt(3, 3)
+
+
+async def test_a_small_fetch_bound_does_not_stall_a_backlog(kafka, unique: Callable[[str], str]) -> None:
+    # With max.fetched.bytes far below the backlog the client's queue is full most of the time;
+    # librdkafka then postponed the next fetch by its default fetch.queue.backoff.ms (1 s), so
+    # this read took 38 s. The source sets 10 ms: about 2 s.
+    topic = unique("src-backlog")
+    support.create_topic(kafka.bootstrap, topic, 2)
+    values = [b"%06d" % i + b"x" * 1000 for i in range(40_000)]
+    support.produce(kafka.bootstrap, topic, values)
+    source = await start_source(props(kafka.bootstrap, topic, unique("g"), **{"max.fetched.bytes": str(128 * 1024)}))
+    try:
+        started = time.monotonic()
+        batches = await poll_until(source, row_count(40_000), max_records=1_000, timeout=60)
+        elapsed = time.monotonic() - started
+        assert sorted(v for _, _, v in rows(batches)) == values
+        assert elapsed < 20, f"40 MB behind a 128 KiB fetch bound took {elapsed:.1f} s"
+    finally:
+        await source.close()
