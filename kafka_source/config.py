@@ -50,6 +50,14 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from kafka_source.checkpoint import CONNECTOR_NAME
+from kafka_source.choices import (
+    METADATA_COLUMNS,
+    BadRecordPolicy,
+    Format,
+    IsolationLevel,
+    KeyFormat,
+    StartupMode,
+)
 from kafka_source.connector import ConnectorConfig
 from kafka_source.errors import ConfigurationError
 from kafka_source.topics import TopicSelector
@@ -66,63 +74,6 @@ __all__ = [
     "StartupMode",
     "VALID_KEYS",
 ]
-
-METADATA_COLUMNS: tuple[str, ...] = (
-    "_topic",
-    "_partition",
-    "_offset",
-    "_timestamp",
-    "_key",
-    "_headers",
-)
-
-
-class Format(enum.Enum):
-    RAW = "raw"
-    JSON = "json"
-    AVRO = "avro"
-    PROTOBUF = "protobuf"
-    JSON_SCHEMA = "json-schema"
-
-    @property
-    def uses_registry(self) -> bool:
-        """Whether records are in the Confluent wire format, decoded through the schema registry."""
-        return self in (Format.AVRO, Format.PROTOBUF, Format.JSON_SCHEMA)
-
-
-class KeyFormat(enum.Enum):
-    """How the ``_key`` column is decoded (``key.format``)."""
-    RAW = "raw"
-    STRING = "string"
-    AVRO = "avro"
-    PROTOBUF = "protobuf"
-    JSON_SCHEMA = "json-schema"
-
-    @property
-    def uses_registry(self) -> bool:
-        return self in (KeyFormat.AVRO, KeyFormat.PROTOBUF, KeyFormat.JSON_SCHEMA)
-
-
-class StartupMode(enum.Enum):
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    TIMESTAMP = "timestamp"
-    SPECIFIC_OFFSETS = "specific-offsets"
-
-
-class BadRecordPolicy(enum.Enum):
-    """What a record that does not decode does to the source (``on.bad.record``)."""
-
-    #: the source fails; nothing moves, the same record fails again
-    FAIL = "fail"
-    #: the record is skipped: consumed, and handed over in ``SourceBatch.rejected``
-    SKIP = "skip"
-
-
-class IsolationLevel(enum.Enum):
-    READ_COMMITTED = "read_committed"
-    READ_UNCOMMITTED = "read_uncommitted"
-
 
 VALID_KEYS: tuple[str, ...] = (
     "bootstrap.servers",
