@@ -70,6 +70,9 @@ class ZooKeeperStore(ControlStore):
         self._manifests = ManifestStore(client, self.base, config.session_timeout, config.manifests_to_keep)
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[bytes, int]] = {}  # path -> (data, data version)
+        #: bumped by every invalidation: a read whose watch fired before its result was stored
+        #: must not be cached (the watch is spent, so nothing would ever clear the stale entry)
+        self._invalidations = 0
         self._assembled: dict[str, tuple[bytes, bytes]] = {}  # chunked ack path -> (header, value)
         self.on_change: Callable[[], None] = lambda: None
 
@@ -85,6 +88,7 @@ class ZooKeeperStore(ControlStore):
         with self._lock:
             self._cache.clear()
             self._assembled.clear()
+            self._invalidations += 1
 
     def forget_manifests(self) -> None:
         """Drop the manifest cache (the next reads go to ZooKeeper)."""
@@ -182,9 +186,16 @@ class ZooKeeperStore(ControlStore):
 
     def _cached_reads(self, paths: list[str]) -> dict[str, tuple[bytes, int]]:
         """``(data, data version)`` of ``paths`` (missing ones omitted), from the watch-invalidated
-        cache or one parallel batch of reads that re-arm the watches."""
+        cache or one parallel batch of reads that re-arm the watches.
+
+        A watch can fire (on kazoo's thread) after a read returned and before its result is
+        stored: that result is used for this pass but not cached, since the spent watch would
+        leave a stale entry nothing clears (the leader then waited forever on an ack it had seen
+        PENDING). The firing kicks the leader, whose next pass reads again.
+        """
         with self._lock:
             result = {p: self._cache[p] for p in paths if p in self._cache}
+            invalidations = self._invalidations
         pending = {p: self._client.get_async(p, watch=self._invalidate) for p in paths if p not in result}
         for path, async_result in pending.items():
             try:
@@ -193,12 +204,14 @@ class ZooKeeperStore(ControlStore):
                 continue
             result[path] = (data, stat.version)
             with self._lock:
-                self._cache[path] = result[path]
+                if self._invalidations == invalidations:
+                    self._cache[path] = result[path]
         return result
 
     def _invalidate(self, event: WatchedEvent) -> None:
         with self._lock:
             self._cache.pop(event.path, None)
+            self._invalidations += 1
         self.on_change()
 
     def _ack_value(self, path: str, raw: bytes) -> bytes | None:

@@ -1,0 +1,60 @@
+"""The leader's watch-invalidated read cache (``ZooKeeperStore._cached_reads``) never keeps a value
+whose watch has already fired. No server: a stand-in client delivers the watch of a change that
+follows a read before the reader stores the read's result (kazoo runs watch callbacks on its own
+thread, so this order happens under load; CI saw the leader wait forever on an ack it had cached
+as PENDING)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Callable
+
+from kazoo.protocol.states import WatchedEvent
+
+from coordinator.config import CoordinatorConfig
+from coordinator.events import CoordinatorMetrics
+from coordinator.zk_store import ZooKeeperStore
+
+
+class ChangesRightAfterEachRead:
+    """``get_async`` whose node changes right after the read; the change's watch fires before
+    the result reaches the caller."""
+
+    def __init__(self, values: list[bytes]) -> None:
+        self.values = values
+        self.reads = 0
+
+    def get_async(self, path: str, watch: Callable[[WatchedEvent], None] | None = None) -> Any:
+        client = self
+
+        class Result:
+            def get(self, timeout: float | None = None) -> tuple[bytes, Any]:
+                value = client.values[min(client.reads, len(client.values) - 1)]
+                client.reads += 1
+                if watch is not None and client.reads < len(client.values):
+                    watch(WatchedEvent("CHANGED", "CONNECTED", path))
+                return value, SimpleNamespace(version=client.reads - 1)
+
+        return Result()
+
+
+def store_over(client: object) -> ZooKeeperStore:
+    config = CoordinatorConfig(pipeline="cache", checkpoint_interval=60)
+    return ZooKeeperStore(client, config, CoordinatorMetrics())  # type: ignore[arg-type]
+
+
+def test_a_read_whose_watch_already_fired_is_not_cached() -> None:
+    client = ChangesRightAfterEachRead([b"PENDING", b"header"])
+    store = store_over(client)
+    kicks: list[None] = []
+    store.on_change = lambda: kicks.append(None)
+    assert store._cached_reads(["/p/ack"]) == {"/p/ack": (b"PENDING", 0)}  # this pass sees the old value
+    assert kicks  # and the leader is woken for another pass
+    assert store._cached_reads(["/p/ack"]) == {"/p/ack": (b"header", 1)}  # which reads the node again
+
+
+def test_a_read_with_no_change_after_it_is_cached() -> None:
+    client = ChangesRightAfterEachRead([b"header"])
+    store = store_over(client)
+    assert store._cached_reads(["/p/ack"]) == {"/p/ack": (b"header", 0)}
+    assert store._cached_reads(["/p/ack"]) == {"/p/ack": (b"header", 0)}
+    assert client.reads == 1
