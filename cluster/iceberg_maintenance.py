@@ -30,6 +30,7 @@ from pyiceberg.table import FileScanTask, Table
 from cluster.errors import SinkError
 from cluster.iceberg_commit import without_blind_retries
 from cluster.iceberg_tables import describe_error
+from cluster.parquet_encoding import writer_options
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ def _rewrite(table: Table, group: list[FileScanTask], written: list[str]) -> Dat
     path = f"{directory}/compact-{uuid.uuid4().hex}.parquet"
     written.append(path)
     with table.io.new_output(path).create(overwrite=False) as stream:
-        pq.write_table(rows, stream)
+        pq.write_table(rows, stream, **writer_options(rows.schema))
     return parquet_file_to_data_file(table.io, metadata, path)
 
 

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from cluster.errors import SinkError
 from cluster.lake_settings import PartitionGranularity
+from cluster.parquet_encoding import writer_options
 from cluster.partitioning import check_topic, split_by_partition
 from cluster.sink_files import DirectoryFiles, StreamFiles
 from cluster.sink_names import REJECTED_DIR, STAGING_DIR, OutputStream, StagedName, final_path, parse_staged
@@ -231,7 +232,7 @@ class ParquetSink:
         path = _join(self.root, name.staged_path())
         self.fs.create_dir(posixpath.dirname(path), recursive=True)
         files.output = self.fs.open_output_stream(path)
-        files.writer = pq.ParquetWriter(files.output, schema)
+        files.writer = pq.ParquetWriter(files.output, schema, **writer_options(schema))
         files.current = name
 
     def seal(self, epoch: int) -> tuple[str, ...]:
