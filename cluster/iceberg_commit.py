@@ -349,8 +349,11 @@ class IcebergOutput:
                 transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
         except _RETRYABLE:
             raise
-        except (ValueError, FileNotFoundError) as exc:
-            raise SinkError(f"cannot add epoch {epoch}'s files to iceberg table {name}: {describe_error(exc)}",
+        except (ValueError, OverflowError, FileNotFoundError) as exc:
+            # OverflowError: pyiceberg reads a timestamp column's statistics as datetime, which
+            # stops at year 9999 (the source rejects such a _timestamp; a payload column may hold one)
+            hint = " (a timestamp or date column holds a value outside years 1-9999)" if isinstance(exc, OverflowError) else ""
+            raise SinkError(f"cannot add epoch {epoch}'s files to iceberg table {name}: {describe_error(exc)}{hint}",
                             cause=exc) from None
         logger.debug("iceberg table %s: epoch %d committed (%d file(s))", name, epoch, len(paths))
         return table

@@ -23,6 +23,7 @@ from kafka_source.config import Format, KafkaSourceConfig, KeyFormat
 from kafka_source.errors import ConfigurationError
 from kafka_source.records import Records
 from kafka_source.registry_schema import payload_fields
+from kafka_source.timestamps import out_of_range_timestamps
 
 if TYPE_CHECKING:  # the registry modules need confluent-kafka's schema-registry extras
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -150,7 +151,8 @@ class BatchBuilder:
         """Decode ``records``. Pre: ``len(records) > 0``, read with the fields this builder's
         columns need (:meth:`RecordFields.of <kafka_source.records.RecordFields.of>`).
 
-        A record is bad when its value does not decode, or its key does not (``key.format``).
+        A record is bad when its value does not decode, or its key does not (``key.format``), or
+        its ``_timestamp`` lies outside years 0001-9999 (:mod:`kafka_source.timestamps`).
         Raises :class:`~kafka_source.errors.TransientError` when the schema registry cannot be
         reached and :class:`ConfigurationError` when it refuses access (nothing is consumed).
         """
@@ -175,6 +177,8 @@ class BatchBuilder:
             self.schema = self._schema()
         columns = payload + self._metadata_columns(good, key_column)
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        if "_timestamp" in self.metadata:
+            batch = _without_out_of_range_timestamps(batch, len(values), bad_reasons)
         bad = tuple(BadRecord(i, r) for i, r in sorted(bad_reasons.items()))
         return BuiltBatch(batch, bad)
 
@@ -299,6 +303,18 @@ def topic_column(topics: list[str] | str, count: int) -> pa.DictionaryArray:
         zeros = pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(bytes(4 * count))])
         return pa.DictionaryArray.from_arrays(zeros, pa.array([topics], type=pa.string()))
     return pa.array(topics, type=pa.string()).dictionary_encode()
+
+
+def _without_out_of_range_timestamps(batch: pa.RecordBatch, total: int, bad_reasons: dict[int, str]) -> pa.RecordBatch:
+    """``batch`` (the rows of ``range(total)`` not in ``bad_reasons``) without its rows whose
+    ``_timestamp`` is out of range; those are added to ``bad_reasons`` under their input index."""
+    late = out_of_range_timestamps(batch.column("_timestamp"))
+    if not late:
+        return batch
+    kept = [i for i in range(total) if i not in bad_reasons]
+    for row, reason in late.items():
+        bad_reasons[kept[row]] = reason
+    return batch.filter(pa.array([row not in late for row in range(batch.num_rows)], type=pa.bool_()))
 
 
 def _read(field: list | None, name: str) -> list:  # type: ignore[type-arg]

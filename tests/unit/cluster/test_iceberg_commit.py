@@ -278,3 +278,12 @@ def test_an_epoch_without_files_still_finishes_an_earlier_one(tmp_path: Path, mo
     assert loads == []  # nothing pending: the catalog is not asked
     lake.stage(5, rows("orders", 0, [4]))
     assert lake.publish(restarted, 5) == 1 and len(loads) == 1
+
+
+def test_a_timestamp_past_year_9999_in_a_payload_column_is_one_clear_sink_error(tmp_path: Path) -> None:
+    """pyiceberg reads timestamp statistics as datetime; the source rejects such a _timestamp, but a
+    payload column may hold one: the commit fails with a SinkError naming the cause, not a traceback."""
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(2), seen_at=pa.array([253_402_300_800_000] * 2, pa.timestamp("ms"))))
+    with pytest.raises(SinkError, match=r"iceberg table pipe\.orders: OverflowError.*outside years 1-9999"):
+        lake.publish(lake.output(), 1)
