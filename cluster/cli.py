@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, NoReturn, TypeVar
 
 from cluster.config import (
-    BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, env_name, kafka_client_from, load_settings,
+    BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, TOMBSTONE_POLICIES, env_name, kafka_client_from, load_settings,
 )
 from cluster.errors import ClusterError, UsageError
 from cluster.lake_settings import PartitionGranularity, TableFormat
@@ -76,6 +76,9 @@ _RUN_HELP = {
     "on-bad-record": "a record that does not decode: fail (stop the node; default) or skip "
                      "(land it in <output>/_rejected/ with its raw bytes and the error, exactly once)",
     "max-error-rate": "with on-bad-record=skip: stop once more than this fraction of records was bad (default 0.01)",
+    "on-tombstone": "a record with a null value under format json or a registry format (a tombstone, as a compacted "
+                    "or Debezium topic has): bad (a bad record, per on-bad-record; default) or row (a row whose "
+                    "payload columns are null, _key and metadata kept)",
     "include-key": "add the record key as a _key column (true/false; default false)",
     "include-headers": "add the record headers as a _headers column, a list of key/value structs (default false)",
     "key-format": "how the key is decoded with include-key: raw bytes (default), string, or a schema-registry format",
@@ -99,6 +102,7 @@ _RUN_CHOICES: dict[str, tuple[str, ...]] = {
     "format": tuple(f.value for f in Format),
     "startup-mode": STARTUP_MODES,
     "on-bad-record": BAD_RECORD_POLICIES,
+    "on-tombstone": TOMBSTONE_POLICIES,
     "table-format": tuple(f.value for f in TableFormat),
     "partition-by": tuple(g.value for g in PartitionGranularity),
 }

@@ -36,7 +36,7 @@ from kafka_source.errors import ConfigurationError as ConnectorConfigurationErro
 from kafka_source.topics import TopicSelector
 
 __all__ = [
-    "BAD_RECORD_POLICIES", "ENV_PREFIX", "NodeSettings", "SETTING_NAMES", "STARTUP_MODES", "env_name",
+    "BAD_RECORD_POLICIES", "TOMBSTONE_POLICIES", "ENV_PREFIX", "NodeSettings", "SETTING_NAMES", "STARTUP_MODES", "env_name",
     "kafka_client_from", "load_settings", "settings_from",
 ]
 
@@ -48,6 +48,8 @@ TOOLING_ENV: frozenset[str] = frozenset({
 })
 #: what a record that does not decode does: stop the node, or go to ``<output>/_rejected/``
 BAD_RECORD_POLICIES: tuple[str, ...] = ("fail", "skip")
+#: what a null value (a tombstone) is under a decoded format: a bad record, or a row of null payload columns
+TOMBSTONE_POLICIES: tuple[str, ...] = ("bad", "row")
 #: where a new pipeline starts (resolved once and pinned as its initial manifest)
 STARTUP_MODES: tuple[str, ...] = ("earliest", "latest", "timestamp", "specific-offsets")
 
@@ -93,6 +95,7 @@ class NodeSettings:
     json_schema: str = ""
     on_bad_record: str = "fail"
     max_error_rate: float = 0.01
+    on_tombstone: str = "bad"
     include_key: bool = False
     include_headers: bool = False
     key_format: str = "raw"
@@ -145,6 +148,8 @@ class NodeSettings:
             raise ConfigError(f"on-bad-record={self.on_bad_record!r}: expected one of {', '.join(BAD_RECORD_POLICIES)}")
         if not 0.0 <= self.max_error_rate <= 1.0:
             raise ConfigError(f"max-error-rate must be within [0, 1], got {self.max_error_rate:g}")
+        if self.on_tombstone not in TOMBSTONE_POLICIES:
+            raise ConfigError(f"on-tombstone={self.on_tombstone!r}: expected one of {', '.join(TOMBSTONE_POLICIES)}")
         if self.zk_auth and (":" not in self.zk_auth or self.zk_auth.startswith(":")):
             raise ConfigError("zk-auth must be user:password")
         if self.zk_auth and not self.zk:
@@ -261,6 +266,8 @@ class NodeSettings:
         if self.on_bad_record != "fail":
             props["on.bad.record"] = self.on_bad_record
         props["max.error.rate"] = repr(self.max_error_rate)
+        if self.on_tombstone != "bad":
+            props["on.tombstone"] = self.on_tombstone
         if self.key_format != "raw":
             props["key.format"] = self.key_format
         if self.schema_registry_url:
@@ -301,6 +308,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "json-schema": ("json_schema", as_str),
     "on-bad-record": ("on_bad_record", as_str),
     "max-error-rate": ("max_error_rate", as_float),
+    "on-tombstone": ("on_tombstone", as_str),
     "include-key": ("include_key", as_bool),
     "include-headers": ("include_headers", as_bool),
     "key-format": ("key_format", as_str),

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 from typing import TYPE_CHECKING
 
-from kafka_source.config import Format, KafkaSourceConfig, KeyFormat
+from kafka_source.config import Format, KafkaSourceConfig, KeyFormat, TombstonePolicy
 from kafka_source.errors import ConfigurationError
 from kafka_source.records import Records
 from kafka_source.registry_schema import payload_fields
@@ -74,6 +74,10 @@ def int64_array(values: list[int]) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array("q", values))])
 
 
+#: the JSON a tombstone reads as under ``on.tombstone=row``: every field absent, so null
+_EMPTY_OBJECT = b"{}"
+
+
 def _one_line(value: bytes | None) -> bytes | None:
     """Valid JSON never has a raw line break inside a string, so breaks can become spaces."""
     if value is None or (b"\n" not in value and b"\r" not in value):
@@ -100,6 +104,8 @@ class BatchBuilder:
         self.metadata = config.include_metadata
         self.key_format = config.key_format
         self._values: Decoder | None = None
+        #: ``on.tombstone=row``: a null value decodes to a row of null payload columns
+        self._tombstone_rows = config.on_tombstone is TombstonePolicy.ROW
         self._keys: Decoder | None = None
         if self.format.uses_registry or self.key_format.uses_registry:
             from kafka_source.registry import registry_client
@@ -108,7 +114,7 @@ class BatchBuilder:
             assert config.schema_registry_url is not None  # the config checks it
             client = registry or registry_client(config.schema_registry_url, config.schema_registry_properties)
             if self.format.uses_registry:
-                self._values = RegistryDecoder(client, self.format.value, null_is_bad=True)
+                self._values = RegistryDecoder(client, self.format.value, null_is_bad=not self._tombstone_rows)
             if self.key_format.uses_registry:
                 self._keys = RegistryDecoder(client, self.key_format.value, null_is_bad=False)
         if self._values is not None:
@@ -185,7 +191,10 @@ class BatchBuilder:
     # -- payload --------------------------------------------------------------------------------
 
     def _decode_json(self, values: list[bytes | None]) -> tuple[list[pa.Array], dict[int, str]]:
-        """Payload columns of the good values and the bad ones (by index)."""
+        """Payload columns of the good values and the bad ones (by index). With
+        ``on.tombstone=row`` a null value reads as ``{}``: every payload column null."""
+        if self._tombstone_rows and None in values:
+            values = [_EMPTY_OBJECT if v is None else v for v in values]
         payload = self._parse_json_fast(values)
         if payload is not None:
             return payload, {}
@@ -204,7 +213,10 @@ class BatchBuilder:
         decoded = self._values.decode(values)
         if self._values.arrow_type is None:  # nothing decoded yet: no payload columns
             return [], decoded.bad
-        self.payload_schema = pa.schema(payload_fields(self._values.arrow_type, "value"))
+        fields = payload_fields(self._values.arrow_type, "value")
+        if self._tombstone_rows:  # a tombstone's row has nulls in fields the schema requires
+            fields = [f.with_nullable(True) for f in fields]
+        self.payload_schema = pa.schema(fields)
         if pa.types.is_struct(decoded.array.type):
             return decoded.array.flatten(), decoded.bad
         return [decoded.array], decoded.bad

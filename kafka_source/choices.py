@@ -1,5 +1,5 @@
 """The closed choices of the source configuration: record and key formats, startup modes, the
-bad-record policy, the isolation level and the metadata column names. Pure values, no I/O;
+bad-record and tombstone policies, the isolation level and the metadata column names. Pure values, no I/O;
 :mod:`kafka_source.config` parses them from properties (and re-exports them)."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ __all__ = [
     "IsolationLevel",
     "KeyFormat",
     "StartupMode",
+    "TombstonePolicy",
 ]
 
 METADATA_COLUMNS: tuple[str, ...] = (
@@ -64,6 +65,17 @@ class BadRecordPolicy(enum.Enum):
     FAIL = "fail"
     #: the record is skipped: consumed, and handed over in ``SourceBatch.rejected``
     SKIP = "skip"
+
+
+class TombstonePolicy(enum.Enum):
+    """What a record with a null value (a tombstone: a delete on a compacted topic, as Debezium
+    writes after each delete event) becomes under a decoded format (``on.tombstone``). Under
+    ``format=raw`` a tombstone is always a row with a null ``value``."""
+
+    #: a bad record, like a value that does not decode (``on.bad.record`` decides)
+    BAD = "bad"
+    #: a row whose payload columns are all null; ``_key`` and the other metadata columns are kept
+    ROW = "row"
 
 
 class IsolationLevel(enum.Enum):

@@ -34,6 +34,8 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
                                    best-effort)
 ``max.error.rate``                 with ``skip``: max fraction of bad records (0.01), see
                                    :class:`~kafka_source.batches.DecodeFailures`
+``on.tombstone``                   ``bad`` (default) | ``row``: a null value under a decoded
+                                   format is a bad record, or a row of null payload columns
 ``kafka.<librdkafka key>``         passed through; ``enable.auto.commit`` cannot be enabled
 =================================  ==========================================================
 
@@ -57,6 +59,7 @@ from kafka_source.choices import (
     IsolationLevel,
     KeyFormat,
     StartupMode,
+    TombstonePolicy,
 )
 from kafka_source.connector import ConnectorConfig
 from kafka_source.errors import ConfigurationError
@@ -72,6 +75,7 @@ __all__ = [
     "IsolationLevel",
     "KafkaSourceConfig",
     "StartupMode",
+    "TombstonePolicy",
     "VALID_KEYS",
 ]
 
@@ -91,6 +95,7 @@ VALID_KEYS: tuple[str, ...] = (
     "partition.discovery.interval.ms",
     "max.error.rate",
     "on.bad.record",
+    "on.tombstone",
     "schema.registry.url",
     "key.format",
 )
@@ -201,6 +206,7 @@ class KafkaSourceConfig:
     max_error_rate: float = 0.01
     #: None: ``fail`` under guaranteed delivery, ``skip`` under best-effort (:meth:`bad_record_policy`)
     on_bad_record: BadRecordPolicy | None = None
+    on_tombstone: TombstonePolicy = TombstonePolicy.BAD
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     #: a regular expression selecting topics (``topic=re:<regex>``); None for named topics
     topic_pattern: str | None = None
@@ -339,6 +345,7 @@ class KafkaSourceConfig:
                 _enum(BadRecordPolicy, "on.bad.record", props["on.bad.record"])  # type: ignore[arg-type]
                 if "on.bad.record" in props else None
             ),
+            on_tombstone=_enum(TombstonePolicy, "on.tombstone", props.get("on.tombstone", "bad")),  # type: ignore[arg-type]
             kafka_properties=kafka_props,
             key_format=key_format,  # type: ignore[arg-type]
             schema_registry_url=registry_url,

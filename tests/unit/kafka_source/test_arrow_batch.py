@@ -106,3 +106,24 @@ def test_large_raw_batch_round_trips_offsets() -> None:
     assert batch.num_rows == 10_000
     assert batch.column("_partition").to_pylist()[:9] == [0, 1, 2, 3, 4, 5, 6, 7, 0]
     assert batch.column("_offset").to_pylist()[-1] == 1249
+
+
+def test_json_tombstone_is_bad_by_default_and_a_row_of_nulls_with_on_tombstone_row() -> None:
+    messages = [msg(0, b'{"id":1,"name":"a"}', key=b"k1"), msg(1, None, key=b"k1"), msg(2, b"{nope", key=b"k2")]
+    bad_default = json_builder(metadata="_offset,_key").build(records_of(messages))
+    assert [(b.index, "tombstone" in b.reason) for b in bad_default.bad] == [(1, True), (2, False)]
+
+    rows = BatchBuilder(KafkaSourceConfig.from_properties({
+        **BASE, "format": "json", "json.schema": "id:int64,name:string", "include.metadata": "_offset,_key",
+        "on.tombstone": "row",
+    })).build(records_of(messages))
+    assert [b.index for b in rows.bad] == [2]
+    assert rows.batch.to_pylist() == [
+        {"id": 1, "name": "a", "_offset": 0, "_key": b"k1"}, {"id": None, "name": None, "_offset": 1, "_key": b"k1"},
+    ]
+
+
+def test_on_tombstone_takes_bad_or_row_only() -> None:
+    assert KafkaSourceConfig.from_properties(BASE).on_tombstone.value == "bad"
+    with pytest.raises(ConfigurationError, match="on.tombstone"):
+        KafkaSourceConfig.from_properties({**BASE, "on.tombstone": "skip"})

@@ -537,3 +537,23 @@ def test_the_reader_threads_prefetch_keeps_registry_calls_off_the_poll() -> None
         assert len(builder.build(records_of(unknown)).bad) == 1
     assert registry.calls == calls  # refused from the cache: the registry is not asked per batch
     assert not BatchBuilder(config(url, fmt="json", **{"json.schema": "a:int64"})).prefetches
+
+
+def test_on_tombstone_row_decodes_a_null_value_to_a_row_of_nulls_with_its_key() -> None:
+    """A compacted (or Debezium) topic: a delete's tombstone is a row, not a bad record; every
+    payload column becomes nullable, even ``id``, a required Avro field."""
+    url = scope()
+    good = avro_serializer(url, AVRO_V1)(avro_record(1), VALUE)
+    builder = BatchBuilder(config(url, include_metadata="_offset,_key", **{"on.tombstone": "row"}))
+    built = builder.build(records_of([msg(0, good, key=b"a"), msg(1, None, key=b"a"), msg(2, b"nope")]))
+    assert [b.index for b in built.bad] == [2]
+    batch = built.batch
+    assert batch.column("_offset").to_pylist() == [0, 1] and batch.column("_key").to_pylist() == [b"a", b"a"]
+    assert batch.column("id").to_pylist() == [1, None] and batch.column("address").to_pylist()[1] is None
+    assert all(field.nullable for field in batch.schema if not field.name.startswith("_"))
+
+
+def test_on_tombstone_row_before_any_value_decoded_is_a_row_without_payload_columns() -> None:
+    builder = BatchBuilder(config(scope(), **{"on.tombstone": "row"}))
+    built = builder.build(records_of([msg(0, None), msg(1, None)]))
+    assert built.bad == () and built.batch.column("_offset").to_pylist() == [0, 1]
