@@ -4,7 +4,9 @@ This node is the only member and always the leader. The engine (:class:`coordina
 EngineCoordinator`) runs the same pure state machine as the ZooKeeper backend over a
 :class:`coordinator.local_store.LocalStore` (durable manifests and register in ``directory``, fsynced;
 see that module). This module adds only what a single process has instead of a session: its one
-membership, a term that is always its own, and a new boot id on :meth:`LocalCoordinator.rejoin`.
+membership, a term that is always its own, a new boot id on :meth:`LocalCoordinator.rejoin`, and the
+directory's exclusive lock (:mod:`coordinator.state_lock`) from :meth:`start` to :meth:`stop`: a
+second process on the same directory fails to start instead of landing every record again.
 
 After a restart the previous process's boot id is dead, so the first step re-publishes the vnodes to
 the new boot with ``manifest_epoch`` = the latest manifest (no drain). A content rejection of this
@@ -26,6 +28,7 @@ from coordinator.events import SessionState
 from coordinator.layout import rejection_name
 from coordinator.local_store import LocalStore
 from coordinator.registry import NodeId
+from coordinator.state_lock import StateDirectoryLock
 from coordinator.steps import Step
 from coordinator.store import Leadership
 from coordinator.values import Member
@@ -48,6 +51,7 @@ class LocalCoordinator(EngineCoordinator):
         store = LocalStore(Path(directory), before_rename)
         super().__init__(config, node_id, endpoint, store, (OSError,))
         self._local = store
+        self._directory_lock = StateDirectoryLock(Path(directory))
         self._lock = threading.Lock()
         self._membership: Leadership | None = None
 
@@ -67,6 +71,7 @@ class LocalCoordinator(EngineCoordinator):
         if not self._claim_start():
             return
         with self._lock:
+            self._directory_lock.acquire()  # before any read or write: one embedded node per directory
             try:
                 self._local.recover()
             except (OSError, CoordinatorError) as exc:
@@ -89,6 +94,7 @@ class LocalCoordinator(EngineCoordinator):
     def stop(self) -> None:
         if self._claim_stop():
             self._stop_engine()
+            self._directory_lock.release()
 
     def rejoin(self) -> None:
         with self._lock:

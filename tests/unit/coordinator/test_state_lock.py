@@ -1,0 +1,68 @@
+"""One embedded node per state directory: a second process (or coordinator) is refused at start."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coordinator.config import CoordinatorConfig
+from coordinator.errors import ConfigurationError
+from coordinator.local import LocalCoordinator
+from coordinator.state_lock import StateDirectoryInUse, StateDirectoryLock
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from coordinator.state_lock import StateDirectoryLock
+StateDirectoryLock(Path(sys.argv[1])).acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_second_lock_is_refused_naming_the_holder_until_the_first_is_released(tmp_path: Path) -> None:
+    first = StateDirectoryLock(tmp_path / "state")
+    first.acquire()
+    with pytest.raises(StateDirectoryInUse, match=rf"state directory {tmp_path}/state is in use .*pid {os.getpid()} on "):
+        StateDirectoryLock(tmp_path / "state").acquire()
+    assert issubclass(StateDirectoryInUse, ConfigurationError)
+    first.release()
+    second = StateDirectoryLock(tmp_path / "state")
+    second.acquire()
+    assert second.held and not first.held
+    second.release()
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[3])
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StateDirectoryInUse, match=f"pid {holder.pid} "):
+            StateDirectoryLock(tmp_path).acquire()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+    lock = StateDirectoryLock(tmp_path)
+    lock.acquire()  # the kernel dropped the dead process's lock
+    lock.release()
+
+
+def test_a_second_local_coordinator_on_one_directory_cannot_start_until_the_first_stops(tmp_path: Path) -> None:
+    config = CoordinatorConfig(pipeline="p", checkpoint_interval=60)
+    first = LocalCoordinator(config, tmp_path)
+    first.start(timeout=10)
+    second = LocalCoordinator(config, tmp_path)
+    try:
+        with pytest.raises(StateDirectoryInUse, match="run several nodes with --zk"):
+            second.start(timeout=10)
+    finally:
+        second.stop()
+        first.stop()
+    third = LocalCoordinator(config, tmp_path)
+    third.start(timeout=10)
+    third.stop()
