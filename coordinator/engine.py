@@ -28,6 +28,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.dispatch import Dispatcher
 from coordinator.errors import ConfigurationError, CoordinatorError, CoordinatorUnavailable, FencedError, RoundError
 from coordinator.events import CoordinatorMetrics, EventCallback, Subscribers
+from coordinator.failure_streak import FailureStreak
 from coordinator.model import next_step, next_wakeup_ms
 from coordinator.registry import AssignmentSnapshot, NodeId
 from coordinator.rounds import AssignmentDrainId
@@ -96,6 +97,7 @@ class LeaderLoop:
         self._kick = threading.Event()
         self._stopping = threading.Event()
         self._pass_lock = threading.Lock()  # held during a pass (see paused)
+        self._pass_failures = FailureStreak(logger, "leader pass")
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -132,11 +134,12 @@ class LeaderLoop:
             try:
                 with self._pass_lock:
                     timeout = self.run_pass(term)
+                self._pass_failures.succeeded()
             except FencedError:
                 timeout = 0.05
                 self._on_fenced(term)
             except (CoordinatorError, *self._transient) as exc:
-                logger.warning("leader pass failed: %r", exc)
+                self._pass_failures.failed(exc)
                 timeout = 0.2
             except Exception:  # noqa: BLE001 - the leader thread must survive any one bad pass
                 logger.exception("leader pass failed")
