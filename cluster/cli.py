@@ -79,6 +79,9 @@ _RUN_HELP = {
     "on-tombstone": "a record with a null value under format json or a registry format (a tombstone, as a compacted "
                     "or Debezium topic has): bad (a bad record, per on-bad-record; default) or row (a row whose "
                     "payload columns are null, _key and metadata kept)",
+    "fail-on-data-loss": "true (default): a node whose next offset was deleted by retention before it was read "
+                         "stops, naming the partition; false: it resumes at the oldest offset Kafka still holds "
+                         "and logs the lost offsets (a WARNING per partition)",
     "include-key": "add the record key as a _key column (true/false; default false)",
     "include-headers": "add the record headers as a _headers column, a list of key/value structs (default false)",
     "key-format": "how the key is decoded with include-key: raw bytes (default), string, or a schema-registry format",

@@ -96,6 +96,7 @@ class NodeSettings:
     on_bad_record: str = "fail"
     max_error_rate: float = 0.01
     on_tombstone: str = "bad"
+    fail_on_data_loss: bool = True
     include_key: bool = False
     include_headers: bool = False
     key_format: str = "raw"
@@ -268,6 +269,8 @@ class NodeSettings:
         props["max.error.rate"] = repr(self.max_error_rate)
         if self.on_tombstone != "bad":
             props["on.tombstone"] = self.on_tombstone
+        if not self.fail_on_data_loss:
+            props["fail.on.data.loss"] = "false"
         if self.key_format != "raw":
             props["key.format"] = self.key_format
         if self.schema_registry_url:
@@ -309,6 +312,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "on-bad-record": ("on_bad_record", as_str),
     "max-error-rate": ("max_error_rate", as_float),
     "on-tombstone": ("on_tombstone", as_str),
+    "fail-on-data-loss": ("fail_on_data_loss", as_bool),
     "include-key": ("include_key", as_bool),
     "include-headers": ("include_headers", as_bool),
     "key-format": ("key_format", as_str),

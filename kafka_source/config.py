@@ -36,6 +36,9 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
                                    :class:`~kafka_source.batches.DecodeFailures`
 ``on.tombstone``                   ``bad`` (default) | ``row``: a null value under a decoded
                                    format is a bad record, or a row of null payload columns
+``fail.on.data.loss``              ``true`` (default) | ``false``: under guaranteed delivery a
+                                   cursor below the low watermark (deleted by retention) fails
+                                   the start, or resumes at the low watermark, the loss logged
 ``kafka.<librdkafka key>``         passed through; ``enable.auto.commit`` cannot be enabled
 =================================  ==========================================================
 
@@ -96,6 +99,7 @@ VALID_KEYS: tuple[str, ...] = (
     "max.error.rate",
     "on.bad.record",
     "on.tombstone",
+    "fail.on.data.loss",
     "schema.registry.url",
     "key.format",
 )
@@ -121,6 +125,13 @@ def _enum(cls: type[enum.Enum], key: str, value: str) -> enum.Enum:
     except ValueError:
         allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
         raise ConfigurationError(f"{key}={value!r}: expected one of {allowed}") from None
+
+
+def _bool(key: str, value: str) -> bool:
+    text = value.strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ConfigurationError(f"{key}={value!r}: expected true or false")
 
 
 def _int(key: str, value: str, *, minimum: int) -> int:
@@ -207,6 +218,8 @@ class KafkaSourceConfig:
     #: None: ``fail`` under guaranteed delivery, ``skip`` under best-effort (:meth:`bad_record_policy`)
     on_bad_record: BadRecordPolicy | None = None
     on_tombstone: TombstonePolicy = TombstonePolicy.BAD
+    #: False: a cursor below the low watermark (records deleted by retention) resumes there, the loss logged
+    fail_on_data_loss: bool = True
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     #: a regular expression selecting topics (``topic=re:<regex>``); None for named topics
     topic_pattern: str | None = None
@@ -346,6 +359,7 @@ class KafkaSourceConfig:
                 if "on.bad.record" in props else None
             ),
             on_tombstone=_enum(TombstonePolicy, "on.tombstone", props.get("on.tombstone", "bad")),  # type: ignore[arg-type]
+            fail_on_data_loss=_bool("fail.on.data.loss", props.get("fail.on.data.loss", "true")),
             kafka_properties=kafka_props,
             key_format=key_format,  # type: ignore[arg-type]
             schema_registry_url=registry_url,

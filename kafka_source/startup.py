@@ -47,29 +47,41 @@ class BrokerFacts:
 
 @dataclass(frozen=True)
 class StartupPlan:
-    """Exact next-offsets for every partition to read, and how many were reset (best-effort)."""
+    """Exact next-offsets for every partition to read, and how many were reset to the low watermark
+    (best-effort, or ``fail.on.data.loss=false``)."""
 
     offsets: Mapping[TopicPartition, int]
     resets: int = 0
 
 
 def _below_low(
-    tp: TopicPartition, offset: int, low: int, high: int, delivery: DeliveryGuarantee, what: str
+    tp: TopicPartition, offset: int, low: int, high: int, delivery: DeliveryGuarantee, what: str,
+    config: KafkaSourceConfig,
 ) -> int:
-    if delivery.is_guaranteed:
+    """The offset to start at when ``offset`` lies below the low watermark: an error under
+    guaranteed delivery unless ``fail.on.data.loss=false``, else the low watermark (logged)."""
+    if delivery.is_guaranteed and config.fail_on_data_loss:
         raise OffsetOutOfRangeError(
             f"{what} offset {offset} of {tp[0]}:{tp[1]} is below the low watermark {low} "
-            f"(records were deleted by retention); refusing to skip them under {delivery.value}",
+            f"(records were deleted by retention); refusing to skip them under {delivery.value} "
+            "(fail.on.data.loss=false resumes at the low watermark, the loss logged)",
             topic=tp[0],
             partition=tp[1],
             offset=offset,
             low=low,
             high=high,
         )
-    logger.warning(
-        "%s offset %d of %s:%d is below the low watermark %d; best-effort reset to it",
-        what, offset, tp[0], tp[1], low,
-    )
+    if delivery.is_guaranteed:
+        logger.warning(
+            "%s offset %d of %s:%d is below the low watermark %d: offsets %d..%d were deleted by retention "
+            "before they were read and are lost; resuming at %d (fail.on.data.loss=false)",
+            what, offset, tp[0], tp[1], low, offset, low - 1, low,
+        )
+    else:
+        logger.warning(
+            "%s offset %d of %s:%d is below the low watermark %d; best-effort reset to it",
+            what, offset, tp[0], tp[1], low,
+        )
     return low
 
 
@@ -105,7 +117,7 @@ def resolve_initial(
                     f"watermark {high}"
                 )
             elif wanted < low:
-                offsets[tp] = _below_low(tp, wanted, low, high, delivery, "specific")
+                offsets[tp] = _below_low(tp, wanted, low, high, delivery, "specific", config)
                 resets += 1
             else:
                 offsets[tp] = wanted
@@ -144,7 +156,7 @@ def resolve_resume(
         if offset is None:
             offsets[tp] = low
         elif offset < low:
-            offsets[tp] = _below_low(tp, offset, low, high, delivery, "checkpoint")
+            offsets[tp] = _below_low(tp, offset, low, high, delivery, "checkpoint", config)
             resets += 1
         elif offset > high:
             if delivery.is_guaranteed:

@@ -62,6 +62,29 @@ def test_resume_below_low_watermark_fails_under_guaranteed_delivery(delivery: De
     assert isinstance(info.value, CheckpointError)
 
 
+@pytest.mark.parametrize("delivery", [DeliveryGuarantee.AT_LEAST_ONCE, DeliveryGuarantee.EXACTLY_ONCE])
+def test_fail_on_data_loss_false_resumes_at_the_low_watermark_and_logs_the_lost_offsets(
+        delivery: DeliveryGuarantee, caplog: pytest.LogCaptureFixture) -> None:
+    checkpoint = SourceCheckpoint.from_partitions({("t", 0): 7, ("t", 2): 5})
+    with pytest.raises(OffsetOutOfRangeError, match="fail.on.data.loss=false resumes"):
+        resolve_resume(config(), checkpoint, FACTS, delivery)
+    with caplog.at_level("WARNING", logger="kafka_source.startup"):
+        plan = resolve_resume(config(**{"fail.on.data.loss": "false"}), checkpoint, FACTS, delivery)
+    assert plan.offsets[("t", 0)] == 10 and plan.offsets[("t", 2)] == 5 and plan.resets == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "checkpoint offset 7 of t:0 is below the low watermark 10: offsets 7..9 were deleted by retention "
+        "before they were read and are lost; resuming at 10 (fail.on.data.loss=false)"]
+    with pytest.raises(OffsetOutOfRangeError, match="beyond the high watermark"):  # not a retention loss
+        resolve_resume(config(**{"fail.on.data.loss": "false"}), SourceCheckpoint.from_partitions({("t", 2): 51}),
+                       FACTS, delivery)
+
+
+def test_fail_on_data_loss_takes_true_or_false() -> None:
+    assert config().fail_on_data_loss and not config(**{"fail.on.data.loss": "no"}).fail_on_data_loss
+    with pytest.raises(ConfigurationError, match="fail.on.data.loss='maybe': expected true or false"):
+        config(**{"fail.on.data.loss": "maybe"})
+
+
 def test_resume_out_of_range_resets_under_best_effort() -> None:
     checkpoint = SourceCheckpoint.from_partitions({("t", 0): 9, ("t", 2): 51})
     plan = resolve_resume(config(), checkpoint, FACTS, BE)

@@ -1,0 +1,42 @@
+"""Records deleted by retention before the node read them (it was down too long). By default the node
+stops, naming the partition and the offsets, and nothing is skipped. With `--fail-on-data-loss false`
+it resumes at the oldest offset Kafka still holds, logs what was lost, and the output is exact for
+what the topic still holds."""
+from __future__ import annotations
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from cluster.sink import list_published, open_output
+from devstack.producers import produce
+from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, embedded  # noqa: F401 - fixture
+
+BEFORE, AFTER, DELETED_UP_TO = 400, 400, 90  # per partition: DELETED_UP_TO is past the node's cursor (50)
+
+
+def test_records_deleted_before_they_were_read_stop_the_node_unless_the_loss_is_accepted(embedded: Pipeline) -> None:  # noqa: F811
+    produce(embedded.bootstrap, embedded.topic, [b"a%d" % i for i in range(BEFORE)])
+    first = embedded.launch(1)
+    fs, root = open_output(embedded.output)
+    embedded.wait_until(lambda: sum(1 for _ in list_published(fs, root)) > 0 and embedded.finish(30).ok, 60,
+                        "the first records landed")
+    first.terminate()
+    assert first.wait(30) == 0
+    produce(embedded.bootstrap, embedded.topic, [b"b%d" % i for i in range(AFTER)])
+    admin = AdminClient({"bootstrap.servers": embedded.bootstrap})  # held: its futures die with it
+    deleted = admin.delete_records([TopicPartition(embedded.topic, p, DELETED_UP_TO) for p in range(PARTITIONS)])
+    for future in deleted.values():
+        future.result(30)
+
+    refused = embedded.launch(1)
+    assert refused.wait(60) == 1
+    log = refused.log_text()
+    assert f"offset {BEFORE // PARTITIONS} of {embedded.topic}:" in log and "below the low watermark 90" in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+
+    resumed = embedded.launch(1, "--fail-on-data-loss", "false")
+    report = embedded.finish()
+    assert_exact(report, embedded)
+    assert report.rows == (BEFORE + AFTER) - DELETED_UP_TO * PARTITIONS + BEFORE  # what was landed before stays
+    log = resumed.log_text()
+    assert log.count("were deleted by retention before they were read and are lost") == PARTITIONS, log[-3000:]
