@@ -47,7 +47,6 @@ Unknown keys raise :class:`ConfigurationError` naming the nearest valid key. Thi
 from __future__ import annotations
 
 import difflib
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -64,10 +63,18 @@ from kafka_source.choices import (
     StartupMode,
     TombstonePolicy,
 )
+from kafka_source.config_values import (
+    FALSE_WORDS,
+    bool_value,
+    enum_value,
+    int_value,
+    metadata_columns,
+    parse_json_schema,
+    specific_offsets,
+)
 from kafka_source.connector import ConnectorConfig
 from kafka_source.errors import ConfigurationError
 from kafka_source.topics import TopicSelector
-from kafka_source.type_text import parse_schema_text
 
 __all__ = [
     "as_kafka_config",
@@ -115,87 +122,6 @@ FETCH_BACKOFF_MS = 10
 _OWNED_KAFKA_KEYS: frozenset[str] = frozenset(
     {"bootstrap.servers", "group.id", "isolation.level", "enable.auto.offset.store"}
 )
-_FALSE = frozenset({"false", "0", "no", "off"})
-_TRUE = frozenset({"true", "1", "yes", "on"})
-
-
-def _enum(cls: type[enum.Enum], key: str, value: str) -> enum.Enum:
-    try:
-        return cls(value.strip().lower())
-    except ValueError:
-        allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
-        raise ConfigurationError(f"{key}={value!r}: expected one of {allowed}") from None
-
-
-def _bool(key: str, value: str) -> bool:
-    text = value.strip().lower()
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
-    raise ConfigurationError(f"{key}={value!r}: expected true or false")
-
-
-def _int(key: str, value: str, *, minimum: int) -> int:
-    try:
-        result = int(value.strip())
-    except ValueError:
-        raise ConfigurationError(f"{key}={value!r} is not an integer") from None
-    if result < minimum:
-        raise ConfigurationError(f"{key}={value!r} must be >= {minimum}")
-    return result
-
-
-def parse_json_schema(text: str) -> pa.Schema:
-    """Parse ``name:type,name:type`` (pyarrow type aliases and nested types as ``str(type)`` writes
-    them: :mod:`kafka_source.type_text`) into a schema of nullable fields."""
-    try:
-        fields = list(parse_schema_text(text))
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"json.schema: {exc}") from None
-    if not fields:
-        raise ConfigurationError("json.schema is empty")
-    names = [f.name for f in fields]
-    if len(set(names)) != len(names):
-        raise ConfigurationError(f"json.schema has duplicate field names: {names}")
-    if any(n in METADATA_COLUMNS for n in names):
-        raise ConfigurationError("json.schema fields may not use the metadata column names")
-    return pa.schema(fields)
-
-
-def _metadata(value: str) -> tuple[str, ...]:
-    text = value.strip().lower()
-    if text in _TRUE:
-        return METADATA_COLUMNS
-    if text in _FALSE or text == "":
-        return ()
-    wanted = set()
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        column = item if item.startswith("_") else f"_{item}"
-        if column not in METADATA_COLUMNS:
-            raise ConfigurationError(
-                f"include.metadata: unknown column {item!r}; valid: {', '.join(METADATA_COLUMNS)}"
-            )
-        wanted.add(column)
-    return tuple(c for c in METADATA_COLUMNS if c in wanted)
-
-
-def _specific_offsets(value: str, selector: TopicSelector) -> dict[tuple[str, int], int]:
-    result: dict[tuple[str, int], int] = {}
-    for item in filter(None, (p.strip() for p in value.split(","))):
-        parts = item.rsplit(":", 2)
-        if len(parts) != 3:
-            raise ConfigurationError(f"startup.specific-offsets: {item!r} is not topic:partition:offset")
-        topic, partition, offset = parts
-        if not selector.matches(topic):
-            raise ConfigurationError(f"startup.specific-offsets: topic {topic!r} is not configured")
-        key = (topic, _int("startup.specific-offsets partition", partition, minimum=0))
-        if key in result:
-            raise ConfigurationError(f"startup.specific-offsets: {topic}:{key[1]} listed twice")
-        result[key] = _int("startup.specific-offsets offset", offset, minimum=0)
-    if not result:
-        raise ConfigurationError("startup.specific-offsets is empty")
-    return result
-
-
 @dataclass(frozen=True)
 class KafkaSourceConfig:
     """Validated source configuration. Build it with :meth:`from_properties`."""
@@ -260,7 +186,7 @@ class KafkaSourceConfig:
                         if inner in VALID_KEYS
                         else f"{key} is owned by the source and cannot be overridden"
                     )
-                if inner == "enable.auto.commit" and value.strip().lower() not in _FALSE:
+                if inner == "enable.auto.commit" and value.strip().lower() not in FALSE_WORDS:
                     raise ConfigurationError(
                         "kafka.enable.auto.commit cannot be enabled: offsets are committed only "
                         "after an epoch is durable (notify_epoch_committed)"
@@ -282,26 +208,26 @@ class KafkaSourceConfig:
         bootstrap = required("bootstrap.servers")
         selector = TopicSelector.parse(required("topic"))
         group_id = required("group.id")
-        fmt = _enum(Format, "format", props.get("format", "raw"))
+        fmt = enum_value(Format, "format", props.get("format", "raw"))
         schema = None
         if "json.schema" in props:
             if fmt is not Format.JSON:
                 raise ConfigurationError("json.schema is only valid with format=json")
             schema = parse_json_schema(props["json.schema"])
-        key_format = _enum(KeyFormat, "key.format", props.get("key.format", "raw"))
+        key_format = enum_value(KeyFormat, "key.format", props.get("key.format", "raw"))
         registry_url = props.get("schema.registry.url", "").strip() or None
         if (fmt.uses_registry or key_format.uses_registry) and registry_url is None:  # type: ignore[attr-defined]
             raise ConfigurationError(f"format {fmt.value} / key.format {key_format.value} needs schema.registry.url")
-        if key_format is not KeyFormat.RAW and "_key" not in _metadata(props.get("include.metadata", "false")):
+        if key_format is not KeyFormat.RAW and "_key" not in metadata_columns(props.get("include.metadata", "false")):
             raise ConfigurationError("key.format needs the _key column (include.metadata)")
         if registry_url is None and registry_props:
             raise ConfigurationError("schema.registry.* properties need schema.registry.url")
-        mode = _enum(StartupMode, "startup.mode", props.get("startup.mode", "earliest"))
+        mode = enum_value(StartupMode, "startup.mode", props.get("startup.mode", "earliest"))
         timestamp = None
         if "startup.timestamp.ms" in props:
             if mode is not StartupMode.TIMESTAMP:
                 raise ConfigurationError("startup.timestamp.ms requires startup.mode=timestamp")
-            timestamp = _int("startup.timestamp.ms", props["startup.timestamp.ms"], minimum=0)
+            timestamp = int_value("startup.timestamp.ms", props["startup.timestamp.ms"], minimum=0)
         elif mode is StartupMode.TIMESTAMP:
             raise ConfigurationError("startup.mode=timestamp requires startup.timestamp.ms")
         specific: dict[tuple[str, int], int] = {}
@@ -310,7 +236,7 @@ class KafkaSourceConfig:
                 raise ConfigurationError(
                     "startup.specific-offsets requires startup.mode=specific-offsets"
                 )
-            specific = _specific_offsets(props["startup.specific-offsets"], selector)
+            specific = specific_offsets(props["startup.specific-offsets"], selector)
         elif mode is StartupMode.SPECIFIC_OFFSETS:
             raise ConfigurationError(
                 "startup.mode=specific-offsets requires startup.specific-offsets"
@@ -321,9 +247,9 @@ class KafkaSourceConfig:
             raise ConfigurationError(f"max.error.rate={props['max.error.rate']!r} is not a number") from None
         if not 0.0 <= error_rate <= 1.0:
             raise ConfigurationError(f"max.error.rate={error_rate} must be within [0, 1]")
-        max_fetched = _int("max.fetched.bytes", props.get("max.fetched.bytes", str(32 * 1024 * 1024)), minimum=2048)
+        max_fetched = int_value("max.fetched.bytes", props.get("max.fetched.bytes", str(32 * 1024 * 1024)), minimum=2048)
         if CLIENT_QUEUE_KEY in kafka_props:
-            queue_kb = _int(f"kafka.{CLIENT_QUEUE_KEY}", kafka_props[CLIENT_QUEUE_KEY], minimum=1)
+            queue_kb = int_value(f"kafka.{CLIENT_QUEUE_KEY}", kafka_props[CLIENT_QUEUE_KEY], minimum=1)
             if queue_kb * 1024 >= max_fetched:
                 raise ConfigurationError(
                     f"kafka.{CLIENT_QUEUE_KEY}={queue_kb} (KiB) leaves nothing of max.fetched.bytes={max_fetched} "
@@ -340,26 +266,26 @@ class KafkaSourceConfig:
             startup_mode=mode,  # type: ignore[arg-type]
             startup_timestamp_ms=timestamp,
             startup_specific_offsets=specific,
-            include_metadata=_metadata(props.get("include.metadata", "false")),
-            isolation_level=_enum(  # type: ignore[arg-type]
+            include_metadata=metadata_columns(props.get("include.metadata", "false")),
+            isolation_level=enum_value(  # type: ignore[arg-type]
                 IsolationLevel, "isolation.level", props.get("isolation.level", "read_committed")
             ),
             max_fetched_bytes=max_fetched,
-            consume_chunk_records=_int(
+            consume_chunk_records=int_value(
                 "consume.chunk.records", props.get("consume.chunk.records", "10000"), minimum=1
             ),
-            partition_discovery_interval_ms=_int(
+            partition_discovery_interval_ms=int_value(
                 "partition.discovery.interval.ms",
                 props.get("partition.discovery.interval.ms", "30000"),
                 minimum=0,
             ),
             max_error_rate=error_rate,
             on_bad_record=(
-                _enum(BadRecordPolicy, "on.bad.record", props["on.bad.record"])  # type: ignore[arg-type]
+                enum_value(BadRecordPolicy, "on.bad.record", props["on.bad.record"])  # type: ignore[arg-type]
                 if "on.bad.record" in props else None
             ),
-            on_tombstone=_enum(TombstonePolicy, "on.tombstone", props.get("on.tombstone", "bad")),  # type: ignore[arg-type]
-            fail_on_data_loss=_bool("fail.on.data.loss", props.get("fail.on.data.loss", "true")),
+            on_tombstone=enum_value(TombstonePolicy, "on.tombstone", props.get("on.tombstone", "bad")),  # type: ignore[arg-type]
+            fail_on_data_loss=bool_value("fail.on.data.loss", props.get("fail.on.data.loss", "true")),
             kafka_properties=kafka_props,
             key_format=key_format,  # type: ignore[arg-type]
             schema_registry_url=registry_url,
