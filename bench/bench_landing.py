@@ -10,6 +10,8 @@ Readers (``reader <role>`` runs one in this file, for the driver):
 - ``raw``: a confluent-kafka ``consume(10000)`` loop that only counts (the floor);
 - ``naive``: the same loop + Arrow columns (value, partition, offset) + ``pq.write_table`` per 100k
   rows, no exactly-once (JSON payload: ``pyarrow.json`` over each chunk's values);
+- ``naive-same``: ``naive`` writing the columns a node writes: also ``_topic`` and ``_timestamp``
+  (which the node's ``dt=`` directories need; the client builds a tuple per message to read it);
 - ``source``: a ``KafkaSource.poll_batch`` loop (``_topic,_partition,_offset`` metadata);
 - ``node``: one embedded ``laminar-kafka run`` landing into Parquet, exactly once;
 - ``zk-node``: one ZooKeeper-mode node; ``3-nodes``: three ZooKeeper-mode nodes (CPU summed).
@@ -81,7 +83,7 @@ def read_raw(bootstrap: str, topic: str, total: int, payload: str) -> None:
     consumer.close()
 
 
-def read_naive(bootstrap: str, topic: str, total: int, payload: str, output: str) -> None:
+def read_naive(bootstrap: str, topic: str, total: int, payload: str, output: str, same_columns: bool = False) -> None:
     import pyarrow as pa
     import pyarrow.json as pa_json
     import pyarrow.parquet as pq
@@ -105,6 +107,10 @@ def read_naive(bootstrap: str, topic: str, total: int, payload: str, output: str
                                                 pa.array([m.partition() for m in messages], pa.int32())],
                                                names=["value", "_partition"])
         batch = batch.append_column("_offset", pa.array([m.offset() for m in messages], pa.int64()))
+        if same_columns:  # the columns a node writes besides these: _topic, and _timestamp for dt=
+            batch = batch.append_column("_topic", pa.DictionaryArray.from_arrays(
+                pa.array([0] * len(messages), pa.int32()), pa.array([topic])))
+            batch = batch.append_column("_timestamp", pa.array([m.timestamp()[1] for m in messages], pa.timestamp("ms")))
         pending.append(batch)
         pending_rows += batch.num_rows
         if pending_rows >= 100_000 or count >= total:
@@ -207,8 +213,8 @@ def run_reader(role: str, stack, topic: str, records: int, payload: str, base: P
     log = base / f"{role}-{payload}.log"
     if role in ("raw", "source"):
         result = measure([[*me, role, *common]], node_environment(), None, log_path=log)
-    elif role == "naive":
-        output = base / f"naive-{uuid.uuid4().hex[:8]}"
+    elif role in ("naive", "naive-same"):
+        output = base / f"{role}-{uuid.uuid4().hex[:8]}"
         output.mkdir()
         result = measure([[*me, role, *common, "--output", str(output)]], node_environment(), None, log_path=log)
     else:
@@ -227,7 +233,7 @@ def run_reader(role: str, stack, topic: str, records: int, payload: str, base: P
     return result
 
 
-ROLES = ("raw", "naive", "source", "node", "zk-node", "3-nodes")
+ROLES = ("raw", "naive", "naive-same", "source", "node", "zk-node", "3-nodes")
 
 
 def _ratios(cpu: dict[str, float]) -> dict[str, float]:
@@ -235,8 +241,9 @@ def _ratios(cpu: dict[str, float]) -> dict[str, float]:
     ratios = {}
     if "raw" in cpu and "source" in cpu:
         ratios["source_to_raw"] = round(cpu["source"] / cpu["raw"], 2)
-    if "naive" in cpu:
-        ratios.update({f"{r}_to_naive": round(cpu[r] / cpu["naive"], 2) for r in ("node", "zk-node", "3-nodes") if r in cpu})
+    for naive in ("naive", "naive-same"):
+        if naive in cpu:
+            ratios.update({f"{r}_to_{naive}": round(cpu[r] / cpu[naive], 2) for r in ("node", "zk-node", "3-nodes") if r in cpu})
     return ratios
 
 
@@ -314,7 +321,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
     reader = sub.add_parser("reader")
-    reader.add_argument("role", choices=("raw", "naive", "source"))
+    reader.add_argument("role", choices=("raw", "naive", "naive-same", "source"))
     reader.add_argument("--bootstrap", required=True)
     reader.add_argument("--topic", required=True)
     reader.add_argument("--records", type=int, required=True)
@@ -333,8 +340,8 @@ def main() -> None:
         print(json.dumps(soak(args.soak_minutes, args.soak_rate), indent=2))
         return
     if args.command == "reader":
-        if args.role == "naive":
-            read_naive(args.bootstrap, args.topic, args.records, args.payload, args.output)
+        if args.role in ("naive", "naive-same"):
+            read_naive(args.bootstrap, args.topic, args.records, args.payload, args.output, args.role == "naive-same")
         else:
             {"raw": read_raw, "source": read_source}[args.role](args.bootstrap, args.topic, args.records, args.payload)
         return
