@@ -4,7 +4,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message
 
-from kafka_source.arrow_batch import HEADERS_TYPE, BatchBuilder
+from kafka_source.arrow_batch import HEADERS_TYPE, BatchBuilder, timestamp_array
 from kafka_source.config import KafkaSourceConfig
 from kafka_source.errors import ConfigurationError
 
@@ -127,3 +127,8 @@ def test_on_tombstone_takes_bad_or_row_only() -> None:
     assert KafkaSourceConfig.from_properties(BASE).on_tombstone.value == "bad"
     with pytest.raises(ConfigurationError, match="on.tombstone"):
         KafkaSourceConfig.from_properties({**BASE, "on.tombstone": "skip"})
+
+
+@pytest.mark.parametrize("values", [[], [5, -1, 253_402_300_799_999], [5, None, 7], [None]])
+def test_timestamp_array_equals_pyarrows_conversion(values: list[int | None]) -> None:
+    assert timestamp_array(values).equals(pa.array(values, type=pa.timestamp("ms")))
