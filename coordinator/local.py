@@ -6,7 +6,9 @@ EngineCoordinator`) runs the same pure state machine as the ZooKeeper backend ov
 see that module). This module adds only what a single process has instead of a session: its one
 membership, a term that is always its own, a new boot id on :meth:`LocalCoordinator.rejoin`, and the
 directory's exclusive lock (:mod:`coordinator.state_lock`) from :meth:`start` to :meth:`stop`: a
-second process on the same directory fails to start instead of landing every record again.
+second process on the same directory fails to start instead of landing every record again. The
+directory also pins the name of its one pipeline at the first start: another pipeline pointed at it
+(two pipelines on one output, each with the default state-dir) fails to start, naming both.
 
 After a restart the previous process's boot id is dead, so the first step re-publishes the vnodes to
 the new boot with ``manifest_epoch`` = the latest manifest (no drain). A content rejection of this
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from coordinator.config import CoordinatorConfig
 from coordinator.engine import EngineCoordinator
-from coordinator.errors import CoordinatorError
+from coordinator.errors import ConfigurationError, CoordinatorError
 from coordinator.events import SessionState
 from coordinator.layout import rejection_name
 from coordinator.local_store import LocalStore
@@ -33,7 +35,10 @@ from coordinator.steps import Step
 from coordinator.store import Leadership
 from coordinator.values import Member
 
-__all__ = ["LocalCoordinator"]
+__all__ = ["PIPELINE_SETTING", "LocalCoordinator"]
+
+#: The setting that names the one pipeline whose state a directory holds (pinned at the first start).
+PIPELINE_SETTING = "pipeline"
 
 #: Seconds between two looks while `start` waits for this node's first assignment.
 _POLL_SECONDS = 0.01
@@ -74,9 +79,15 @@ class LocalCoordinator(EngineCoordinator):
             self._directory_lock.acquire()  # before any read or write: one embedded node per directory
             try:
                 self._local.recover()
+                owner = self._local.pin_setting(PIPELINE_SETTING, self.config.pipeline)
             except (OSError, CoordinatorError) as exc:
                 raise CoordinatorError(f"cannot recover local coordinator state in {self._local.directory}: {exc}",
                                        cause=exc) from exc
+            if owner != self.config.pipeline:
+                raise ConfigurationError(
+                    f"state directory {self._local.directory} holds pipeline {owner!r}, not {self.config.pipeline!r}: "
+                    "give each pipeline its own state-dir (or output), or run this one as that pipeline"
+                )
             self._membership = self._local.register(self._member())
             self._metrics.leader_elections_won += 1
         self._start_engine()

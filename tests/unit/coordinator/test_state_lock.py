@@ -66,3 +66,20 @@ def test_a_second_local_coordinator_on_one_directory_cannot_start_until_the_firs
     third = LocalCoordinator(config, tmp_path)
     third.start(timeout=10)
     third.stop()
+
+
+def test_a_state_directory_holds_one_pipeline(tmp_path: Path) -> None:
+    """Two pipelines on one output, each with the default state-dir: the second is refused by name
+    (it used to fail later on a checkpoint naming the other pipeline's topic)."""
+    orders = LocalCoordinator(CoordinatorConfig(pipeline="orders", checkpoint_interval=60), tmp_path)
+    orders.start(timeout=10)
+    orders.stop()
+    payments = LocalCoordinator(CoordinatorConfig(pipeline="payments", checkpoint_interval=60), tmp_path)
+    try:
+        with pytest.raises(ConfigurationError, match=f"state directory {tmp_path} holds pipeline 'orders', not 'payments'"):
+            payments.start(timeout=10)
+    finally:
+        payments.stop()
+    again = LocalCoordinator(CoordinatorConfig(pipeline="orders", checkpoint_interval=60), tmp_path)
+    again.start(timeout=10)
+    again.stop()
