@@ -42,11 +42,16 @@ class StateDirectoryLock:
         return self._fd is not None
 
     def acquire(self) -> None:
-        """Take the lock (creating the directory), or raise :class:`StateDirectoryInUse`."""
+        """Take the lock (creating the directory), or raise :class:`StateDirectoryInUse`; any other
+        failure (a directory not writable, a filesystem without ``flock``) is a
+        :class:`~coordinator.errors.ConfigurationError` naming the path."""
         if self._fd is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ConfigurationError(f"cannot open the state directory's lock {self.path}: {exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -56,6 +61,11 @@ class StateDirectoryLock:
                 f"state directory {self.path.parent} is in use by another embedded node ({holder}): an embedded "
                 "pipeline runs one node at a time; stop that one, or run several nodes with --zk"
             ) from None
+        except OSError as exc:  # e.g. ENOLCK: a network filesystem without flock
+            os.close(fd)
+            raise ConfigurationError(
+                f"cannot lock the state directory {self.path.parent} ({exc}): use a local state-dir"
+            ) from exc
         except BaseException:
             os.close(fd)
             raise

@@ -83,3 +83,24 @@ def test_a_state_directory_holds_one_pipeline(tmp_path: Path) -> None:
     again = LocalCoordinator(CoordinatorConfig(pipeline="orders", checkpoint_interval=60), tmp_path)
     again.start(timeout=10)
     again.stop()
+
+
+def test_a_state_directory_that_cannot_be_locked_is_one_configuration_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    readonly.chmod(0o500)
+    if os.access(readonly, os.W_OK):  # root ignores the mode: use a file where the directory should be
+        (tmp_path / "file").write_text("")
+        target = tmp_path / "file" / "state"
+    else:
+        target = readonly / "state"
+    with pytest.raises(ConfigurationError, match="cannot open the state directory's lock"):
+        StateDirectoryLock(target).acquire()
+
+    def no_locks(_fd: int, _op: int) -> None:
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr("coordinator.state_lock.fcntl.flock", no_locks)
+    with pytest.raises(ConfigurationError, match=r"cannot lock the state directory .*No locks available.*use a local state-dir"):
+        StateDirectoryLock(tmp_path / "nfs").acquire()
