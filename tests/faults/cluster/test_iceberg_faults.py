@@ -7,12 +7,13 @@ written the manifest. Then every node is killed, the lock released, and the node
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from cluster.iceberg_commit import committed_epoch
+from cluster.iceberg_commit import committed_epoch, epoch_property
 from cluster.iceberg_tables import load_table_or_none, open_catalog
 from cluster.sink import open_output
 from tests.integration.cluster.harness import Pipeline, assert_exact, iceberg_pipeline  # noqa: F401 - fixtures
@@ -28,6 +29,20 @@ def _committed(pipeline: Pipeline) -> int:
     return 0 if table is None else committed_epoch(table, pipeline.pipeline)
 
 
+def _committed_under_lock(lock: sqlite3.Connection, pipeline: Pipeline) -> int:
+    """:func:`_committed` read through the connection that holds the catalog's write lock (the
+    catalog row's metadata file, as pyiceberg's SQL catalog stores it)."""
+    lake = pipeline.lake
+    assert lake.iceberg is not None
+    row = lock.execute(
+        "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = ? AND table_name = ?",
+        (lake.iceberg.namespace, lake.table_of(pipeline.topic)),
+    ).fetchone()
+    assert row is not None, "the table exists once three epochs are in it"
+    metadata = json.loads(Path(row[0].removeprefix("file://")).read_text())
+    return int(metadata["properties"].get(epoch_property(pipeline.pipeline), "0"))
+
+
 def test_nodes_killed_between_manifest_and_iceberg_commit(iceberg_pipeline: Pipeline) -> None:  # noqa: F811
     pipeline = iceberg_pipeline
     pipeline.produce(1000)
@@ -40,8 +55,10 @@ def test_nodes_killed_between_manifest_and_iceberg_commit(iceberg_pipeline: Pipe
     lock = sqlite3.connect(catalog, timeout=10, isolation_level=None)
     lock.execute("BEGIN EXCLUSIVE")  # every Iceberg commit (and table load) now waits for us
     try:
-        before = pipeline.status().last_epoch
-        pipeline.wait_until(lambda: pipeline.status().last_epoch > before, 10,
+        # read under the lock, so no commit lands after it: a node may be inside the commit of the
+        # latest manifest already (then the window is open at once), or the next manifest opens it
+        in_table = _committed_under_lock(lock, pipeline)
+        pipeline.wait_until(lambda: pipeline.status().last_epoch > in_table, 30,
                             "a manifest written while the Iceberg commit is blocked")
         durable = pipeline.status().last_epoch
         for node in pipeline.nodes.values():
