@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 
@@ -18,9 +19,12 @@ from kafka_source.config import KafkaSourceConfig
 from kafka_source.connector import DeliveryGuarantee, InitialPosition, ResumePosition, SourcePosition
 from kafka_source.errors import ConfigurationError
 from kafka_source.fifo import ByteBoundedFifo
+from kafka_source.metrics import SourceMetrics
 from kafka_source.reader import Reader
 from kafka_source.records import RecordFields, Records
-from kafka_source.startup import StartupPlan, query_broker_facts, resolve_initial, resolve_resume
+from kafka_source.startup import (
+    StartupPlan, query_broker_facts, resolve_initial, resolve_out_of_range, resolve_resume,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +80,10 @@ def build_reader(
     offsets: dict[TopicPartition, int],
     *,
     event: asyncio.Event,
+    delivery: DeliveryGuarantee,
     vnode_mode: bool,
     metadata_timeout_s: float,
-    on_discovered: Callable[[int], None],
+    metrics: SourceMetrics,
     callbacks_pending: Callable[[], bool],
     fields: RecordFields,
     prefetch: Callable[[Records], None] | None = None,
@@ -87,7 +92,9 @@ def build_reader(
     running loop) whenever it puts an item into its FIFO.
 
     In vnode mode it does not look for new partitions itself: they arrive through
-    ``add_partitions`` (the runtime watches the topology).
+    ``add_partitions`` (the runtime watches the topology). A read offset the broker no longer holds
+    is resolved by :func:`~kafka_source.startup.resolve_out_of_range` (lost offsets counted in
+    ``metrics``).
     """
     loop = asyncio.get_running_loop()
 
@@ -105,9 +112,11 @@ def build_reader(
         chunk_records=config.consume_chunk_records,
         discovery_interval_s=0.0 if vnode_mode else config.partition_discovery_interval_ms / 1000.0,
         metadata_timeout_s=metadata_timeout_s,
-        on_discovered=on_discovered,
+        on_discovered=metrics.count_discovered,
         consume_timeout_s=CONSUME_TIMEOUT_S,
         callbacks_pending=callbacks_pending,
         fields=fields,
         prefetch=prefetch,
+        out_of_range=functools.partial(resolve_out_of_range, delivery=delivery, config=config),
+        on_offsets_lost=metrics.count_lost,
     )

@@ -36,6 +36,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from coordinator.rounds import AssignmentDrainId
 from coordinator.routing import TopicPartition
 from kafka_source.errors import FatalError, OffsetOutOfRangeError
+from kafka_source.client_positions import OutOfRangeResolver, low_watermark, read_on_after_out_of_range
 from kafka_source.fifo import (
     MESSAGE_OVERHEAD_BYTES,
     AssignmentApplied,
@@ -98,8 +99,14 @@ class Reader:
         callbacks_pending: Callable[[], bool] | None = None,
         fields: RecordFields | None = None,
         prefetch: Callable[[Records], None] | None = None,
+        out_of_range: OutOfRangeResolver | None = None,
+        on_offsets_lost: Callable[[int], None] | None = None,
     ) -> None:
         self.consumer = consumer
+        #: where to read on after an "offset out of range"; None: such an answer fails the reader
+        self.out_of_range = out_of_range
+        #: called with the number of offsets skipped when reading resumes past them
+        self.on_offsets_lost = on_offsets_lost
         #: the fields read of each message (:meth:`Records.of`); default: every one but headers
         self.fields = fields or RecordFields(topic=None)
         #: called with each chunk's records before they enter the FIFO (blocking work that must
@@ -117,6 +124,9 @@ class Reader:
         self.fresh_until = 0.0
         self._assigned: dict[TopicPartition, KafkaTopicPartition] = {tp: KafkaTopicPartition(*tp) for tp in assigned}
         self._positions: dict[TopicPartition, int] = dict(assigned)
+        #: positions moved without a record (reading resumed past an out-of-range offset), reported
+        #: with the next chunk
+        self._jumps: dict[TopicPartition, int] = {}
         self._commands: collections.deque[_Command] = collections.deque()
         #: Guards ``_accepting`` with the append in :meth:`submit`, so a command is either run or
         #: cancelled by the thread, never left behind by its exit.
@@ -219,7 +229,7 @@ class Reader:
             offsets: dict[TopicPartition, int] = {}
             for tp, offset in sorted(acquire.items()):
                 if offset is None:
-                    offset = self._low_watermark(tp)
+                    offset = low_watermark(self.consumer, tp, self.metadata_timeout_s)
                 offsets[tp] = offset
             if offsets:
                 assignment = [KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()]
@@ -362,6 +372,11 @@ class Reader:
             if self._positions.get(key) != tp.offset:
                 self._positions[key] = tp.offset
                 moved[key] = tp.offset
+        if self._jumps:
+            for key, offset in self._jumps.items():
+                if key in self._assigned and self._positions.get(key) != offset:
+                    self._positions[key] = moved[key] = offset
+            self._jumps.clear()
         return moved
 
     def _on_error(self, message: Message) -> None:
@@ -369,19 +384,19 @@ class Reader:
         code = error.code()
         if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
             topic, partition = message.topic() or "?", message.partition() or 0
-            self._failed = True
-            self.fifo.put_control(
-                ReaderFailed(
-                    OffsetOutOfRangeError(
-                        f"{topic}:{partition}: position is out of the retained range "
-                        f"({error.str()}); refusing to reset under guaranteed delivery",
-                        topic=topic,
-                        partition=partition,
-                        offset=self._positions.get((topic, partition), -1),
-                        cause=error,
-                    )
-                )
-            )
+            offset = message.offset() if message.offset() >= 0 else self._positions.get((topic, partition), -1)
+            try:
+                self._read_on_after((topic, partition), offset)
+            except OffsetOutOfRangeError as exc:
+                self._failed = True
+                self.fifo.put_control(ReaderFailed(exc))
+            except KafkaException as exc:  # the watermarks could not be read: the broker's answer alone
+                self._failed = True
+                self.fifo.put_control(ReaderFailed(OffsetOutOfRangeError(
+                    f"{topic}:{partition}: read offset {offset} is out of the retained range ({error.str()}; "
+                    f"the partition's watermarks could not be read: {exc.args[0].str()})",
+                    topic=topic, partition=partition, offset=offset, cause=error,
+                )))
         elif error.fatal():
             self._failed = True
             self.fifo.put_control(
@@ -389,6 +404,17 @@ class Reader:
             )
         else:
             logger.warning("kafka consumer reported %s (retrying)", error.str())
+
+    def _read_on_after(self, tp: TopicPartition, offset: int) -> None:
+        """A fetch of ``tp`` at ``offset`` was answered "out of range": read on where
+        :attr:`out_of_range` says (the move reported with the next chunk), or raise
+        :class:`OffsetOutOfRangeError` (always for a partition paused for a drain)."""
+        resolve = self.out_of_range if tp in self._assigned and tp not in self._blocked else None
+        resumed = read_on_after_out_of_range(self.consumer, tp, offset, self.metadata_timeout_s, resolve)
+        self._jumps[tp] = resumed
+        self._note_fresh()
+        if resumed > offset and self.on_offsets_lost is not None:
+            self.on_offsets_lost(resumed - offset)
 
     def _discover(self) -> None:
         try:
@@ -405,29 +431,12 @@ class Reader:
         wanted = sorted(set(partitions))
         return self.submit(lambda _consumer: self._assign_new(wanted))
 
-    def _low_watermark(self, tp: TopicPartition) -> int:
-        """The partition's first offset. A partition added to its topic moments ago may be unknown
-        to the client's metadata cache ("Local: Unknown partition"): the topic's metadata is read
-        again until it is known, within ``metadata_timeout_s``."""
-        deadline = time.monotonic() + self.metadata_timeout_s
-        while True:
-            try:
-                low, _high = self.consumer.get_watermark_offsets(
-                    KafkaTopicPartition(*tp), timeout=self.metadata_timeout_s, cached=False
-                )
-                return low
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
-                    raise
-                self.consumer.list_topics(tp[0], timeout=self.metadata_timeout_s)
-                time.sleep(0.05)
-
     def _assign_new(self, found: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
         announce it with a :class:`PartitionsAssigned` marker."""
         offsets: dict[TopicPartition, int] = {}
         for topic, partition in sorted(set(found) - set(self._assigned)):
-            offsets[(topic, partition)] = self._low_watermark((topic, partition))
+            offsets[(topic, partition)] = low_watermark(self.consumer, (topic, partition), self.metadata_timeout_s)
         if not offsets:
             return offsets
         self.consumer.incremental_assign([KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()])

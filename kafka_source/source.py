@@ -208,8 +208,8 @@ class KafkaSource(SourceConnector):
 
     def _start_reader(self, consumer: Consumer, config: KafkaSourceConfig, offsets: dict[TopicPartition, int]) -> None:
         self._reader = build_reader(
-            consumer, config, offsets, event=self._event, vnode_mode=self._vnode is not None,
-            metadata_timeout_s=self._request_timeout_s, on_discovered=self.metrics.count_discovered,
+            consumer, config, offsets, event=self._event, delivery=self._delivery, vnode_mode=self._vnode is not None,
+            metadata_timeout_s=self._request_timeout_s, metrics=self.metrics,
             callbacks_pending=self._commits.awaiting_result,
             prefetch=self._builder.prefetch if self._builder is not None and self._builder.prefetches else None,
             fields=RecordFields.of(config, keeps_rejected=self._decode_failures is not None

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "BrokerFacts", "StartupPlan", "query_broker_facts", "resolve_initial", "resolve_resume",
-    "resolve_start_offsets", "selected_topics",
+    "resolve_out_of_range", "resolve_start_offsets", "selected_topics",
 ]
 
 
@@ -174,6 +174,30 @@ def resolve_resume(
         else:
             offsets[tp] = offset
     return StartupPlan(offsets, resets)
+
+
+def resolve_out_of_range(
+    tp: TopicPartition, position: int, low: int, high: int, delivery: DeliveryGuarantee, config: KafkaSourceConfig
+) -> int:
+    """Where to read on after the broker answered a running fetch at ``position`` with "offset out
+    of range" (guaranteed delivery only: best-effort lets the client reset to the earliest offset).
+
+    Below the low watermark (records deleted by retention while the reader lagged behind): as a
+    checkpoint cursor below it (:func:`_below_low`), so ``fail.on.data.loss=false`` resumes at the
+    low watermark with the loss logged. Beyond the high watermark (the topic was deleted and
+    re-created, or an unclean leader election truncated the log): :class:`OffsetOutOfRangeError`,
+    always. Inside ``[low, high]`` (the log moved under the fetch): ``position`` again.
+    """
+    if position > high:
+        raise OffsetOutOfRangeError(
+            f"{tp[0]}:{tp[1]} now ends at offset {high}, below the read offset {position}: the topic was "
+            "deleted and re-created, or an unclean leader election truncated its log; the records already "
+            "read no longer match the topic's, so the source cannot go on exactly once",
+            topic=tp[0], partition=tp[1], offset=position, low=low, high=high,
+        )
+    if position < low:
+        return _below_low(tp, position, low, high, delivery, "read", config)
+    return position
 
 
 def selected_topics(consumer: Consumer, selector: TopicSelector, timeout_s: float) -> dict[str, Any]:

@@ -14,12 +14,24 @@ from devstack.producers import partition_count, produce, producer
 from devstack.topics import create_topic
 
 __all__ = [
-    "admin", "create_topic", "high_watermarks", "partition_count", "produce", "producer", "read_all", "values",
+    "admin", "create_topic", "delete_topic", "high_watermarks", "partition_count", "produce", "producer", "read_all", "values",
 ]
 
 
 def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def delete_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
+    """Delete ``topic`` and wait until the cluster's metadata no longer lists it (a topic of the same
+    name can be created then)."""
+    client = admin(bootstrap)  # held: its futures die with it
+    client.delete_topics([topic])[topic].result(timeout)
+    deadline = time.monotonic() + timeout
+    while topic in client.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic} still listed {timeout:.0f}s after its deletion")
+        time.sleep(0.1)
 
 
 def high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:

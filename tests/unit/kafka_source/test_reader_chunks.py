@@ -3,8 +3,11 @@ messages are freed before the garbage collector walks them), one FIFO chunk per 
 client error ending the chunk after the records that came before it."""
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import KafkaError, Message, TopicPartition
 
+from kafka_source.errors import OffsetOutOfRangeError
 from kafka_source.fifo import ByteBoundedFifo, ReaderFailed, RecordChunk
 from kafka_source.reader import CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S, Reader
 from kafka_source.records import RecordFields
@@ -128,3 +131,81 @@ def test_released_partitions_are_resumed_before_they_are_unassigned() -> None:
     reader._run_commands()
     assert applied.result(timeout=1).released == frozenset({(TOPIC, 0)})
     assert consumer.log == [("resume", [0]), ("unassign", [0])]
+
+
+class OutOfRangeConsumer(QueuedConsumer):
+    """Partition 0 read up to ``offset``; then the broker answers its fetch with "out of range" (its
+    log now ``[low, high)``); assigned again, it hands out ``after``."""
+
+    def __init__(self, offset: int, low: int, high: int, after: list[Message]) -> None:
+        lost = Message(topic=TOPIC, partition=0, offset=offset,
+                       error=KafkaError(KafkaError.OFFSET_OUT_OF_RANGE, "Broker: Offset out of range"))
+        super().__init__([message(o) for o in range(offset)] + [lost])
+        self.watermarks, self.after = (low, high), after
+        self.log: list[tuple[str, list[tuple[int, int]]]] = []
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        return self.watermarks
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self.log.append(("unassign", [(tp.partition, tp.offset) for tp in partitions]))
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.log.append(("assign", [(tp.partition, tp.offset) for tp in partitions]))
+        self.queued += self.after
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(TOPIC, 0, -1001) for _ in partitions]  # unknown until a record of the new assignment
+
+
+def out_of_range_reader(consumer: OutOfRangeConsumer, resolve: object) -> tuple[Reader, list[int]]:
+    lost: list[int] = []
+    reader = Reader(consumer, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
+                    assigned={(TOPIC, 0): 0}, chunk_records=10_000, discovery_interval_s=0.0,
+                    fields=RecordFields(topic=TOPIC), out_of_range=resolve, on_offsets_lost=lost.append)  # type: ignore[arg-type]
+    return reader, lost
+
+
+def test_an_offset_deleted_under_the_reader_is_read_on_from_where_the_resolver_says() -> None:
+    consumer = OutOfRangeConsumer(5, low=40, high=60, after=[message(40), message(41)])
+    asked: list[tuple[object, ...]] = []
+
+    def resolve(tp: tuple[str, int], offset: int, low: int, high: int) -> int:
+        asked.append((tp, offset, low, high))
+        return low
+
+    reader, lost = out_of_range_reader(consumer, resolve)
+    reader._read_chunk()
+    reader._read_chunk()
+    assert asked == [((TOPIC, 0), 5, 40, 60)] and lost == [35]
+    assert consumer.log == [("unassign", [(0, -1001)]), ("assign", [(0, 40)])]
+    first, after = reader.fifo.peek(100_000)
+    # the move past the lost offsets comes with the chunk of the records read before it (a chunk's
+    # positions hold after its records), though the client reports no position yet
+    assert isinstance(first, RecordChunk) and first.records.offsets == [0, 1, 2, 3, 4]
+    assert first.positions == {(TOPIC, 0): 40}
+    assert isinstance(after, RecordChunk) and after.records.offsets == [40, 41]
+    assert reader.fresh_until > time.monotonic()  # the partition's first records are not held back
+
+
+def test_an_offset_out_of_range_the_resolver_refuses_fails_the_reader_with_its_error() -> None:
+    consumer = OutOfRangeConsumer(5, low=0, high=3, after=[])
+
+    def resolve(tp: tuple[str, int], offset: int, low: int, high: int) -> int:
+        raise OffsetOutOfRangeError("re-created", topic=tp[0], partition=tp[1], offset=offset, low=low, high=high)
+
+    reader, lost = out_of_range_reader(consumer, resolve)
+    reader._read_chunk()
+    items = reader.fifo.peek(100_000)
+    assert [type(item).__name__ for item in items] == ["ReaderFailed", "RecordChunk"]
+    assert isinstance(items[0], ReaderFailed) and str(items[0].error) == "re-created"
+    assert consumer.log == [] and lost == [] and reader._failed
+
+
+def test_without_a_resolver_an_offset_out_of_range_fails_naming_the_retained_range() -> None:
+    consumer = OutOfRangeConsumer(5, low=40, high=60, after=[])
+    reader, _lost = out_of_range_reader(consumer, None)
+    reader._read_chunk()
+    failure = reader.fifo.peek(100_000)[0]
+    assert isinstance(failure, ReaderFailed)
+    assert str(failure.error) == "t:0: read offset 5 is outside the retained range [40, 60]"

@@ -6,7 +6,7 @@ from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.config import KafkaSourceConfig
 from kafka_source.connector import DeliveryGuarantee
 from kafka_source.errors import CheckpointError, ConfigurationError, OffsetOutOfRangeError
-from kafka_source.startup import BrokerFacts, resolve_initial, resolve_resume
+from kafka_source.startup import BrokerFacts, resolve_initial, resolve_out_of_range, resolve_resume
 
 BASE = {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g"}
 FACTS = BrokerFacts({("t", 0): (10, 20), ("t", 1): (0, 0), ("t", 2): (5, 50)})
@@ -98,3 +98,30 @@ def test_resume_rejects_foreign_topic_or_missing_partition() -> None:
         resolve_resume(config(), SourceCheckpoint.from_partitions({("other", 0): 1}), FACTS, ALO)
     with pytest.raises(CheckpointError, match="does not exist"):
         resolve_resume(config(), SourceCheckpoint.from_partitions({("t", 7): 1}), FACTS, ALO)
+
+
+@pytest.mark.parametrize("delivery", [DeliveryGuarantee.AT_LEAST_ONCE, DeliveryGuarantee.EXACTLY_ONCE])
+def test_a_read_offset_deleted_under_a_running_reader_is_resolved_like_a_checkpoint_below_low(
+        delivery: DeliveryGuarantee, caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(OffsetOutOfRangeError, match="read offset 7 of t:0 is below the low watermark 10 "
+                       r"\(records were deleted by retention\); .*fail.on.data.loss=false resumes") as info:
+        resolve_out_of_range(("t", 0), 7, 10, 20, delivery, config())
+    assert (info.value.offset, info.value.low, info.value.high) == (7, 10, 20)
+    with caplog.at_level("WARNING", logger="kafka_source.startup"):
+        assert resolve_out_of_range(("t", 0), 7, 10, 20, delivery, config(**{"fail.on.data.loss": "false"})) == 10
+    assert [r.getMessage() for r in caplog.records] == [
+        "read offset 7 of t:0 is below the low watermark 10: offsets 7..9 were deleted by retention "
+        "before they were read and are lost; resuming at 10 (fail.on.data.loss=false)"]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_a_read_offset_beyond_the_partitions_end_always_fails_naming_re_creation(fail_on_data_loss: str) -> None:
+    with pytest.raises(OffsetOutOfRangeError, match="t:0 now ends at offset 3, below the read offset 7: the topic "
+                       "was deleted and re-created, or an unclean leader election truncated its log") as info:
+        resolve_out_of_range(("t", 0), 7, 0, 3, ALO, config(**{"fail.on.data.loss": fail_on_data_loss}))
+    assert (info.value.topic, info.value.partition, info.value.offset, info.value.high) == ("t", 0, 7, 3)
+
+
+def test_a_read_offset_back_in_range_is_read_again() -> None:
+    assert resolve_out_of_range(("t", 0), 12, 10, 20, ALO, config()) == 12
+    assert resolve_out_of_range(("t", 0), 20, 10, 20, ALO, config()) == 20  # the end: wait for records there

@@ -1,0 +1,58 @@
+"""Blocking client calls about where a partition is read: its first offset, and where to read on
+after the broker answered a fetch with "offset out of range". Called on the reader thread only
+(:mod:`kafka_source.reader`), between two ``consume`` calls."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from coordinator.routing import TopicPartition
+from kafka_source.errors import OffsetOutOfRangeError
+
+__all__ = ["OutOfRangeResolver", "low_watermark", "read_on_after_out_of_range"]
+
+#: ``(tp, read offset, low, high) -> the offset to read on at``, or raises :class:`OffsetOutOfRangeError`
+#: (:func:`kafka_source.startup.resolve_out_of_range`)
+OutOfRangeResolver = Callable[[TopicPartition, int, int, int], int]
+
+
+def low_watermark(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> int:
+    """The partition's first offset. A partition added to its topic moments ago may be unknown
+    to the client's metadata cache ("Local: Unknown partition"): the topic's metadata is read
+    again until it is known, within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=timeout_s, cached=False)
+            return low
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+                raise
+            consumer.list_topics(tp[0], timeout=timeout_s)
+            time.sleep(0.05)
+
+
+def read_on_after_out_of_range(
+    consumer: Consumer, tp: TopicPartition, offset: int, timeout_s: float, resolve: OutOfRangeResolver | None
+) -> int:
+    """The broker answered a fetch of ``tp`` at ``offset`` with "out of range", which stops the
+    partition's fetching (``auto.offset.reset=error``; a ``seek`` is refused in that state): read
+    its watermarks, ask ``resolve`` where to read on, and assign the partition again there.
+
+    Returns the offset reading goes on at. Raises :class:`OffsetOutOfRangeError` when ``resolve``
+    refuses, or names the retained range when there is no ``resolve``; ``KafkaException`` when the
+    watermarks cannot be read.
+    """
+    low, high = consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=timeout_s, cached=False)
+    if resolve is None:
+        raise OffsetOutOfRangeError(
+            f"{tp[0]}:{tp[1]}: read offset {offset} is outside the retained range [{low}, {high}]",
+            topic=tp[0], partition=tp[1], offset=offset, low=low, high=high,
+        )
+    resumed = resolve(tp, offset, low, high)
+    consumer.incremental_unassign([KafkaTopicPartition(*tp)])
+    consumer.incremental_assign([KafkaTopicPartition(tp[0], tp[1], resumed)])
+    return resumed
