@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from confluent_kafka import KafkaException
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from cluster.config import NodeSettings
 from cluster.errors import SinkError, UsageError
@@ -40,6 +39,7 @@ from coordinator.errors import ConfigurationError as CoordinatorConfigurationErr
 from coordinator.routing import TopicPartition
 from kafka_source import KafkaSource
 from kafka_source.checkpoint import format_key
+from kafka_source.client_positions import high_watermarks
 from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
 from kafka_source.config import Format, KafkaSourceConfig
 from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
@@ -262,10 +262,7 @@ class WatermarkReader:
         self._consumer = make_consumer(kafka, "laminar-watermarks")
 
     def __call__(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return {
-            (t, p): self._consumer.get_watermark_offsets(KafkaTopicPartition(t, p), timeout=5.0, cached=False)[1]
-            for t, p in partitions
-        }
+        return high_watermarks(self._consumer, partitions, 5.0)
 
     def close(self) -> None:
         self._consumer.close()

@@ -15,13 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 
 from cluster.errors import ClusterError, UsageError
 from coordinator.config import CoordinatorConfig
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import partitions_by_vnode
 from coordinator.values import Manifest, Member
+from kafka_source.client_positions import high_watermarks as partition_ends
 from kafka_source.clients import KafkaClientConfig, make_consumer
 
 if TYPE_CHECKING:
@@ -198,23 +199,20 @@ def high_watermarks(kafka: KafkaClientConfig, topics: Sequence[str], timeout: fl
             metadata = consumer.list_topics(timeout=timeout)
         except KafkaException as exc:
             raise UsageError(f"cannot reach Kafka at {kafka.bootstrap} within {timeout:.0f}s", cause=exc) from exc
-        result: dict[TP, int] = {}
+        wanted: list[TP] = []
         for topic in topics:
             info = metadata.topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
                 raise UsageError(f"topic {topic!r} does not exist on {kafka.bootstrap}")
-            for partition in sorted(info.partitions):
-                for attempt in range(_WATERMARK_ATTEMPTS):
-                    try:
-                        result[(topic, partition)] = consumer.get_watermark_offsets(
-                            TopicPartition(topic, partition), timeout=timeout
-                        )[1]
-                        break
-                    except KafkaException as exc:  # e.g. a new partition whose leader is not elected yet
-                        if attempt + 1 == _WATERMARK_ATTEMPTS:
-                            raise ClusterError(f"high watermark of {topic}:{partition} unavailable: {exc}") from exc
-                        time.sleep(0.25)
-        return result
+            wanted.extend((topic, partition) for partition in info.partitions)
+        for attempt in range(_WATERMARK_ATTEMPTS):
+            try:
+                return partition_ends(consumer, wanted, timeout)
+            except KafkaException as exc:  # e.g. a new partition whose leader is not elected yet
+                if attempt + 1 == _WATERMARK_ATTEMPTS:
+                    raise ClusterError(f"high watermarks unavailable: {exc.args[0].str()}") from exc
+                time.sleep(0.25)
+        raise AssertionError("unreachable")
     finally:
         consumer.close()
 

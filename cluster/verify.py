@@ -31,6 +31,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from cluster.errors import VerifyError
 from cluster.sink import REJECTED_DIR, list_published
 from cluster.metadata import ClientErrors
+from kafka_source.client_positions import watermarks
 from kafka_source.clients import KafkaTarget, client_config, make_consumer
 
 __all__ = ["OutputScan", "PartitionAudit", "VerifyReport", "audit", "read_output", "read_topic"]
@@ -243,10 +244,8 @@ def read_topic(
         info = metadata.topics.get(topic)
         if info is None or info.error is not None or not info.partitions:
             raise VerifyError(f"topic {topic!r} does not exist on {bootstrap}")
-        bounds = {}
-        for partition in sorted(info.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10.0)
-            bounds[partition] = (low, high)
+        ends = watermarks(consumer, [(topic, p) for p in info.partitions], 10.0)
+        bounds = {partition: low_high for (_topic, partition), low_high in ends.items()}
         collected: dict[int, list[np.ndarray]] = {p: [] for p in bounds}
         pending = {p for p, (low, high) in bounds.items() if high > low}
         consumer.assign([TopicPartition(topic, p, bounds[p][0]) for p in pending])

@@ -1,10 +1,10 @@
-"""Blocking client calls about where a partition is read: its first offset, and where to read on
-after the broker answered a fetch with "offset out of range". Called on the reader thread only
-(:mod:`kafka_source.reader`), between two ``consume`` calls."""
+"""Blocking client calls about partitions' positions: the watermarks of many partitions in one
+batched request, a partition's first offset, and where to read on after the broker answered a
+fetch with "offset out of range" (the last two on the reader thread, between two ``consume`` calls)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -12,11 +12,51 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from coordinator.routing import TopicPartition
 from kafka_source.errors import OffsetOutOfRangeError
 
-__all__ = ["OutOfRangeResolver", "low_watermark", "read_on_after_out_of_range"]
+__all__ = ["OutOfRangeResolver", "high_watermarks", "low_watermark", "read_on_after_out_of_range", "watermarks"]
+
+#: ListOffsets' special timestamps: the first offset, and the end (the high watermark, or the last
+#: stable offset under ``isolation.level=read_committed``, as ``get_watermark_offsets`` answers)
+EARLIEST, LATEST = -2, -1
 
 #: ``(tp, read offset, low, high) -> the offset to read on at``, or raises :class:`OffsetOutOfRangeError`
 #: (:func:`kafka_source.startup.resolve_out_of_range`)
 OutOfRangeResolver = Callable[[TopicPartition, int, int, int], int]
+
+
+def watermarks(
+    consumer: Consumer, partitions: Iterable[TopicPartition], timeout_s: float
+) -> dict[TopicPartition, tuple[int, int]]:
+    """``{tp: (low, high)}`` of ``partitions`` in two requests per leader broker (``offsets_for_times``
+    at :data:`EARLIEST` and :data:`LATEST`), where ``get_watermark_offsets`` takes a round trip per
+    partition (512 partitions on loopback: 7 ms instead of 260 ms; on a real cluster each round trip
+    is a network RTT). Raises ``KafkaException`` when the client fails or any partition has an error
+    (e.g. unknown to the client's metadata, or without a leader)."""
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    lows = _offsets_at(consumer, wanted, EARLIEST, timeout_s)
+    highs = _offsets_at(consumer, wanted, LATEST, timeout_s)
+    return {tp: (lows[tp], highs[tp]) for tp in wanted}
+
+
+def high_watermarks(
+    consumer: Consumer, partitions: Iterable[TopicPartition], timeout_s: float
+) -> dict[TopicPartition, int]:
+    """``{tp: high}`` of ``partitions`` in one request per leader broker (see :func:`watermarks`)."""
+    wanted = sorted(set(partitions))
+    return _offsets_at(consumer, wanted, LATEST, timeout_s) if wanted else {}
+
+
+def _offsets_at(
+    consumer: Consumer, wanted: list[TopicPartition], spec: int, timeout_s: float
+) -> dict[TopicPartition, int]:
+    answered = consumer.offsets_for_times([KafkaTopicPartition(t, p, spec) for t, p in wanted], timeout=timeout_s)
+    offsets: dict[TopicPartition, int] = {}
+    for tp in answered:
+        if tp.error is not None:
+            raise KafkaException(KafkaError(tp.error.code(), f"{tp.topic}:{tp.partition}: {tp.error.str()}"))
+        offsets[(tp.topic, tp.partition)] = tp.offset
+    return offsets
 
 
 def low_watermark(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> int:

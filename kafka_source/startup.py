@@ -18,6 +18,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from coordinator.routing import TopicPartition
 
 from kafka_source.checkpoint import SourceCheckpoint
+from kafka_source.client_positions import watermarks
 from kafka_source.config import KafkaSourceConfig, StartupMode
 from kafka_source.connector import DeliveryGuarantee
 from kafka_source.topics import TopicSelector
@@ -238,21 +239,16 @@ def query_broker_facts(
     Named topics must exist (:class:`ConfigurationError`); a pattern may match none yet.
     """
     try:
-        watermarks: dict[TopicPartition, tuple[int, int]] = {}
-        for topic, info in selected_topics(consumer, config.selector, timeout_s).items():
-            for partition in sorted(info.partitions):
-                low, high = consumer.get_watermark_offsets(
-                    KafkaTopicPartition(topic, partition), timeout=timeout_s, cached=False
-                )
-                watermarks[(topic, partition)] = (low, high)
+        selected = selected_topics(consumer, config.selector, timeout_s)
+        bounds = watermarks(consumer, [(t, p) for t, info in selected.items() for p in info.partitions], timeout_s)
         time_offsets: dict[TopicPartition, int | None] = {}
         if config.startup_mode is StartupMode.TIMESTAMP:
             assert config.startup_timestamp_ms is not None
-            wanted = [KafkaTopicPartition(t, p, config.startup_timestamp_ms) for t, p in watermarks]
+            wanted = [KafkaTopicPartition(t, p, config.startup_timestamp_ms) for t, p in bounds]
             for tp in consumer.offsets_for_times(wanted, timeout=timeout_s):
                 if tp.error is not None:
                     raise TransientError(f"offsets_for_times failed: {tp.error}", cause=tp.error)
                 time_offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
-        return BrokerFacts(watermarks, time_offsets)
+        return BrokerFacts(bounds, time_offsets)
     except KafkaException as exc:
         raise TransientError(f"cannot read partition metadata: {exc}", cause=exc.args[0]) from exc
