@@ -36,7 +36,7 @@ _WATERMARK_ATTEMPTS = 8
 
 __all__ = [
     "DEFAULT_ROOT", "ControlView", "NodeStatus", "PartitionStatus", "PipelineStatus", "build_status",
-    "collect_status", "high_watermarks", "read_control", "read_zookeeper",
+    "collect_status", "high_watermarks", "partition_ranges", "read_control", "read_zookeeper",
 ]
 
 TP = tuple[str, int]
@@ -117,7 +117,8 @@ class PipelineStatus:
             f"{'node':>5} {'state':<8} {'vnodes':>6} {'parts':>5}  partitions",
         ]
         for n in self.nodes:
-            lines.append(f"{n.node_id:>5} {node_state(n):<8} {n.vnodes:>6} {len(n.partitions):>5}  {','.join(n.partitions)}")
+            lines.append(f"{n.node_id:>5} {node_state(n):<8} {n.vnodes:>6} {len(n.partitions):>5}  "
+                         f"{partition_ranges(n.partitions)}")
         lines += ["", f"{'partition':<24} {'owner':>5} {'vnode':>5} {'durable':>10} {'high':>10} {'lag':>8}"]
         for p in self.partitions:
             durable = "-" if p.durable_cursor is None else str(p.durable_cursor)
@@ -131,6 +132,25 @@ class PipelineStatus:
 def node_state(node: NodeStatus) -> str:
     """``leader``, ``leaving``, ``live`` or ``gone`` (an owner without a live session)."""
     return "leader" if node.leader else ("leaving" if node.leaving else ("live" if node.live else "gone"))
+
+
+def partition_ranges(keys: Sequence[str]) -> str:
+    """``topic:partition`` keys as runs per topic: ``orders:0-3,5,7-9 payments:0``, topics and
+    partitions in order (a node of 1000 partitions reads ``orders:0-999``, not 1000 keys)."""
+    by_topic: dict[str, list[int]] = {}
+    for key in keys:
+        topic, partition = _partition_key(key)
+        by_topic.setdefault(topic, []).append(partition)
+    groups = []
+    for topic, partitions in sorted(by_topic.items()):
+        runs: list[list[int]] = []
+        for partition in sorted(set(partitions)):
+            if runs and partition == runs[-1][1] + 1:
+                runs[-1][1] = partition
+            else:
+                runs.append([partition, partition])
+        groups.append(f"{topic}:" + ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs))
+    return " ".join(groups)
 
 
 def _partition_key(key: str) -> tuple[str, int]:

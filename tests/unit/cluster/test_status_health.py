@@ -266,3 +266,12 @@ def test_status_passes_zookeeper_credentials_from_the_environment(monkeypatch: p
     credentials = seen["credentials"]
     assert credentials is not None and credentials.kazoo_auth_data() == [("digest", "laminar:s3cret-pw")]  # type: ignore[attr-defined]
     assert "s3cret-pw" not in capsys.readouterr().out
+
+
+def test_a_nodes_partitions_show_as_runs_per_topic() -> None:
+    from cluster.status import partition_ranges
+
+    assert partition_ranges([f"orders:{p}" for p in range(1000)]) == "orders:0-999"
+    assert partition_ranges(["b.x:0", "orders:9", "orders:3", "orders:0", "orders:1", "orders:2", "orders:5",
+                             "orders:7", "orders:8", "a-b:c:2"]) == "a-b:c:2 b.x:0 orders:0-3,5,7-9"
+    assert partition_ranges([]) == ""
