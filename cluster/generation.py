@@ -158,7 +158,7 @@ class Generations:
         self.failures = 0
         self._started_count = 0
         self._retry_at = 0.0
-        #: since when intake is held (``try_checkpoint()`` is None), for the stuck-reconciliation warning
+        #: since when intake is held (``checkpoint_ready()`` is False), for the stuck-reconciliation warning
         self.held_since: float | None = None
 
     def may_start(self) -> bool:

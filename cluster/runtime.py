@@ -15,9 +15,9 @@ the owned set, cursor offers), :mod:`~cluster.topology_follower` (growth, pinned
 
 Guarantees (DESIGN sections 4 to 6):
 
-- ``drive_control_plane()`` runs every turn, even while fenced. While ``try_checkpoint()`` is
-  ``None``: ``HOLD_INTAKE`` polls nothing; ``POLL_TO_REPLAY_BOUNDARY`` polls at most one batch per
-  turn, after retrying the retained barrier.
+- ``drive_control_plane()`` runs every turn, even while fenced. While ``checkpoint_ready()`` is
+  False (``try_checkpoint()`` is ``None``): ``HOLD_INTAKE`` polls nothing; ``POLL_TO_REPLAY_BOUNDARY``
+  polls at most one batch per turn, after retrying the retained barrier.
 - ``poll_batch`` is cancelled after ``poll_timeout_s``, ``finish_drain`` shortly after its
   deadline: that retires a ``RETIRE_CONNECTOR`` generation and keeps a ``CANCEL_SAFE`` one.
 - A :class:`FatalError`, or partitions lost without a committed drain, retire the generation; the
@@ -237,7 +237,7 @@ class NodeRuntime:
                 await self._ack_barrier(generation)
             if not self.generations.is_current(generation):
                 return False  # retired above (a fatal drain refusal, a fenced ack): never touch it again
-            if connector.try_checkpoint() is None:
+            if not connector.checkpoint_ready():  # not try_checkpoint(): no cursor built per turn
                 self.generations.note_held(generation, self.assignment.snapshot, self.rounds.active)
                 if not generation.polls_while_unreconciled:
                     return False  # HOLD_INTAKE: not reconciled with the published assignment

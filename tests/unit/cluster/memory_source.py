@@ -210,6 +210,7 @@ class MemorySource(SourceConnector):
         return snapshot.version, (held - owned) | moved, (owned - held) | moved
 
     def checkpoint_ready(self) -> bool:
+        self.calls.append("checkpoint_ready")
         if self.unreconciled or self.closed:
             return False
         if self._registry is None:

@@ -178,7 +178,7 @@ async def test_hold_intake_polls_nothing_while_no_checkpoint_is_available(tmp_pa
     source.unreconciled = True
     source.calls.clear()
     cluster.log.append(("t", 0), 5)
-    await wait_for(lambda: source.calls.count("try_checkpoint") >= 20)
+    await wait_for(lambda: source.calls.count("checkpoint_ready") >= 20)
     assert "poll" not in source.calls and source.cursor[("t", 0)] == END
     source.unreconciled = False
     await wait_for(lambda: source.cursor[("t", 0)] == END + 5)

@@ -210,3 +210,16 @@ def test_the_zookeeper_layout_is_pinned() -> None:
     assert ready_path(2, 3, "b0") == "rounds/00000000000000000002/ready/3.b0"
     assert decision_path(2) == "rounds/00000000000000000002/decision"
     assert topic_path("orders") == "topics/orders"
+
+
+def test_remembered_keys_are_never_a_way_around_validation() -> None:
+    from coordinator.codec import format_partition_key, parse_partition_key
+
+    assert format_partition_key("t", 1) == "t:1" and parse_partition_key("t:1") == ("t", 1)
+    for topic, partition in (("t", True), ("t", 1.0), ("bad topic", 1), ("t", -1)):
+        with pytest.raises(CodecError):
+            format_partition_key(topic, partition)  # type: ignore[arg-type]
+    for key in ("t:01", "t:+1", ["t:1"], "bad topic:1", "t:2147483648"):
+        with pytest.raises(CodecError):
+            parse_partition_key(key)
+    assert format_partition_key("t", 1) == "t:1" and parse_partition_key("t:1") == ("t", 1)  # still there
