@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
 import re
 import sys
 import threading
@@ -77,7 +78,9 @@ class RepeatFilter(logging.Filter):
 
 
 def configure_logging(level: str = "info", log_format: str = "text", log_file: str | None = None) -> None:
-    """Route every logger to stderr (and ``log_file``) in ``log_format`` at ``level``."""
+    """Route every logger to stderr (and ``log_file``) in ``log_format`` at ``level``. ``log_file`` is
+    opened again when it was moved or deleted (logrotate's default ``create`` mode), so a rotated log
+    does not keep every later line."""
     if level not in LOG_LEVELS:
         raise ValueError(f"log level {level!r}: expected one of {', '.join(LOG_LEVELS)}")
     if log_format not in LOG_FORMATS:
@@ -85,7 +88,7 @@ def configure_logging(level: str = "info", log_format: str = "text", log_file: s
     formatter: logging.Formatter = JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT)
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
-        handlers.append(logging.FileHandler(log_file))
+        handlers.append(logging.handlers.WatchedFileHandler(log_file))
     for handler in handlers:
         handler.setFormatter(formatter)
     logging.basicConfig(level=level.upper(), handlers=handlers, force=True)
