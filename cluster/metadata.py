@@ -59,7 +59,8 @@ class TopologyReader:
 
     def read(self) -> Topology:
         """The selected topics that exist now. Raises :class:`MetadataUnavailable` when Kafka does
-        not answer; a named topic that does not exist is simply absent (the caller decides)."""
+        not answer, or answers a selected topic with an error other than "unknown topic" (e.g. not
+        authorized); a named topic that does not exist is simply absent (the caller decides)."""
         try:
             metadata = self._admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
@@ -67,10 +68,15 @@ class TopologyReader:
             error = exc.args[0] if exc.args else exc
             detail = error.str() if isinstance(error, KafkaError) else str(error)
             raise MetadataUnavailable(f"{detail}{self.errors.cause()}", cause=exc) from exc
-        names = [
-            t for t in self.selector.select(metadata.topics)
-            if metadata.topics[t].error is None and metadata.topics[t].partitions
-        ]
+        names = []
+        for name in self.selector.select(metadata.topics):
+            info = metadata.topics[name]
+            if info.error is not None and info.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                # not absent: an existing topic the client may not see now (authorization revoked,
+                # a leader being elected); counting it missing would end in "topic deleted"
+                raise MetadataUnavailable(f"topic {name!r}: {info.error.str()}")
+            if info.error is None and info.partitions:
+                names.append(name)
         if not names:
             return Topology()
         futures = self._admin.describe_topics(TopicCollection(names), request_timeout=self.timeout_s)
