@@ -118,7 +118,7 @@ class PipelineStatus:
         ]
         for n in self.nodes:
             lines.append(f"{n.node_id:>5} {node_state(n):<8} {n.vnodes:>6} {len(n.partitions):>5}  "
-                         f"{partition_ranges(n.partitions)}")
+                         f"{partition_ranges(n.partitions, PARTITIONS_WIDTH)}")
         lines += ["", f"{'partition':<24} {'owner':>5} {'vnode':>5} {'durable':>10} {'high':>10} {'lag':>8}"]
         for p in self.partitions:
             durable = "-" if p.durable_cursor is None else str(p.durable_cursor)
@@ -134,9 +134,15 @@ def node_state(node: NodeStatus) -> str:
     return "leader" if node.leader else ("leaving" if node.leaving else ("live" if node.live else "gone"))
 
 
-def partition_ranges(keys: Sequence[str]) -> str:
+#: characters of a node's partition runs in the ``status`` table (``--json`` lists every partition)
+PARTITIONS_WIDTH = 100
+
+
+def partition_ranges(keys: Sequence[str], width: int | None = None) -> str:
     """``topic:partition`` keys as runs per topic: ``orders:0-3,5,7-9 payments:0``, topics and
-    partitions in order (a node of 1000 partitions reads ``orders:0-999``, not 1000 keys)."""
+    partitions in order (a node of 1000 partitions reads ``orders:0-999``, not 1000 keys). Longer
+    than ``width`` (vnodes scatter partitions): cut after the last whole run that fits, then
+    ``,... (--json lists all)``."""
     by_topic: dict[str, list[int]] = {}
     for key in keys:
         topic, partition = _partition_key(key)
@@ -150,7 +156,11 @@ def partition_ranges(keys: Sequence[str]) -> str:
             else:
                 runs.append([partition, partition])
         groups.append(f"{topic}:" + ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs))
-    return " ".join(groups)
+    text = " ".join(groups)
+    if width is None or len(text) <= width:
+        return text
+    cut = max(text.rfind(",", 0, width), text.rfind(" ", 0, width))
+    return (text[:cut] if cut > 0 else text[:width]) + ",... (--json lists all)"
 
 
 def _partition_key(key: str) -> tuple[str, int]:

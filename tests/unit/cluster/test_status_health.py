@@ -275,3 +275,8 @@ def test_a_nodes_partitions_show_as_runs_per_topic() -> None:
     assert partition_ranges(["b.x:0", "orders:9", "orders:3", "orders:0", "orders:1", "orders:2", "orders:5",
                              "orders:7", "orders:8", "a-b:c:2"]) == "a-b:c:2 b.x:0 orders:0-3,5,7-9"
     assert partition_ranges([]) == ""
+    scattered = [f"orders:{p}" for p in range(0, 1000, 3)]
+    assert partition_ranges(scattered, 100) == partition_ranges(scattered)[:partition_ranges(scattered).rfind(
+        ",", 0, 100)] + ",... (--json lists all)"
+    assert len(partition_ranges(scattered, 100)) <= 100 + len(",... (--json lists all)")
+    assert partition_ranges(["orders:1", "orders:2"], 100) == "orders:1-2"
