@@ -235,14 +235,15 @@ def high_watermarks(kafka: KafkaClientConfig, topics: Sequence[str], timeout: fl
             if info is None or info.error is not None or not info.partitions:
                 raise UsageError(f"topic {topic!r} does not exist on {kafka.bootstrap}")
             wanted.extend((topic, partition) for partition in info.partitions)
-        for attempt in range(_WATERMARK_ATTEMPTS):
+        attempts = 0
+        while True:
             try:
                 return partition_ends(consumer, wanted, timeout)
             except KafkaException as exc:  # e.g. a new partition whose leader is not elected yet
-                if attempt + 1 == _WATERMARK_ATTEMPTS:
+                attempts += 1
+                if attempts == _WATERMARK_ATTEMPTS:
                     raise ClusterError(f"high watermarks unavailable: {exc.args[0].str()}") from exc
                 time.sleep(0.25)
-        raise AssertionError("unreachable")
     finally:
         consumer.close()
 

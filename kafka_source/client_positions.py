@@ -76,17 +76,25 @@ def low_watermark(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> i
 
 
 def read_on_after_out_of_range(
-    consumer: Consumer, tp: TopicPartition, offset: int, timeout_s: float, resolve: OutOfRangeResolver | None
+    consumer: Consumer, tp: TopicPartition, offset: int, timeout_s: float, resolve: OutOfRangeResolver | None,
+    answer: KafkaError,
 ) -> int:
-    """The broker answered a fetch of ``tp`` at ``offset`` with "out of range", which stops the
-    partition's fetching (``auto.offset.reset=error``; a ``seek`` is refused in that state): read
-    its watermarks, ask ``resolve`` where to read on, and assign the partition again there.
+    """The broker answered a fetch of ``tp`` at ``offset`` with "out of range" (``answer``), which
+    stops the partition's fetching (``auto.offset.reset=error``; a ``seek`` is refused in that
+    state): read its watermarks, ask ``resolve`` where to read on, and assign the partition again there.
 
     Returns the offset reading goes on at. Raises :class:`OffsetOutOfRangeError` when ``resolve``
-    refuses, or names the retained range when there is no ``resolve``; ``KafkaException`` when the
-    watermarks cannot be read.
+    refuses, when there is no ``resolve`` (naming the retained range), or when the watermarks cannot
+    be read (naming the broker's answer).
     """
-    low, high = consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=timeout_s, cached=False)
+    try:
+        low, high = consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=timeout_s, cached=False)
+    except KafkaException as exc:
+        raise OffsetOutOfRangeError(
+            f"{tp[0]}:{tp[1]}: read offset {offset} is out of the retained range ({answer.str()}; "
+            f"the partition's watermarks could not be read: {exc.args[0].str()})",
+            topic=tp[0], partition=tp[1], offset=offset, cause=answer,
+        ) from exc
     if resolve is None:
         raise OffsetOutOfRangeError(
             f"{tp[0]}:{tp[1]}: read offset {offset} is outside the retained range [{low}, {high}]",

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from coordinator.rounds import AssignmentDrainId
@@ -386,17 +386,10 @@ class Reader:
             topic, partition = message.topic() or "?", message.partition() or 0
             offset = message.offset() if message.offset() >= 0 else self._positions.get((topic, partition), -1)
             try:
-                self._read_on_after((topic, partition), offset)
+                self._read_on_after((topic, partition), offset, error)
             except OffsetOutOfRangeError as exc:
                 self._failed = True
                 self.fifo.put_control(ReaderFailed(exc))
-            except KafkaException as exc:  # the watermarks could not be read: the broker's answer alone
-                self._failed = True
-                self.fifo.put_control(ReaderFailed(OffsetOutOfRangeError(
-                    f"{topic}:{partition}: read offset {offset} is out of the retained range ({error.str()}; "
-                    f"the partition's watermarks could not be read: {exc.args[0].str()})",
-                    topic=topic, partition=partition, offset=offset, cause=error,
-                )))
         elif error.fatal():
             self._failed = True
             self.fifo.put_control(
@@ -405,12 +398,12 @@ class Reader:
         else:
             logger.warning("kafka consumer reported %s (retrying)", error.str())
 
-    def _read_on_after(self, tp: TopicPartition, offset: int) -> None:
+    def _read_on_after(self, tp: TopicPartition, offset: int, answer: KafkaError) -> None:
         """A fetch of ``tp`` at ``offset`` was answered "out of range": read on where
         :attr:`out_of_range` says (the move reported with the next chunk), or raise
         :class:`OffsetOutOfRangeError` (always for a partition paused for a drain)."""
         resolve = self.out_of_range if tp in self._assigned and tp not in self._blocked else None
-        resumed = read_on_after_out_of_range(self.consumer, tp, offset, self.metadata_timeout_s, resolve)
+        resumed = read_on_after_out_of_range(self.consumer, tp, offset, self.metadata_timeout_s, resolve, answer)
         self._jumps[tp] = resumed
         self._note_fresh()
         if resumed > offset and self.on_offsets_lost is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_source.errors import OffsetOutOfRangeError
 from kafka_source.fifo import ByteBoundedFifo, ReaderFailed, RecordChunk
@@ -209,3 +209,16 @@ def test_without_a_resolver_an_offset_out_of_range_fails_naming_the_retained_ran
     failure = reader.fifo.peek(100_000)[0]
     assert isinstance(failure, ReaderFailed)
     assert str(failure.error) == "t:0: read offset 5 is outside the retained range [40, 60]"
+
+
+def test_when_the_watermarks_cannot_be_read_the_reader_fails_naming_the_brokers_answer() -> None:
+    class Unreachable(OutOfRangeConsumer):
+        def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Local: Timed out"))
+
+    reader, lost = out_of_range_reader(Unreachable(5, low=0, high=0, after=[]), lambda *_args: 0)
+    reader._read_chunk()
+    failure = reader.fifo.peek(100_000)[0]
+    assert isinstance(failure, ReaderFailed) and lost == []
+    assert str(failure.error) == ("t:0: read offset 5 is out of the retained range (Broker: Offset out of range; "
+                                  "the partition's watermarks could not be read: Local: Timed out)")
