@@ -86,6 +86,10 @@ class NodeMetrics:
             "laminar_records_rejected", "Records that did not decode, skipped into <output>/_rejected/ "
             "(on.bad.record=skip)", ["node"], registry=r,
         )
+        self.offsets_lost = Counter(
+            "laminar_offsets_lost", "Offsets Kafka deleted (retention) before this node read them, skipped "
+            "under fail-on-data-loss=false", ["node"], registry=r,
+        )
         self.publish_seconds = Histogram(
             "laminar_publish_seconds", "Publishing a committed epoch into the lake (renames; Iceberg: "
             "the table commits too)", ["node"], buckets=_DURATION_BUCKETS, registry=r,
@@ -100,7 +104,7 @@ class NodeMetrics:
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
             self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
             self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
-            self.partitions_discovered, self.acks_rejected, self.records_rejected,
+            self.partitions_discovered, self.acks_rejected, self.records_rejected, self.offsets_lost,
         ):
             family.labels(self.node)
 

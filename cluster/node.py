@@ -299,10 +299,15 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         offsets = resolve_start_offsets(source_config, options.delivery)
         return {format_key(*tp): offset for tp, offset in offsets.items()}
 
+    def new_source() -> KafkaSource:
+        source = KafkaSource(connector)
+        source.metrics.on_offsets_lost = metrics.offsets_lost.labels(metrics.node).inc
+        return source
+
     return NodeRuntime(
         coordinator,
         sink,
-        source_factory=lambda: KafkaSource(connector),
+        source_factory=new_source,
         topology=topology.read,
         options=options,
         metrics=metrics,

@@ -1,7 +1,8 @@
 """The counters one :class:`~kafka_source.source.KafkaSource` generation keeps."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 __all__ = ["SourceMetrics"]
 
@@ -25,12 +26,17 @@ class SourceMetrics:
     drains_committed: int = 0
     drains_aborted: int = 0
     reconciliations: int = 0
+    #: called with every count added to :attr:`offsets_lost` (a node exports them); must not raise
+    on_offsets_lost: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
 
     def count_discovered(self, count: int) -> None:
         """``count`` partitions appeared while the generation ran (the reader's callback)."""
         self.partitions_discovered += count
 
-    def count_lost(self, count: int) -> None:
-        """Reading resumed ``count`` offsets past where it was (the reader's callback)."""
-        self.offset_resets += 1
+    def count_lost(self, count: int, resets: int = 1) -> None:
+        """``resets`` partitions were read on past ``count`` offsets Kafka no longer holds (the
+        reader's callback; the start's plan)."""
+        self.offset_resets += resets
         self.offsets_lost += count
+        if count and self.on_offsets_lost is not None:
+            self.on_offsets_lost(count)

@@ -198,7 +198,7 @@ class KafkaSource(SourceConnector):
             await self._blocking("kafka-source-close", consumer.close)
             raise
         self._cursor = offsets
-        self.metrics.offset_resets += plan.resets
+        self.metrics.count_lost(plan.lost, resets=plan.resets)
         self._start_reader(consumer, config, offsets)
         logger.info(
             "kafka source started on %s at %d partition(s) (%s%s)",

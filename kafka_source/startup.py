@@ -48,11 +48,12 @@ class BrokerFacts:
 
 @dataclass(frozen=True)
 class StartupPlan:
-    """Exact next-offsets for every partition to read, and how many were reset to the low watermark
-    (best-effort, or ``fail.on.data.loss=false``)."""
+    """Exact next-offsets for every partition to read, how many were reset to the low watermark
+    (best-effort, or ``fail.on.data.loss=false``), and how many offsets below it those skipped."""
 
     offsets: Mapping[TopicPartition, int]
     resets: int = 0
+    lost: int = 0
 
 
 def _below_low(
@@ -99,7 +100,7 @@ def resolve_initial(
     """
     mode = config.startup_mode
     offsets: dict[TopicPartition, int] = {}
-    resets = 0
+    resets = lost = 0
     for tp, (low, high) in sorted(facts.watermarks.items()):
         if mode is StartupMode.EARLIEST:
             offsets[tp] = low
@@ -119,13 +120,13 @@ def resolve_initial(
                 )
             elif wanted < low:
                 offsets[tp] = _below_low(tp, wanted, low, high, delivery, "specific", config)
-                resets += 1
+                resets, lost = resets + 1, lost + low - wanted
             else:
                 offsets[tp] = wanted
     for tp in config.startup_specific_offsets:
         if tp not in facts.watermarks:
             raise ConfigurationError(f"startup.specific-offsets: {tp[0]}:{tp[1]} does not exist")
-    return StartupPlan(offsets, resets)
+    return StartupPlan(offsets, resets, lost)
 
 
 def resolve_resume(
@@ -144,7 +145,7 @@ def resolve_resume(
     """
     cursor = checkpoint.partitions()
     offsets: dict[TopicPartition, int] = {}
-    resets = 0
+    resets = lost = 0
     for tp in cursor:
         if not config.selector.matches(tp[0]):
             raise CheckpointError(
@@ -158,7 +159,7 @@ def resolve_resume(
             offsets[tp] = low
         elif offset < low:
             offsets[tp] = _below_low(tp, offset, low, high, delivery, "checkpoint", config)
-            resets += 1
+            resets, lost = resets + 1, lost + low - offset
         elif offset > high:
             if delivery.is_guaranteed:
                 raise OffsetOutOfRangeError(
@@ -174,7 +175,7 @@ def resolve_resume(
             resets += 1
         else:
             offsets[tp] = offset
-    return StartupPlan(offsets, resets)
+    return StartupPlan(offsets, resets, lost)
 
 
 def resolve_out_of_range(

@@ -1,6 +1,7 @@
 """A pipeline of `laminar-kafka run` processes on the session's real Kafka and ZooKeeper."""
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,3 +148,11 @@ def embedded(kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path) -
         yield p
     finally:
         p.stop_all()
+
+
+def scrape(port: int) -> str:
+    """A node's ``/metrics`` page on ``port`` ('' while it does not answer)."""
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return ""

@@ -6,11 +6,10 @@ The crash scenarios (SIGKILL) live in tests/faults/cluster.
 from __future__ import annotations
 
 import socket
-import urllib.request
 
 import pytest
 
-from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline, scrape  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -22,13 +21,6 @@ DESIGN_METRICS = (
     "laminar_checkpoint_seconds", "laminar_epochs_committed", "laminar_epochs_aborted",
     "laminar_fenced_writes_rejected", "laminar_session_state",
 )
-
-
-def scrape(port: int) -> str:
-    try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    except OSError:
-        return ""
 
 
 def sampled(body: str, family: str) -> bool:

@@ -11,9 +11,9 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from cluster.sink import list_published, open_output
-from devstack.processes import NodeProcess
+from devstack.processes import NodeProcess, free_port
 from devstack.producers import produce
-from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, embedded  # noqa: F401 - fixture
+from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, embedded, scrape  # noqa: F401 - fixture
 
 BEFORE, AFTER, DELETED_UP_TO = 400, 400, 90  # per partition: DELETED_UP_TO is past the node's cursor (50)
 
@@ -38,12 +38,15 @@ def test_records_deleted_before_they_were_read_stop_the_node_unless_the_loss_is_
     assert f"offset {BEFORE // PARTITIONS} of {embedded.topic}:" in log and "below the low watermark 90" in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
 
-    resumed = embedded.launch(1, "--fail-on-data-loss", "false")
+    port = free_port()
+    resumed = embedded.launch(1, "--fail-on-data-loss", "false", "--metrics-port", str(port))
     report = embedded.finish()
     assert_exact(report, embedded)
     assert report.rows == (BEFORE + AFTER) - DELETED_UP_TO * PARTITIONS + BEFORE  # what was landed before stays
     log = resumed.log_text()
     assert log.count("were deleted by retention before they were read and are lost") == PARTITIONS, log[-3000:]
+    lost = (DELETED_UP_TO - BEFORE // PARTITIONS) * PARTITIONS
+    assert f'laminar_offsets_lost_total{{node="1"}} {lost:.1f}' in scrape(port)
 
 
 def _stop_produce_delete_resume(embedded: Pipeline, node: NodeProcess) -> None:  # noqa: F811
@@ -77,12 +80,15 @@ def test_records_deleted_ahead_of_a_running_node_stop_it_unless_the_loss_is_acce
 
 def test_with_the_loss_accepted_a_running_node_reads_on_at_the_oldest_offset(embedded: Pipeline) -> None:  # noqa: F811
     produce(embedded.bootstrap, embedded.topic, [b"a%d" % i for i in range(BEFORE)])
-    node = embedded.launch(1, "--fail-on-data-loss", "false")
+    port = free_port()
+    node = embedded.launch(1, "--fail-on-data-loss", "false", "--metrics-port", str(port))
     _stop_produce_delete_resume(embedded, node)
     report = embedded.finish()
     assert_exact(report, embedded)
     assert report.rows == BEFORE + (BEFORE + AFTER) - DELETED_UP_TO * PARTITIONS
     assert node.alive()
+    lost = (DELETED_UP_TO - BEFORE // PARTITIONS) * PARTITIONS
+    assert f'laminar_offsets_lost_total{{node="1"}} {lost:.1f}' in scrape(port)
     log = node.log_text()
     assert log.count(f"offsets {BEFORE // PARTITIONS}..{DELETED_UP_TO - 1} were deleted by retention before "
                      "they were read and are lost") == PARTITIONS, log[-3000:]

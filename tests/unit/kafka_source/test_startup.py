@@ -70,7 +70,7 @@ def test_fail_on_data_loss_false_resumes_at_the_low_watermark_and_logs_the_lost_
         resolve_resume(config(), checkpoint, FACTS, delivery)
     with caplog.at_level("WARNING", logger="kafka_source.startup"):
         plan = resolve_resume(config(**{"fail.on.data.loss": "false"}), checkpoint, FACTS, delivery)
-    assert plan.offsets[("t", 0)] == 10 and plan.offsets[("t", 2)] == 5 and plan.resets == 1
+    assert plan.offsets[("t", 0)] == 10 and plan.offsets[("t", 2)] == 5 and plan.resets == 1 and plan.lost == 3
     assert [r.getMessage() for r in caplog.records] == [
         "checkpoint offset 7 of t:0 is below the low watermark 10: offsets 7..9 were deleted by retention "
         "before they were read and are lost; resuming at 10 (fail.on.data.loss=false)"]
@@ -125,3 +125,21 @@ def test_a_read_offset_beyond_the_partitions_end_always_fails_naming_re_creation
 def test_a_read_offset_back_in_range_is_read_again() -> None:
     assert resolve_out_of_range(("t", 0), 12, 10, 20, ALO, config()) == 12
     assert resolve_out_of_range(("t", 0), 20, 10, 20, ALO, config()) == 20  # the end: wait for records there
+
+
+def test_offsets_skipped_at_the_start_are_counted_lost_and_a_re_read_is_not() -> None:
+    below = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:3,t:2:1"})
+    assert resolve_initial(below, FACTS, BE).lost == (10 - 3) + (5 - 1)
+    beyond = resolve_resume(config(), SourceCheckpoint.from_partitions({("t", 2): 51}), FACTS, BE)
+    assert beyond.resets == 1 and beyond.lost == 0  # reset to the low watermark: read again, not lost
+    assert resolve_resume(config(), SourceCheckpoint.from_partitions({("t", 0): 12}), FACTS, ALO).lost == 0
+
+
+def test_lost_offsets_reach_the_hook_a_node_exports_them_with() -> None:
+    from kafka_source.metrics import SourceMetrics
+
+    exported: list[int] = []
+    metrics = SourceMetrics(on_offsets_lost=exported.append)
+    metrics.count_lost(0, resets=2)  # partitions reset without a loss (best-effort, beyond the end)
+    metrics.count_lost(35)
+    assert (metrics.offset_resets, metrics.offsets_lost, exported) == (3, 35, [35])
