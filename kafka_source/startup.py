@@ -199,6 +199,8 @@ def resolve_out_of_range(
         )
     if position < low:
         return _below_low(tp, position, low, high, delivery, "read", config)
+    logger.warning("%s:%d: the broker answered a read at offset %d 'out of range', inside its range [%d, %d]; "
+                   "reading there again", tp[0], tp[1], position, low, high)
     return position
 
 
