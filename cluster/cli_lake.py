@@ -145,7 +145,8 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
             with terminal_progress(f"reading {topic}") as progress:
                 expected, highs, lows = read_topic(kafka, topic, args.timeout, progress=progress)
             with terminal_progress(f"reading the output of {topic}"):
-                scanned = read_lake_output(target, fs, root, topic)
+                scanned = read_lake_output(target, fs, root, topic,
+                                           topic_has_records=any(len(o) for o in expected.values()))
         except VerifyError as exc:
             raise UsageError(str(exc), cause=exc) from exc
         reports.append(audit(topic, expected, highs, scanned, lows))

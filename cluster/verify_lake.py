@@ -6,8 +6,15 @@ Each data file the current snapshot lists is read like a published Parquet file 
 twice, or two files holding the same offsets, shows as duplicated, and a committed epoch missing from
 the table shows as missing. The records the bad-record policy skipped stay a Parquet stream under
 ``<output>/_rejected/`` and are read from there.
+
+A table that does not exist while the topic holds records (and none of them was rejected) is a wrong
+``--pipeline`` / ``--namespace`` / ``--table`` far more often than a lake that lost everything: that
+is one :class:`VerifyError` line naming the table, the catalog and what the catalog holds, not a
+report of every record missing.
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -15,33 +22,44 @@ import pyarrow.parquet as pq
 
 from cluster.errors import ClusterError, VerifyError
 from cluster.sink import REJECTED_DIR, list_published
-from cluster.lake_settings import LakeTarget, TableFormat
+from cluster.lake_settings import LakeTarget, TableFormat, table_name_of
 from cluster.verify import OutputScan, read_output, scan_table
 
-__all__ = ["read_iceberg_output", "read_lake_output", "rows_per_partition"]
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["missing_table_message", "read_iceberg_output", "read_lake_output", "rows_per_partition"]
 
 _COLUMNS = ["_topic", "_partition", "_offset"]
+#: names listed in the missing-table message (more become ", ...")
+_LISTED = 20
 
 
-def read_lake_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
-    """Scan ``topic``'s published output in ``target``'s format (raises :class:`VerifyError`)."""
+def read_lake_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str, *,
+                     topic_has_records: bool = False) -> OutputScan:
+    """Scan ``topic``'s published output in ``target``'s format (raises :class:`VerifyError`).
+    ``topic_has_records``: the topic holds records to audit, so an Iceberg table must exist."""
     if target.table_format is TableFormat.ICEBERG:
-        return read_iceberg_output(target, fs, root, topic)
+        return read_iceberg_output(target, fs, root, topic, topic_has_records=topic_has_records)
     return read_output(fs, root, topic)
 
 
-def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
+def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str, *,
+                        topic_has_records: bool = False) -> OutputScan:
     """Scan ``topic``'s table (current snapshot), then the rejected records under ``root``.
 
-    Raises :class:`VerifyError` when the catalog or the table cannot be read (a table that does not
-    exist yet scans as empty: everything is missing)."""
+    Raises :class:`VerifyError` when the catalog or the table cannot be read, and when the table
+    does not exist although ``topic_has_records`` and no record of the topic was rejected (the
+    message names the table, the catalog and what it holds: a wrong ``--pipeline``?). Otherwise a
+    table that does not exist yet scans as empty: everything is missing."""
     from cluster.iceberg_tables import load_table_or_none, open_catalog
 
     assert target.iceberg is not None
     identifier = (target.iceberg.namespace, target.table_of(topic))
     scan = OutputScan()
     try:
-        table = load_table_or_none(open_catalog(target.iceberg, fs, root), identifier)
+        catalog = open_catalog(target.iceberg, fs, root)
+        table = load_table_or_none(catalog, identifier)
         if table is not None and table.current_snapshot() is not None:
             for task in table.scan(selected_fields=tuple(_COLUMNS)).plan_files():
                 path = task.file.file_path
@@ -56,7 +74,49 @@ def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topi
         raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc
     except (OSError, pa.ArrowException) as exc:
         raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc
+    if table is None and topic_has_records and not scan.rejected:
+        raise VerifyError(missing_table_message(catalog, identifier, _flags_of(target)))
     return scan
+
+
+def _flags_of(target: LakeTarget) -> str:
+    """The flags that name ``target``'s table: the ones an operator should check when it is missing."""
+    assert target.iceberg is not None
+    flags = ["--pipeline" if target.iceberg.namespace == table_name_of(target.pipeline) else "--namespace"]
+    if target.iceberg.table:
+        flags.append("--table")
+    return " / ".join(flags)
+
+
+def _listing(names: list[str]) -> str:
+    names = sorted(names)
+    shown = ", ".join(names[:_LISTED])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > _LISTED else "")
+
+
+def missing_table_message(catalog: Catalog, identifier: tuple[str, str], flags: str = "--pipeline") -> str:
+    """One line for a table ``identifier`` that ``catalog`` does not hold: the table, the catalog
+    (its URI without user info), the ``flags`` to check, then what the catalog holds: the tables
+    of the namespace if it exists, else the namespaces, and the namespaces holding a table of that
+    name. Listing failures only shorten the line."""
+    from cluster.iceberg_tables import _safe_uri, describe_error
+
+    namespace, name = identifier
+    uri = catalog.properties.get("uri")
+    where = _safe_uri(uri) if uri else repr(catalog.name)
+    try:
+        if catalog.namespace_exists(namespace):
+            tables = [".".join(t[1:]) for t in catalog.list_tables(namespace)]
+            holds = f"tables in namespace {namespace}: {_listing(tables)}" if tables else f"namespace {namespace} has no table"
+        else:
+            namespaces = sorted(".".join(n) for n in catalog.list_namespaces())
+            holds = f"no namespace {namespace}; namespaces: {_listing(namespaces)}" if namespaces else "the catalog has no namespace"
+            elsewhere = [n for n in namespaces[:_LISTED] if catalog.table_exists((n, name))]
+            if elsewhere:
+                holds += f"; table {name} is in {_listing(elsewhere)}"
+    except Exception as exc:  # noqa: BLE001 - the listing is a hint; the missing table is the error
+        holds = f"cannot list the catalog: {describe_error(exc)}"
+    return f"no Iceberg table {namespace}.{name} in catalog {where}: is {flags} right? ({holds})"
 
 
 def rows_per_partition(target: LakeTarget, topic: str) -> dict[int, int]:
