@@ -3,16 +3,18 @@
 The pure functions :func:`resolve_initial` and :func:`resolve_resume` decide offsets from broker
 facts (partitions, watermarks, timestamp lookups); :func:`query_broker_facts` gathers those facts
 with blocking client calls and must run off the event loop, as must :func:`resolve_start_offsets`
-(the whole Initial resolution with its own short-lived consumer).
+(the whole Initial resolution with its own short-lived consumer, retrying transient broker errors
+within a bound: :func:`retry_transient`).
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from coordinator.routing import TopicPartition
@@ -25,6 +27,7 @@ from kafka_source.topics import TopicSelector
 from kafka_source.errors import (
     CheckpointError,
     ConfigurationError,
+    ConnectorError,
     OffsetOutOfRangeError,
     TransientError,
 )
@@ -32,9 +35,11 @@ from kafka_source.errors import (
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "BrokerFacts", "StartupPlan", "query_broker_facts", "resolve_initial", "resolve_resume",
-    "resolve_out_of_range", "resolve_start_offsets", "selected_topics",
+    "BrokerFacts", "StartupPlan", "is_retriable", "query_broker_facts", "resolve_initial", "resolve_resume",
+    "resolve_out_of_range", "resolve_start_offsets", "retry_transient", "selected_topics",
 ]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -206,7 +211,9 @@ def resolve_out_of_range(
 
 def selected_topics(consumer: Consumer, selector: TopicSelector, timeout_s: float) -> dict[str, Any]:
     """``{topic: TopicMetadata}`` of the selected topics (blocking). Raises :class:`ConfigurationError`
-    when a named topic is missing or has an error, and ``KafkaException`` when Kafka does not answer."""
+    when a named topic is missing, has an error or has no partitions (``cause``: the metadata's
+    ``KafkaError``, e.g. ``UNKNOWN_TOPIC_OR_PART`` or ``LEADER_NOT_AVAILABLE`` while the topic is being
+    created, ``TOPIC_AUTHORIZATION_FAILED``), and ``KafkaException`` when Kafka does not answer."""
     if selector.is_pattern:
         metadata = consumer.list_topics(timeout=timeout_s)
         return {t: metadata.topics[t] for t in selector.select(metadata.topics)
@@ -215,21 +222,158 @@ def selected_topics(consumer: Consumer, selector: TopicSelector, timeout_s: floa
     for topic in selector.names:
         info = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if info is None or info.error is not None or not info.partitions:
-            reason = info.error.str() if info is not None and info.error else "no partitions"
-            raise ConfigurationError(f"topic {topic!r} is not available: {reason}")
+            error = _topic_error(info)
+            raise ConfigurationError(f"topic {topic!r} is not available: {error.str()}", cause=error)
         found[topic] = info
     return found
 
 
+def _topic_error(info: Any) -> KafkaError:
+    """Why a named topic's metadata ``info`` (``None``: absent) cannot be used: its error, else a
+    local one (unknown topic, or no partitions)."""
+    if info is None:
+        return KafkaError(KafkaError._UNKNOWN_TOPIC, "not in the broker's metadata")
+    if info.error is not None:
+        return info.error  # type: ignore[no-any-return]
+    return KafkaError(KafkaError._UNKNOWN_PARTITION, "no partitions")
+
+
+#: how long :func:`resolve_start_offsets` retries transient broker errors by default
+START_RETRY_FOR_S = 30.0
+#: the pause after a first transient failure, doubled after each further one up to the second
+FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.2, 2.0
+#: a retry streak logs its first failure at WARNING, then at most one WARNING per this many seconds
+RETRY_LOG_INTERVAL_S = 10.0
+#: the least timeout a retried attempt's client calls get when the bound is almost reached
+MIN_CALL_TIMEOUT_S = 1.0
+
+#: answers of a topic being created, or of a partition whose leader is moving: retried within the
+#: bound even as the :class:`ConfigurationError` of a named topic that is not available (yet)
+_NOT_READY_CODES = frozenset({
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+})
+#: answers that waiting does not change (authorization, authentication, a request the broker
+#: rejects): never retried, even as a :class:`TransientError`
+_PERMANENT_CODES = frozenset({
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.DELEGATION_TOKEN_AUTHORIZATION_FAILED, KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.UNSUPPORTED_SASL_MECHANISM,
+    KafkaError.ILLEGAL_SASL_STATE, KafkaError._INVALID_ARG, KafkaError.INVALID_REQUEST,
+    KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE, KafkaError._NOT_IMPLEMENTED,
+    KafkaError.TOPIC_EXCEPTION,
+})
+
+
+def is_retriable(exc: ConnectorError) -> bool:
+    """Whether waiting may change ``exc``'s answer: a :class:`TransientError` unless its ``cause`` is a
+    ``KafkaError`` of authorization, authentication or a rejected request; a :class:`ConfigurationError`
+    only when its ``cause`` says a topic or partition is not known yet or has no leader (a topic being
+    created); no other error."""
+    code = exc.cause.code() if isinstance(exc.cause, KafkaError) else None
+    if isinstance(exc, TransientError):
+        return code not in _PERMANENT_CODES
+    if isinstance(exc, ConfigurationError):
+        return code in _NOT_READY_CODES
+    return False
+
+
+def retry_transient(
+    what: str,
+    attempt: Callable[[float], T],
+    *,
+    timeout_s: float,
+    retry_for_s: float = START_RETRY_FOR_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``attempt(call_timeout_s)`` until it returns, retrying the errors :func:`is_retriable` accepts
+    for ``retry_for_s`` seconds from the first call (blocking), with pauses of :data:`FIRST_BACKOFF_S`
+    doubling up to :data:`MAX_BACKOFF_S`, cut to the time left. ``call_timeout_s`` is ``timeout_s``
+    cut to the time left (at least :data:`MIN_CALL_TIMEOUT_S`), so the whole stays near the bound.
+
+    A retry streak logs one WARNING at its first failure naming it, then at most one WARNING per
+    :data:`RETRY_LOG_INTERVAL_S` (the other failures at DEBUG), and one INFO when it ends in success.
+    Any other error is raised as it is, at once. Past the bound, raises one error of the last error's
+    kind (:class:`ConfigurationError` for a topic still not available, else :class:`TransientError`;
+    ``cause`` kept) whose one-line message names ``what``, for how long and how many attempts it
+    failed, and the last error.
+    """
+    started = clock()
+    deadline = started + retry_for_s
+    backoff = FIRST_BACKOFF_S
+    attempts = 0
+    logged_at: float | None = None
+    while True:
+        attempts += 1
+        try:
+            result = attempt(min(timeout_s, max(MIN_CALL_TIMEOUT_S, deadline - clock())))
+        except ConnectorError as exc:
+            if not is_retriable(exc):
+                raise
+            now = clock()
+            if now >= deadline:
+                raise _retries_exhausted(what, exc, now - started, attempts) from exc
+            if logged_at is None:
+                logger.warning("%s failed, retrying for up to %.0f s: %s", what, retry_for_s, _one_line(exc))
+                logged_at = now
+            elif now - logged_at >= RETRY_LOG_INTERVAL_S:
+                logger.warning("%s still failing after %.1f s (%d attempts): %s",
+                               what, now - started, attempts, _one_line(exc))
+                logged_at = now
+            else:
+                logger.debug("%s failed (attempt %d): %s", what, attempts, _one_line(exc))
+            sleep(min(backoff, deadline - now))
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            continue
+        if attempts > 1:
+            logger.info("%s succeeded after %.1f s (%d attempts)", what, clock() - started, attempts)
+        return result
+
+
+def _retries_exhausted(what: str, last: ConnectorError, elapsed_s: float, attempts: int) -> ConnectorError:
+    """The one error :func:`retry_transient` raises past its bound, of ``last``'s kind."""
+    kind = ConfigurationError if isinstance(last, ConfigurationError) else TransientError
+    return kind(f"{what} failed for {elapsed_s:.1f} s ({attempts} attempts); last error: {_one_line(last)}",
+                cause=last.cause)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 def resolve_start_offsets(
-    config: KafkaSourceConfig, delivery: DeliveryGuarantee, timeout_s: float = 10.0
+    config: KafkaSourceConfig,
+    delivery: DeliveryGuarantee,
+    timeout_s: float = 10.0,
+    *,
+    retry_for_s: float = START_RETRY_FOR_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[TopicPartition, int]:
     """Resolve ``config``'s startup mode once to exact next-offsets of every selected partition,
     with a short-lived consumer (blocking). Used to pin a pipeline's start durably before any node
-    reads (DESIGN section 10.2). Raises like :meth:`KafkaSource.start` does."""
-    consumer = Consumer(config.consumer_config(guaranteed=delivery.is_guaranteed), logger=logger)
+    reads (DESIGN section 10.2).
+
+    The broker facts are read again while they fail transiently (a topic created moments ago that a
+    broker does not know yet, a partition without a leader yet, a timeout) for up to ``retry_for_s``
+    seconds (:func:`retry_transient`; ``sleep`` and ``clock`` drive its pauses and its deadline).
+    Raises like :meth:`KafkaSource.start` does: :class:`ConfigurationError` at once for a configuration
+    the client rejects, an unauthorized topic or an impossible start, and past the bound for a named
+    topic still not available; :class:`TransientError` when the broker still fails past the bound.
+    """
     try:
-        return dict(resolve_initial(config, query_broker_facts(consumer, config, timeout_s), delivery).offsets)
+        consumer = Consumer(config.consumer_config(guaranteed=delivery.is_guaranteed), logger=logger)
+    except KafkaException as exc:
+        raise ConfigurationError(f"the Kafka client rejects the configuration: {exc}", cause=exc) from exc
+    try:
+        facts = retry_transient(
+            f"resolving the start position of topic(s) {config.selector}",
+            lambda call_timeout_s: query_broker_facts(consumer, config, call_timeout_s),
+            timeout_s=timeout_s, retry_for_s=retry_for_s, sleep=sleep, clock=clock,
+        )
+        return dict(resolve_initial(config, facts, delivery).offsets)
     finally:
         consumer.close()
 
@@ -237,21 +381,27 @@ def resolve_start_offsets(
 def query_broker_facts(
     consumer: Consumer, config: KafkaSourceConfig, timeout_s: float
 ) -> BrokerFacts:
-    """Partitions and watermarks of every selected topic (blocking; run off the loop).
+    """Partitions and watermarks of every selected topic (blocking; run off the loop), in one attempt.
 
-    Named topics must exist (:class:`ConfigurationError`); a pattern may match none yet.
+    Named topics must exist (:class:`ConfigurationError`, see :func:`selected_topics`); a pattern may
+    match none yet. A client failure is a :class:`TransientError` naming the step that failed, its
+    ``cause`` the client's ``KafkaError`` (e.g. a partition's ``NOT_LEADER_FOR_PARTITION``).
     """
+    step = f"cannot read the metadata of topic(s) {config.selector}"
     try:
         selected = selected_topics(consumer, config.selector, timeout_s)
-        bounds = watermarks(consumer, [(t, p) for t, info in selected.items() for p in info.partitions], timeout_s)
+        partitions = [(t, p) for t, info in selected.items() for p in info.partitions]
+        step = f"cannot read the watermarks of {len(partitions)} partition(s)"
+        bounds = watermarks(consumer, partitions, timeout_s)
         time_offsets: dict[TopicPartition, int | None] = {}
         if config.startup_mode is StartupMode.TIMESTAMP:
             assert config.startup_timestamp_ms is not None
+            step = f"cannot look up the offsets at startup.timestamp.ms={config.startup_timestamp_ms}"
             wanted = [KafkaTopicPartition(t, p, config.startup_timestamp_ms) for t, p in bounds]
             for tp in consumer.offsets_for_times(wanted, timeout=timeout_s):
                 if tp.error is not None:
-                    raise TransientError(f"offsets_for_times failed: {tp.error}", cause=tp.error)
+                    raise TransientError(f"{step}: {tp.topic}:{tp.partition}: {tp.error.str()}", cause=tp.error)
                 time_offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
         return BrokerFacts(bounds, time_offsets)
     except KafkaException as exc:
-        raise TransientError(f"cannot read partition metadata: {exc}", cause=exc.args[0]) from exc
+        raise TransientError(f"{step}: {exc}", cause=exc.args[0]) from exc
