@@ -26,6 +26,7 @@ from cluster.errors import SinkError, UsageError
 from cluster.lake import LakeOutput, open_lake
 from cluster.lake_settings import TableFormat
 from cluster.partitioning import check_topic
+from cluster.pipeline_pins import PipelinePins, chain_pins
 from cluster.metadata import MetadataUnavailable, TopologyReader
 from cluster.metrics import NodeMetrics
 from cluster.runtime import NodeRuntime, RuntimeOptions
@@ -313,7 +314,8 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         metrics=metrics,
         watermarks=WatermarkReader(settings.kafka_client()),
         resolve_start=resolve_start,
-        pin_settings=schema_pin,
+        # the pipeline's settings first: a node that disagrees stops before the schema pin samples
+        pin_settings=chain_pins(PipelinePins.of(settings), schema_pin),
         lake=make_lake(settings, sink),
     )
 

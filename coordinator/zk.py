@@ -166,17 +166,21 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._dispatcher.barrier(self.config.session_timeout)
 
     def _register(self, timeout: float) -> None:
-        """Create this node's ephemeral member entry; wait out a dead session's stale entry."""
+        """Create this node's ephemeral member entry; wait out a dead session's stale entry (it ends
+        within a session timeout), saying so once, for at most ``timeout`` or 2 x session timeout +
+        10 s, whichever is longer; then an entry still held means another process runs as this node."""
         path = self._zk_store.path(layout.member_path(self.node_id))
         member = Member(self.node_id, self._boot_id, self._endpoint, self._leaving)
-        deadline = time.monotonic() + timeout
+        bound = max(timeout, 2 * self.config.session_timeout + 10.0)
+        deadline = time.monotonic() + bound
+        holder = ""
         while True:
             try:
                 self._client.create(path, member.to_json(), ephemeral=True)
                 break
             except NodeExistsError:
                 try:
-                    _, stat = self._client.get(path)
+                    raw, stat = self._client.get(path)
                 except NoNodeError:
                     continue
                 if stat.ephemeralOwner == self._client.client_id[0]:
@@ -185,10 +189,16 @@ class ZooKeeperCoordinator(EngineCoordinator):
                 gone = threading.Event()
                 if self._client.exists(path, watch=lambda _e: gone.set()) is None:
                     continue
+                if not holder:
+                    holder = _holder_text(self.node_id, raw, stat.ephemeralOwner)
+                    logger.warning("node id %d is held by a live session (%s): waiting up to %.0fs for it to end "
+                                   "(a previous run of this node whose session has not expired yet, or another "
+                                   "process running as node %d)", self.node_id, holder, bound, self.node_id)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not gone.wait(remaining):
                     raise CoordinatorError(
-                        f"node id {self.node_id} is held by another live session in {self._base}"
+                        f"node id {self.node_id} is held by a live session ({holder}) after {bound:.0f}s: another "
+                        f"process runs as node {self.node_id}; stop it or choose another --node-id"
                     )
         self._session_id = self._client.client_id[0]
 
@@ -293,3 +303,13 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._leaving = True
         path = self._zk_store.path(layout.member_path(self.node_id))
         self._client.set(path, Member(self.node_id, self._boot_id, self._endpoint, True).to_json())
+
+
+def _holder_text(node_id: NodeId, raw: bytes, session_id: int) -> str:
+    """``boot <id>, endpoint <endpoint>, session 0x<id>`` of the member entry held by another session."""
+    try:
+        member = Member.from_json(node_id, raw)
+        boot, endpoint = member.boot_id, member.endpoint or "none"
+    except CoordinatorError:
+        boot, endpoint = "unreadable", "unreadable"
+    return f"boot {boot}, endpoint {endpoint}, session {session_id:#x}"
