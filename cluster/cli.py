@@ -82,6 +82,9 @@ _RUN_HELP = {
     "fail-on-data-loss": "true (default): a node whose next offset was deleted by retention before it was read "
                          "stops, naming the partition; false: it resumes at the oldest offset Kafka still holds "
                          "and logs the lost offsets (a WARNING per partition)",
+    "on-lake-behind": "the lake lost epochs the control state committed (a table rolled back, published files "
+                      "deleted): rewind (default: land them again from the lake's cursors) or fail (refuse to "
+                      "start, touching nothing)",
     "include-key": "add the record key as a _key column (true/false; default false)",
     "include-headers": "add the record headers as a _headers column, a list of key/value structs (default false)",
     "key-format": "how the key is decoded with include-key: raw bytes (default), string, or a schema-registry format",

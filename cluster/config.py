@@ -29,6 +29,7 @@ from cluster.config_file import (
     as_topics, passthrough_tables, read_config_file,
 )
 from cluster.errors import ConfigError
+from cluster.reconcile import OnLakeBehind
 from cluster.lake_settings import IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, table_name_of
 from kafka_source.clients import KafkaClientConfig, redact
 from kafka_source.config import Format
@@ -97,6 +98,7 @@ class NodeSettings:
     max_error_rate: float = 0.01
     on_tombstone: str = "bad"
     fail_on_data_loss: bool = True
+    on_lake_behind: str = "rewind"
     include_key: bool = False
     include_headers: bool = False
     key_format: str = "raw"
@@ -173,7 +175,8 @@ class NodeSettings:
         self._check_lake()
 
     def _check_lake(self) -> None:
-        for name, enum_type in (("table-format", TableFormat), ("partition-by", PartitionGranularity)):
+        for name, enum_type in (("table-format", TableFormat), ("partition-by", PartitionGranularity),
+                                ("on-lake-behind", OnLakeBehind)):
             value = getattr(self, name.replace("-", "_"))
             choices = tuple(member.value for member in enum_type)
             if value not in choices:
@@ -313,6 +316,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "max-error-rate": ("max_error_rate", as_float),
     "on-tombstone": ("on_tombstone", as_str),
     "fail-on-data-loss": ("fail_on_data_loss", as_bool),
+    "on-lake-behind": ("on_lake_behind", as_str),
     "include-key": ("include_key", as_bool),
     "include-headers": ("include_headers", as_bool),
     "key-format": ("key_format", as_str),

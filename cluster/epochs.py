@@ -13,11 +13,14 @@ import enum
 import functools
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cluster.runtime_context import RuntimeContext
 from cluster.runtime_state import ACK_RETRY_S, ack_cursors
+from cluster.lake_record import LakeRecord
 from cluster.sink import recover
+from cluster.sink_names import final_path
 from coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest
 from coordinator.errors import CoordinatorError, CoordinatorUnavailable, FencedError
 from coordinator.registry import AssignmentSnapshot
@@ -57,6 +60,8 @@ class EpochBarriers:
         self._context = context
         #: the admitted barrier not acked yet
         self.pending: EpochOpened | None = None
+        #: the selected topics' ids (set by the runtime: the topology it follows)
+        self.topic_ids: Callable[[], Mapping[str, str]] = dict
         self.unsent: UnsentAck | None = None
         #: the latest epoch this node acked (0 after a lost membership: the old boot's acks are dropped)
         self.last_acked_epoch = 0
@@ -156,19 +161,36 @@ class EpochBarriers:
         context.metrics.checkpoint_seconds.labels(context.node_label).observe(time.monotonic() - started)
         return AckOutcome.SENT
 
-    async def publish(self, manifest: Manifest) -> None:
+    def publish_now(self, manifest: Manifest) -> int:
         """Publish the outputs ``manifest`` lists into the lake (idempotent), and every earlier
-        epoch the lake does not show yet (see :meth:`cluster.lake.LakeOutput.publish`)."""
+        epoch the lake does not show yet (see :meth:`cluster.lake.LakeOutput.publish`); blocking,
+        on the sink's thread (or before the node joins). Returns the table commits made."""
+        oldest = max(1, manifest.epoch - self._context.options.manifests_kept + 1)
+        return self._context.lake.publish(manifest.epoch, manifest.outputs, self._manifest_outputs, oldest)
+
+    async def publish(self, manifest: Manifest) -> None:
+        """:meth:`publish_now` on the sink's thread, measured."""
         context = self._context
-        oldest = max(1, manifest.epoch - context.options.manifests_kept + 1)
         started = time.monotonic()
-        commits = await context.executors.in_sink(
-            context.lake.publish, manifest.epoch, manifest.outputs, self._manifest_outputs, oldest,
-        )
+        commits = await context.executors.in_sink(self.publish_now, manifest)
         metrics = context.metrics
         metrics.publish_seconds.labels(metrics.node).observe(time.monotonic() - started)
         metrics.lake_commits.labels(metrics.node).inc(commits)
         self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
+
+    def lake_record(self, epoch: int) -> LakeRecord | None:
+        """The record epoch ``epoch`` leaves in the lake (:data:`cluster.lake_record.RecordOf`): its
+        manifest's cursors and published files, the topics' ids; None when the manifest is unknown.
+        Blocking (a sink-thread callback); CoordinatorUnavailable as :meth:`_manifest_outputs`."""
+        context = self._context
+        try:
+            manifest = context.coordinator.manifest(epoch)
+        except CoordinatorUnavailable:
+            raise
+        except CoordinatorError:
+            return None
+        return LakeRecord(context.options.pipeline, epoch, manifest.assignment_version, manifest.cursors,
+                          dict(self.topic_ids()), tuple(final_path(o) for o in manifest.outputs))
 
     def _manifest_outputs(self, epoch: int) -> tuple[str, ...] | None:
         """Manifest ``epoch``'s outputs, None when it is unknown (not committed, or collected).

@@ -50,7 +50,10 @@ from cluster.iceberg_tables import (
     schema_conflicts,
     table_location,
 )
+from cluster.iceberg_records import read_iceberg_facts, seal_iceberg
+from cluster.lake_record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
 from cluster.lake_settings import IcebergSettings, PartitionGranularity, TableFormat
+from cluster.reconcile import LakeFacts
 from cluster.sink_names import final_path
 
 logger = logging.getLogger(__name__)
@@ -153,6 +156,7 @@ class IcebergOutput:
         self._publish_files = publish_files
         self._catalog: Catalog | None = None
         self._topics: tuple[str, ...] = ()
+        self.record_of: RecordOf = no_records
         #: manifest outputs grouped by topic, per epoch (a cache: manifests never change)
         self._outputs: dict[int, dict[str, list[str]]] = {}
         #: per topic, an epoch through which its table is known to hold every listed file
@@ -221,6 +225,18 @@ class IcebergOutput:
                 f"iceberg table {'.'.join(table.name())} cannot take {source}: column {column} is "
                 f"{table_type} in the table but {file_type} in {source}"
             )
+
+    # --- the lake's records ------------------------------------------------------------------------
+
+    def read_facts(self, pipeline: str, topics: Sequence[str]) -> LakeFacts:
+        """Each topic's table's latest record (:mod:`cluster.iceberg_records`)."""
+        return read_iceberg_facts(self.catalog, [(t, self.identifier(t)) for t in topics], pipeline)
+
+    def seal(self, seed: LakeRecord) -> None:
+        """Every table of the seed's topics accepts what it shows as of the seed's epoch."""
+        topics = sorted({key.rpartition(":")[0] for cursors in seed.cursors.values() for key in cursors}
+                        | set(self._topics))
+        seal_iceberg(self.catalog, [(t, self.identifier(t)) for t in topics], seed.pipeline, seed.epoch)
 
     # --- publish ---------------------------------------------------------------------------------
 
@@ -340,6 +356,9 @@ class IcebergOutput:
         table = without_blind_retries(table)
         paths = [absolute_path(self.fs, self.root, relative) for relative in published]
         summary = {"laminar.pipeline": self.pipeline, "laminar.epoch": str(epoch)}
+        record = self.record_of(epoch)
+        if record is not None:  # where the pipeline stands, in the same catalog commit as the rows
+            summary[RECORD_SUMMARY_KEY] = record.only_topic(topic).to_json().decode()
         try:
             with table.transaction() as transaction:
                 if evolves(table.schema(), unified):

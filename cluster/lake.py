@@ -11,7 +11,9 @@ what publishing a committed epoch means:
 
 Contract of :meth:`LakeOutput.publish` (called on every node for each committed epoch, by recovery,
 and before a generation starts; concurrently on several nodes): idempotent, and when it returns, the
-epoch and every earlier epoch whose manifest is still known are visible to readers.
+epoch and every earlier epoch whose manifest is still known are visible to readers, and each leaves its
+:class:`~cluster.lake_record.LakeRecord` (``record_of``) atomically with its rows: the lake is the
+durable truth a node reconciles its control state with at start (:mod:`cluster.reconcile`).
 """
 from __future__ import annotations
 
@@ -21,10 +23,13 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from cluster.lake_record import LakeRecord, RecordOf, no_records
+from cluster.lake_records_parquet import read_parquet_facts, write_record
 from cluster.lake_settings import PartitionGranularity, TableFormat
+from cluster.reconcile import LakeFacts
 from cluster.sink import publish
 
-__all__ = ["LakeOutput", "ManifestOutputs", "ParquetTree", "open_lake"]
+__all__ = ["LakeOutput", "ManifestOutputs", "RecordOf", "ParquetTree", "open_lake"]
 
 #: manifest E's staged outputs, or None when the manifest is unknown (garbage-collected)
 ManifestOutputs = Callable[[int], "tuple[str, ...] | None"]
@@ -34,6 +39,8 @@ class LakeOutput(Protocol):
     """What the runtime publishes a committed epoch into."""
 
     table_format: TableFormat
+    #: the record each published epoch leaves (set by the runtime; blocking, called from publish)
+    record_of: RecordOf
 
     def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
         """At start: raise a ``UsageError`` subclass (one line) when the output cannot take
@@ -45,6 +52,14 @@ class LakeOutput(Protocol):
         every earlier epoch from ``oldest_epoch`` on that is not yet. Idempotent. Returns how many
         table commits this call made (0 for a format without tables)."""
 
+    def read_facts(self, pipeline: str, topics: Sequence[str]) -> LakeFacts:
+        """What the lake shows of ``pipeline`` for ``topics`` (blocking; CodecError naming the object
+        when a record does not decode)."""
+
+    def seal(self, seed: LakeRecord) -> None:
+        """After the control state was reseeded with ``seed``: make the lake agree, so the next start
+        finds them consistent (idempotent)."""
+
 
 class ParquetTree:
     """The Parquet directory: publishing is the idempotent rename of the listed staged files."""
@@ -53,15 +68,27 @@ class ParquetTree:
 
     def __init__(self, fs: pafs.FileSystem, root: str) -> None:
         self.fs, self.root = fs, root
+        self.record_of: RecordOf = no_records
 
     def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
         """Nothing to check beyond the sink's writable output."""
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
                 oldest_epoch: int) -> int:
-        """Earlier epochs were published by their own call or by the sink's recovery."""
+        """Earlier epochs were published by their own call or by the sink's recovery; the epoch's
+        record is written once its files are all published (:mod:`cluster.lake_records_parquet`)."""
         publish(self.fs, self.root, staged)
+        record = self.record_of(epoch)
+        if record is not None:
+            write_record(self.fs, self.root, record)
         return 0
+
+    def read_facts(self, pipeline: str, topics: Sequence[str]) -> LakeFacts:
+        return read_parquet_facts(self.fs, self.root, pipeline, topics)
+
+    def seal(self, seed: LakeRecord) -> None:
+        """The seed's record: the tree's latest complete epoch is then the seed's."""
+        write_record(self.fs, self.root, seed)
 
 
 def open_lake(

@@ -22,10 +22,11 @@ import pyarrow as pa
 from confluent_kafka import KafkaException
 
 from cluster.config import NodeSettings
-from cluster.errors import SinkError, UsageError
+from cluster.errors import RuntimeFailure, SinkError, UsageError
 from cluster.lake import LakeOutput, open_lake
 from cluster.lake_settings import TableFormat
 from cluster.partitioning import check_topic
+from cluster.reconcile import OnLakeBehind
 from cluster.pipeline_pins import PipelinePins, chain_pins
 from cluster.metadata import MetadataUnavailable, TopologyReader
 from cluster.metrics import NodeMetrics
@@ -44,6 +45,7 @@ from kafka_source.client_positions import high_watermarks
 from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
 from kafka_source.config import Format, KafkaSourceConfig
 from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
+from kafka_source.errors import ConnectorError
 from kafka_source.schema import configured_schema, discover_json_schema
 from kafka_source.connector import ConnectorConfig
 from kafka_source.startup import resolve_start_offsets
@@ -293,11 +295,16 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         topology_interval_s=settings.topology_interval_ms / 1000.0,
         pinned_properties=None if schema_pin is None else (lambda: {"json.schema": schema_pin.text}),
         manifests_kept=config.manifests_to_keep,
+        pipeline=settings.pipeline,
+        on_lake_behind=OnLakeBehind(settings.on_lake_behind),
     )
     topology = TopologyReader(settings.kafka_client(), settings.selector)
 
     def resolve_start() -> dict[str, int]:
-        offsets = resolve_start_offsets(source_config, options.delivery)
+        try:
+            offsets = resolve_start_offsets(source_config, options.delivery)
+        except ConnectorError as exc:  # retried with a bound already: one line
+            raise RuntimeFailure(f"cannot resolve the start position: {exc}", cause=exc) from exc
         return {format_key(*tp): offset for tp, offset in offsets.items()}
 
     def new_source() -> KafkaSource:

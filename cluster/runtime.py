@@ -41,6 +41,7 @@ from cluster.errors import RuntimeFailure
 from cluster.generation import CallCancelled, Generations, SourceGeneration, bounded
 from cluster.inbox import Inbox
 from cluster.lake import LakeOutput, ParquetTree
+from cluster.lake_reconcile import StartFacts, reconcile_with_lake
 from cluster.metrics import NodeMetrics
 from cluster.runtime_context import RuntimeContext, RuntimeExecutors
 from cluster.runtime_metrics import HandoffClock, LagExporter, Watermarks
@@ -107,6 +108,7 @@ class NodeRuntime:
         self._executors = RuntimeExecutors()
         lake = lake or ParquetTree(sink.fs, sink.root)
         context = RuntimeContext(coordinator, sink, lake, options, self.metrics, self._executors)
+        self._context = context
         self.assignment = AssignmentFollower(context)
         self.epochs = EpochBarriers(context)
         self.handoff_clock = HandoffClock(context)
@@ -118,6 +120,8 @@ class NodeRuntime:
         self.rounds = DrainRounds(context, self.assignment, self.generations)
         self.topology = TopologyFollower(context, topology, resolve_start, self.assignment, self.generations,
                                          pin_settings)
+        self.epochs.topic_ids = self.topology.topic_ids
+        lake.record_of = self.epochs.lake_record
         self._tasks: list[asyncio.Task[None]] = []
         self._inbox: Inbox | None = None
         self.rows_written = 0
@@ -173,6 +177,13 @@ class NodeRuntime:
         assert self._inbox is not None
         self.coordinator.subscribe(self._inbox.deliver)
         try:
+            await self._executors.in_control(self.coordinator.connect, self.options.start_timeout_s)
+            await self._executors.in_control(
+                reconcile_with_lake, self.coordinator, self._context.lake, StartFacts(
+                    self.options.pipeline, self.options.node_id, sorted(topology.topics), topology.ids(),
+                    self.options.on_lake_behind,
+                ), self.epochs.publish_now,
+            )
             await self._executors.in_control(self.coordinator.start, self.options.start_timeout_s)
             await self.topology.adopt(topology, first=True)
             await self.topology.pin_start()
@@ -285,7 +296,13 @@ class NodeRuntime:
         a later manifest carries every partition's cursor), publishing that manifest first."""
         await self.generations.retire()
         manifest = await self._executors.in_control(self.coordinator.latest_manifest)
-        if manifest is not None and manifest.epoch > self.epochs.latest_committed_epoch:
+        seen = self.epochs.latest_committed_epoch
+        if seen and (manifest is None or manifest.epoch < seen):  # never go on from an older truth
+            raise RuntimeFailure(
+                f"the pipeline's control state went back (its latest manifest is "
+                f"{'gone' if manifest is None else f'epoch {manifest.epoch}'}, this node saw epoch {seen} "
+                "committed): ZooKeeper lost or restored? start the node again: it reconciles with the lake")
+        if manifest is not None and manifest.epoch > seen:
             await self.epochs.publish(manifest)
         await self.generations.start(self.assignment.registry, manifest)
 

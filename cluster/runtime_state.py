@@ -9,6 +9,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from cluster.reconcile import OnLakeBehind
 from coordinator.registry import AssignmentSnapshot
 from coordinator.rounds import AssignmentDrainId
 from coordinator.routing import partition_vnode
@@ -62,6 +63,10 @@ class RuntimeOptions:
     #: how many recent manifests the coordinator keeps (``manifests_to_keep``): publishing an epoch
     #: looks back at most that far for earlier epochs the lake does not show yet
     manifests_kept: int = 10
+    #: the pipeline's name, as the lake's records carry it
+    pipeline: str = "default"
+    #: what a start does when the lake is behind the control state (:mod:`cluster.reconcile`)
+    on_lake_behind: OnLakeBehind = OnLakeBehind.REWIND
 
     def connector_config(self) -> ConnectorConfig:
         """``connector`` with :attr:`pinned_properties` laid over it."""

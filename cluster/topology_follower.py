@@ -85,6 +85,10 @@ class TopologyFollower:
             self._observed = observed
             wake.set()
 
+    def topic_ids(self) -> dict[str, str]:
+        """The ids of every selected topic seen so far (pinned: a re-created topic stops the node)."""
+        return self._view.topology.ids()
+
     def take_observed(self) -> Topology | None:
         observed, self._observed = self._observed, None
         return observed

@@ -60,10 +60,13 @@ predecessor owner that loses at least one vnode (nodes that only gain vnodes nev
 """
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from typing import ContextManager
 
 from coordinator.config import CoordinatorConfig
+from coordinator.errors import CoordinatorError
 from coordinator.events import (
     AckRejected,
     AssignmentChanged,
@@ -209,6 +212,26 @@ class Coordinator(ABC):
         None when nothing is pinned. ``name`` is ``[a-z0-9._-]+`` (ConfigurationError otherwise).
         Never pin a secret. Call after `start()`.
         """
+
+    def connect(self, timeout: float = 30.0) -> None:
+        """Reach the control state without joining (no membership, no election), so a node can
+        reconcile it with the lake before it takes part (`reconcile_lock`, `latest_manifest`, `manifest`,
+        `members`, `rebase` work after it). `start()` connects when this was not called. Idempotent;
+        `stop()` disconnects. Raises CoordinatorError when the backend is unreachable in time."""
+
+    def reconcile_lock(self) -> ContextManager[None]:
+        """A block that at most one node of the pipeline is in at a time (the start-up reconciliation
+        with the lake). Raises CoordinatorError when it is not acquired in a bounded time."""
+        return contextlib.nullcontext()
+
+    def rebase(self, seed: Manifest) -> None:
+        """Replace the pipeline's epoch state by ``seed`` (an initial manifest whose epoch S is above
+        every epoch used before): no register, no manifest but ``seed`` (also the pinned initial
+        manifest), no epoch or round. The next leader publishes version 1 with epochs continuing after
+        S, and every generation starts from ``seed``'s cursors. Pinned topic ids and settings stay.
+        Only inside `reconcile_lock`, after `connect()` and before `start()`, while no other member
+        is live (the caller checks `members()`)."""
+        raise CoordinatorError(f"{type(self).__name__} cannot rebase its control state")
 
     @abstractmethod
     def set_vnode_load(self, load: Mapping[int, int]) -> None:

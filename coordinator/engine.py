@@ -369,6 +369,17 @@ class EngineCoordinator(Coordinator):
         self._leader.kick()
         return pinned
 
+    def rebase(self, seed: Manifest) -> None:
+        """See Coordinator.rebase (the store's :meth:`~coordinator.store.ControlStore.reset`, with this
+        node's leader loop paused)."""
+        check_initial_manifest(seed)
+        try:
+            with self.pause_leader():
+                self._store.reset(seed)
+        except self._transient as exc:
+            raise self._not_confirmed("rebase of the control state", exc) from exc
+        self._leader.kick()
+
     def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
         """See Coordinator.pin_topic_ids (one create-once record per topic)."""
         check_topic_ids(ids)

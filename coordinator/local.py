@@ -59,6 +59,7 @@ class LocalCoordinator(EngineCoordinator):
         self._directory_lock = StateDirectoryLock(Path(directory))
         self._lock = threading.Lock()
         self._membership: Leadership | None = None
+        self._connected = False
 
     def _term(self) -> Leadership | None:
         return None if self._stopping.is_set() else self._membership
@@ -72,10 +73,12 @@ class LocalCoordinator(EngineCoordinator):
         if reported:
             self._dispatcher.rejections(reported[0].epoch, [rejection_name(ack) for ack in reported])
 
-    def start(self, timeout: float = 30.0) -> None:
-        if not self._claim_start():
-            return
+    def connect(self, timeout: float = 30.0) -> None:
+        """Lock the state directory and load its state (see Coordinator.connect); the directory lock
+        is also the reconciliation lock (one embedded node per directory)."""
         with self._lock:
+            if self._connected:
+                return
             self._directory_lock.acquire()  # before any read or write: one embedded node per directory
             try:
                 self._local.recover()
@@ -88,6 +91,13 @@ class LocalCoordinator(EngineCoordinator):
                     f"state directory {self._local.directory} holds pipeline {owner!r}, not {self.config.pipeline!r}: "
                     "give each pipeline its own state-dir (or output), or run this one as that pipeline"
                 )
+            self._connected = True
+
+    def start(self, timeout: float = 30.0) -> None:
+        if not self._claim_start():
+            return
+        self.connect(timeout)
+        with self._lock:
             self._membership = self._local.register(self._member())
             self._metrics.leader_elections_won += 1
         self._start_engine()
@@ -105,6 +115,9 @@ class LocalCoordinator(EngineCoordinator):
     def stop(self) -> None:
         if self._claim_stop():
             self._stop_engine()
+            self._directory_lock.release()
+        elif self._connected and not self._started:  # connected only (reconciling), never joined
+            self._connected = False
             self._directory_lock.release()
 
     def rejoin(self) -> None:

@@ -151,6 +151,21 @@ class LocalStore(MemoryStore):
                 self._manifests[0] = stored = manifest
             return stored
 
+    def reset(self, seed: Manifest) -> None:
+        """The register file first (without it nothing below is read as committed), then every manifest
+        file; then the seed's manifest and the pinned slot, each durable."""
+        with self.lock:
+            super().reset(seed)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            (self.directory / "state.json").unlink(missing_ok=True)
+            for epoch in reversed(self.manifest_epochs()):
+                self.manifest_path(epoch).unlink(missing_ok=True)
+            self._manifests.clear()
+            if seed.epoch:
+                self._write(self.manifest_path(seed.epoch), seed.to_json())
+            self._write(self.manifest_path(0), seed.to_json())
+            self._manifests[0] = seed
+
     def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
         """``topics.json``, each entry create-once."""
         return self._pin_entries("topics.json", ids, "id", nonempty=True)

@@ -240,6 +240,15 @@ class MemoryStore(ControlStore):
             stored = self.nodes.get(layout.setting_path(name))
             return None if stored is None else stored[0].decode()
 
+    def reset(self, seed: Manifest) -> None:
+        with self.lock:
+            folders = tuple(f"{folder}/" for folder in (layout.EPOCHS, layout.ROUNDS, layout.CHECKPOINTS))
+            for path in [p for p in self.nodes if p == layout.ASSIGNMENT or p.startswith(folders)]:
+                del self.nodes[path]
+            if seed.epoch:
+                self.nodes[layout.checkpoint_path(seed.epoch)] = (seed.to_json(), 0)
+            self.nodes[layout.checkpoint_path(0)] = (seed.to_json(), 0)
+
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         with self.lock:
             current = self.nodes.get(layout.VNODE_LOAD)

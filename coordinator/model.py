@@ -284,9 +284,12 @@ def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
         initial = AssignmentSnapshot.initial(config.vnode_count)
         owners = place(config.placement, initial.owners, eligible, view.vnode_load)
         snapshot = initial.next(1, owners)
+        # Epochs continue after the pinned manifest's: 0 for a new pipeline, the seed's epoch S for a
+        # control state reseeded from the lake (no epoch number is used twice).
+        base = view.latest_manifest.epoch if view.latest_manifest is not None else 0
         first = ControlState(
             snapshot=snapshot, boots=_boots_for(owners, members), last_commit_ms=view.now_ms,
-            leader_token=token,
+            leader_token=token, last_epoch=base, manifest_epoch=base,
         )
         return Step(StepKind.PUBLISH, first)
 

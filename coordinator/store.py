@@ -107,6 +107,15 @@ class ControlStore(ABC):
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         """Replace the vnode load (placement input)."""
 
+    @abstractmethod
+    def reset(self, seed: Manifest) -> None:
+        """Replace the pipeline's epoch state with ``seed`` (see :meth:`coordinator.base.Coordinator.rebase`):
+        delete the register, every manifest, epoch and round; then store ``seed`` as manifest
+        ``seed.epoch`` and as the pinned initial manifest (slot 0). Pinned topic ids and settings,
+        members and the vnode load stay. Each step is idempotent: a reset interrupted by a crash leaves
+        no register, so the next start reconciles again. Only while no leader runs (the caller's
+        own is paused, and no other member is live)."""
+
 
 def require_manifest(store: ControlStore, epoch: int) -> Manifest:
     """Manifest ``epoch`` from ``store``; CoordinatorError when absent (never written, or collected)."""

@@ -19,10 +19,13 @@ deadline passed).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from typing import Any, ContextManager
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -49,6 +52,33 @@ __all__ = ["ZooKeeperCoordinator"]
 TRANSIENT: tuple[type[BaseException], ...] = (KazooException, KazooTimeoutError)
 
 
+#: the lock of the start-up reconciliation with the lake (relative to the pipeline's subtree)
+RECONCILE_LOCK = "locks/reconcile"
+
+
+@contextlib.contextmanager
+def _held(lock: Any, timeout: float) -> Iterator[None]:
+    """Hold kazoo ``lock`` for the block; CoordinatorError when not acquired in ``timeout`` seconds."""
+    try:
+        acquired = lock.acquire(timeout=timeout)
+    except KazooTimeoutError:
+        acquired = False
+    if not acquired:
+        raise CoordinatorError(f"lock {lock.path} not acquired in {timeout:.0f}s (another node holds it)")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _last_epoch(data: bytes | None) -> int | None:
+    """The register's last committed epoch (None when it does not decode: the dispatcher reports it)."""
+    try:
+        return ControlState.from_json(data).last_epoch if data else None
+    except CoordinatorError:
+        return None
+
+
 class ZooKeeperCoordinator(EngineCoordinator):
     """See the module docstring. Thread-safe; methods block on ZooKeeper (call them off the loop)."""
 
@@ -70,6 +100,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._candidate: str | None = None
         self._leadership: Leadership | None = None
         self._rejection_watches: set[int] = set()  # epochs whose rejected/ folder is watched
+        self._connected = False
         self._dispatcher.on_observed = self._watch_rejections
 
     # ---- properties ---------------------------------------------------------------------------------
@@ -89,24 +120,38 @@ class ZooKeeperCoordinator(EngineCoordinator):
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
+    def connect(self, timeout: float = 30.0) -> None:
+        """Open the session and make sure the pipeline's subtree exists (see Coordinator.connect)."""
+        with self._lock:
+            if self._connected:
+                return
+            try:
+                self._client.start(timeout=timeout)
+            except KazooTimeoutError as exc:
+                raise CoordinatorError(f"ZooKeeper {self.config.hosts} unreachable in {timeout}s", cause=exc) from exc
+            try:
+                ensure_subtree(self._client, self._base, self.config.credentials)
+            except AccessDeniedError:
+                self._client.stop()
+                self._client.close()
+                raise
+            self._client.add_listener(self._on_session_state)
+            for folder in layout.FOLDERS:
+                self._client.ensure_path(self._zk_store.path(folder))
+            self._connected = True
+
+    def reconcile_lock(self) -> ContextManager[None]:
+        """A kazoo lock at ``locks/reconcile`` (ephemeral: a node that dies releases it)."""
+        return _held(self._client.Lock(self._zk_store.path(RECONCILE_LOCK)), self.config.session_timeout * 10)
+
     def start(self, timeout: float = 30.0) -> None:
         if not self._claim_start():
             return
         try:
-            self._client.start(timeout=timeout)
-        except KazooTimeoutError as exc:
+            self.connect(timeout)
+        except BaseException:
             self._started = False
-            raise CoordinatorError(f"ZooKeeper {self.config.hosts} unreachable in {timeout}s", cause=exc) from exc
-        try:
-            ensure_subtree(self._client, self._base, self.config.credentials)
-        except AccessDeniedError:
-            self._started = False
-            self._client.stop()
-            self._client.close()
             raise
-        self._client.add_listener(self._on_session_state)
-        for folder in layout.FOLDERS:
-            self._client.ensure_path(self._zk_store.path(folder))
         self._start_engine()
         self._register(timeout)
         self._join_election()
@@ -116,6 +161,11 @@ class ZooKeeperCoordinator(EngineCoordinator):
 
     def stop(self) -> None:
         if not self._claim_stop():
+            with self._lock:
+                if self._connected and not self._started:  # connected only (reconciling), never joined
+                    self._connected = False
+                    self._client.stop()
+                    self._client.close()
             return
         with self._lock:
             self._leadership = None
@@ -247,6 +297,16 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._leader.kick()
 
     def _on_register(self, data: bytes | None, stat: ZnodeStat | None, event: WatchedEvent | None = None) -> None:
+        seen = self._dispatcher.control
+        if seen is not None and seen.last_epoch and not self._stopping.is_set():
+            last = _last_epoch(data)
+            went_back = stat is None or (last is not None and last < seen.last_epoch)
+            if went_back:  # deleted, or restored from an older copy: nothing this node holds is valid
+                logger.error("node %d: the pipeline's register %s (this node saw epoch %d committed): "
+                             "its session is treated as lost", self.node_id,
+                             "is gone" if stat is None else "went back", seen.last_epoch)
+                self._dispatcher.session(SessionState.LOST)
+                return
         if data:
             self._dispatcher.observe(data)
         self._leader.kick()

@@ -189,7 +189,7 @@ class ManifestStore:
         except (NoNodeError, ChunkPending):
             return None
         manifest = Manifest.from_json(data)
-        if manifest.epoch != epoch:
+        if manifest.epoch != epoch and epoch != 0:  # slot 0 holds the pinned start, or a seed (reset)
             raise CoordinatorError(f"{path} holds manifest {manifest.epoch}")
         self.remember(manifest)
         return manifest

@@ -401,6 +401,27 @@ class ZooKeeperStore(ControlStore):
                 return None
         return pin_names(self._client, self.path(layout.SETTINGS), {name: value}, self._timeout)[name]
 
+    def reset(self, seed: Manifest) -> None:
+        """The register first (without it nothing below is read as committed), then epochs, rounds and
+        manifests; then the seed's manifest and the pinned slot (each create-once, chunked if large)."""
+        client = self._client
+        try:
+            client.delete(self.path(layout.ASSIGNMENT))
+        except NoNodeError:
+            pass
+        for folder in (layout.EPOCHS, layout.ROUNDS, layout.CHECKPOINTS):
+            try:
+                client.delete(self.path(folder), recursive=True)
+            except NoNodeError:
+                pass
+            client.ensure_path(self.path(folder))
+        self.forget_manifests()
+        self.clear_cache()
+        for epoch in ((seed.epoch, 0) if seed.epoch else (0,)):
+            create_once(client, self.path(layout.checkpoint_path(epoch)), seed.to_json(),
+                        layout.MANIFEST_CHUNK_BYTES, self.path(layout.PIN_LOCK), self._timeout * 3)
+        self._manifests.remember(seed)
+
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         data, path = layout.vnode_load_data(load), self.path(layout.VNODE_LOAD)
         try:

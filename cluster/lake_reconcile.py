@@ -1,0 +1,130 @@
+"""The start-up reconciliation of the control state with the lake: the I/O around :func:`reconcile`.
+
+Run by every node after :meth:`~coordinator.base.Coordinator.connect` and before it joins
+(:meth:`~coordinator.base.Coordinator.start`), inside the pipeline's reconcile lock, so nodes started
+together reconcile one after the other and the later ones find the state the first one left:
+
+1. read the control state's latest manifest and publish it into the lake (publishing trails the
+   manifest: an epoch a crash left unpublished is not a lake that is behind);
+2. read the lake's facts, then the control state again (:class:`~cluster.reconcile.ControlFacts`);
+3. decide (:func:`~cluster.reconcile.reconcile`, pure);
+4. act: REFUSE raises :class:`~cluster.errors.ConfigError` (one line, exit 2), touching nothing;
+   RESEED waits until no other member is live (they run on the state being replaced), then rebases
+   the control state on the seed (:meth:`~coordinator.base.Coordinator.rebase`) and seals the lake
+   (:meth:`~cluster.lake.LakeOutput.seal`), in that order: a crash in between leaves a state the next
+   start reconciles to the same seed.
+
+The seed's cursors then reach every generation through the control state, exactly as a manifest's do.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from cluster.errors import ConfigError, RuntimeFailure, SinkError
+from cluster.lake import LakeOutput
+from cluster.lake_record import LakeRecord
+from cluster.reconcile import Action, ControlFacts, OnLakeBehind, Reconciliation, reconcile
+from coordinator.base import Coordinator, Manifest
+from coordinator.errors import CodecError, CoordinatorError, CoordinatorUnavailable
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["StartFacts", "reconcile_with_lake"]
+
+
+@dataclass(frozen=True)
+class StartFacts:
+    """What the node knows before it joins: its pipeline, the selected topics and their ids now."""
+
+    pipeline: str
+    node_id: int
+    topics: Sequence[str]
+    topic_ids: Mapping[str, str]
+    on_lake_behind: OnLakeBehind
+    #: how long a reseed waits for other live members to stop
+    members_timeout_s: float = 60.0
+
+
+def _latest(coordinator: Coordinator) -> Manifest | None:
+    """The control state's latest manifest; None when it holds none, or names one it lost (a reset
+    interrupted by a crash, a subtree partly deleted): then the lake decides."""
+    try:
+        return coordinator.latest_manifest()
+    except CoordinatorUnavailable:
+        raise
+    except CoordinatorError as exc:
+        logger.warning("the control state is incomplete (%s); reconciling with the lake", exc)
+        return None
+
+
+def _pinned_start(coordinator: Coordinator) -> Manifest | None:
+    try:
+        return coordinator.manifest(0)
+    except CoordinatorUnavailable:
+        raise
+    except CoordinatorError:
+        return None
+
+
+def reconcile_with_lake(
+    coordinator: Coordinator,
+    lake: LakeOutput,
+    facts: StartFacts,
+    publish: Callable[[Manifest], None],
+) -> Reconciliation:
+    """Reconcile (see the module docstring); blocking. ``publish`` publishes a committed manifest
+    into the lake, as the runtime does for every committed epoch. Returns the decision taken."""
+    with coordinator.reconcile_lock():
+        first = _latest(coordinator)
+        if first is not None and first.epoch > 0:
+            try:
+                publish(first)
+            except SinkError as exc:  # the facts below say what the lake holds
+                logger.warning("publishing epoch %d before reconciling failed: %s", first.epoch, exc)
+        try:
+            lake_facts = lake.read_facts(facts.pipeline, facts.topics)
+        except CodecError as exc:
+            raise ConfigError(f"the lake's record cannot be read: {exc}", cause=exc) from exc
+        latest = _latest(coordinator)
+        control = ControlFacts(
+            latest, _pinned_start(coordinator) if latest is not None else None,
+            published_through=first.epoch if first is not None and latest is not None else 0,
+        )
+        decision = reconcile(facts.pipeline, control, lake_facts, facts.topic_ids, facts.on_lake_behind)
+        if decision.action is Action.REFUSE:
+            raise ConfigError(decision.reason)
+        if decision.action is Action.RESEED:
+            assert decision.seed is not None
+            _wait_for_no_members(coordinator, facts)
+            logger.warning("%s", decision.reason)
+            seed = decision.seed
+            coordinator.rebase(seed)
+            lake.seal(LakeRecord(facts.pipeline, seed.epoch, seed.assignment_version, seed.cursors,
+                                 {**lake_facts.topic_ids, **facts.topic_ids}))
+            logger.info("control state reseeded at epoch %d; epochs continue from %d", seed.epoch, seed.epoch + 1)
+        elif lake_facts.has_records:
+            logger.info("control state and lake agree (control epoch %s, lake epoch %d, %s)",
+                        latest.epoch if latest is not None else "none", lake_facts.epoch, lake_facts.where)
+        return decision
+
+
+def _wait_for_no_members(coordinator: Coordinator, facts: StartFacts) -> None:
+    """A reseed replaces the state live members run on: wait (bounded) until none is left."""
+    deadline = time.monotonic() + facts.members_timeout_s
+    logged = False
+    while True:
+        live = sorted(m.node_id for m in coordinator.members())
+        if not live:
+            return
+        if time.monotonic() >= deadline:
+            raise RuntimeFailure(
+                f"the control state must be reseeded from the lake, but node(s) {', '.join(map(str, live))} "
+                f"still run on it after {facts.members_timeout_s:.0f}s: stop them, then start the nodes again")
+        if not logged:
+            logger.warning("the control state must be reseeded from the lake; waiting for node(s) %s to stop",
+                           ", ".join(map(str, live)))
+            logged = True
+        time.sleep(1.0)
