@@ -232,10 +232,10 @@ class IcebergOutput:
         """Each topic's table's latest record (:mod:`cluster.iceberg_records`)."""
         return read_iceberg_facts(self.catalog, [(t, self.identifier(t)) for t in topics], pipeline)
 
-    def seal(self, seed: LakeRecord) -> None:
+    def seal(self, seed: LakeRecord, shown_epoch: int) -> None:
         """Every table of the seed's topics accepts what it shows as of the seed's epoch."""
         topics = sorted({key.rpartition(":")[0] for cursors in seed.cursors.values() for key in cursors}
-                        | set(self._topics))
+                        | set(seed.topic_ids) | set(self._topics))
         seal_iceberg(self.catalog, [(t, self.identifier(t)) for t in topics], seed.pipeline, seed.epoch)
 
     # --- publish ---------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from cluster.lake_record import LakeRecord, RecordOf, no_records
-from cluster.lake_records_parquet import read_parquet_facts, write_record
+from cluster.lake_records_parquet import drop_records_after, read_parquet_facts, write_record
 from cluster.lake_settings import PartitionGranularity, TableFormat
 from cluster.reconcile import LakeFacts
 from cluster.sink import publish
@@ -56,9 +56,10 @@ class LakeOutput(Protocol):
         """What the lake shows of ``pipeline`` for ``topics`` (blocking; CodecError naming the object
         when a record does not decode)."""
 
-    def seal(self, seed: LakeRecord) -> None:
+    def seal(self, seed: LakeRecord, shown_epoch: int) -> None:
         """After the control state was reseeded with ``seed``: make the lake agree, so the next start
-        finds them consistent (idempotent)."""
+        finds them consistent (idempotent). ``shown_epoch``: the epoch the lake showed (its facts);
+        records of later epochs are the lake's lost ones."""
 
 
 class ParquetTree:
@@ -69,26 +70,34 @@ class ParquetTree:
     def __init__(self, fs: pafs.FileSystem, root: str) -> None:
         self.fs, self.root = fs, root
         self.record_of: RecordOf = no_records
+        #: records up to this epoch are known to be written (a cache: each publish checks from here)
+        self._recorded_through = 0
 
     def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
         """Nothing to check beyond the sink's writable output."""
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
                 oldest_epoch: int) -> int:
-        """Earlier epochs were published by their own call or by the sink's recovery; the epoch's
-        record is written once its files are all published (:mod:`cluster.lake_records_parquet`)."""
+        """Earlier epochs' files were published by their own call or by the sink's recovery. Records
+        are written in order for each epoch from ``oldest_epoch`` on whose manifest is known, once its
+        files are published (an epoch a crash left unrecorded is recorded by the next publish)."""
         publish(self.fs, self.root, staged)
-        record = self.record_of(epoch)
-        if record is not None:
-            write_record(self.fs, self.root, record)
+        for e in range(max(oldest_epoch, self._recorded_through + 1, 1), epoch + 1):
+            record = self.record_of(e)
+            if record is not None:
+                write_record(self.fs, self.root, record)
+                self._recorded_through = e
         return 0
 
     def read_facts(self, pipeline: str, topics: Sequence[str]) -> LakeFacts:
         return read_parquet_facts(self.fs, self.root, pipeline, topics)
 
-    def seal(self, seed: LakeRecord) -> None:
-        """The seed's record: the tree's latest complete epoch is then the seed's."""
+    def seal(self, seed: LakeRecord, shown_epoch: int) -> None:
+        """Delete the records of the epochs the lake lost (after ``shown_epoch``), then write the
+        seed's: the tree's latest whole epoch is then the seed's."""
+        drop_records_after(self.fs, self.root, shown_epoch, seed.epoch)
         write_record(self.fs, self.root, seed)
+        self._recorded_through = seed.epoch
 
 
 def open_lake(

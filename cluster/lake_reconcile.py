@@ -103,7 +103,7 @@ def reconcile_with_lake(
             seed = decision.seed
             coordinator.rebase(seed)
             lake.seal(LakeRecord(facts.pipeline, seed.epoch, seed.assignment_version, seed.cursors,
-                                 {**lake_facts.topic_ids, **facts.topic_ids}))
+                                 {**lake_facts.topic_ids, **facts.topic_ids}), lake_facts.epoch)
             logger.info("control state reseeded at epoch %d; epochs continue from %d", seed.epoch, seed.epoch + 1)
         elif lake_facts.has_records:
             logger.info("control state and lake agree (control epoch %s, lake epoch %d, %s)",
@@ -112,11 +112,13 @@ def reconcile_with_lake(
 
 
 def _wait_for_no_members(coordinator: Coordinator, facts: StartFacts) -> None:
-    """A reseed replaces the state live members run on: wait (bounded) until none is left."""
+    """A reseed replaces the state live members run on: wait (bounded) until none is left. This
+    node's own id is not waited for: an entry of its previous process (killed, its session not yet
+    expired) runs nothing, and an embedded coordinator always lists its one node."""
     deadline = time.monotonic() + facts.members_timeout_s
     logged = False
     while True:
-        live = sorted(m.node_id for m in coordinator.members())
+        live = sorted(m.node_id for m in coordinator.members() if m.node_id != facts.node_id)
         if not live:
             return
         if time.monotonic() >= deadline:

@@ -51,7 +51,7 @@ RECORDS_DIR = "_laminar/epochs"
 RECORD_SUMMARY_KEY = "laminar.record"
 
 _KEYS = ("format_version", "pipeline", "epoch", "assignment_version", "cursors", "topic_ids", "files")
-_NAME_RE = re.compile(r"epoch-(\d{10})\.json")
+_NAME_RE = re.compile(r"epoch-([0-9]{10}|[1-9][0-9]{10,18})\.json")
 
 
 def record_path(epoch: int) -> str:

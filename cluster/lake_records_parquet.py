@@ -26,7 +26,7 @@ from coordinator.errors import CodecError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RECORDS_KEPT", "write_record", "read_parquet_facts"]
+__all__ = ["RECORDS_KEPT", "write_record", "read_record", "read_parquet_facts", "drop_records_after"]
 
 #: records kept in the tree (older ones are deleted as epochs go by); also how far back a start looks
 RECORDS_KEPT = 100
@@ -45,15 +45,12 @@ def _missing(fs: pafs.FileSystem, root: str, files: Sequence[str]) -> list[str]:
 
 
 def write_record(fs: pafs.FileSystem, root: str, record: LakeRecord) -> bool:
-    """Leave ``record`` in the tree once every file it lists is published; False (and one WARNING)
-    when some are missing: the lake lost them, and must not claim the epoch. Idempotent."""
+    """Leave ``record`` in the tree (called once its files are published); True when this call wrote
+    it, False when it was there. Idempotent. The record claims nothing by itself: a reader counts the
+    epoch whole only while every file it lists exists, so a record of an epoch whose files are already
+    gone records the loss (and a hole, when later epochs' files are there) instead of hiding it."""
     path = _join(root, record_path(record.epoch))
     if fs.get_file_info(path).type == pafs.FileType.File:
-        return True
-    missing = _missing(fs, root, record.files)
-    if missing:
-        logger.warning("epoch %d is not recorded in the lake: %d of its %d published file(s) are missing (%s)",
-                       record.epoch, len(missing), len(record.files), missing[0])
         return False
     directory = posixpath.dirname(path)
     try:
@@ -72,7 +69,22 @@ def write_record(fs: pafs.FileSystem, root: str, record: LakeRecord) -> bool:
     return True
 
 
+def drop_records_after(fs: pafs.FileSystem, root: str, shown_epoch: int, seed_epoch: int) -> int:
+    """Delete the records of epochs in ``(shown_epoch, seed_epoch)``: epochs the lake lost, which a
+    reseed lands again under new numbers. Returns how many were deleted."""
+    doomed = [e for e in _record_epochs(fs, root) if shown_epoch < e < seed_epoch]
+    for epoch in doomed:
+        try:
+            fs.delete_file(_join(root, record_path(epoch)))
+        except FileNotFoundError:
+            pass
+    if doomed:
+        logger.info("deleted the lake records of %d lost epoch(s) (%d-%d)", len(doomed), min(doomed), max(doomed))
+    return len(doomed)
+
+
 def _record_epochs(fs: pafs.FileSystem, root: str) -> list[int]:
+    """The epochs of the records in the tree, newest first."""
     selector = pafs.FileSelector(_join(root, RECORDS_DIR), allow_not_found=True)
     epochs = []
     for info in fs.get_file_info(selector):
@@ -90,33 +102,57 @@ def _has_rows(fs: pafs.FileSystem, root: str, topics: Sequence[str]) -> bool:
     return False
 
 
+def read_record(fs: pafs.FileSystem, root: str, epoch: int) -> LakeRecord | None:
+    """The record of ``epoch`` (None when absent); CodecError naming the object when it does not decode."""
+    path = _join(root, record_path(epoch))
+    try:
+        with fs.open_input_stream(path) as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return None
+    record = LakeRecord.from_json(raw, f"lake record {path}")
+    if record.epoch != epoch:
+        raise CodecError(f"lake record {path} holds epoch {record.epoch}")
+    return record
+
+
 def read_parquet_facts(fs: pafs.FileSystem, root: str, pipeline: str, topics: Sequence[str]) -> LakeFacts:
-    """What the tree shows of ``pipeline``: its latest complete epoch and that record's cursors.
-    Raises :class:`CodecError` naming the object when a record does not decode."""
-    epochs = _record_epochs(fs, root)
+    """What the tree shows of ``pipeline``: the latest epoch up to which every recorded epoch is whole,
+    and that record's cursors. The newest :data:`RECORDS_KEPT` records are checked, every file each
+    lists: an epoch whose files are gone makes the lake end before it (``rolled_back_from``: the
+    newest record). Files of later epochs still there beside such a gap are a ``hole``: rewinding
+    would land them twice. Raises :class:`CodecError` naming the object when a record does not decode."""
+    epochs = _record_epochs(fs, root)[:RECORDS_KEPT]
     if not epochs:
         return LakeFacts(has_data=_has_rows(fs, root, topics), dense=True)
-    rolled_back_from = 0
-    for epoch in epochs[:RECORDS_KEPT]:
-        relative = record_path(epoch)
-        path = _join(root, relative)
-        try:
-            with fs.open_input_stream(path) as handle:
-                raw = handle.read()
-        except FileNotFoundError:  # deleted meanwhile (kept-records cleanup)
-            continue
-        record = LakeRecord.from_json(raw, f"lake record {path}")
-        if record.epoch != epoch:
-            raise CodecError(f"lake record {path} holds epoch {record.epoch}")
-        if record.pipeline != pipeline:
-            return LakeFacts(other_pipelines=(record.pipeline,), where=f"record {relative}", has_records=True)
-        if _missing(fs, root, record.files):
-            rolled_back_from = max(rolled_back_from, epoch)
-            continue
-        return LakeFacts(
-            epoch=epoch, high_epoch=epochs[0], cursors=record.cursors, topic_ids=record.topic_ids, dense=True,
-            rolled_back_from=rolled_back_from, has_records=True, has_data=True, where=f"record {relative}",
-        )
-    return LakeFacts(high_epoch=epochs[0], rolled_back_from=rolled_back_from, has_records=True, dense=True,
-                     has_data=_has_rows(fs, root, topics),
-                     where=f"records {record_path(epochs[-1])}..{record_path(epochs[0])}, none complete")
+    records = [r for r in (read_record(fs, root, e) for e in sorted(epochs)) if r is not None]
+    others = sorted({r.pipeline for r in records if r.pipeline != pipeline})
+    if others:
+        return LakeFacts(other_pipelines=tuple(others), where=f"records under {RECORDS_DIR}", has_records=True)
+    whole: LakeRecord | None = None
+    lost: list[tuple[LakeRecord, list[str]]] = []  # from the first epoch with a missing file on
+    for record in records:
+        missing = _missing(fs, root, record.files)
+        if lost or missing:
+            lost.append((record, missing))
+        else:
+            whole = record
+    hole = ""
+    if lost:
+        kept = [(r.epoch, f) for r, missing in lost for f in r.files if f not in missing]
+        if kept:
+            hole = (f"epoch {lost[0][0].epoch} lost files but epoch {kept[0][0]}'s {kept[0][1]} is still there: "
+                    f"rewinding to epoch {whole.epoch if whole else 0} would land it twice; restore the missing files")
+    high = epochs[0]
+    if whole is None:  # not one whole record: a wiped tree starts again, anything else is a hole
+        rows = _has_rows(fs, root, topics)
+        if rows and not hole:
+            hole = (f"none of the last {len(records)} epochs' records (epochs {records[0].epoch}-{high}) is whole, "
+                    "yet rows are published: the lake lost files it cannot say the cursors of")
+        return LakeFacts(high_epoch=high, rolled_back_from=high, has_records=True, dense=True, has_data=rows,
+                         hole=hole, where=f"records {record_path(records[0].epoch)}..{record_path(high)}")
+    return LakeFacts(
+        epoch=whole.epoch, high_epoch=high, cursors=whole.cursors, topic_ids=whole.topic_ids, dense=True,
+        rolled_back_from=high if lost else 0, has_records=True, has_data=True, hole=hole,
+        where=f"record {record_path(whole.epoch)}",
+    )

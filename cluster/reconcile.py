@@ -9,6 +9,7 @@ facts                                  decision
 =====================================  =======================================================
 the lake holds another pipeline        REFUSE (one line)
 a topic's id differs lake / Kafka      REFUSE: the topic was re-created, its offsets restarted
+the lake lost epochs between kept ones REFUSE: no cursor lands them without landing others twice
 no control state, empty lake           START_FRESH: resolve and pin the start (epoch 0)
 no control state, lake has epochs      RESEED from the lake (one WARNING line)
 control and lake agree                 CONTINUE
@@ -82,6 +83,8 @@ class LakeFacts:
     has_records: bool = False
     #: the lake holds published rows (with or without records: an older version wrote none)
     has_data: bool = False
+    #: why the lake cannot be continued from at all ("" when it can): epochs lost between kept ones
+    hole: str = ""
     #: where the facts were read, for log lines ("record _laminar/epochs/epoch-0000000042.json")
     where: str = ""
 
@@ -116,6 +119,8 @@ def reconcile(
         return Reconciliation(Action.REFUSE, (
             f"the lake holds epochs of pipeline {lake.other_pipelines[0]!r}, not {pipeline!r} ({lake.where}): "
             "give each pipeline its own output, or run this node as that pipeline"))
+    if lake.hole:
+        return Reconciliation(Action.REFUSE, f"the lake of pipeline {pipeline!r} has a hole: {lake.hole}")
     for topic in sorted(set(lake.topic_ids) & set(topic_ids)):
         if lake.topic_ids[topic] != topic_ids[topic]:
             return Reconciliation(Action.REFUSE, (
@@ -139,7 +144,7 @@ def reconcile(
                 f"the lake is behind the control state of pipeline {pipeline!r}: {behind} "
                 "(on-lake-behind=fail): restore the lake, or start with on-lake-behind=rewind to land the "
                 "missing epochs again"))
-        start = control.pinned_start.cursors if control.pinned_start is not None else {}
+        start: Cursors = control.pinned_start.cursors if control.pinned_start is not None else {}
         cursors = _overlay(_known(latest.cursors, start), lake.cursors)
         return Reconciliation(Action.RESEED, (
             f"the lake is behind the control state of pipeline {pipeline!r}: {behind}; rewinding to the lake's "
@@ -173,7 +178,7 @@ def _lake_ahead(latest: Manifest, lake: LakeFacts) -> str:
     if lake.epoch > latest.epoch:
         return f"its latest epoch is {latest.epoch}, the lake shows epoch {lake.epoch}"
     for source, cursors in sorted(lake.cursors.items()):
-        mine = latest.cursors.get(source)
+        mine = latest.cursors.get(source, {})
         for key, offset in sorted(cursors.items()):
             if offset > mine.get(key, -1):
                 return f"partition {key} is at offset {mine.get(key, 'none')} there, {offset} in the lake"
@@ -187,13 +192,13 @@ def _seed_epoch(control_epoch: int, lake: LakeFacts) -> int:
 
 def _known(cursors: Cursors, start: Cursors) -> dict[str, dict[str, int]]:
     """For every partition of ``cursors``: the pinned start's cursor, or none (its first offset)."""
-    return {s: {k: start[s][k] for k in c if k in start.get(s)} for s, c in cursors.items()}
+    return {s: {k: start[s][k] for k in c if k in start.get(s, {})} for s, c in cursors.items()}
 
 
 def _overlay(base: Cursors, top: Cursors) -> dict[str, dict[str, int]]:
     merged = {s: dict(c) for s, c in base.items()}
     for source, cursors in top.items():
-        merged.setdefault(source).update(cursors)
+        merged.setdefault(source, {}).update(cursors)
     return merged
 
 

@@ -353,6 +353,9 @@ class EngineCoordinator(Coordinator):
             if epoch != 0:
                 control = self._store.read_register()
                 if control is None or not 1 <= epoch <= control.last_epoch:
+                    pinned = self._store.read_manifest(0)  # a seed (rebase) is committed before any register
+                    if pinned is not None and pinned.epoch == epoch:
+                        return pinned
                     raise CoordinatorError(f"epoch {epoch} is not committed")
             return require_manifest(self._store, epoch)
         except self._transient as exc:

@@ -161,11 +161,11 @@ class ZooKeeperCoordinator(EngineCoordinator):
 
     def stop(self) -> None:
         if not self._claim_stop():
-            with self._lock:
-                if self._connected and not self._started:  # connected only (reconciling), never joined
-                    self._connected = False
-                    self._client.stop()
-                    self._client.close()
+            with self._lock:  # connected only (reconciling), never joined: close the session
+                close, self._connected = self._connected and not self._started, False
+            if close:  # outside the lock: kazoo's session callback takes it while the client stops
+                self._client.stop()
+                self._client.close()
             return
         with self._lock:
             self._leadership = None

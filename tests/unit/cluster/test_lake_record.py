@@ -221,12 +221,9 @@ def test_no_records() -> None:
 # ---- known defects (minor; see the report) -------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="cluster/lake_record.py _NAME_RE uses \\d, which matches non-ASCII digits")
 def test_a_name_with_non_ascii_digits_is_not_a_record() -> None:
     assert parse_record_name("epoch-" + "\u0660" * 8 + "\u0664\u0662" + ".json") is None
 
 
-@pytest.mark.xfail(strict=True, reason="cluster/lake_record.py: record_path pads to 10 digits (an 11-digit name for "
-                                       "epoch >= 10**10) but parse_record_name accepts exactly 10")
 def test_record_path_round_trips_past_ten_digits() -> None:
     assert parse_record_name(record_path(10**10).rpartition("/")[2]) == 10**10

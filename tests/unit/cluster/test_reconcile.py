@@ -317,8 +317,6 @@ def test_an_older_lost_epoch_below_the_latest_complete_one_is_not_behind() -> No
 # ---- known defects: the decision raises instead of deciding (see the report) --------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="cluster/reconcile.py _known: start.get(s) is None when the pinned start lacks the source")
 def test_rewind_without_a_pinned_start_leaves_the_unknown_partitions_absent() -> None:
     """ControlFacts.pinned_start defaults to None (lake_reconcile passes None when manifest 0 cannot
     be read, e.g. a partly deleted subtree): the seed then holds the lake's cursors only."""
@@ -326,16 +324,11 @@ def test_rewind_without_a_pinned_start_leaves_the_unknown_partitions_absent() ->
     assert seed.cursors == {"s": {"t:0": 4}}
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="cluster/reconcile.py _lake_ahead: latest.cursors.get(source) is None for a source "
-                          "the control state does not hold")
 def test_a_lake_source_the_control_does_not_hold_is_ahead() -> None:
     seed = reseed(decide(control(5, CURSORS), lake(5, {**CURSORS, "s2": {"u:0": 3}}), {}, REWIND))
     assert seed.cursors == {**CURSORS, "s2": {"u:0": 3}}
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="cluster/reconcile.py _overlay: merged.setdefault(source) is None for a new source")
 def test_advancing_to_a_lake_source_the_control_does_not_hold() -> None:
     seed = reseed(decide(control(5, CURSORS), lake(7, {"s2": {"u:0": 3}}), {}, REWIND))
     assert seed.cursors == {**CURSORS, "s2": {"u:0": 3}}

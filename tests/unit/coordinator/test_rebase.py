@@ -358,10 +358,6 @@ def test_rebase_takes_only_an_initial_manifest(tmp_path: Path, bad: Manifest) ->
 # ---- a crash between the rebase and the lake's seal (see the report) -------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=ConfigError,
-                   reason="after rebase(seed) and before the first register, Coordinator.manifest(S) raises 'epoch S "
-                          "is not committed', so the seed's lake record is never written and the next start sees "
-                          "a dense lake 'behind' published_through = S (refused with on-lake-behind=fail)")
 def test_a_crash_between_rebase_and_seal_reconciles_again_without_refusing(tmp_path: Path) -> None:
     import pyarrow.fs as pafs
 
