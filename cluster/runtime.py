@@ -68,7 +68,7 @@ from coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from coordinator.errors import CoordinatorError
+from coordinator.errors import ControlStateLost, CoordinatorError
 from coordinator.routing import TopicPartition
 from kafka_source.checkpoint import SourceCheckpoint
 from kafka_source.connector import SourceConnector
@@ -358,6 +358,8 @@ class NodeRuntime:
             try:
                 await self._executors.in_control(self.coordinator.rejoin)
                 break
+            except ControlStateLost as exc:
+                raise RuntimeFailure(f"{exc}: start the node again: it reconciles with the lake", cause=exc) from exc
             except CoordinatorError as exc:
                 logger.warning("rejoin failed (%s); retrying", exc)
                 await asyncio.sleep(1.0)

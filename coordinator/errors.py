@@ -19,6 +19,7 @@ __all__ = [
     "AccessDeniedError",
     "CodecError",
     "CoordinatorUnavailable",
+    "ControlStateLost",
 ]
 
 
@@ -60,6 +61,12 @@ class FencedError(CoordinatorError):
 
 class SessionLostError(CoordinatorError):
     """The coordination session was lost; the node must retire its work and rejoin with a new boot id."""
+
+
+class ControlStateLost(CoordinatorError):
+    """The pipeline's control state is gone or went back under a running node (its ZooKeeper subtree
+    deleted, the ensemble replaced or restored from an older copy): nothing the node holds is valid
+    any more. The node stops; started again, it reconciles with the lake."""
 
 
 class CoordinatorUnavailable(CoordinatorError):

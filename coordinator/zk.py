@@ -35,7 +35,13 @@ from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 from coordinator import layout
 from coordinator.config import CoordinatorConfig
 from coordinator.engine import EngineCoordinator
-from coordinator.errors import AccessDeniedError, ConfigurationError, CoordinatorError, SessionLostError
+from coordinator.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    ControlStateLost,
+    CoordinatorError,
+    SessionLostError,
+)
 from coordinator.events import CoordinatorMetrics, SessionState
 from coordinator.registry import NodeId
 from coordinator.state import ControlState
@@ -228,6 +234,8 @@ class ZooKeeperCoordinator(EngineCoordinator):
             try:
                 self._client.create(path, member.to_json(), ephemeral=True)
                 break
+            except NoNodeError as exc:
+                raise ControlStateLost(f"the pipeline's subtree {self._base} is gone", cause=exc) from exc
             except NodeExistsError:
                 try:
                     raw, stat = self._client.get(path)
