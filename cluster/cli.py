@@ -183,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--state-dir", help="embedded pipeline: its manifest directory")
     status.add_argument("--pipeline", default="default", help="pipeline name (default 'default')")
     status.add_argument("--source-identity", default="kafka", help="source identity (default 'kafka')")
+    status.add_argument("--output", help="the pipeline's output: also show the lake's latest epoch and cursors "
+                                         "and whether they agree with the control state's")
+    status.add_argument("--table-format", choices=("parquet", "iceberg"),
+                        help="with --output: parquet (default) or iceberg [env LAMINAR_TABLE_FORMAT]")
+    status.add_argument("--namespace", help="with --output, iceberg: the namespace (default: the pipeline)")
+    status.add_argument("--catalog-uri", help="with --output, iceberg: the catalog (default: under the output)")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.add_argument("--watch", action="store_true",
                         help="refresh every --interval seconds until Ctrl-C (a live view on a terminal)")
@@ -287,6 +293,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Exit 0 healthy, 1 degraded, 2 unreachable (see cluster.health); --watch: the last code."""
+    from cluster.cli_lake import lake_target
     from cluster.config import read_config_file
     from cluster.errors import ConfigError
     from cluster.health import assess
@@ -307,11 +314,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:
         raise ConfigError(str(exc)) from exc
 
+    lake = lake_target(args, os.environ) if args.output else None
+
     def observe() -> PipelineStatus:
         try:
             return collect_status(kafka=kafka, topics=topics, zk=args.zk, state_dir=args.state_dir,
                                   pipeline=args.pipeline, source_identity=args.source_identity,
-                                  credentials=credentials)
+                                  credentials=credentials, lake=lake)
         except UsageError:
             raise
         except ClusterError as exc:  # e.g. a watermark that cannot be read: Kafka unusable

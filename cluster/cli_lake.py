@@ -121,6 +121,7 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
     import pyarrow.fs as pafs
 
     from cluster.errors import SinkError, VerifyError
+    from cluster.lake_state import read_lake_state
     from cluster.node import topic_partitions
     from cluster.progress import terminal_progress
     from cluster.sink import open_output
@@ -150,11 +151,12 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
         except VerifyError as exc:
             raise UsageError(str(exc), cause=exc) from exc
         reports.append(audit(topic, expected, highs, scanned, lows))
+    lake = read_lake_state(target, topics, None)  # the lake's own account: where a lost control state resumes
     if args.json:
         body = reports[0].to_json() if len(reports) == 1 else {"topics": [r.to_json() for r in reports]}
-        print(json.dumps(body, indent=2))
+        print(json.dumps({**body, "lake": lake.to_json()}, indent=2))
     else:
-        print("\n\n".join(r.table() for r in reports))
+        print("\n\n".join(r.table() for r in reports) + "\n" + lake.line())
     return 0 if all(r.ok for r in reports) else 1
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from cluster.runtime_context import RuntimeContext
 from cluster.runtime_state import ACK_RETRY_S, ack_cursors
+from cluster.errors import RuntimeFailure
 from cluster.lake_record import LakeRecord
 from cluster.sink import recover
 from cluster.sink_names import final_path
@@ -177,6 +178,17 @@ class EpochBarriers:
         metrics.publish_seconds.labels(metrics.node).observe(time.monotonic() - started)
         metrics.lake_commits.labels(metrics.node).inc(commits)
         self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
+
+    def check_not_behind(self, manifest: Manifest | None) -> None:
+        """Raise :class:`RuntimeFailure` when ``manifest`` (the control state's latest) is older than an
+        epoch this node saw committed: the control state was lost or restored from an older copy, and
+        going on from it would land epochs twice. Started again, the node reconciles with the lake."""
+        seen = self.latest_committed_epoch
+        if seen and (manifest is None or manifest.epoch < seen):
+            raise RuntimeFailure(
+                f"the pipeline's control state went back (its latest manifest is "
+                f"{'gone' if manifest is None else f'epoch {manifest.epoch}'}, this node saw epoch {seen} "
+                "committed): ZooKeeper lost or restored? start the node again: it reconciles with the lake")
 
     def lake_record(self, epoch: int) -> LakeRecord | None:
         """The record epoch ``epoch`` leaves in the lake (:data:`cluster.lake_record.RecordOf`): its

@@ -100,6 +100,8 @@ def assess(
             shown = ", ".join(stalled[:5]) + (f" and {len(stalled) - 5} more" if len(stalled) > 5 else "")
             reasons.append(f"durable lag growing on {len(stalled)} partition(s) ({shown}): new records, no durable "
                            f"progress in {status.observed_at - previous.observed_at:.0f} s")
+    if status.lake is not None and status.lake.verdict:
+        reasons.append(f"lake and control state: {status.lake.verdict}")
     return Health(HealthCode.DEGRADED if reasons else HealthCode.HEALTHY, tuple(reasons))
 
 

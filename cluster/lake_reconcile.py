@@ -27,12 +27,14 @@ from cluster.errors import ConfigError, RuntimeFailure, SinkError
 from cluster.lake import LakeOutput
 from cluster.lake_record import LakeRecord
 from cluster.reconcile import Action, ControlFacts, OnLakeBehind, Reconciliation, reconcile
+from cluster.runtime_context import RuntimeContext
+from cluster.topology import Topology
 from coordinator.base import Coordinator, Manifest
 from coordinator.errors import CodecError, CoordinatorError, CoordinatorUnavailable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["StartFacts", "reconcile_with_lake"]
+__all__ = ["StartFacts", "reconcile_with_lake", "reconcile_before_join"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def reconcile_with_lake(
     coordinator: Coordinator,
     lake: LakeOutput,
     facts: StartFacts,
-    publish: Callable[[Manifest], None],
+    publish: Callable[[Manifest], object],
 ) -> Reconciliation:
     """Reconcile (see the module docstring); blocking. ``publish`` publishes a committed manifest
     into the lake, as the runtime does for every committed epoch. Returns the decision taken."""
@@ -130,3 +132,13 @@ def _wait_for_no_members(coordinator: Coordinator, facts: StartFacts) -> None:
                            ", ".join(map(str, live)))
             logged = True
         time.sleep(1.0)
+
+
+async def reconcile_before_join(context: RuntimeContext, topology: Topology,
+                                publish: Callable[[Manifest], object]) -> Reconciliation:
+    """:func:`reconcile_with_lake` for a node's runtime, on its control executor: after
+    ``Coordinator.connect()``, before ``start()``; ``topology`` is the topics as the node first read them."""
+    options = context.options
+    facts = StartFacts(options.pipeline, options.node_id, sorted(topology.topics), topology.ids(),
+                       options.on_lake_behind)
+    return await context.executors.in_control(reconcile_with_lake, context.coordinator, context.lake, facts, publish)

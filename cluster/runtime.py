@@ -41,7 +41,7 @@ from cluster.errors import RuntimeFailure
 from cluster.generation import CallCancelled, Generations, SourceGeneration, bounded
 from cluster.inbox import Inbox
 from cluster.lake import LakeOutput, ParquetTree
-from cluster.lake_reconcile import StartFacts, reconcile_with_lake
+from cluster.lake_reconcile import reconcile_before_join
 from cluster.metrics import NodeMetrics
 from cluster.runtime_context import RuntimeContext, RuntimeExecutors
 from cluster.runtime_metrics import HandoffClock, LagExporter, Watermarks
@@ -178,12 +178,7 @@ class NodeRuntime:
         self.coordinator.subscribe(self._inbox.deliver)
         try:
             await self._executors.in_control(self.coordinator.connect, self.options.start_timeout_s)
-            await self._executors.in_control(
-                reconcile_with_lake, self.coordinator, self._context.lake, StartFacts(
-                    self.options.pipeline, self.options.node_id, sorted(topology.topics), topology.ids(),
-                    self.options.on_lake_behind,
-                ), self.epochs.publish_now,
-            )
+            await reconcile_before_join(self._context, topology, self.epochs.publish_now)
             await self._executors.in_control(self.coordinator.start, self.options.start_timeout_s)
             await self.topology.adopt(topology, first=True)
             await self.topology.pin_start()
@@ -296,13 +291,8 @@ class NodeRuntime:
         a later manifest carries every partition's cursor), publishing that manifest first."""
         await self.generations.retire()
         manifest = await self._executors.in_control(self.coordinator.latest_manifest)
-        seen = self.epochs.latest_committed_epoch
-        if seen and (manifest is None or manifest.epoch < seen):  # never go on from an older truth
-            raise RuntimeFailure(
-                f"the pipeline's control state went back (its latest manifest is "
-                f"{'gone' if manifest is None else f'epoch {manifest.epoch}'}, this node saw epoch {seen} "
-                "committed): ZooKeeper lost or restored? start the node again: it reconciles with the lake")
-        if manifest is not None and manifest.epoch > seen:
+        self.epochs.check_not_behind(manifest)  # never go on from an older truth
+        if manifest is not None and manifest.epoch > self.epochs.latest_committed_epoch:
             await self.epochs.publish(manifest)
         await self.generations.start(self.assignment.registry, manifest)
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 
 from cluster.errors import ClusterError, UsageError
+from cluster.lake_settings import LakeTarget
+from cluster.lake_state import LakeState, read_lake_state
 from coordinator.config import CoordinatorConfig
 from coordinator.registry import AssignmentSnapshot
 from coordinator.routing import partitions_by_vnode
@@ -81,6 +83,8 @@ class PipelineStatus:
     round: Mapping[str, object] | None
     observed_at: float = 0.0
     manifest_written_at: float | None = None
+    #: the lake's account (``status --output``), None when it was not read
+    lake: LakeState | None = None
 
     @property
     def total_durable_lag(self) -> int:
@@ -105,6 +109,7 @@ class PipelineStatus:
             "round": dict(self.round) if self.round else None,
             "observed_at": self.observed_at,
             "manifest_written_at": self.manifest_written_at,
+            "lake": None if self.lake is None else self.lake.to_json(),
         }
 
     def table(self) -> str:
@@ -126,6 +131,8 @@ class PipelineStatus:
             lines.append(f"{p.partition:<24} {p.owner:>5} {p.vnode:>5} {durable:>10} {p.high_watermark:>10} {lag:>8}")
         lines.append("")
         lines.append(f"round: {json.dumps(dict(self.round)) if self.round else 'none running'}")
+        if self.lake is not None:
+            lines.append(self.lake.line())
         return "\n".join(lines)
 
 
@@ -261,7 +268,7 @@ class ControlView:
 
 
 def read_control(hosts: str, pipeline: str, timeout: float, root: str,
-                 credentials: ZkCredentials | None = None) -> ControlView:
+                 credentials: ZkCredentials | None = None, *, absent_ok: bool = False) -> ControlView:
     """Read the pipeline under ``<root>/<pipeline>`` (the layout of :mod:`coordinator.layout`);
     manifests through the checked chunk codec (a truncated or mismatching chunk set is an error).
     ``credentials``: the pipeline's ZooKeeper digest identity (its subtree is unreadable without)."""
@@ -289,6 +296,8 @@ def read_control(hosts: str, pipeline: str, timeout: float, root: str,
 
     try:
         if client.exists(base) is None:
+            if absent_ok:  # the lake is read too: it says where a node starting now resumes
+                return ControlView((), None, None, None, None)
             raise UsageError(f"pipeline {pipeline!r} does not exist in ZooKeeper at {hosts} (under {root})")
         members = []
         for name in client.get_children(path(layout.MEMBERS)) if client.exists(path(layout.MEMBERS)) else []:
@@ -352,6 +361,7 @@ def collect_status(
     credentials: ZkCredentials | None = None,
     timeout: float = 10.0,
     root: str = DEFAULT_ROOT,
+    lake: LakeTarget | None = None,
 ) -> PipelineStatus:
     """Read everything the view needs; :class:`UsageError` (one line, no secret) when a server does
     not answer or denies access, the topic or the pipeline does not exist, or a record is malformed.
@@ -359,6 +369,7 @@ def collect_status(
     ``kafka``: the shared Kafka client configuration; ``bootstrap`` is accepted instead (a
     :class:`KafkaClientConfig`, or a bare bootstrap string for plain brokers). ``credentials``: the
     pipeline's ZooKeeper identity. ``root``: the ZooKeeper root the pipeline lives under (a chroot in ``zk`` applies first).
+    ``lake``: also read the lake's account and compare it with the control state's (:mod:`cluster.lake_state`).
     """
     if kafka is None and isinstance(bootstrap, KafkaClientConfig):
         kafka = bootstrap
@@ -369,15 +380,19 @@ def collect_status(
     observed_at = time.time()
     highs = high_watermarks(kafka, topics, timeout)
     if zk:
-        view = read_control(zk, pipeline, timeout, root, credentials)
+        view = read_control(zk, pipeline, timeout, root, credentials, absent_ok=lake is not None)
     else:
         assert state_dir is not None
         view = _read_state_dir(state_dir)
-    return build_status(
+    status = build_status(
         pipeline=pipeline, source_identity=source_identity, members=view.members, leader=view.leader,
         snapshot=view.snapshot or AssignmentSnapshot.initial(), manifest=view.manifest, high_watermarks=highs,
         round_info=view.round_info, observed_at=observed_at, manifest_written_at=view.manifest_written_at,
     )
+    if lake is None:
+        return status
+    state = read_lake_state(lake, sorted({t for t, _ in highs}), source_identity, view.manifest, control_read=True)
+    return replace(status, lake=state)
 
 
 def _read_state_dir(state_dir: str) -> ControlView:
