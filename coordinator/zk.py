@@ -107,6 +107,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._leadership: Leadership | None = None
         self._rejection_watches: set[int] = set()  # epochs whose rejected/ folder is watched
         self._connected = False
+        self._connect_lock = threading.Lock()
         self._dispatcher.on_observed = self._watch_rejections
 
     # ---- properties ---------------------------------------------------------------------------------
@@ -128,7 +129,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
 
     def connect(self, timeout: float = 30.0) -> None:
         """Open the session and make sure the pipeline's subtree exists (see Coordinator.connect)."""
-        with self._lock:
+        with self._connect_lock:  # not self._lock: kazoo's session callback takes that one
             if self._connected:
                 return
             try:
@@ -167,7 +168,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
 
     def stop(self) -> None:
         if not self._claim_stop():
-            with self._lock:  # connected only (reconciling), never joined: close the session
+            with self._connect_lock:  # connected only (reconciling), never joined: close the session
                 close, self._connected = self._connected and not self._started, False
             if close:  # outside the lock: kazoo's session callback takes it while the client stops
                 self._client.stop()
