@@ -20,11 +20,13 @@ One run per seed (:func:`run_seed`):
 
 A run's directory (node logs, ``events.log``, ``plan.json``, ``result.json``) is removed when the run
 is OK and kept (its path printed) otherwise, or when a node exited by itself in a run without output
-faults (not an exactly-once violation, but worth reading). The command (`laminar-kafka chaos`, in :mod:`cluster.cli_dev`) exits 0 only when
-every run ended exact and caught up.
+faults and no state fault explains the exit (not an exactly-once violation, but worth reading). The
+command (`laminar-kafka chaos`, in :mod:`cluster.cli_dev`) exits 0 only when every run ended exact and
+caught up.
 
 Modules: ``chaos_plan`` (the pure schedule), ``chaos_faults`` (the registry; kinds in
-``chaos_faults_nodes`` and ``chaos_faults_infra``, shared types in ``chaos_fault_api``),
+``chaos_faults_nodes``, ``chaos_faults_infra`` and ``chaos_faults_state``, shared types in
+``chaos_fault_api``),
 ``chaos_nodes`` (processes, supervision), ``chaos_producer``, ``chaos_cluster`` (probe, session
 expiry, output mount), ``chaos_monitor`` (stack reuse, recovery), ``chaos_report`` (results, table),
 ``chaos_evidence`` (first evidence of a violation); the command is in ``cluster/cli_dev.py``.
@@ -325,7 +327,8 @@ def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, tok
         producer.start()
         topic_arg = f"re:{run.prefix}\\..*" if plan.pattern else first
         network = _network_factory(run, stack) if plan.network else None
-        nodes = NodeSet(_node_flags(run, stack, output, topic_arg), directory / "logs", network)
+        node_argv = _node_flags(run, stack, output, topic_arg)
+        nodes = NodeSet(node_argv, directory / "logs", network)
         for _ in range(config.node_count):
             nodes.start()
         probe = ClusterProbe(stack.bootstrap, stack.zk_hosts, run.prefix)
@@ -335,7 +338,9 @@ def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, tok
         ctx = FaultContext(stack=stack, nodes=nodes, probe=probe, producer=producer, topics=run.topics, output=mount,
                            session_timeout_s=config.session_timeout_ms / 1000.0,
                            checkpoint_interval_s=config.checkpoint_interval_ms / 1000.0, source_identity="kafka",
-                           rng=random.Random(f"targets/{seed}"), note=run.note, wait_until=run.wait_until)
+                           rng=random.Random(f"targets/{seed}"), note=run.note, wait_until=run.wait_until,
+                           pipeline=run.prefix, output_dir=output, run_dir=directory,
+                           table_format=config.table_format.value, node_argv=node_argv)
         run.phase_start = time.monotonic()
         for event in plan.events:
             fault = _apply(run, ctx, monitor, event)
@@ -390,7 +395,8 @@ def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, tok
         if mount is not None:
             mount.unmount(save_to=None if result.ok else directory / "output-saved")
         (directory / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
-        unexplained_exits = not plan.output_mount and any(e["while"] == "running" for e in result.node_exits)
+        unexplained_exits = not plan.output_mount and any(e["while"] == "running" and not e.get("explained")
+                                                          for e in result.node_exits)
         if result.ok and not config.keep and not unexplained_exits:
             shutil.rmtree(directory, ignore_errors=True)
         else:
@@ -426,7 +432,9 @@ def run_campaign(config: CampaignConfig, say: Callable[[str], None] | None = Non
                 say(f"seed {seed}:   evidence: {line}")
             for exit_ in result.node_exits[:3]:
                 how = "by itself" if exit_["while"] == "running" else "after SIGTERM (planned leave)"
-                if any(kind.startswith("output-") for kind in result.kinds):
+                if exit_.get("explained"):
+                    how += f" (as {exit_['explained']} makes it)"
+                elif any(kind.startswith("output-") for kind in result.kinds):
                     how += " (an output fault was injected)"
                 say(f"seed {seed}:   node {exit_['node']} exited {how} with code {exit_['code']} at "
                     f"+{exit_['at_s']}s: {exit_['last_line']}")

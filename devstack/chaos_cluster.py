@@ -18,6 +18,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -50,20 +51,40 @@ class ClusterProbe:
     a server does not answer (the caller polls again)."""
 
     def __init__(self, bootstrap: str, zk_hosts: str, pipeline: str, source_identity: str = "kafka") -> None:
+        self._base = f"/laminar/{pipeline}"
+        self._source = source_identity
+        self._hosts = zk_hosts
+        self._zk = self._connect()
+        self._consumer = make_consumer(client_config(bootstrap), "laminar-chaos-probe", {"log_level": 0})
+        self._lock = threading.Lock()
+        self._manifest_key: tuple[int, int] = (-1, -1)
+        self._cursors: dict[TPKey, int] = {}
+
+    @property
+    def base(self) -> str:
+        """The pipeline's ZooKeeper subtree (``/laminar/<pipeline>``)."""
+        return self._base
+
+    def _connect(self) -> Any:
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
 
-        self._base = f"/laminar/{pipeline}"
-        self._source = source_identity
         quiet = logging.getLogger(f"{__name__}.kazoo")
         quiet.setLevel(logging.CRITICAL)
-        self._zk = KazooClient(hosts=zk_hosts, timeout=10.0, logger=quiet,
-                               connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=1.5, max_delay=1.0))
-        self._zk.start(timeout=30)
-        self._consumer = make_consumer(client_config(bootstrap), "laminar-chaos-probe", {"log_level": 0})
-        self._lock = threading.Lock()
-        self._manifest_epoch = -1
-        self._cursors: dict[TPKey, int] = {}
+        client = KazooClient(hosts=self._hosts, timeout=10.0, logger=quiet,
+                             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=1.5, max_delay=1.0))
+        client.start(timeout=30)
+        return client
+
+    def reconnect(self) -> None:
+        """A new ZooKeeper session, for a server whose data was replaced or restored: it refuses a
+        client that saw a newer transaction than it has (kazoo would retry forever)."""
+        old, self._zk = self._zk, self._connect()
+        with self._lock:
+            self._manifest_key, self._cursors = (-1, -1), {}
+        with contextlib.suppress(Exception):
+            old.stop()
+            old.close()
 
     def control(self) -> ControlState | None:
         try:
@@ -93,19 +114,24 @@ class ClusterProbe:
         control = self.control()
         if control is None:
             return None
+        path = f"{self._base}/checkpoints/{epoch_name(control.last_epoch)}"
+        try:  # the manifest's creation zxid tells a manifest rewritten under the same epoch apart
+            stat = self._zk.exists(path) if control.last_epoch else None
+        except Exception:  # noqa: BLE001 - ZooKeeper away: poll again
+            return None
+        key = (control.last_epoch, stat.czxid if stat is not None else 0)
         with self._lock:
-            if control.last_epoch == self._manifest_epoch:
+            if key == self._manifest_key:
                 return dict(self._cursors)
         manifest = None
         if control.last_epoch:
-            path = f"{self._base}/checkpoints/{epoch_name(control.last_epoch)}"
             try:  # a chunked manifest is reassembled and checked by the coordinator's reader
                 manifest = Manifest.from_json(read_value(self._zk, path, self._zk.get(path)[0], 10.0))
             except Exception:  # noqa: BLE001 - garbage-collected meanwhile, ZooKeeper away: poll again
                 return None
         cursors = dict(manifest.cursors.get(self._source, {})) if manifest is not None else {}
         with self._lock:
-            self._manifest_epoch, self._cursors = control.last_epoch, {k: int(v) for k, v in cursors.items()}
+            self._manifest_key, self._cursors = key, {k: int(v) for k, v in cursors.items()}
             return dict(self._cursors)
 
     def leader(self) -> int | None:

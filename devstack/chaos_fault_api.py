@@ -1,18 +1,19 @@
 """What a chaos fault sees and returns: :class:`FaultContext`, :class:`Injection`, the
 :class:`Fault` base class, and the resolution of node roles (a random node, the leader).
 
-The kinds themselves are in :mod:`devstack.chaos_faults_nodes` (processes and sessions) and
-:mod:`devstack.chaos_faults_infra` (topics, servers, network, producer, output); the registry is
-:data:`devstack.chaos_faults.FAULTS`.
+The kinds themselves are in :mod:`devstack.chaos_faults_nodes` (processes and sessions),
+:mod:`devstack.chaos_faults_infra` (topics, servers, network, producer, output) and
+:mod:`devstack.chaos_faults_state` (lost, replaced or old control state, a rolled-back lake, a
+misconfigured node); the registry is :data:`devstack.chaos_faults.FAULTS`.
 """
 from __future__ import annotations
 
 import abc
-
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from devstack.chaos_cluster import ChaosError, ClusterProbe, OutputMount
 from devstack.chaos_nodes import NodeSet
@@ -21,7 +22,6 @@ from devstack.chaos_producer import ChaosProducer
 from devstack.stack import DevStack
 
 __all__ = ["Fault", "FaultContext", "Injection", "TopicBook", "kill_node", "resolve_node", "restart_heal"]
-
 
 
 @dataclass
@@ -55,6 +55,13 @@ class FaultContext:
     rng: random.Random
     note: Callable[[str], None]
     wait_until: Callable[[Callable[[], bool], float, str], float]
+    #: the run's pipeline name, output directory, directory (logs, copies) and table format
+    pipeline: str = ""
+    output_dir: Path | None = None
+    run_dir: Path | None = None
+    table_format: str = "parquet"
+    #: a node's argv by node id (the flags every node of the run gets)
+    node_argv: Callable[[int], list[str]] | None = None
 
     def highs(self) -> dict[str, int]:
         """High watermarks of every partition of the run now (taken just before a fault hits: the

@@ -8,9 +8,10 @@ for the report, and partitions that appeared because of the fault (their first r
 durable before the fault counts as recovered). Every wait is bounded and polls; nothing sleeps
 longer than the event asks for.
 
-The kinds live in :mod:`devstack.chaos_faults_nodes` (processes and sessions) and
-:mod:`devstack.chaos_faults_infra` (topics, servers, network, producer, output); what they share in
-:mod:`devstack.chaos_fault_api`.
+The kinds live in :mod:`devstack.chaos_faults_nodes` (processes and sessions),
+:mod:`devstack.chaos_faults_infra` (topics, servers, network, producer, output) and
+:mod:`devstack.chaos_faults_state` (control state lost, replaced or rolled back, the lake rolled back,
+a misconfigured node); what they share in :mod:`devstack.chaos_fault_api`.
 """
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from devstack.chaos_faults_infra import (
     AbortBurst, AddPartitions, BrokerKill, NetworkCut, NewTopic, OutputFault, SlowLinks, ZooKeeperKill,
 )
 from devstack.chaos_faults_nodes import Churn, Join, LeaderKill, Leave, NodeKill, RoundKill, SessionExpiry, Zombie
+from devstack.chaos_faults_state import (
+    LakeRollback, MisconfiguredNode, ZooKeeperReplaced, ZooKeeperRollback, ZooKeeperSubtreeLost,
+)
 from devstack.chaos_plan import KINDS
 
 __all__ = ["FAULTS", "Fault", "FaultContext", "Injection", "TopicBook"]
@@ -29,6 +33,7 @@ FAULTS: dict[str, Fault] = {f.kind: f for f in (
     Churn(), SessionExpiry(), AddPartitions(), NewTopic(), BrokerKill(), ZooKeeperKill("zk-kill"),
     ZooKeeperKill("zk-quorum-loss"), NetworkCut("net-zk", "zookeeper"), NetworkCut("net-kafka", "kafka"),
     SlowLinks(), AbortBurst(), OutputFault("output-readonly"), OutputFault("output-full"),
+    ZooKeeperSubtreeLost(), ZooKeeperReplaced(), ZooKeeperRollback(), LakeRollback(), MisconfiguredNode(),
 )}
 
 if set(FAULTS) != set(KINDS):  # pragma: no cover - a programming error, caught by the unit tests

@@ -17,7 +17,7 @@ from typing import Any
 from devstack.chaos_cluster import ChaosError
 from devstack.processes import NodeProcess
 
-__all__ = ["NodeSet", "NodeSlot"]
+__all__ = ["ExpectedExit", "NodeSet", "NodeSlot"]
 
 
 @dataclass
@@ -25,9 +25,10 @@ class NodeSlot:
     """A node id of the run: its process (restarts reuse the slot, the log and the namespace).
 
     ``state``: ``running`` | ``paused`` | ``leaving`` (SIGTERMed) | ``left`` | ``killed`` | ``failed``
-    (restarted too often) | ``stopped``.
+    (restarted too often) | ``held`` (stopped by a fault that starts it again) | ``stopped``.
     ``exits``: unexpected exits (the supervisor's record): (seconds since the node set started, code,
-    last log line, ``running`` or ``leaving``: a planned leave that did not exit 0).
+    last log line, ``running`` or ``leaving``: a planned leave that did not exit 0, and the fault
+    kind that explains the exit or '').
     """
 
     node_id: int
@@ -35,8 +36,20 @@ class NodeSlot:
     network: Any | None = None
     state: str = "running"
     starts: int = 1
-    exits: list[tuple[float, int | None, str, str]] = field(default_factory=list)
+    exits: list[tuple[float, int | None, str, str, str]] = field(default_factory=list)
     restart_at: float | None = None
+
+
+@dataclass(frozen=True)
+class ExpectedExit:
+    """Exits a fault causes by design (:meth:`NodeSet.expect_exits`): a running node exiting with
+    ``code`` and a last log line containing ``marker`` before ``until`` (monotonic) is explained by
+    ``kind``; the supervisor restarts it as usual."""
+
+    kind: str
+    code: int
+    marker: str
+    until: float
 
 
 class NodeSet:
@@ -54,6 +67,7 @@ class NodeSet:
         self.slots: dict[int, NodeSlot] = {}
         self._started = time.monotonic()
         self._next_id = 1
+        self._expected: list[ExpectedExit] = []
 
     def new_id(self) -> int:
         with self._lock:
@@ -159,12 +173,14 @@ class NodeSet:
                 if slot.state == "leaving" and code is not None:
                     slot.state = "left"
                     if code != 0:  # -15: SIGTERMed before the node installed its handler (still starting)
-                        slot.exits.append((now - self._started, code, _last_line(slot.process), "leaving"))
+                        slot.exits.append((now - self._started, code, _last_line(slot.process), "leaving", ""))
                         notes.append(f"node {slot.node_id}: planned leave exited with code {code}")
                 elif slot.state == "running" and code is not None and slot.restart_at is None:
-                    slot.exits.append((now - self._started, code, _last_line(slot.process), "running"))
-                    notes.append(f"node {slot.node_id} exited unexpectedly with code {code}: "
-                                 f"{_last_line(slot.process)}")
+                    line = _last_line(slot.process)
+                    explained = self._explained(now, code, line)
+                    slot.exits.append((now - self._started, code, line, "running", explained))
+                    how = f"as {explained} makes it" if explained else "unexpectedly"
+                    notes.append(f"node {slot.node_id} exited {how} with code {code}: {line}")
                     if len(slot.exits) <= self.MAX_RESTARTS:  # back off: 1, 2, 4, 8, 10, 10... s
                         slot.restart_at = now + min(10.0, 2.0 ** (len(slot.exits) - 1))
                     else:
@@ -173,6 +189,44 @@ class NodeSet:
                 elif slot.state == "running" and slot.restart_at is not None and now >= slot.restart_at:
                     self.slots[slot.node_id] = self._spawn(slot, slot.node_id)
         return notes
+
+    def expect_exits(self, kind: str, code: int, marker: str, within_s: float) -> None:
+        """Exits of running nodes with ``code`` and ``marker`` in their last log line during the next
+        ``within_s`` seconds are caused by fault ``kind`` by design (see :class:`ExpectedExit`)."""
+        with self._lock:
+            self._expected.append(ExpectedExit(kind, code, marker, time.monotonic() + within_s))
+
+    def _explained(self, now: float, code: int, line: str) -> str:
+        for expected in self._expected:
+            if now <= expected.until and code == expected.code and expected.marker in line:
+                return expected.kind
+        return ""
+
+    def stop_running(self, timeout: float = 60.0) -> dict[int, int | None]:
+        """SIGTERM every running (or paused) node, and cancel the restart of one that waits for it;
+        wait for their exits (SIGKILL after ``timeout``); leave them ``held`` (the supervisor does not
+        restart them: :meth:`start` does). Returns node id -> exit code (None: not running then)."""
+        with self._lock:
+            slots = [s for s in self.slots.values() if s.state in ("running", "paused")]
+            waiting = [s for s in slots if s.process.alive()]
+            for slot in slots:
+                slot.state, slot.restart_at = ("leaving" if slot in waiting else "held"), None
+            for slot in waiting:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(slot.process.pid, signal.SIGCONT)
+                slot.process.terminate()
+        codes: dict[int, int | None] = {s.node_id: None for s in slots}
+        deadline = time.monotonic() + timeout
+        for slot in waiting:
+            try:
+                codes[slot.node_id] = slot.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                slot.process.kill()
+                codes[slot.node_id] = slot.process.wait(10)
+        with self._lock:
+            for slot in slots:
+                slot.state = "held"
+        return codes
 
     def crash_looping(self, exits: int = 3) -> str | None:
         """A line naming a node that exited by itself at least ``exits`` times, or None."""
@@ -184,8 +238,9 @@ class NodeSet:
 
     def unexpected_exits(self) -> list[dict[str, object]]:
         with self._lock:
-            return [{"node": s.node_id, "at_s": round(at, 1), "code": code, "last_line": line, "while": state}
-                    for s in self.slots.values() for at, code, line, state in s.exits]
+            return [{"node": s.node_id, "at_s": round(at, 1), "code": code, "last_line": line, "while": state,
+                     "explained": explained}
+                    for s in self.slots.values() for at, code, line, state, explained in s.exits]
 
     def stop_all(self) -> None:
         """SIGKILL every node (the audit is done; a graceful leave would only cost time), close

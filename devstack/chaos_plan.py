@@ -5,9 +5,11 @@ kinds of the run and a deterministic, time-ordered tuple of :class:`FaultEvent`.
 always give the same plan (the random generator is seeded from the seed alone, with a string seed,
 so the plan does not depend on ``PYTHONHASHSEED`` or on the Python process).
 
-Which kinds a seed draws: seed ``s`` takes ``kinds_per_run`` *primary* kinds round-robin
-(``kinds[(s * kinds_per_run + j) % len(kinds)]``), so any ``ceil(len(kinds) / kinds_per_run)``
-consecutive seeds draw every kind; then up to ``max_extras`` random *extra* kinds that need no
+Which kinds a seed draws: seed ``s`` takes ``n`` *primary* kinds round-robin
+(``kinds[(s * n + j) % len(kinds)]``), so any ``ceil(len(kinds) / n)`` consecutive seeds draw every
+kind. ``n`` is ``kinds_per_run``, raised to ``ceil(len(kinds) / EVERY_KIND_WITHIN)`` when that is
+more, so that any :data:`EVERY_KIND_WITHIN` (20) consecutive seeds draw every kind however many
+kinds there are (with the 25 kinds, ``n`` is 2 and any 13 consecutive seeds draw them all); then up to ``max_extras`` random *extra* kinds that need no
 heavier stack than the primaries already do (a 3-broker Kafka, a 3-server ensemble and network
 namespaces are only paid for when a primary asks for them); then, while the schedule is shorter than
 ``duration_s``, repeats of the run's kinds (at most ``MAX_EVENTS`` events in all).
@@ -35,8 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
-    "FaultEvent", "KINDS", "KindSpec", "MAX_EVENTS", "MIN_GAP_S", "MIN_LIVE", "RunPlan", "SPECS",
-    "live_counts", "parse_kinds", "plan_faults", "plan_run",
+    "EVERY_KIND_WITHIN", "FaultEvent", "KINDS", "KindSpec", "MAX_EVENTS", "MIN_GAP_S", "MIN_LIVE",
+    "MISCONFIGURED_SETTINGS", "RunPlan", "SPECS", "live_counts", "parse_kinds", "plan_faults", "plan_run",
+    "primaries_per_run",
 ]
 
 #: at least this many seconds between one event's budget end and the next event's start
@@ -45,6 +48,8 @@ MIN_GAP_S = 1.0
 MIN_LIVE = 2
 #: events of one run, at most
 MAX_EVENTS = 8
+#: any this many consecutive seeds draw every kind as a primary (``make chaos SEEDS=20``)
+EVERY_KIND_WITHIN = 20
 
 Param = tuple[str, object]
 
@@ -96,7 +101,20 @@ _SPEC_LIST = (
     KindSpec("transactions", "a burst of aborted transactions from a transactional producer", 4.0, transactional=True),
     KindSpec("output-readonly", "the output directory becomes read-only, then writable again", 8.0, output_mount=True),
     KindSpec("output-full", "the output file system becomes full, then has room again", 8.0, output_mount=True),
+    # State faults (DESIGN 14.4): the control state lost, replaced or old, the lake behind it, a node
+    # that disagrees with the pipeline's pinned settings (devstack.chaos_faults_state)
+    KindSpec("zk-subtree-lost", "delete the pipeline's ZooKeeper subtree while the nodes run, or while all are stopped",
+             20.0),
+    KindSpec("zk-ensemble-replaced", "replace ZooKeeper by a fresh, empty one at the same address while the nodes run",
+             20.0),
+    KindSpec("zk-rollback", "restore ZooKeeper's data from a copy taken some epochs earlier (nodes stopped)", 24.0),
+    KindSpec("lake-rollback", "delete the last epochs' published files (and half the time their records), "
+             "nodes stopped", 20.0),
+    KindSpec("misconfigured-node", "start a node with one pipeline-defining setting changed (exit 2, one line)", 4.0),
 )
+
+#: ``misconfigured-node``: the settings it changes (the fault picks the value: see chaos_faults_state)
+MISCONFIGURED_SETTINGS = ("vnode-count", "format", "partition-by", "source-identity", "output")
 
 #: every kind, by name
 SPECS: Mapping[str, KindSpec] = {spec.name: spec for spec in _SPEC_LIST}
@@ -323,11 +341,28 @@ def _event(kind: str, rng: random.Random, members: _Membership, session_timeout_
         return "output", [], _round(rng.uniform(2.0, 8.0))
     if kind == "output-full":
         return "output", [], _round(rng.uniform(2.0, 8.0))
+    if kind == "zk-subtree-lost":
+        return "zk:subtree", [("while", rng.choice(["running", "stopped"]))], 0.0
+    if kind == "zk-ensemble-replaced":
+        return "zk:all", [("down_s", _round(rng.uniform(0.5, 3.0)))], 0.0
+    if kind == "zk-rollback":
+        return "zk:all", [("epochs", rng.randint(2, 6))], 0.0
+    if kind == "lake-rollback":
+        return "output", [("epochs", rng.randint(1, 2)), ("records", rng.random() < 0.5)], 0.0
+    if kind == "misconfigured-node":
+        return "node:new", [("setting", rng.choice(MISCONFIGURED_SETTINGS))], 0.0
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
+def primaries_per_run(kinds_per_run: int, kind_count: int) -> int:
+    """How many primary kinds a run takes: ``kinds_per_run``, at least enough for every kind to be
+    drawn within :data:`EVERY_KIND_WITHIN` consecutive seeds, at most every kind."""
+    floor = -(-kind_count // EVERY_KIND_WITHIN)
+    return min(max(1, kinds_per_run, floor), kind_count)
+
+
 def _primaries(seed: int, kinds: Sequence[str], kinds_per_run: int) -> list[str]:
-    count = min(max(1, kinds_per_run), len(kinds))
+    count = primaries_per_run(kinds_per_run, len(kinds))
     return list(dict.fromkeys(kinds[(seed * count + j) % len(kinds)] for j in range(count)))
 
 

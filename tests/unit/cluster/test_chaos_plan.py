@@ -11,11 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from devstack.chaos_plan import (
-    KINDS, MAX_EVENTS, MIN_GAP_S, MIN_LIVE, SPECS, FaultEvent, live_counts, parse_kinds, plan_faults, plan_run,
+    EVERY_KIND_WITHIN, KINDS, MAX_EVENTS, MIN_GAP_S, MIN_LIVE, MISCONFIGURED_SETTINGS, SPECS, FaultEvent,
+    live_counts, parse_kinds, plan_faults, plan_run, primaries_per_run,
 )
 from devstack.chaos_report import FaultResult, RunResult, campaign_json, format_table, summarize
 
 _NODE_TARGETS = {"node:any", "node:leader", "node:donor", "node:recipient", "node:new", "node:all", "nodes"}
+#: the state faults (DESIGN 14.4), devstack.chaos_faults_state
+STATE_KINDS = ("zk-subtree-lost", "zk-ensemble-replaced", "zk-rollback", "lake-rollback", "misconfigured-node")
 
 
 def test_same_arguments_same_plan() -> None:
@@ -29,10 +32,66 @@ def test_different_seeds_differ() -> None:
 
 
 def test_twenty_consecutive_seeds_draw_every_kind() -> None:
-    assert len(KINDS) <= 20
-    for start in (0, 1, 7, 100):
-        drawn = {e.kind for seed in range(start, start + 20) for e in plan_run(seed, 40.0).events}
+    """`make chaos SEEDS=20` (kinds_per_run 1, the CLI's default) draws every kind as a primary: with
+    more kinds than seeds, a run takes ceil(kinds / 20) primaries."""
+    assert EVERY_KIND_WITHIN == 20 and len(KINDS) == 25 and set(STATE_KINDS) <= set(KINDS)
+    assert primaries_per_run(1, len(KINDS)) == 2
+    for start in (0, 1, 7, 13, 100):
+        plans = [plan_run(seed, 40.0) for seed in range(start, start + 20)]
+        primaries = {k for p in plans for k in p.kinds[:2]}
+        assert primaries == set(KINDS), set(KINDS) - primaries
+        drawn = {e.kind for p in plans for e in p.events}
         assert drawn == set(KINDS), set(KINDS) - drawn
+
+
+def test_primaries_per_run_floor() -> None:
+    assert primaries_per_run(1, 20) == 1 and primaries_per_run(1, 21) == 2 and primaries_per_run(1, 41) == 3
+    assert primaries_per_run(3, 25) == 3, "kinds_per_run above the floor is kept"
+    assert primaries_per_run(0, 5) == 1 and primaries_per_run(9, 5) == 5
+    # every kind within ceil(kinds / per_run) <= 20 consecutive seeds, for any kind count
+    for count in (1, 5, 20, 21, 25):
+        names = KINDS[:count]
+        per_run = primaries_per_run(1, len(names))
+        window = -(-len(names) // per_run)
+        assert window <= EVERY_KIND_WITHIN
+        for start in (0, 3):
+            seen = {k for s in range(start, start + window) for k in plan_run(s, 10.0, names, max_extras=0).kinds}
+            assert seen == set(names)
+
+
+def test_state_kinds_params_and_targets() -> None:
+    """Each state kind is planned with its seeded parameters; both variants of the binary ones occur."""
+    seen: dict[str, set[object]] = {k: set() for k in STATE_KINDS}
+    for seed in range(80):
+        for event in plan_run(seed, 60.0, STATE_KINDS, max_extras=0).events:
+            assert event.hold_s == 0.0, "a state fault runs its whole procedure at injection"
+            if event.kind == "zk-subtree-lost":
+                assert event.target == "zk:subtree"
+                seen[event.kind].add(event.param("while"))
+            elif event.kind == "zk-ensemble-replaced":
+                assert event.target == "zk:all" and 0.5 <= event.number("down_s") <= 3.0
+                seen[event.kind].add(True)
+            elif event.kind == "zk-rollback":
+                assert event.target == "zk:all" and 2 <= event.number("epochs") <= 6
+                seen[event.kind].add(int(event.number("epochs")))
+            elif event.kind == "lake-rollback":
+                assert event.target == "output" and event.number("epochs") in (1, 2)
+                seen[event.kind].add(event.flag("records"))
+            else:
+                assert event.target == "node:new" and event.param("setting") in MISCONFIGURED_SETTINGS
+                seen[event.kind].add(event.param("setting"))
+    assert seen["zk-subtree-lost"] == {"running", "stopped"}
+    assert seen["lake-rollback"] == {True, False}, "records are deleted in about half the events"
+    assert seen["misconfigured-node"] == set(MISCONFIGURED_SETTINGS)
+    assert len(seen["zk-rollback"]) > 1 and seen["zk-ensemble-replaced"]
+
+
+def test_state_kinds_need_the_plain_stack_and_keep_membership() -> None:
+    for kind in STATE_KINDS:
+        plan = plan_run(0, 60.0, (kind,), max_extras=0)
+        assert (plan.brokers, plan.zk_servers, plan.network, plan.output_mount) == (1, 1, False, False)
+        assert not SPECS[kind].topology
+        assert live_counts(plan.events, 3) == [3] * len(plan.events)
 
 
 def test_every_requested_kind_is_drawn_round_robin() -> None:
@@ -44,11 +103,14 @@ def test_every_requested_kind_is_drawn_round_robin() -> None:
 
 
 def test_extras_never_need_a_heavier_stack_than_the_primaries() -> None:
+    per_run = primaries_per_run(1, len(KINDS))
     for seed in range(200):
         plan = plan_run(seed, 40.0)
-        primary = SPECS[KINDS[seed % len(KINDS)]]
-        assert plan.brokers == primary.brokers and plan.zk_servers == primary.zk_servers
-        assert plan.network == primary.network
+        primaries = [SPECS[KINDS[(seed * per_run + j) % len(KINDS)]] for j in range(per_run)]
+        assert list(plan.kinds[:per_run]) == [p.name for p in primaries]
+        assert plan.brokers == max(p.brokers for p in primaries)
+        assert plan.zk_servers == max(p.zk_servers for p in primaries)
+        assert plan.network == any(p.network for p in primaries)
 
 
 def test_stack_shape_follows_the_kinds() -> None:
@@ -116,7 +178,7 @@ def test_node_faults_only_in_node_roles_and_server_faults_name_servers() -> None
                 assert family == "zk"
             elif event.kind in ("add-partitions", "new-topic"):
                 assert family == "topic"
-            elif event.kind.startswith("output-"):
+            elif event.kind.startswith("output-") or event.kind == "lake-rollback":
                 assert event.target == "output"
             elif event.kind == "transactions":
                 assert event.target == "producer"
