@@ -312,6 +312,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         source.metrics.on_offsets_lost = metrics.offsets_lost.labels(metrics.node).inc
         return source
 
+    pins = PipelinePins.of(settings)
     return NodeRuntime(
         coordinator,
         sink,
@@ -322,7 +323,8 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         watermarks=WatermarkReader(settings.kafka_client()),
         resolve_start=resolve_start,
         # the pipeline's settings first: a node that disagrees stops before the schema pin samples
-        pin_settings=chain_pins(PipelinePins.of(settings), schema_pin),
+        pin_settings=chain_pins(pins, schema_pin),
+        check_settings=pins.check,
         lake=make_lake(settings, sink),
     )
 

@@ -150,6 +150,13 @@ class PipelinePins:
     def of(cls, settings: NodeSettings) -> PipelinePins:
         return cls(settings.pipeline, pipeline_values(settings))
 
+    def check(self, coordinator: Coordinator) -> None:
+        """Blocking, read-only: refuse on a mismatch with what is pinned (nothing pinned: no
+        mismatch). Runs before the node reconciles the control state with the lake, so a node
+        pointed at another output (an empty lake) never reseeds the pipeline's control state."""
+        stored = {setting: coordinator.pin_setting(pin_name(setting), None) for setting in self.values}
+        self._check(compare(self.values, stored))
+
     def __call__(self, coordinator: Coordinator) -> None:
         """Blocking: read every pin; refuse on a mismatch (nothing written); pin the absent ones
         create-once, and refuse if another node won one of them with another value."""

@@ -94,14 +94,17 @@ class NodeRuntime:
         resolve_start: Callable[[], dict[str, int]] | None = None,
         pin_settings: Callable[[Coordinator], None] | None = None,
         lake: LakeOutput | None = None,
+        check_settings: Callable[[Coordinator], None] | None = None,
     ) -> None:
         """``topology`` reads the selected topics now (blocking; it may raise, transient failures
         are retried at the next interval); ``resolve_start`` resolves the configured start position
         to ``"topic:partition" -> offset`` once, for the initial manifest (None: the source's own
         Initial position, for tests without a broker); ``pin_settings`` (blocking) pins pipeline-wide
         settings once the coordinator started (TopologyFollower.pin_start); ``lake``: where epochs
-        are published (default: the sink's Parquet tree)."""
+        are published (default: the sink's Parquet tree); ``check_settings`` (blocking) compares this
+        node's settings with the pinned ones before it reconciles with the lake."""
         self.coordinator = coordinator
+        self._check_settings = check_settings
         self.sink = sink
         self.options = options
         self.metrics = metrics or NodeMetrics(options.node_id)
@@ -178,7 +181,7 @@ class NodeRuntime:
         self.coordinator.subscribe(self._inbox.deliver)
         try:
             await self._executors.in_control(self.coordinator.connect, self.options.start_timeout_s)
-            await reconcile_before_join(self._context, topology, self.epochs.publish_now)
+            await reconcile_before_join(self._context, topology, self.epochs.publish_now, self._check_settings)
             await self._executors.in_control(self.coordinator.start, self.options.start_timeout_s)
             await self.topology.adopt(topology, first=True)
             await self.topology.pin_start()
