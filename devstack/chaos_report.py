@@ -133,13 +133,14 @@ def _recovery_text(row: KindRow, timeout_s: float | None) -> str:
 
 def format_table(rows: Sequence[KindRow], recovery_timeout_s: float | None = None) -> str:
     """The per-kind table: runs, faults, records, missing, duplicated, failed runs, worst recovery."""
-    header = f"{'kind':<16} {'runs':>4} {'faults':>6} {'records':>9} {'missing':>7} {'duplicated':>10} " \
+    width = max([16, *(len(row.kind) for row in rows)])
+    header = f"{'kind':<{width}} {'runs':>4} {'faults':>6} {'records':>9} {'missing':>7} {'duplicated':>10} " \
              f"{'failed':>6}  {'worst recovery s':<16}"
     lines = [header, "-" * len(header)]
     for row in rows:
         if row.kind == "all":
             lines.append("-" * len(header))
-        lines.append(f"{row.kind:<16} {row.runs:>4} {row.faults:>6} {row.records:>9} {row.missing:>7} "
+        lines.append(f"{row.kind:<{width}} {row.runs:>4} {row.faults:>6} {row.records:>9} {row.missing:>7} "
                      f"{row.duplicated:>10} {row.failed:>6}  {_recovery_text(row, recovery_timeout_s):<16}".rstrip())
     return "\n".join(lines)
 

@@ -243,6 +243,15 @@ def test_format_table() -> None:
     assert len({len(lines[0]), len(lines[1])}) == 1
 
 
+def test_format_table_widens_for_long_kind_names() -> None:
+    runs = [_run(0, ("zk-ensemble-replaced", "node-kill"), [3.0, 4.5])]
+    lines = format_table(summarize(runs, KINDS)).splitlines()
+    assert lines[2].startswith("node-kill ") and lines[3].startswith("zk-ensemble-replaced ")
+    columns = {line.index(" 1 ") for line in lines[2:4]}
+    assert len(columns) == 1, "the counts stay in one column"
+    assert lines[0].index("runs") < min(columns) + 3
+
+
 def test_run_verdicts_and_json() -> None:
     good = _run(0, ("join",), [2.0])
     assert good.exact and good.ok
