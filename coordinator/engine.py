@@ -36,7 +36,13 @@ from coordinator.state import ControlState
 from coordinator.steps import Step, StepKind
 from coordinator.store import ControlStore, EpochGone, Leadership, require_manifest
 from coordinator.values import (
-    EpochAck, Manifest, RoundOutcome, check_initial_manifest, check_setting_name, check_topic_ids,
+    EpochAck,
+    Manifest,
+    RoundOutcome,
+    check_initial_manifest,
+    check_seed_manifest,
+    check_setting_name,
+    check_topic_ids,
 )
 
 logger = logging.getLogger(__name__)
@@ -368,14 +374,14 @@ class EngineCoordinator(Coordinator):
             pinned = self._store.pin_initial(manifest)
         except self._transient as exc:
             raise self._not_confirmed("initial manifest", exc) from exc
-        check_initial_manifest(pinned)
+        check_seed_manifest(pinned)  # the stored one may be a seed (the control state was reseeded)
         self._leader.kick()
         return pinned
 
     def rebase(self, seed: Manifest) -> None:
         """See Coordinator.rebase (the store's :meth:`~coordinator.store.ControlStore.reset`, with this
         node's leader loop paused)."""
-        check_initial_manifest(seed)
+        check_seed_manifest(seed)
         try:
             with self.pause_leader():
                 self._store.reset(seed)

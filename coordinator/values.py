@@ -44,6 +44,7 @@ __all__ = [
     "Manifest",
     "initial_manifest",
     "check_initial_manifest",
+    "check_seed_manifest",
     "check_topic_ids",
 ]
 
@@ -191,12 +192,21 @@ def initial_manifest(cursors: Cursors, assignment_version: int = 0) -> Manifest:
 
 
 def check_initial_manifest(manifest: Manifest) -> None:
-    """Raise CoordinatorError unless `manifest` is an initial manifest: no outputs, no acks, and epoch 0
-    (the pinned start) or, for a control state reseeded from the lake (`Coordinator.rebase`), the seed
-    epoch S after which the pipeline's epochs continue."""
+    """Raise CoordinatorError unless `manifest` is an initial manifest (epoch 0, no outputs, no acks)."""
+    if manifest.epoch != 0 or manifest.outputs or manifest.acked_by:
+        raise CoordinatorError(
+            f"an initial manifest has epoch 0, no outputs and no acks; got epoch {manifest.epoch}, "
+            f"{len(manifest.outputs)} outputs, {len(manifest.acked_by)} acks"
+        )
+
+
+def check_seed_manifest(manifest: Manifest) -> None:
+    """Raise CoordinatorError unless `manifest` can be the pinned manifest of a control state: an initial
+    manifest, or the seed of one reseeded from the lake (`Coordinator.rebase`): epoch S >= 0, after
+    which the pipeline's epochs continue, no outputs, no acks."""
     if manifest.outputs or manifest.acked_by:
         raise CoordinatorError(
-            f"an initial manifest has no outputs and no acks; got epoch {manifest.epoch}, "
+            f"a seed manifest has no outputs and no acks; got epoch {manifest.epoch}, "
             f"{len(manifest.outputs)} outputs, {len(manifest.acked_by)} acks"
         )
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cluster.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, Reconciliation, reconcile
 from coordinator.codec import Cursors
-from coordinator.values import Manifest, check_initial_manifest
+from coordinator.values import Manifest, check_seed_manifest
 
 P = "pipe"
 REWIND, FAIL = OnLakeBehind.REWIND, OnLakeBehind.FAIL
@@ -45,10 +45,10 @@ def decide(control_facts: ControlFacts | None, lake_facts: LakeFacts, topic_ids:
 
 
 def reseed(decision: Reconciliation) -> Manifest:
-    """The seed of a RESEED decision, checked to be a valid initial manifest."""
+    """The seed of a RESEED decision, checked to be a valid seed manifest."""
     assert decision.action is Action.RESEED, decision
     assert decision.seed is not None and decision.reason
-    check_initial_manifest(decision.seed)
+    check_seed_manifest(decision.seed)
     assert decision.seed.outputs == () and decision.seed.acked_by == () and decision.seed.assignment_version == 0
     return decision.seed
 
