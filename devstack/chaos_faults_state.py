@@ -9,9 +9,10 @@ behind the control state, and a node that disagrees with the pipeline's pinned s
 - ``zk-rollback``: a copy of ZooKeeper's data directory (the servers stopped for the copy), the
   pipeline runs some epochs, then every node is stopped, ZooKeeper stopped, the copy restored,
   ZooKeeper and the nodes started again (the control state is behind the lake: advance);
-- ``lake-rollback`` (Parquet tree): while every node is stopped, the published files of the last
-  epoch(s) with files are deleted, and in half the events their records too (the lake is behind the
-  control state: rewind, the rows land again);
+- ``lake-rollback``: while every node is stopped, the published files of the last epoch(s) with
+  files are deleted from the Parquet tree, and in half the events their records too (Iceberg: every
+  table rolled back to the snapshot before its last epoch commit(s)); the lake is behind the control
+  state: rewind, the rows land again;
 - ``misconfigured-node``: a node with a new id and one pipeline-defining setting changed must exit 2
   within :data:`MISCONFIGURED_BOUND_S` with exactly one line on stderr naming the setting (it runs
   with ``--log-level warning``, so a log line below WARNING is not counted; a warning or a
@@ -267,11 +268,19 @@ class LakeRollback(Fault):
         import pyarrow.parquet as pq
 
         output = ctx.output_dir
-        if output is None or ctx.table_format != "parquet":
-            raise ChaosError(f"{self.kind} rolls back a Parquet tree (this run lands into {ctx.table_format})")
+        if output is None or ctx.table_format not in ("parquet", "iceberg"):
+            raise ChaosError(f"{self.kind} needs the run's output (this run lands into {ctx.table_format})")
         wanted = int(event.number("epochs", 1))
         drop_records = event.flag("records")
         codes = _stop_nodes(ctx)
+        if ctx.table_format == "iceberg":
+            details = _rollback_iceberg(ctx, output, wanted)
+            ctx.note(f"iceberg tables rolled back: {details}")
+            details.update(control_epoch=_last_epoch(ctx), stop_codes=codes)
+            targets = ctx.highs()
+            at = time.monotonic()
+            _start_nodes(ctx, list(codes))
+            return Injection(at, targets, details)
         records = {epoch: path for epoch, path in _records(output)}
         listed = {epoch: [str(f) for f in json.loads(path.read_text())["files"]] for epoch, path in records.items()}
         chosen = [(epoch, records[epoch], listed[epoch]) for epoch in rollback_epochs(listed, wanted)]
@@ -298,6 +307,42 @@ class LakeRollback(Fault):
         at = time.monotonic()
         _start_nodes(ctx, list(codes))
         return Injection(at, targets, details)
+
+
+def _rollback_iceberg(ctx: FaultContext, output: Path, wanted: int) -> dict[str, object]:
+    """Every table of the run rolled back to the snapshot before its ``wanted``-th newest epoch
+    commit of the pipeline (at least one commit stays: Iceberg rolls back only to an ancestor)."""
+    from cluster.iceberg_tables import open_catalog
+    from cluster.lake_settings import IcebergSettings, table_name_of
+    from cluster.sink import open_output
+
+    assert ctx.run_dir is not None
+    fs, root = open_output(str(output))
+    settings = IcebergSettings(namespace=table_name_of(ctx.pipeline),
+                               catalog_uri=f"sqlite:///{ctx.run_dir}/catalog/catalog.db")  # as devstack.chaos
+    catalog = open_catalog(settings, fs, root)
+    rolled: dict[str, object] = {}
+    for identifier in catalog.list_tables(settings.namespace):
+        table = catalog.load_table(identifier)
+        commits = []  # the pipeline's epoch commits, newest first
+        snapshot = table.current_snapshot()
+        while snapshot is not None:
+            summary = snapshot.summary
+            if summary is not None and summary.get("laminar.pipeline") == ctx.pipeline and summary.get("laminar.epoch"):
+                commits.append((int(summary["laminar.epoch"]), snapshot))
+            parent = snapshot.parent_snapshot_id
+            snapshot = table.snapshot_by_id(parent) if parent is not None else None
+        count = min(wanted, len(commits) - 1)
+        if count <= 0 or commits[count - 1][1].parent_snapshot_id is None:
+            continue
+        parent_id = commits[count - 1][1].parent_snapshot_id
+        assert parent_id is not None
+        table.manage_snapshots().rollback_to_snapshot(parent_id).commit()
+        rows = sum(int((s.summary or {}).get("added-records", 0)) for _, s in commits[:count])
+        rolled[".".join(identifier)] = {"epochs": sorted(e for e, _ in commits[:count]), "rows": rows}
+    if not rolled:
+        raise ChaosError(f"no iceberg table of {ctx.pipeline} has two epoch commits to roll back")
+    return {"tables": rolled}
 
 
 # --------------------------------------------------------------------------------------------------
