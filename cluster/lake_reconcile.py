@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cluster.errors import ConfigError, RuntimeFailure, SinkError
 from cluster.lake import LakeOutput
@@ -95,7 +95,8 @@ def reconcile_with_lake(
             latest, _pinned_start(coordinator) if latest is not None else None,
             published_through=first.epoch if first is not None and latest is not None else 0,
         )
-        decision = reconcile(facts.pipeline, control, lake_facts, facts.topic_ids, facts.on_lake_behind)
+        decision = replace(reconcile(facts.pipeline, control, lake_facts, facts.topic_ids, facts.on_lake_behind),
+                           lake_epoch=lake_facts.epoch)
         if decision.action is Action.REFUSE:
             raise ConfigError(decision.reason)
         if decision.action is Action.RESEED:
@@ -145,4 +146,9 @@ async def reconcile_before_join(context: RuntimeContext, topology: Topology, pub
         await context.executors.in_control(check_settings, context.coordinator)
     facts = StartFacts(options.pipeline, options.node_id, sorted(topology.topics), topology.ids(),
                        options.on_lake_behind)
-    return await context.executors.in_control(reconcile_with_lake, context.coordinator, context.lake, facts, publish)
+    decision = await context.executors.in_control(reconcile_with_lake, context.coordinator, context.lake, facts,
+                                                  publish)
+    metrics = context.metrics
+    metrics.lake_reconciliations.labels(metrics.node, decision.action.value).inc()
+    metrics.lake_epoch.labels(metrics.node).set(decision.lake_epoch)
+    return decision

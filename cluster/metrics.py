@@ -98,15 +98,26 @@ class NodeMetrics:
             "laminar_lake_commits", "Iceberg commits this node made (an epoch another node committed "
             "first counts on that node only)", ["node"], registry=r,
         )
+        self.lake_reconciliations = Counter(
+            "laminar_lake_reconciliations", "Start-up reconciliations of the control state with the lake, by "
+            "decision: start-fresh, continue, reseed (the control state was lost or disagreed; see the log)",
+            ["node", "decision"], registry=r,
+        )
+        self.lake_epoch = Gauge(
+            "laminar_lake_epoch", "The latest epoch the lake showed at this node's start (0: none recorded)",
+            ["node"], registry=r,
+        )
         # every per-node family is exported from the start (0 until something happens)
         for family in (
-            self.publish_seconds, self.lake_commits,
+            self.publish_seconds, self.lake_commits, self.lake_epoch,
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
             self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
             self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
             self.partitions_discovered, self.acks_rejected, self.records_rejected, self.offsets_lost,
         ):
             family.labels(self.node)
+        for decision in ("start-fresh", "continue", "reseed"):
+            self.lake_reconciliations.labels(self.node, decision)
 
     def set_session_state(self, state: str) -> None:
         for name in ("CONNECTED", "SUSPENDED", "LOST"):

@@ -104,6 +104,8 @@ class Reconciliation:
     action: Action
     reason: str = ""
     seed: Manifest | None = None
+    #: the latest epoch the lake showed
+    lake_epoch: int = 0
 
 
 def reconcile(
