@@ -11,6 +11,7 @@ the lake holds another pipeline        REFUSE (one line)
 a topic's id differs lake / Kafka      REFUSE: the topic was re-created, its offsets restarted
 the lake lost epochs between kept ones REFUSE: no cursor lands them without landing others twice
 no control state, empty lake           START_FRESH: resolve and pin the start (epoch 0)
+no control state, rows but no record   REFUSE: where the rows end is unknown
 no control state, lake has epochs      RESEED from the lake (one WARNING line)
 control and lake agree                 CONTINUE
 control behind the lake                RESEED: advance to the lake (ZooKeeper restored from a backup)
@@ -131,6 +132,11 @@ def reconcile(
 
     latest = control.latest
     if latest is None:
+        if not lake.has_records and lake.has_data:
+            return Reconciliation(Action.REFUSE, (
+                f"pipeline {pipeline!r} has no control state, and its lake holds rows but no record of where they "
+                "end (written before lake records existed, or by another tool): starting over would land them "
+                "twice; restore the control state, or land into an empty output"))
         if not lake.has_records:
             return Reconciliation(Action.START_FRESH)
         seed = _seed(_seed_epoch(0, lake), lake.cursors)

@@ -142,15 +142,20 @@ def test_topic_ids_known_on_one_side_only_or_equal_do_not_conflict() -> None:
 # ---- no control state --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("facts", [
-    LakeFacts(),
-    LakeFacts(dense=False),
-    LakeFacts(has_data=True),  # rows landed before records existed: nothing to resume from
-    LakeFacts(has_data=True, dense=False),
-], ids=["empty", "empty-iceberg", "rows-without-records", "iceberg-rows-without-records"])
-def test_no_control_and_no_records_starts_fresh(facts: LakeFacts) -> None:
+@pytest.mark.parametrize("facts", [LakeFacts(), LakeFacts(dense=False)], ids=["empty", "empty-iceberg"])
+def test_no_control_and_an_empty_lake_starts_fresh(facts: LakeFacts) -> None:
     for on_lake_behind in OnLakeBehind:
         assert decide(None, facts, {"t": "id"}, on_lake_behind) == Reconciliation(Action.START_FRESH)
+
+
+@pytest.mark.parametrize("facts", [LakeFacts(has_data=True), LakeFacts(has_data=True, dense=False)],
+                         ids=["parquet", "iceberg"])
+def test_no_control_and_rows_without_records_are_refused(facts: LakeFacts) -> None:
+    """Rows landed before records existed (or by another tool): where they end is unknown, and
+    starting over would land them twice."""
+    for on_lake_behind in OnLakeBehind:
+        decision = decide(None, facts, {"t": "id"}, on_lake_behind)
+        assert decision.action is Action.REFUSE and "holds rows but no record" in decision.reason
 
 
 @pytest.mark.parametrize("epoch, high, rolled_back_from, expected", [
@@ -387,7 +392,12 @@ def test_properties_of_every_decision(control_facts: ControlFacts, lake_facts: L
         assert decision.action is Action.REFUSE
         return
     if latest is None:
-        assert decision.action is (Action.RESEED if lake_facts.has_records else Action.START_FRESH)
+        if lake_facts.has_records:
+            assert decision.action is Action.RESEED
+        else:
+            assert decision.action is (Action.REFUSE if lake_facts.has_data else Action.START_FRESH)
+            if decision.action is Action.REFUSE:  # rows without a record of where they end
+                return
     if decision.action is Action.REFUSE:  # only the setting refuses once ids and pipeline agree
         assert on_lake_behind is FAIL and latest is not None and "on-lake-behind" in decision.reason
     if decision.action is Action.CONTINUE:  # never continue from a control state behind the lake
