@@ -60,6 +60,12 @@ TRANSIENT: tuple[type[BaseException], ...] = (KazooException, KazooTimeoutError)
 
 #: the lock of the start-up reconciliation with the lake (relative to the pipeline's subtree)
 RECONCILE_LOCK = "locks/reconcile"
+#: session timeouts a session may stay suspended before the client stops presenting the last zxid it
+#: saw: an ensemble replaced by an empty one, or restored from an older copy, refuses a client that saw
+#: newer data, for ever (kazoo would reconnect for ever, the node suspended for ever); without the zxid
+#: such a server answers "session expired" (LOST: the node stops and reconciles with the lake), and a
+#: live ensemble that lost its quorum for that long takes the session back as before
+SUSPENDED_TIMEOUTS = 3.0
 
 
 @contextlib.contextmanager
@@ -108,6 +114,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._rejection_watches: set[int] = set()  # epochs whose rejected/ folder is watched
         self._connected = False
         self._connect_lock = threading.Lock()
+        self._suspensions = 0  # SUSPENDED transitions so far (a suspension's watchdog acts on its own only)
         self._dispatcher.on_observed = self._watch_rejections
 
     # ---- properties ---------------------------------------------------------------------------------
@@ -273,8 +280,13 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._zk_store.clear_cache()  # watches may have been missed while disconnected
         if state == KazooState.SUSPENDED:
             self._suspended = True
+            self._suspensions += 1
             self._metrics.session_state = SessionState.SUSPENDED.value
             self._dispatcher.session(SessionState.SUSPENDED)
+            timer = threading.Timer(self.config.session_timeout * SUSPENDED_TIMEOUTS, self._suspended_too_long,
+                                    (self._suspensions,))
+            timer.daemon = True
+            timer.start()
         elif state == KazooState.LOST:
             with self._lock:
                 self._lost = True
@@ -288,6 +300,15 @@ class ZooKeeperCoordinator(EngineCoordinator):
                 self._metrics.session_state = SessionState.CONNECTED.value
                 self._dispatcher.session(SessionState.CONNECTED)
             self._leader.kick()
+
+    def _suspended_too_long(self, suspension: int) -> None:
+        """Still the same suspension after :data:`SUSPENDED_TIMEOUTS`: reconnect without the last zxid."""
+        if not self._suspended or suspension != self._suspensions or self._stopping.is_set():
+            return
+        logger.warning("node %d: ZooKeeper %s has not taken the session back in %.0fs (a replaced or restored "
+                       "ensemble refuses a client that saw newer data): reconnecting without the last zxid seen",
+                       self.node_id, self.config.hosts, self.config.session_timeout * SUSPENDED_TIMEOUTS)
+        self._client.last_zxid = 0
 
     def _on_candidates(self, children: list[str]) -> None:
         candidates = sorted(c for c in children if c.startswith(layout.CANDIDATE_PREFIX))
