@@ -83,12 +83,24 @@ def _held(lock: Any, timeout: float) -> Iterator[None]:
         lock.release()
 
 
-def _last_epoch(data: bytes | None) -> int | None:
-    """The register's last committed epoch (None when it does not decode: the dispatcher reports it)."""
+def went_back(seen: ControlState | None, data: bytes | None, exists: bool) -> str:
+    """Why the register read now (``data``; ``exists`` False: deleted) is not a successor of the one this
+    node saw (``seen``): "" when it is (or nothing was seen, or it does not decode: the dispatcher
+    reports that). A register's version and last epoch only grow; one that is gone or smaller is
+    another control state (deleted, replaced, restored from an older copy, or reseeded from the lake
+    by nodes that started while this one was cut off), on which nothing this node holds is valid."""
+    if seen is None or seen.version == 0:
+        return ""
+    if not exists:
+        return f"is gone (this node saw version {seen.version}, epoch {seen.last_epoch})"
     try:
-        return ControlState.from_json(data).last_epoch if data else None
+        now = ControlState.from_json(data) if data else None
     except CoordinatorError:
-        return None
+        return ""
+    if now is None or (now.version >= seen.version and now.last_epoch >= seen.last_epoch):
+        return ""
+    return (f"went back to version {now.version}, epoch {now.last_epoch} (this node saw version {seen.version}, "
+            f"epoch {seen.last_epoch})")
 
 
 class ZooKeeperCoordinator(EngineCoordinator):
@@ -114,6 +126,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._rejection_watches: set[int] = set()  # epochs whose rejected/ folder is watched
         self._connected = False
         self._connect_lock = threading.Lock()
+        self._control_lost = ""  # why the register this node followed is gone or went back ("": it is not)
         self._suspensions = 0  # SUSPENDED transitions so far (a suspension's watchdog acts on its own only)
         self._dispatcher.on_observed = self._watch_rejections
 
@@ -217,6 +230,13 @@ class ZooKeeperCoordinator(EngineCoordinator):
                 self._client.delete(old_candidate)
             except NoNodeError:
                 pass
+        try:  # a session lost while the control state was replaced: never join the new one from old state
+            data, stat = self._client.get(self._zk_store.path(layout.ASSIGNMENT))
+        except NoNodeError:
+            data, stat = None, None
+        reason = self._control_lost or went_back(self._dispatcher.control, data, stat is not None)
+        if reason:
+            raise ControlStateLost(f"the pipeline's register {reason}")
         self._register(self.config.session_timeout * 3)
         self._join_election()
         with self._lock:
@@ -327,16 +347,16 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._leader.kick()
 
     def _on_register(self, data: bytes | None, stat: ZnodeStat | None, event: WatchedEvent | None = None) -> None:
-        seen = self._dispatcher.control
-        if seen is not None and seen.last_epoch and not self._stopping.is_set():
-            last = _last_epoch(data)
-            went_back = stat is None or (last is not None and last < seen.last_epoch)
-            if went_back:  # deleted, or restored from an older copy: nothing this node holds is valid
-                logger.error("node %d: the pipeline's register %s (this node saw epoch %d committed): "
-                             "its session is treated as lost", self.node_id,
-                             "is gone" if stat is None else "went back", seen.last_epoch)
+        reason = "" if self._stopping.is_set() else went_back(self._dispatcher.control, data, stat is not None)
+        if reason:
+            with self._lock:
+                first = not self._control_lost
+                self._control_lost = reason
+            if first:  # the runtime's rejoin then raises ControlStateLost: the node stops
+                logger.error("node %d: the pipeline's register %s: its session is treated as lost", self.node_id,
+                             reason)
                 self._dispatcher.session(SessionState.LOST)
-                return
+            return
         if data:
             self._dispatcher.observe(data)
         self._leader.kick()
