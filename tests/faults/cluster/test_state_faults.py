@@ -10,7 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,11 +20,13 @@ from kazoo.client import KazooClient
 from cluster.lake_record import RECORDS_DIR
 from cluster.sink import list_published, open_output
 from devstack.producers import produce
+from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.integration.cluster.harness import (  # noqa: F401 - fixtures
     Pipeline,
     assert_exact,
     embedded,
     iceberg_pipeline,
+    make_pipeline,
     pipeline,
 )
 
@@ -202,3 +204,34 @@ def test_iceberg_table_rolled_back_is_landed_again(iceberg_pipeline: Pipeline) -
     restart(iceberg_pipeline)
     assert_exact(iceberg_pipeline.finish(), iceberg_pipeline)
     assert "the lake is behind the control state" in logs(iceberg_pipeline)
+
+
+def test_zookeeper_replaced_by_an_empty_one_under_running_nodes(
+    kafka: KafkaHandle, zookeeper_restartable: ZooKeeperHandle, unique: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """The server refuses a client that saw newer data, for ever: the nodes stop presenting the last
+    zxid after 3 session timeouts suspended, get 'session expired', stop in one line and, restarted,
+    resume from the lake (they stayed suspended for ever before)."""
+    p = make_pipeline(kafka.bootstrap, zookeeper_restartable.hosts, unique("zk-replaced"), tmp_path)
+    try:
+        p.produce(rate=1000)
+        for node_id in (1, 2):
+            p.launch(node_id)
+        fs, root = open_output(p.output)
+        p.wait_until(lambda: len(list_published(fs, root)) >= 2, 60, "rows published")
+        ensemble = zookeeper_restartable.ensemble
+        assert ensemble is not None
+        for server in ensemble.servers:
+            server.kill()
+            shutil.rmtree(server.workdir / "data" / "version-2", ignore_errors=True)
+            server.start()
+        for node_id in (1, 2):
+            assert p.nodes[node_id].wait(120) == 1, p.tail_logs()
+            text = p.nodes[node_id].log_text()
+            assert "has not taken the session back" in text and "Traceback" not in text
+            assert "start the node again: it reconciles with the lake" in text
+        restart(p)
+        assert_exact(p.finish(), p)
+        assert "no control state for pipeline" in logs(p)
+    finally:
+        p.stop_all()
