@@ -197,7 +197,7 @@ class NodeSet:
             self._expected.append(ExpectedExit(kind, code, marker, time.monotonic() + within_s))
 
     def _explained(self, now: float, code: int, line: str) -> str:
-        for expected in self._expected:
+        for expected in reversed(self._expected):  # the latest fault first
             if now <= expected.until and code == expected.code and expected.marker in line:
                 return expected.kind
         return ""
