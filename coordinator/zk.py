@@ -225,11 +225,6 @@ class ZooKeeperCoordinator(EngineCoordinator):
             self._leadership = None
             old_candidate = self._candidate
             self._boot_id = uuid.uuid4().hex
-        if old_candidate is not None:
-            try:
-                self._client.delete(old_candidate)
-            except NoNodeError:
-                pass
         try:  # a session lost while the control state was replaced: never join the new one from old state
             data, stat = self._client.get(self._zk_store.path(layout.ASSIGNMENT))
         except NoNodeError:
@@ -237,6 +232,13 @@ class ZooKeeperCoordinator(EngineCoordinator):
         reason = self._control_lost or went_back(self._dispatcher.control, data, stat is not None)
         if reason:
             raise ControlStateLost(f"the pipeline's register {reason}")
+        if old_candidate is not None:  # only this session's: in a replaced ensemble the name is another's
+            try:
+                _, candidate = self._client.get(old_candidate)
+                if candidate.ephemeralOwner == self._client.client_id[0]:
+                    self._client.delete(old_candidate, version=candidate.version)
+            except NoNodeError:
+                pass
         self._register(self.config.session_timeout * 3)
         self._join_election()
         with self._lock:
