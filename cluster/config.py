@@ -29,8 +29,8 @@ from cluster.config_file import (
     as_topics, passthrough_tables, read_config_file,
 )
 from cluster.errors import ConfigError
-from cluster.reconcile import OnLakeBehind
 from cluster.lake_settings import IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, table_name_of
+from cluster.reconcile import OnLakeBehind
 from kafka_source.clients import KafkaClientConfig, redact
 from kafka_source.config import Format
 from kafka_source.errors import ConfigurationError as ConnectorConfigurationError

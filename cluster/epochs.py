@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from cluster.runtime_context import RuntimeContext
-from cluster.runtime_state import ACK_RETRY_S, ack_cursors
 from cluster.errors import RuntimeFailure
 from cluster.lake_record import LakeRecord
+from cluster.runtime_context import RuntimeContext
+from cluster.runtime_state import ACK_RETRY_S, ack_cursors
 from cluster.sink import recover
 from cluster.sink_names import final_path
 from coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest

@@ -25,11 +25,11 @@ from cluster.config import NodeSettings
 from cluster.errors import RuntimeFailure, SinkError, UsageError
 from cluster.lake import LakeOutput, open_lake
 from cluster.lake_settings import TableFormat
-from cluster.partitioning import check_topic
-from cluster.reconcile import OnLakeBehind
-from cluster.pipeline_pins import PipelinePins, chain_pins
 from cluster.metadata import MetadataUnavailable, TopologyReader
 from cluster.metrics import NodeMetrics
+from cluster.partitioning import check_topic
+from cluster.pipeline_pins import PipelinePins, chain_pins
+from cluster.reconcile import OnLakeBehind
 from cluster.runtime import NodeRuntime, RuntimeOptions
 from cluster.schema_pin import JsonSchemaPin
 from cluster.sink import ParquetSink
