@@ -23,6 +23,7 @@ from cluster.generation import Generations
 from cluster.runtime_context import RuntimeContext
 from cluster.topology import MISSING_OBSERVATIONS, Topology, TopologyChange, TopologyError, TopologyView
 from coordinator.base import Coordinator, Manifest
+from coordinator.errors import CoordinatorError
 from coordinator.routing import TopicPartition, vnode_loads
 from kafka_source.checkpoint import format_key
 from kafka_source.errors import ConnectorError
@@ -107,6 +108,12 @@ class TopologyFollower:
                 view = view.with_pinned(change.new_topics, durable)
         except TopologyError as exc:
             raise RuntimeFailure(str(exc), cause=exc) from exc
+        except CoordinatorError as exc:
+            if first:
+                raise
+            # e.g. the session expired meanwhile: nothing adopted, the next metadata read tries again
+            logger.warning("pinning the ids of new topics failed (%s); tried again at the next metadata read", exc)
+            return
         self._view = view
         if change.grew or first:
             self.partitions = sorted(view.topology.partitions())

@@ -434,3 +434,29 @@ async def test_the_bad_record_limit_stops_the_node_at_once(tmp_path: Path) -> No
     with pytest.raises(RuntimeFailure, match="max.error.rate"):
         await asyncio.wait_for(runtime.run(), 10)
     assert len(FakeSource.generations) == 1
+
+
+async def test_new_topic_ids_that_cannot_be_pinned_now_are_tried_again(tmp_path: Path) -> None:
+    """Chaos (zk-ensemble-replaced with new-topic): the session expired while a new topic's id was being
+    pinned, and the CoordinatorError ended the node in a traceback. Nothing is adopted; the next
+    metadata read pins it."""
+    coordinator = FakeCoordinator()
+    runtime = make_runtime(tmp_path, coordinator)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= 10)
+    grown = Topology.of(TopicInfo(TOPIC, "id-t", 2), TopicInfo("other", "id-o", 1))
+    pin = coordinator.pin_topic_ids
+    failures = [CoordinatorError("topic ids not confirmed: SessionExpiredError()")]
+
+    def flaky(ids: dict[str, str]) -> dict[str, str]:
+        if failures:
+            raise failures.pop()
+        return pin(ids)
+
+    coordinator.pin_topic_ids = flaky  # type: ignore[method-assign]
+    await runtime.topology.adopt(grown)
+    assert not failures and "other" not in coordinator.topic_ids and not task.done()
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
+    await runtime.topology.adopt(grown)  # the next read (no generation left to hand partitions to)
+    assert coordinator.topic_ids["other"] == "id-o"
