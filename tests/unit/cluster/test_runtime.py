@@ -455,8 +455,11 @@ async def test_new_topic_ids_that_cannot_be_pinned_now_are_tried_again(tmp_path:
 
     coordinator.pin_topic_ids = flaky  # type: ignore[method-assign]
     await runtime.topology.adopt(grown)
-    assert not failures and "other" not in coordinator.topic_ids and not task.done()
+    assert not failures and "other" not in coordinator.topic_ids and "other" not in runtime.topology.topic_ids()
+    generation = runtime.generations.current
+    assert generation is not None and not task.done()
+    generation.connector.add_partitions = lambda partitions: None  # type: ignore[method-assign]
+    await runtime.topology.adopt(grown)  # the next metadata read
+    assert coordinator.topic_ids["other"] == "id-o" and runtime.topology.topic_ids()["other"] == "id-o"
     runtime.request_stop(planned_leave=False)
     await asyncio.wait_for(task, 5)
-    await runtime.topology.adopt(grown)  # the next read (no generation left to hand partitions to)
-    assert coordinator.topic_ids["other"] == "id-o"
