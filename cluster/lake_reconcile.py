@@ -90,6 +90,8 @@ def reconcile_with_lake(
             lake_facts = lake.read_facts(facts.pipeline, facts.topics)
         except CodecError as exc:
             raise ConfigError(f"the lake's record cannot be read: {exc}", cause=exc) from exc
+        except Exception as exc:  # noqa: BLE001 - an unreadable lake (an object store, a catalog) is one line
+            raise RuntimeFailure(f"the lake cannot be read to reconcile with it: {exc!r}", cause=exc) from exc
         latest = _latest(coordinator)
         control = ControlFacts(
             latest, _pinned_start(coordinator) if latest is not None else None,
