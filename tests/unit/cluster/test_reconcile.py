@@ -350,7 +350,7 @@ epochs = st.integers(0, 40)
 
 @st.composite
 def control_facts(draw: st.DrawFn) -> ControlFacts:
-    """A control state holding the source identity (see the xfail tests above for the others)."""
+    """A control state holding the source identity (the tests above cover sources on one side only)."""
     if draw(st.booleans()):
         return ControlFacts(None)
     epoch = draw(epochs)
