@@ -39,13 +39,19 @@ class StackPool:
         if self._stack is not None and self._shape == (brokers, zk_servers) and self._repair(say):
             return self._stack
         self.close()
-        self._count += 1
         say(f"starting Kafka ({brokers} broker(s)) and ZooKeeper ({zk_servers} server(s)) ...")
-        stack = DevStack.launch(kafka_brokers=brokers, zookeeper_servers=zk_servers,
-                                         base_dir=self._base / f"stack-{self._count}")
+        stack = DevStack.launch(kafka_brokers=brokers, zookeeper_servers=zk_servers, base_dir=self.next_dir())
         say(f"stack healthy in {stack.startup_seconds:.1f}s: kafka {stack.bootstrap}, zookeeper {stack.zk_hosts}")
         self._stack, self._shape = stack, (brokers, zk_servers)
         return stack
+
+    def next_dir(self) -> Path:
+        """A stack directory no stack used yet: a campaign directory given again (``--workdir``) may
+        hold an earlier campaign's server data, which a new Kafka refuses ("Invalid cluster.id")."""
+        self._count += 1
+        while (self._base / f"stack-{self._count}").exists():
+            self._count += 1
+        return self._base / f"stack-{self._count}"
 
     def _repair(self, say: Callable[[str], None]) -> bool:
         """Restart servers a failed run left stopped; False when the stack cannot be used again."""

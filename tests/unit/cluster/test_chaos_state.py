@@ -107,3 +107,14 @@ def test_stop_running_holds_nodes_until_started_again(tmp_path: Path) -> None:
         assert nodes.running() == [1, 2, 3] and nodes.unexpected_exits() == []
     finally:
         nodes.stop_all()
+
+
+def test_stack_pool_never_reuses_a_stack_directory(tmp_path: Path) -> None:
+    from devstack.chaos_monitor import StackPool
+
+    (tmp_path / "stack-1" / "attempt-1").mkdir(parents=True)  # an earlier campaign's, in the same workdir
+    (tmp_path / "stack-3").mkdir()
+    pool = StackPool(tmp_path)
+    assert pool.next_dir() == tmp_path / "stack-2"
+    assert pool.next_dir() == tmp_path / "stack-4"
+    assert pool.next_dir() == tmp_path / "stack-5"
