@@ -396,7 +396,7 @@ def add_chaos_command(commands: argparse._SubParsersAction) -> None:  # type: ig
     chaos.add_argument("--duration-s", type=float, default=40.0,
                        help="seconds of faults per run, at least (default 40)")
     chaos.add_argument("--kinds", help="comma-separated fault kinds (default: all), drawn round-robin over the seeds")
-    chaos.add_argument("--kinds-per-run", type=int, default=1, help="round-robin kinds per run (default 1)")
+    chaos.add_argument("--kinds-per-run", type=int, default=1, help="round-robin kinds per run (default 1, raised to ceil(kinds / 20) so 20 seeds draw every kind)")
     chaos.add_argument("--max-extras", type=int, default=2, help="random extra kinds per run, at most (default 2)")
     chaos.add_argument("--nodes", type=int, default=3, help="nodes at the start of a run (default 3)")
     chaos.add_argument("--rate", type=int, default=400, help="records per second to produce (default 400)")
