@@ -268,3 +268,33 @@ def test_embedded_node_lands_on_s3_exactly_once_across_a_kill(
         assert "Traceback" not in node.log_text()
     finally:
         pipeline.stop_all()
+
+
+def test_embedded_node_on_s3_whose_local_state_dir_is_lost_resumes_from_the_lake(
+    s3_server: S3Server, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """The documented S3 set-up keeps the state directory on local disk, which a container restart
+    wipes: the node resumes from the lake's records on S3 instead of landing everything again."""
+    import shutil
+
+    from devstack.producers import produce
+
+    name = unique("s3-lost")
+    create_topic(kafka.bootstrap, name, PARTITIONS)
+    output = f"s3://{TEST_BUCKET}/{name}"
+    pipeline = S3Pipeline(bootstrap=kafka.bootstrap, zk=None, topic=name, pipeline=name, base=tmp_path,
+                          s3_output=output)
+    state = ("--state-dir", str(tmp_path / "state"))
+    try:
+        produce(kafka.bootstrap, name, [b"before-%d" % i for i in range(2000)])
+        node = pipeline.launch(1, *state)
+        assert pipeline.finish().ok
+        node.terminate()
+        assert node.wait(60) == 0, node.log_text()[-3000:]
+        shutil.rmtree(tmp_path / "state")
+        produce(kafka.bootstrap, name, [b"after-%d" % i for i in range(2000)])
+        node = pipeline.launch(1, *state)
+        assert_exact(pipeline.finish(), pipeline)
+        assert "no control state for pipeline" in node.log_text(), node.log_text()[-3000:]
+    finally:
+        pipeline.stop_all()
