@@ -228,12 +228,34 @@ def check_container_runs(client: Any) -> None:
                 tar = Path(scratch) / "probe.tar"
                 _probe_tar(tar)
                 _import(client, tar, PROBE_IMAGE, ['CMD ["/bin/true"]'])
-        client.containers.run(PROBE_IMAGE, ["/bin/true"], remove=True)
+        _run_to_exit(client, PROBE_IMAGE, ["/bin/true"])
     except ContainerError:
         raise
     except Exception as exc:  # noqa: BLE001 - the engine's own words decide the hint
         raise ContainerError(_hint(exc), cause=exc) from exc
     _checked.add(url)
+
+
+PROBE_WAIT_S = 60.0
+
+
+def _run_to_exit(client: Any, image: str, command: list[str]) -> None:
+    """Create, start and wait for a container (bounded), then remove it; raise if it exits non-zero.
+
+    Not `client.containers.run(...)`: podman reports its k8s-file logs as "json-file", so docker-py
+    follows the logs of a container that may already have exited, and podman 4.3 can hold that
+    request open until the client's read timeout (seen in CI: five minutes, then "Read timed out").
+    """
+    container = client.containers.create(image, command)
+    try:
+        container.start()
+        status = container.wait(timeout=PROBE_WAIT_S)
+        code = int(status.get("StatusCode", -1))
+        if code != 0:
+            raise ContainerError(f"the probe container ({image} {' '.join(command)}) exited {code}")
+    finally:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
 
 
 def _import(client: Any, tar: Path, tag: str, changes: list[str]) -> str:
