@@ -32,12 +32,12 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 artifacts: install
-	$(PY) -c "from devstack.artifacts import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
-	$(PY) -c "from devstack.registry import ensure_registry_build; print('schema registry:', ensure_registry_build())"
-	$(PY) -c "from devstack.rest_catalog import ensure_rest_catalog_build; print('iceberg REST catalog:', ensure_rest_catalog_build())"
+	$(PY) -c "from laminar_kafka.devstack.jvm.artifacts import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
+	$(PY) -c "from laminar_kafka.devstack.jvm.schema_registry import ensure_registry_build; print('schema registry:', ensure_registry_build())"
+	$(PY) -c "from laminar_kafka.devstack.jvm.rest_catalog import ensure_rest_catalog_build; print('iceberg REST catalog:', ensure_rest_catalog_build())"
 
 images: artifacts
-	$(PY) -m devstack.containers build
+	$(PY) -m laminar_kafka.devstack.containers build
 
 test: artifacts images
 	$(PY) -m pytest tests/unit tests/integration tests/faults $(PYTEST_ARGS)

@@ -122,7 +122,7 @@ if [ -f /run/podman/laminar-service.pid ]; then
   fi
 fi
 
-# 4. The engine reports its runtime (whether a container runs is checked by `python -m devstack.containers check`).
+# 4. The engine reports its runtime (whether a container runs is checked by `python -m laminar_kafka.devstack.containers check`).
 if ! podman info --format '{{.Host.OCIRuntime.Name}} {{.Host.CgroupManager}}' >/dev/null 2>&1; then
   say "podman info fails: $(podman info 2>&1 | tail -1)"; exit 1
 fi

@@ -21,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cluster.status import collect_status  # noqa: E402
-from devstack.demo import audit_output, handoff_pauses  # noqa: E402
-from devstack.processes import NodeProcess  # noqa: E402
-from devstack.producers import ContinuousProducer, produce  # noqa: E402
-from devstack.stack import DevStack  # noqa: E402
-from devstack.topics import create_topic  # noqa: E402
-from devstack.waiting import wait_until  # noqa: E402
+from laminar_kafka.cluster.ops.status import collect_status  # noqa: E402
+from laminar_kafka.demo import audit_output, handoff_pauses  # noqa: E402
+from laminar_kafka.devstack.processes import NodeProcess  # noqa: E402
+from laminar_kafka.devstack.producers import ContinuousProducer, produce  # noqa: E402
+from laminar_kafka.devstack.stack import DevStack  # noqa: E402
+from laminar_kafka.devstack.topics import create_topic  # noqa: E402
+from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
 
 PARTITIONS = 8
 

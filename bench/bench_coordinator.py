@@ -10,7 +10,7 @@ Prints one JSON object:
 
     .venv/bin/python bench/bench_coordinator.py [--zk HOST:PORT] [--epochs 300] [--failovers 3]
 
-Without ``--zk`` a standalone ZooKeeper is started via ``devstack.stack.DevStack``.
+Without ``--zk`` a standalone ZooKeeper is started via ``laminar_kafka.devstack.stack.DevStack``.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kazoo.client import KazooClient  # noqa: E402
 
-from coordinator.base import (  # noqa: E402
+from laminar_kafka.coordinator.base import (  # noqa: E402
     CoordinatorConfig,
     CoordinatorEvent,
     EpochAck,
@@ -38,9 +38,9 @@ from coordinator.base import (  # noqa: E402
     EpochOpened,
     RoundStarted,
 )
-from coordinator.zk import ZooKeeperCoordinator  # noqa: E402
-from coordinator.routing import owned_partitions  # noqa: E402
-from devstack.waiting import wait_until  # noqa: E402
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator  # noqa: E402
+from laminar_kafka.coordinator.vnodes.routing import owned_partitions  # noqa: E402
+from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
 
 #: the partitions the simulated members ack (routed like a real pipeline's: the leader rejects foreign ones)
 BENCH_PARTITIONS = [("t", p) for p in range(64)]
@@ -198,7 +198,7 @@ def main() -> None:
     with ExitStack() as stack:
         hosts = args.zk
         if not hosts:
-            from devstack.stack import DevStack
+            from laminar_kafka.devstack.stack import DevStack
 
             base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-coordinator-")))
             dev = stack.enter_context(DevStack.create(base_dir=base, kafka_brokers=0, zookeeper_servers=1))

@@ -17,7 +17,7 @@ Prints one JSON object.
 
     .venv/bin/python bench/bench_handoff.py [--bootstrap HOST:PORT] [--rounds 12] [--rate 6000] [--kafka KEY=VALUE]
 
-Without ``--bootstrap`` a local single-broker dev stack is started via ``devstack.stack.DevStack``.
+Without ``--bootstrap`` a local single-broker dev stack is started via ``laminar_kafka.devstack.stack.DevStack``.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.rounds import AssignmentDrainId  # noqa: E402
-from kafka_source import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution  # noqa: E402
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId  # noqa: E402
+from laminar_kafka.kafka_source import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution  # noqa: E402
 from tests.integration.kafka_source.driver import (  # noqa: E402
     Driver,
     Node,
@@ -41,7 +41,7 @@ from tests.integration.kafka_source.driver import (  # noqa: E402
     assert_contiguous,
     wait_caught_up,
 )
-from devstack.topics import create_topic  # noqa: E402
+from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 from tests.support import high_watermarks  # noqa: E402
 
 PARTITIONS = 16
@@ -215,7 +215,7 @@ def main() -> None:
     stack = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        from devstack.stack import DevStack
+        from laminar_kafka.devstack.stack import DevStack
 
         stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=0)
         bootstrap = stack.bootstrap

@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat, table_name_of  # noqa: E402
-from cluster.sink import list_published, open_output  # noqa: E402
-from devstack.demo import audit_output  # noqa: E402
-from devstack.processes import NodeProcess, node_environment  # noqa: E402
-from devstack.producers import ContinuousProducer, produce  # noqa: E402
-from devstack.stack import DevStack  # noqa: E402
-from devstack.topics import create_topic  # noqa: E402
-from devstack.waiting import wait_until  # noqa: E402
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of  # noqa: E402
+from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output  # noqa: E402
+from laminar_kafka.demo import audit_output  # noqa: E402
+from laminar_kafka.devstack.processes import NodeProcess, node_environment  # noqa: E402
+from laminar_kafka.devstack.producers import ContinuousProducer, produce  # noqa: E402
+from laminar_kafka.devstack.stack import DevStack  # noqa: E402
+from laminar_kafka.devstack.topics import create_topic  # noqa: E402
+from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
 
 PARTITIONS = 8
 
@@ -60,7 +60,7 @@ def landed_rows(lake: LakeTarget, topic: str) -> int:
 
 
 def current_snapshot(lake: LakeTarget, topic: str):  # type: ignore[no-untyped-def]
-    from cluster.iceberg_tables import load_table_or_none, open_catalog
+    from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
 
     assert lake.iceberg is not None
     fs, root = open_output(lake.output)
@@ -127,7 +127,7 @@ class Bench:
             before = data_files(lake, name)
             started = time.monotonic()
             compact = subprocess.run([
-                sys.executable, "-m", "cluster.cli", "compact", "--output", lake.output, "--pipeline", name,
+                sys.executable, "-m", "laminar_kafka.cli.main", "compact", "--output", lake.output, "--pipeline", name,
                 "--topic", name, "--expire-after", "0", "--json"],
                 capture_output=True, text=True, timeout=900, env=node_environment())
             compact_s = time.monotonic() - started

@@ -123,7 +123,7 @@ def read_naive(bootstrap: str, topic: str, total: int, payload: str, output: str
 def read_source(bootstrap: str, topic: str, total: int, payload: str) -> None:
     import asyncio
 
-    from kafka_source import ConnectorConfig, DeliveryGuarantee, KafkaSource, SourcePosition, SourceStart
+    from laminar_kafka.kafka_source import ConnectorConfig, DeliveryGuarantee, KafkaSource, SourcePosition, SourceStart
 
     props = {"bootstrap.servers": bootstrap, "topic": topic, "group.id": f"bench-{uuid.uuid4().hex}",
              "include.metadata": "_topic,_partition,_offset"}
@@ -195,7 +195,7 @@ def measure(argv: list[list[str]], env: dict[str, str] | None, done: object, fir
 def landed(output: str) -> int:
     import pyarrow.parquet as pq
 
-    from cluster.sink import list_published, open_output
+    from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
 
     fs, root = open_output(output)
     total = 0
@@ -206,7 +206,7 @@ def landed(output: str) -> int:
 
 
 def run_reader(role: str, stack, topic: str, records: int, payload: str, base: Path) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    from devstack.processes import node_command, node_environment
+    from laminar_kafka.devstack.processes import node_command, node_environment
 
     me = [sys.executable, __file__, "reader"]
     common = ["--bootstrap", stack.bootstrap, "--topic", topic, "--records", str(records), "--payload", payload]
@@ -248,7 +248,7 @@ def _ratios(cpu: dict[str, float]) -> dict[str, float]:
 
 
 def drive(args: argparse.Namespace) -> None:
-    from devstack.stack import DevStack
+    from laminar_kafka.devstack.stack import DevStack
 
     base = Path(tempfile.mkdtemp(prefix="laminar-bench-landing-"))
     root = Path(__file__).resolve().parents[1]
@@ -285,10 +285,10 @@ def _rss_mb(pid: int) -> float:
 def soak(minutes: float, rate: int) -> dict[str, object]:
     """One embedded node lands ``rate`` records/s (100 B, 8 partitions) for ``minutes``; its RSS
     every 10 s, and the growth from the first minute's peak to the last minute's."""
-    from devstack.processes import NodeProcess
-    from devstack.producers import ContinuousProducer
-    from devstack.stack import DevStack
-    from devstack.topics import create_topic
+    from laminar_kafka.devstack.processes import NodeProcess
+    from laminar_kafka.devstack.producers import ContinuousProducer
+    from laminar_kafka.devstack.stack import DevStack
+    from laminar_kafka.devstack.topics import create_topic
 
     base = Path(tempfile.mkdtemp(prefix="laminar-bench-soak-"))
     stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=0, base_dir=base / "servers")

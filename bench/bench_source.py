@@ -18,7 +18,7 @@ timed test.
     .venv/bin/python bench/bench_source.py [--bootstrap HOST:PORT] [--topic T] [--records 2000000] [--runs 5]
         [--prop kafka.max.partition.fetch.bytes=262144 ...]
 
-Without ``--bootstrap`` a local single-broker dev stack is started via ``devstack.stack.DevStack``.
+Without ``--bootstrap`` a local single-broker dev stack is started via ``laminar_kafka.devstack.stack.DevStack``.
 """
 from __future__ import annotations
 
@@ -37,16 +37,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from devstack.topics import create_topic  # noqa: E402
+from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 
-from kafka_source import (  # noqa: E402
+from laminar_kafka.kafka_source import (  # noqa: E402
     ConnectorConfig,
     DeliveryGuarantee,
     KafkaSource,
     SourcePosition,
     SourceStart,
 )
-from kafka_source.config import KafkaSourceConfig  # noqa: E402
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig  # noqa: E402
 
 PARTITIONS = 8
 RECORD_BYTES = 100
@@ -187,7 +187,7 @@ def main() -> None:
     stack = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        from devstack.stack import DevStack
+        from laminar_kafka.devstack.stack import DevStack
 
         stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=0)
         bootstrap = stack.bootstrap

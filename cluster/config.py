@@ -8,8 +8,8 @@ of the node (security: ``security.protocol``, ``sasl.*``, ``ssl.*``; also ``LAMI
 e.g. ``LAMINAR_KAFKA__SASL_PASSWORD`` for ``sasl.password``), and ``[schema_registry]``, properties of
 the schema-registry client (``basic.auth.user.info``...; also ``LAMINAR_SCHEMA_REGISTRY__<KEY>``),
 and ``[iceberg]``, properties of the Iceberg catalog and its FileIO (``token``, ``s3.endpoint``...;
-also ``LAMINAR_ICEBERG__<KEY>``). Reading the file and the tables: :mod:`cluster.config_file`.
-Secrets (see :func:`kafka_source.clients.is_secret_key`) never appear in ``repr`` or logs.
+also ``LAMINAR_ICEBERG__<KEY>``). Reading the file and the tables: :mod:`laminar_kafka.cluster.config_file`.
+Secrets (see :func:`laminar_kafka.kafka_source.clients.is_secret_key`) never appear in ``repr`` or logs.
 
 Unknown names are rejected with the nearest valid one. Values are validated here, so a
 :class:`NodeSettings` that exists is well-formed. Apart from reading the TOML file in
@@ -24,17 +24,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable
 
-from cluster.config_file import (
+from laminar_kafka.cluster.config_file import (
     ENV_PREFIX, ICEBERG_ENV_PREFIX, KAFKA_ENV_PREFIX, REGISTRY_ENV_PREFIX, as_bool, as_float, as_int, as_str,
     as_topics, passthrough_tables, read_config_file,
 )
-from cluster.errors import ConfigError
-from cluster.lake_settings import IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, table_name_of
-from cluster.reconcile import OnLakeBehind
-from kafka_source.clients import KafkaClientConfig, redact
-from kafka_source.config import Format
-from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
-from kafka_source.topics import TopicSelector
+from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, table_name_of
+from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
+from laminar_kafka.kafka_source.config.source_config import Format
+from laminar_kafka.kafka_source.errors import ConfigurationError as ConnectorConfigurationError
+from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 __all__ = [
     "BAD_RECORD_POLICIES", "TOMBSTONE_POLICIES", "ENV_PREFIX", "NodeSettings", "SETTING_NAMES", "STARTUP_MODES", "env_name",
@@ -45,7 +45,7 @@ __all__ = [
 #: them, as it ignores LAMINAR_TEST_*. Any other unknown LAMINAR_* close to a setting's name is a typo.
 TOOLING_ENV: frozenset[str] = frozenset({
     "LAMINAR_CACHE_DIR", "LAMINAR_DEBIAN_MIRROR", "LAMINAR_CONTAINERS_REQUIRED", "LAMINAR_ALLOW_NO_NETNS",
-    "LAMINAR_LOG_LEVEL", "LAMINAR_LOG_FORMAT", "LAMINAR_NO_PROGRESS",  # every command (cluster.logs, .progress)
+    "LAMINAR_LOG_LEVEL", "LAMINAR_LOG_FORMAT", "LAMINAR_NO_PROGRESS",  # every command (laminar_kafka.cluster.logs, .progress)
 })
 #: what a record that does not decode does: stop the node, or go to ``<output>/_rejected/``
 BAD_RECORD_POLICIES: tuple[str, ...] = ("fail", "skip")
@@ -65,7 +65,7 @@ def _positive(name: str, value: int) -> int:
 class NodeSettings:
     """Everything a node needs. Required: ``bootstrap``, ``topic`` (one or more), ``output``.
 
-    ``zk`` empty means embedded mode (a :class:`~coordinator.local.LocalCoordinator` whose state
+    ``zk`` empty means embedded mode (a :class:`~laminar_kafka.coordinator.local.coordinator.LocalCoordinator` whose state
     lives in ``state_dir``, default ``<output>/_coordinator`` for a local output).
     """
 

@@ -1,7 +1,7 @@
 """The config file and the passthrough tables: TOML reading, value converters, ``[kafka]``,
 ``[schema_registry]`` and ``[iceberg]`` with their ``LAMINAR_<TABLE>__<KEY>`` variables.
 
-Pure apart from :func:`read_config_file`; :mod:`cluster.config` builds the settings from these.
+Pure apart from :func:`read_config_file`; :mod:`laminar_kafka.cluster.config` builds the settings from these.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cluster.errors import ConfigError
-from kafka_source.topics import PATTERN_PREFIX
+from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX
 
 __all__ = [
     "ICEBERG_ENV_PREFIX", "KAFKA_ENV_PREFIX", "PassthroughTables", "REGISTRY_ENV_PREFIX", "as_bool", "as_float",

@@ -3,7 +3,7 @@
 - ``--log-level`` (``LAMINAR_LOG_LEVEL``): debug, info (default), warning, error.
 - ``--log-format`` (``LAMINAR_LOG_FORMAT``): ``text`` (default) or ``json``, one JSON object per line
   for log shippers (``ts``, ``level``, ``logger``, ``message``, and ``exc`` with a stack trace).
-- librdkafka's own lines arrive through :data:`kafka_source.clients.LIBRDKAFKA_LOGGER` (every client
+- librdkafka's own lines arrive through :data:`laminar_kafka.kafka_source.clients.LIBRDKAFKA_LOGGER` (every client
   is built with ``logger=``); a repeating line (a broker that stays unreachable retries every second) is
   logged once per :data:`REPEAT_WINDOW_S`, with the count of the ones dropped.
 - While a command checks its inputs (:func:`quiet_clients`), the client libraries say nothing: the
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from kafka_source.clients import LIBRDKAFKA_LOGGER
+from laminar_kafka.kafka_source.clients import LIBRDKAFKA_LOGGER
 
 __all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonFormatter", "RepeatFilter", "configure_logging", "quiet_clients"]
 

@@ -1,6 +1,6 @@
 """One node: checks its inputs, builds the coordinator, source and sink, and runs the runtime.
 
-:func:`preflight` turns every bad input into a :class:`~cluster.errors.UsageError` with one clear
+:func:`preflight` turns every bad input into a :class:`~laminar_kafka.cluster.errors.UsageError` with one clear
 line *before* anything is written to the output: Kafka unreachable, a topic missing, ZooKeeper
 unreachable, the output not writable (then ``_staging`` is created), and for an Iceberg output the
 catalog unreachable, or a table whose schema or partition spec cannot take the records (checked last).
@@ -21,35 +21,35 @@ from dataclasses import dataclass
 import pyarrow as pa
 from confluent_kafka import KafkaException
 
-from cluster.config import NodeSettings
-from cluster.errors import RuntimeFailure, SinkError, UsageError
-from cluster.lake import LakeOutput, open_lake
-from cluster.lake_settings import TableFormat
-from cluster.metadata import MetadataUnavailable, TopologyReader
-from cluster.metrics import NodeMetrics
-from cluster.partitioning import check_topic
-from cluster.pipeline_pins import PipelinePins, chain_pins
-from cluster.reconcile import OnLakeBehind
-from cluster.runtime import NodeRuntime, RuntimeOptions
-from cluster.schema_pin import JsonSchemaPin
-from cluster.sink import ParquetSink
-from cluster.topology import Topology
-from coordinator.base import Coordinator, CoordinatorConfig
-from coordinator.config import ZkCredentials
-from coordinator.layout import pipeline_path
-from coordinator.errors import ConfigurationError as CoordinatorConfigurationError
-from coordinator.routing import TopicPartition
-from kafka_source import KafkaSource
-from kafka_source.checkpoint import format_key
-from kafka_source.client_positions import high_watermarks
-from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
-from kafka_source.config import Format, KafkaSourceConfig
-from kafka_source.errors import ConfigurationError as ConnectorConfigurationError
-from kafka_source.errors import ConnectorError
-from kafka_source.schema import configured_schema, discover_json_schema
-from kafka_source.connector import ConnectorConfig
-from kafka_source.startup import resolve_start_offsets
-from kafka_source.topics import TopicSelector
+from laminar_kafka.cluster.config import NodeSettings
+from laminar_kafka.cluster.errors import RuntimeFailure, SinkError, UsageError
+from laminar_kafka.cluster.lake.outputs import LakeOutput, open_lake
+from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
+from laminar_kafka.cluster.metrics import NodeMetrics
+from laminar_kafka.cluster.lake.partitioning import check_topic
+from laminar_kafka.cluster.lake.pins import PipelinePins, chain_pins
+from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
+from laminar_kafka.cluster.lake.schema_pin import JsonSchemaPin
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.runtime.topology import Topology
+from laminar_kafka.coordinator.base import Coordinator, CoordinatorConfig
+from laminar_kafka.coordinator.config import ZkCredentials
+from laminar_kafka.coordinator.layout import pipeline_path
+from laminar_kafka.coordinator.errors import ConfigurationError as CoordinatorConfigurationError
+from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.kafka_source import KafkaSource
+from laminar_kafka.kafka_source.checkpoint import format_key
+from laminar_kafka.kafka_source.read.positions import high_watermarks
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
+from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
+from laminar_kafka.kafka_source.errors import ConfigurationError as ConnectorConfigurationError
+from laminar_kafka.kafka_source.errors import ConnectorError
+from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
+from laminar_kafka.kafka_source.connector import ConnectorConfig
+from laminar_kafka.kafka_source.read.startup import resolve_start_offsets
+from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 logger = logging.getLogger(__name__)
 
@@ -116,8 +116,8 @@ def check_zookeeper(hosts: str, timeout: float = 10.0, credentials: ZkCredential
     from kazoo.exceptions import AuthFailedError, NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from coordinator.errors import AccessDeniedError
-    from coordinator.zk_auth import check_access, open_client
+    from laminar_kafka.coordinator.errors import AccessDeniedError
+    from laminar_kafka.coordinator.zk.auth import check_access, open_client
 
     client = open_client(hosts, timeout, credentials)
     try:
@@ -214,9 +214,9 @@ def check_registry(settings: NodeSettings, partitions: list[TopicPartition]) -> 
     schemas: dict[str, pa.Schema] = {}
     if not config.format.uses_registry:
         return schemas
-    from kafka_source.errors import TransientError
-    from kafka_source.registry import UnknownSchemaError, safe_url
-    from kafka_source.schema import registry_subject_schema
+    from laminar_kafka.kafka_source.errors import TransientError
+    from laminar_kafka.kafka_source.schema_registry.client import UnknownSchemaError, safe_url
+    from laminar_kafka.kafka_source.decode.schema import registry_subject_schema
 
     for topic in sorted({t for t, _ in partitions}):
         try:
@@ -250,10 +250,10 @@ def make_coordinator(settings: NodeSettings, endpoint: str = "") -> Coordinator:
     """ZooKeeper mode when ``settings.zk`` is set, else the embedded local coordinator."""
     config = coordinator_config(settings)
     if settings.zk:
-        from coordinator.zk import ZooKeeperCoordinator
+        from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 
         return ZooKeeperCoordinator(config, settings.node_id, endpoint)
-    from coordinator.local import LocalCoordinator
+    from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 
     return LocalCoordinator(config, settings.effective_state_dir, settings.node_id, endpoint)
 

@@ -2,41 +2,41 @@
 
 The names re-exported here come from the pure modules (no I/O), which :mod:`kafka_source` may import:
 
-- :mod:`coordinator.errors`: ``CoordinatorError`` and its subclasses (``CodecError``, ...).
-- :mod:`coordinator.codec`: strict decoding primitives and the cursor codec (``topic:partition`` keys).
-- :mod:`coordinator.registry`: ``NodeId``, ``UNASSIGNED``, ``AssignmentSnapshot``, ``VnodeRegistry``, ...
-- :mod:`coordinator.routing`: ``partition_vnode`` (LaminarDB routing ABI v1) and grouping helpers.
-- :mod:`coordinator.placement`: ``rendezvous``, ``balanced``, ``place``.
-- :mod:`coordinator.rounds`: ``AssignmentDrainId``, ``drain_digest``, ``round_id``.
-- :mod:`coordinator.config`, :mod:`coordinator.values`, :mod:`coordinator.events`: the settings, the
-  durable values (``Manifest``, ``EpochAck``, ``Member``) and the events; :mod:`coordinator.base`: the
+- :mod:`laminar_kafka.coordinator.errors`: ``CoordinatorError`` and its subclasses (``CodecError``, ...).
+- :mod:`laminar_kafka.coordinator.codec`: strict decoding primitives and the cursor codec (``topic:partition`` keys).
+- :mod:`laminar_kafka.coordinator.vnodes.registry`: ``NodeId``, ``UNASSIGNED``, ``AssignmentSnapshot``, ``VnodeRegistry``, ...
+- :mod:`laminar_kafka.coordinator.vnodes.routing`: ``partition_vnode`` (LaminarDB routing ABI v1) and grouping helpers.
+- :mod:`laminar_kafka.coordinator.vnodes.placement`: ``rendezvous``, ``balanced``, ``place``.
+- :mod:`laminar_kafka.coordinator.vnodes.rounds`: ``AssignmentDrainId``, ``drain_digest``, ``round_id``.
+- :mod:`laminar_kafka.coordinator.config`, :mod:`laminar_kafka.coordinator.values`, :mod:`laminar_kafka.coordinator.engine.events`: the settings, the
+  durable values (``Manifest``, ``EpochAck``, ``Member``) and the events; :mod:`laminar_kafka.coordinator.base`: the
   ``Coordinator`` interface (and every one of those names, re-exported).
 
-The engine: :mod:`coordinator.state` (the register, ``ControlState``), :mod:`coordinator.steps` (the
-leader's ``View`` and its typed ``Step`` intents), :mod:`coordinator.model` (``next_step``, the pure
-state machine), :mod:`coordinator.tracker` (register values -> events), :mod:`coordinator.store` (the
-one store interface), :mod:`coordinator.engine` and :mod:`coordinator.dispatch` (leader loop, event
-dispatch, metrics and validation shared by both backends), :mod:`coordinator.layout` (the ZooKeeper
+The engine: :mod:`laminar_kafka.coordinator.state` (the register, ``ControlState``), :mod:`laminar_kafka.coordinator.engine.steps` (the
+leader's ``View`` and its typed ``Step`` intents), :mod:`laminar_kafka.coordinator.engine.model` (``next_step``, the pure
+state machine), :mod:`laminar_kafka.coordinator.engine.tracker` (register values -> events), :mod:`laminar_kafka.coordinator.store` (the
+one store interface), :mod:`laminar_kafka.coordinator.engine.core` and :mod:`laminar_kafka.coordinator.engine.dispatch` (leader loop, event
+dispatch, metrics and validation shared by both backends), :mod:`laminar_kafka.coordinator.layout` (the ZooKeeper
 paths, record bytes and chunk codec).
 
 The backends are imported from their modules so that importing this package never pulls in kazoo:
-``coordinator.zk.ZooKeeperCoordinator`` (store: :mod:`coordinator.zk_store`, chunk I/O:
-:mod:`coordinator.zk_chunks`) and ``coordinator.local.LocalCoordinator`` (store:
-:mod:`coordinator.local_store`, built on :mod:`coordinator.memory_store`, which also drives the
+``laminar_kafka.coordinator.zk.coordinator.ZooKeeperCoordinator`` (store: :mod:`laminar_kafka.coordinator.zk.store`, chunk I/O:
+:mod:`laminar_kafka.coordinator.zk.chunks`) and ``laminar_kafka.coordinator.local.coordinator.LocalCoordinator`` (store:
+:mod:`laminar_kafka.coordinator.local.store`, built on :mod:`laminar_kafka.coordinator.local.memory_store`, which also drives the
 stateful model tests).
 """
 from __future__ import annotations
 
-from coordinator.versioning import installed_version
+from laminar_kafka.coordinator.versioning import installed_version
 
 
 def __getattr__(name: str) -> str:
-    """``__version__``, looked up on first use (:mod:`coordinator.versioning`)."""
+    """``__version__``, looked up on first use (:mod:`laminar_kafka.coordinator.versioning`)."""
     if name == "__version__":
         return installed_version()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-from coordinator.base import (
+from laminar_kafka.coordinator.base import (
     MANIFEST_CHUNK_BYTES,
     AckRejected,
     AssignmentChanged,
@@ -59,7 +59,7 @@ from coordinator.base import (
     check_topic_ids,
     initial_manifest,
 )
-from coordinator.errors import (
+from laminar_kafka.coordinator.errors import (
     CodecError,
     ConfigurationError,
     CoordinatorError,
@@ -70,8 +70,8 @@ from coordinator.errors import (
     RoutingError,
     SessionLostError,
 )
-from coordinator.placement import DEFAULT_STRATEGY, STRATEGIES, balanced, place, rendezvous
-from coordinator.registry import (
+from laminar_kafka.coordinator.vnodes.placement import DEFAULT_STRATEGY, STRATEGIES, balanced, place, rendezvous
+from laminar_kafka.coordinator.vnodes.registry import (
     DEFAULT_VNODE_COUNT,
     UNASSIGNED,
     AssignmentSnapshot,
@@ -80,13 +80,13 @@ from coordinator.registry import (
     VnodeRegistry,
     moved_vnodes,
 )
-from coordinator.rounds import (
+from laminar_kafka.coordinator.vnodes.rounds import (
     AssignmentDrainId,
     drain_digest,
     parse_round_id,
     round_id,
 )
-from coordinator.routing import (
+from laminar_kafka.coordinator.vnodes.routing import (
     TopicPartition,
     owned_partitions,
     partition_vnode,

@@ -65,9 +65,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ContextManager
 
-from coordinator.config import CoordinatorConfig
-from coordinator.errors import CoordinatorError
-from coordinator.events import (
+from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.errors import CoordinatorError
+from laminar_kafka.coordinator.engine.events import (
     AckRejected,
     AssignmentChanged,
     CoordinatorEvent,
@@ -81,10 +81,10 @@ from coordinator.events import (
     SessionStateChanged,
     Subscribers,
 )
-from coordinator.layout import MANIFEST_CHUNK_BYTES
-from coordinator.registry import AssignmentSnapshot, NodeId
-from coordinator.rounds import AssignmentDrainId
-from coordinator.values import (
+from laminar_kafka.coordinator.layout import MANIFEST_CHUNK_BYTES
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.values import (
     Cursors,
     EpochAck,
     Manifest,

@@ -12,7 +12,7 @@ Cursors (the exact position of every source, the heart of manifests and acks) ha
 
 where the key is :func:`format_partition_key` (a legal Kafka topic name, a colon, the canonical
 decimal partition in ``0..2**31-1``) and the offset is in ``0..2**63-1``. The Kafka source's
-checkpoint codec (:mod:`kafka_source.checkpoint`) uses the same key functions.
+checkpoint codec (:mod:`laminar_kafka.kafka_source.checkpoint`) uses the same key functions.
 
 This module does no I/O.
 """
@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from coordinator.errors import CodecError
+from laminar_kafka.coordinator.errors import CodecError
 
 __all__ = [
     "U64_MAX",

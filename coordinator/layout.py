@@ -5,7 +5,7 @@ All paths are relative to the pipeline's subtree ``<root>/<pipeline>`` (:func:`p
     members/<node_id>                 ephemeral Member JSON {boot_id, endpoint, leaving}
     leader/candidate-<seq>            ephemeral sequential {"node_id": n, "boot_id": b}; the lowest is
                                       the leader, its sequence number + 1 the fencing token
-    assignment                        the register (coordinator.state.ControlState JSON)
+    assignment                        the register (laminar_kafka.coordinator.state.ControlState JSON)
     vnode_load                        {vnode: partitions} written by any node (placement input)
     rounds/<round_id>                 {predecessor, target, digest, leader_token, target_owners,
                                       participants, deadline_ms}
@@ -38,15 +38,15 @@ from dataclasses import dataclass
 
 import xxhash
 
-from coordinator.codec import dumps, expect_int, expect_object, expect_str, loads
-from coordinator.config import CoordinatorConfig
-from coordinator.errors import CodecError
-from coordinator.registry import NodeId
-from coordinator.rounds import round_id
-from coordinator.state import RoundState
-from coordinator.steps import CreateDecision, Intent, MemberFence, OpenEpoch, RecordRejection, StartRound, \
+from laminar_kafka.coordinator.codec import dumps, expect_int, expect_object, expect_str, loads
+from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.coordinator.vnodes.registry import NodeId
+from laminar_kafka.coordinator.vnodes.rounds import round_id
+from laminar_kafka.coordinator.state import RoundState
+from laminar_kafka.coordinator.engine.steps import CreateDecision, Intent, MemberFence, OpenEpoch, RecordRejection, StartRound, \
     WriteManifest
-from coordinator.values import EpochAck
+from laminar_kafka.coordinator.values import EpochAck
 
 __all__ = [
     "MANIFEST_CHUNK_BYTES", "PENDING", "EPOCH_NAME_WIDTH", "CANDIDATE_PREFIX", "ASSIGNMENT", "VNODE_LOAD",

@@ -4,20 +4,20 @@
 ``assignment`` node, ``state.json`` of the local backend, a value in memory for the model tests): the
 published assignment, the boot ids of its owners, the round in progress (:class:`RoundState`), the
 epoch counters and the recent decisions (:class:`Decision`). JSON encoding is canonical; decoding is
-strict (:mod:`coordinator.codec`): CodecError naming the field, nothing coerced.
+strict (:mod:`laminar_kafka.coordinator.codec`): CodecError naming the field, nothing coerced.
 
-This module does no I/O. The node names around the register are in :mod:`coordinator.layout`.
+This module does no I/O. The node names around the register are in :mod:`laminar_kafka.coordinator.layout`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.codec import dumps, expect_int, expect_list, expect_object, expect_str, loads
-from coordinator.errors import CodecError, CoordinatorError
-from coordinator.registry import AssignmentSnapshot, NodeId
-from coordinator.rounds import AssignmentDrainId
-from coordinator.values import RoundOutcome
+from laminar_kafka.coordinator.codec import dumps, expect_int, expect_list, expect_object, expect_str, loads
+from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.values import RoundOutcome
 
 __all__ = [
     "RECENT_DECISIONS",

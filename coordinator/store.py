@@ -2,19 +2,19 @@
 
 A store holds one pipeline's durable control state (the register, manifests, acks, drain receipts,
 decisions, rejection markers, pins, vnode loads) and offers exactly the operations the engine
-(:mod:`coordinator.engine`) needs:
+(:mod:`laminar_kafka.coordinator.engine.core`) needs:
 
-- the leader's side: :meth:`~ControlStore.read_view` (the :class:`~coordinator.steps.View` and the
+- the leader's side: :meth:`~ControlStore.read_view` (the :class:`~laminar_kafka.coordinator.engine.steps.View` and the
   register version it was read at) and :meth:`~ControlStore.apply`, which executes a
-  :class:`~coordinator.steps.Step` as ONE compare-and-set: it checks the leader's term (its election
+  :class:`~laminar_kafka.coordinator.engine.steps.Step` as ONE compare-and-set: it checks the leader's term (its election
   is still held), the register version and the step's member fences, then replaces the register and
   creates the step's intents (a decision is create-once), or raises :class:`FencedError` and changes
   nothing;
 - the nodes' side: versioned reads of the register and of manifests, the writes of acks and drain
   receipts, and the create-once pins.
 
-Three adapters: :class:`coordinator.zk_store.ZooKeeperStore` (kazoo), :class:`coordinator.local_store.
-LocalStore` (files with fsync, one process) and :class:`coordinator.memory_store.MemoryStore` (ZooKeeper's
+Three adapters: :class:`laminar_kafka.coordinator.zk.store.ZooKeeperStore` (kazoo), :class:`laminar_kafka.coordinator.local.store.
+LocalStore` (files with fsync, one process) and :class:`laminar_kafka.coordinator.local.memory_store.MemoryStore` (ZooKeeper's
 semantics in memory: the stateful model tests).
 """
 from __future__ import annotations
@@ -23,11 +23,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from coordinator.errors import CoordinatorError, FencedError
-from coordinator.rounds import AssignmentDrainId
-from coordinator.state import ControlState
-from coordinator.steps import Step, View
-from coordinator.values import EpochAck, Manifest
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.state import ControlState
+from laminar_kafka.coordinator.engine.steps import Step, View
+from laminar_kafka.coordinator.values import EpochAck, Manifest
 
 __all__ = ["Leadership", "EpochGone", "ControlStore"]
 
@@ -109,7 +109,7 @@ class ControlStore(ABC):
 
     @abstractmethod
     def reset(self, seed: Manifest) -> None:
-        """Replace the pipeline's epoch state with ``seed`` (see :meth:`coordinator.base.Coordinator.rebase`):
+        """Replace the pipeline's epoch state with ``seed`` (see :meth:`laminar_kafka.coordinator.base.Coordinator.rebase`):
         delete the register, every manifest, epoch and round; then store ``seed`` as manifest
         ``seed.epoch`` and as the pinned initial manifest (slot 0). Pinned topic ids and settings,
         members and the vnode load stay. Each step is idempotent: a reset interrupted by a crash leaves

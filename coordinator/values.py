@@ -1,9 +1,9 @@
 """The values a coordinator stores and exchanges: members, epoch acks, manifests, round outcomes.
 
 Each durable value has a canonical JSON encoding (``to_json``) and a strict decoder (``from_json``,
-built on :mod:`coordinator.codec`): a wrong type, a bool or string where an integer belongs, a
+built on :mod:`laminar_kafka.coordinator.codec`): a wrong type, a bool or string where an integer belongs, a
 negative or out-of-range number, a missing or unknown key, or an unknown format version raises
-:class:`~coordinator.errors.CodecError` naming the field. Nothing is coerced.
+:class:`~laminar_kafka.coordinator.errors.CodecError` naming the field. Nothing is coerced.
 
 Format versions: a manifest (the durable truth for recovery, kept for the pipeline's life) carries
 ``"format_version": 1``; a manifest written before the field existed has none and decodes as version
@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from coordinator.codec import (
+from laminar_kafka.coordinator.codec import (
     Cursors,
     decode_cursors,
     dumps,
@@ -32,8 +32,8 @@ from coordinator.codec import (
     is_topic_name,
     loads,
 )
-from coordinator.errors import CodecError, ConfigurationError, CoordinatorError
-from coordinator.registry import NodeId
+from laminar_kafka.coordinator.errors import CodecError, ConfigurationError, CoordinatorError
+from laminar_kafka.coordinator.vnodes.registry import NodeId
 
 __all__ = [
     "MANIFEST_FORMAT_VERSION",

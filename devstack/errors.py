@@ -1,15 +1,17 @@
 """The `devstack` package's exception tree: one root, `DevStackError`.
 
-`DevStackError` derives from `cluster.errors.ClusterError` so that the command line (`laminar-kafka
-dev|demo|chaos`) reports a dev-tooling failure exactly as it reports any other: one line, exit 1.
+Its own root (devstack never imports the runtime): the command line (`laminar-kafka dev|demo|chaos`)
+catches it beside `ClusterError` and reports a dev-tooling failure the same way: one line, exit 1.
 """
 from __future__ import annotations
 
-from cluster.errors import ClusterError
 
-
-class DevStackError(ClusterError):
+class DevStackError(Exception):
     """Root of every error raised by the `devstack` package (`cause` keeps the underlying one)."""
+
+    def __init__(self, message: str, *, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class ToolMissingError(DevStackError):

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from devstack.artifacts import LOG_TAIL_LINES
-from devstack.errors import ServerStartError
+from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES
+from laminar_kafka.devstack.errors import ServerStartError
 
 __all__ = [
     "NodeProcess", "free_port", "log_tail", "node_command", "pid_alive", "pid_cmdline", "port_accepts",
@@ -102,8 +102,8 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 
 
 def node_command(flags: Sequence[str]) -> list[str]:
-    """The argv of one node: ``python -m cluster.cli run`` + `flags` (this interpreter, this checkout)."""
-    return [sys.executable, "-m", "cluster.cli", "run", *flags]
+    """The argv of one node: ``python -m laminar_kafka.cli.main run`` + `flags` (this interpreter, this checkout)."""
+    return [sys.executable, "-m", "laminar_kafka.cli.main", "run", *flags]
 
 
 def node_environment() -> dict[str, str]:

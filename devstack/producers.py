@@ -1,9 +1,9 @@
 """Producing test data: `produce` (a bounded batch) and `ContinuousProducer` (a steady rate).
 
 Both are idempotent with ``acks=all``. Each takes an optional ``client``
-(`kafka_source.clients.KafkaClientConfig`: a secured connection) besides the bootstrap servers, as
-`devstack.topics.resolve_client` resolves them. The chaos campaign has its own producer
-(`devstack.chaos_producer`), which also records every acknowledged offset for its audit.
+(`laminar_kafka.kafka_source.clients.KafkaClientConfig`: a secured connection) besides the bootstrap servers, as
+`laminar_kafka.devstack.topics.resolve_client` resolves them. The chaos campaign has its own producer
+(`laminar_kafka.chaos.producer`), which also records every acknowledged offset for its audit.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from devstack.topics import resolve_client
-from kafka_source.clients import KafkaClientConfig, KafkaTarget, make_admin, make_producer
+from laminar_kafka.devstack.topics import resolve_client
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, make_admin, make_producer
 
 __all__ = ["ContinuousProducer", "partition_count", "produce", "producer"]
 

@@ -1,6 +1,6 @@
 """A real S3-compatible server on loopback for the dev stack and the tests: the moto server from PyPI.
 
-`start_s3_server` launches ``python -m devstack.s3 --port P --workdir D`` (this module's :func:`main`,
+`start_s3_server` launches ``python -m laminar_kafka.devstack.s3 --port P --workdir D`` (this module's :func:`main`,
 which runs ``moto.server`` with its per-request log lines silenced) in its own session, bound to
 127.0.0.1 on a free port, waits until it answers and creates the wanted buckets. It returns an
 :class:`S3Server` value: the endpoint, the region and the credentials, with
@@ -19,7 +19,7 @@ development values; they are still kept out of ``repr`` and logs. Stopping the p
 every object. Moto is a test/dev dependency (``moto[server]``): it is imported only in the server
 process.
 
-Run ``python -m devstack.s3`` to start one in the foreground (Ctrl-C stops it).
+Run ``python -m laminar_kafka.devstack.s3`` to start one in the foreground (Ctrl-C stops it).
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from devstack.errors import ServerStartError
-from devstack.processes import REPO_ROOT, free_port, log_tail, pid_alive, pid_cmdline, port_accepts, terminate_pid
+from laminar_kafka.devstack.errors import ServerStartError
+from laminar_kafka.devstack.processes import REPO_ROOT, free_port, log_tail, pid_alive, pid_cmdline, port_accepts, terminate_pid
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ DEV_BUCKET = "laminar-dev"
 #: moto checks no signature: these are development values, not secrets of any real account
 _DEV_ACCESS_KEY_ID = "laminar-dev"
 _DEV_SECRET_ACCESS_KEY = "laminar-dev-secret"
-_MODULE = "devstack.s3"
+_MODULE = "laminar_kafka.devstack.s3"
 _LOG_NAME = "s3-server.log"
 
 
@@ -205,7 +205,7 @@ def _serve(port: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     """``--port P --workdir D``: serve (what :func:`start_s3_server` runs). No arguments: start a
     detached server on a free port in a temporary directory, print its environment, stop it on Ctrl-C."""
-    parser = argparse.ArgumentParser(prog="python -m devstack.s3", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m laminar_kafka.devstack.s3", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=None)
     parser.add_argument("--workdir", type=Path, default=None, help="recorded on the command line only")
     args = parser.parse_args(argv)

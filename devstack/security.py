@@ -26,8 +26,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from devstack.artifacts import JAVA_HINT, require_tool
-from devstack.errors import DevStackError
+from laminar_kafka.devstack.jvm.artifacts import JAVA_HINT, require_tool
+from laminar_kafka.devstack.errors import DevStackError
 
 __all__ = [
     "SCRAM_MECHANISM", "ScramUser", "SecurityMaterial", "broker_properties", "generate_material",
@@ -246,7 +246,7 @@ def client_toml(properties: dict[str, str], *, bootstrap: str = "", comment: str
     """A TOML document: `bootstrap` (when given) and the `[kafka]` table of `properties`, as
     `laminar-kafka run|status|verify --config` read it. With `hide_secrets`, secret values are
     left out and a comment says so (what a screen may show)."""
-    from kafka_source.clients import is_secret_key
+    from laminar_kafka.kafka_source.clients import is_secret_key
 
     lines = [f"# {line}" for line in comment.splitlines()]
     if bootstrap:

@@ -4,7 +4,7 @@
 and the chaos campaign use. `dev up` records the detached stack in a state file; `read_state` checks
 the recorded processes against the live process table and never trusts the file blindly.
 
-A `secure` stack's Kafka also listens with SASL_SSL (SCRAM-SHA-512) and mTLS (see `devstack.servers`);
+A `secure` stack's Kafka also listens with SASL_SSL (SCRAM-SHA-512) and mTLS (see `laminar_kafka.devstack.jvm.servers`);
 its TLS material is generated into `<base_dir>/security` and the ready client settings are written to
 `<base_dir>/client.toml` (SASL_SSL) and `<base_dir>/client-mtls.toml` (mTLS), mode 0600: the only
 places a password is written. The state file records their paths, never a secret.
@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from devstack.artifacts import default_cache_dir, ensure_artifacts
-from devstack.errors import DevStackStateError, ServerStartError
-from devstack.processes import pid_alive, pid_cmdline, terminate_pid
-from devstack.servers import (
+from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artifacts
+from laminar_kafka.devstack.errors import DevStackStateError, ServerStartError
+from laminar_kafka.devstack.processes import pid_alive, pid_cmdline, terminate_pid
+from laminar_kafka.devstack.jvm.servers import (
     DEFAULT_START_TIMEOUT_S, JvmServer, KafkaCluster, ZooKeeperEnsemble, new_kafka_cluster, new_zookeeper,
 )
 
 if TYPE_CHECKING:
-    from devstack.security import SecurityMaterial
-    from kafka_source.clients import KafkaClientConfig
+    from laminar_kafka.devstack.security import SecurityMaterial
+    from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class DevStack:
         base.mkdir(parents=True, exist_ok=True)
         security = None
         if secure and kafka_brokers:
-            from devstack.security import generate_material
+            from laminar_kafka.devstack.security import generate_material
 
             security = generate_material(base / "security")
         kafka = new_kafka_cluster(lib_dir, base, kafka_brokers, security) if kafka_brokers else None
@@ -139,8 +139,8 @@ class DevStack:
     def sasl_ssl_client(self, *, ca_cert: Path | None = None, password: str | None = None) -> KafkaClientConfig:
         """The client configuration of the SASL_SSL listeners (SCRAM-SHA-512); `ca_cert` and
         `password` replace the generated ones (negative tests)."""
-        from devstack.security import sasl_ssl_client_properties
-        from kafka_source.clients import KafkaClientConfig
+        from laminar_kafka.devstack.security import sasl_ssl_client_properties
+        from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
         material = self._require_security()
         assert self.kafka is not None
@@ -152,8 +152,8 @@ class DevStack:
     ) -> KafkaClientConfig:
         """The client configuration of the mTLS (SSL, client certificate required) listeners;
         `ca_cert`, `certificate` and `key` replace the generated files (negative tests)."""
-        from devstack.security import mtls_client_properties
-        from kafka_source.clients import KafkaClientConfig
+        from laminar_kafka.devstack.security import mtls_client_properties
+        from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
         material = self._require_security()
         assert self.kafka is not None
@@ -170,7 +170,7 @@ class DevStack:
 
     def write_client_configs(self) -> tuple[Path, Path]:
         """Write `client.toml` (SASL_SSL) and `client-mtls.toml` (mTLS), mode 0600; return their paths."""
-        from devstack.security import write_client_toml
+        from laminar_kafka.devstack.security import write_client_toml
 
         sasl, mtls = self.sasl_ssl_client(), self.mtls_client()
         write_client_toml(self.client_config_path, dict(sasl.properties), bootstrap=sasl.bootstrap,

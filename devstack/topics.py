@@ -1,7 +1,7 @@
 """`create_topic`: the one way the dev tooling, the tests and the benches create a topic.
 
 Every devstack helper that talks to Kafka takes the bootstrap servers (or a whole
-`kafka_source.clients.KafkaClientConfig`) and an optional `client` (a `KafkaClientConfig`, e.g.
+`laminar_kafka.kafka_source.clients.KafkaClientConfig`) and an optional `client` (a `KafkaClientConfig`, e.g.
 SASL_SSL settings); `resolve_client` resolves the two.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 from confluent_kafka.admin import NewTopic
 
-from devstack.errors import WaitTimeout
-from devstack.waiting import wait_until
-from kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_admin
+from laminar_kafka.devstack.errors import WaitTimeout
+from laminar_kafka.devstack.waiting import wait_until
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_admin
 
 __all__ = ["create_topic", "resolve_client"]
 

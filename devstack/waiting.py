@@ -4,7 +4,7 @@
 - :func:`await_until`: the same from a coroutine (never blocks the event loop);
 - :class:`EventLog`: a thread-safe log of events (for example a coordinator's) that can be awaited.
 
-Every wait is bounded and raises :class:`~devstack.errors.WaitTimeout` (a ``TimeoutError``) naming
+Every wait is bounded and raises :class:`~laminar_kafka.devstack.errors.WaitTimeout` (a ``TimeoutError``) naming
 what did not happen. This module does no I/O.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from devstack.errors import WaitTimeout
+from laminar_kafka.devstack.errors import WaitTimeout
 
 __all__ = ["EventLog", "await_until", "wait_until"]
 

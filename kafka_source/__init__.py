@@ -1,18 +1,18 @@
 """The LaminarDB source-connector protocol in Python and its splittable Kafka implementation."""
 from __future__ import annotations
 
-from coordinator.versioning import installed_version
+from laminar_kafka.coordinator.versioning import installed_version
 
 
 def __getattr__(name: str) -> str:
-    """``__version__``, looked up on first use (:mod:`coordinator.versioning`)."""
+    """``__version__``, looked up on first use (:mod:`laminar_kafka.coordinator.versioning`)."""
     if name == "__version__":
         return installed_version()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-from kafka_source.checkpoint import SourceCheckpoint
-from kafka_source.config import Format, IsolationLevel, KafkaSourceConfig, StartupMode
-from kafka_source.connector import (
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.config.source_config import Format, IsolationLevel, KafkaSourceConfig, StartupMode
+from laminar_kafka.kafka_source.connector import (
     CheckpointAttempt,
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -32,7 +32,7 @@ from kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
-from kafka_source.errors import (
+from laminar_kafka.kafka_source.errors import (
     CheckpointError,
     ConfigurationError,
     ConnectorError,
@@ -44,7 +44,7 @@ from kafka_source.errors import (
     TransientError,
     UnassignedVnodeError,
 )
-from kafka_source.source import KafkaSource, SourceMetrics
+from laminar_kafka.kafka_source.source import KafkaSource, SourceMetrics
 
 __all__ = [
     "__version__",

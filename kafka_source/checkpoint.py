@@ -13,7 +13,7 @@ Encoding (UTF-8 JSON object, exactly these keys)::
 
 Decoding is strict: unknown or missing keys, wrong JSON types, booleans used as numbers, negative
 or out-of-range integers, non-canonical partition numbers and invalid topic names all raise
-:class:`~kafka_source.errors.CheckpointError`. This module does no I/O.
+:class:`~laminar_kafka.kafka_source.errors.CheckpointError`. This module does no I/O.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, loads, parse_partition_key
-from coordinator.errors import CodecError
-from kafka_source.errors import CheckpointError
+from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, loads, parse_partition_key
+from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.kafka_source.errors import CheckpointError
 
 __all__ = [
     "CHECKPOINT_FORMAT_VERSION",
@@ -51,7 +51,7 @@ def _is_int(value: object) -> bool:
 def format_key(topic: str, partition: int) -> str:
     """The checkpoint key ``"topic:partition"``. Pre: valid Kafka topic name, 0 <= partition < 2**31.
 
-    One implementation for the whole project: :func:`coordinator.codec.format_partition_key` (the
+    One implementation for the whole project: :func:`laminar_kafka.coordinator.codec.format_partition_key` (the
     manifests' cursor keys), with its error raised as :class:`CheckpointError`.
     """
     try:
@@ -177,7 +177,7 @@ class SourceCheckpoint:
 
     @classmethod
     def from_json(cls, text: str) -> SourceCheckpoint:
-        """Strict JSON (:func:`coordinator.codec.loads`: no duplicate keys, no NaN, no fractions)."""
+        """Strict JSON (:func:`laminar_kafka.coordinator.codec.loads`: no duplicate keys, no NaN, no fractions)."""
         try:
             data = loads(text, "checkpoint")
         except CodecError as exc:

@@ -7,7 +7,7 @@ campaign all build their clients here, so a setting given once (``[kafka]`` in t
 ``LAMINAR_KAFKA__<KEY>``) reaches every one of them.
 
 Every client is created with ``logger=``: librdkafka's own log lines go through Python
-:mod:`logging` (logger ``kafka_source.clients.librdkafka``), never as raw ``%3|...|FAIL|`` lines
+:mod:`logging` (logger ``laminar_kafka.kafka_source.clients.librdkafka``), never as raw ``%3|...|FAIL|`` lines
 on stderr. Secrets never leave this module in clear: :meth:`KafkaClientConfig.redacted` and
 :func:`redact` replace them with ``***``.
 """
@@ -24,7 +24,7 @@ from typing import Any, TypeAlias
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from kafka_source.errors import ConfigurationError
+from laminar_kafka.kafka_source.errors import ConfigurationError
 
 __all__ = [
     "KafkaClientConfig",

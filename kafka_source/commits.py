@@ -18,11 +18,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from coordinator.routing import TopicPartition
-from kafka_source.checkpoint import SourceCheckpoint
-from kafka_source.errors import ConnectorError, TransientError
-from kafka_source.metrics import SourceMetrics
-from kafka_source.reader import Reader
+from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.errors import ConnectorError, TransientError
+from laminar_kafka.kafka_source.metrics import SourceMetrics
+from laminar_kafka.kafka_source.read.reader import Reader
 
 logger = logging.getLogger(__name__)
 

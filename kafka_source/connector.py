@@ -6,7 +6,7 @@ an implementation computes the time left as ``deadline - time.monotonic()`` and 
 provider work after it.
 
 The drain/vnode hooks fail closed by default: a connector that does not implement exact
-vnode-scoped ownership raises :class:`~kafka_source.errors.ConfigurationError` from them, so it can
+vnode-scoped ownership raises :class:`~laminar_kafka.kafka_source.errors.ConfigurationError` from them, so it can
 never be placed as a splittable source while every node reads all input.
 """
 from __future__ import annotations
@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from coordinator.rounds import AssignmentDrainId
-from coordinator.routing import TopicPartition
-from kafka_source.checkpoint import SourceCheckpoint
-from kafka_source.errors import ConfigurationError
-from kafka_source.tasks import ConnectorTaskTracker
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.kafka_source.tasks import ConnectorTaskTracker
 
 if TYPE_CHECKING:
-    from coordinator.registry import VnodeRegistry
+    from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 
 __all__ = [
     "CheckpointAttempt",
@@ -197,7 +197,7 @@ class SourceBatch:
     ``rejected``: the records this poll consumed but could not decode, skipped by the bad-record
     policy (``None`` when there are none). The cursor is past them too, so a sink that keeps
     exactly once must write them with ``records`` (the node writes them to ``<output>/_rejected/``).
-    Columns: :data:`kafka_source.rejected.REJECTED_SCHEMA`. ``records`` may then have no row.
+    Columns: :data:`laminar_kafka.kafka_source.decode.rejected.REJECTED_SCHEMA`. ``records`` may then have no row.
     """
 
     records: pa.RecordBatch
@@ -326,7 +326,7 @@ class SourceConnector(abc.ABC):
 
     # -- drain and ownership (fail closed unless implemented) -----------------------------------
     #
-    # A round (``coordinator.rounds.AssignmentDrainId``) moves the published assignment from version
+    # A round (``laminar_kafka.coordinator.vnodes.rounds.AssignmentDrainId``) moves the published assignment from version
     # v to v + 1. The runtime calls: set_vnode_assignment (once, before start) -> drive_control_plane
     # / checkpoint_ready every turn -> acquisition_needed / acquire_partitions when the published
     # version gives this node partitions without a round -> begin_drain, poll_drain_ready,

@@ -1,4 +1,4 @@
-"""The counters one :class:`~kafka_source.source.KafkaSource` generation keeps."""
+"""The counters one :class:`~laminar_kafka.kafka_source.source.KafkaSource` generation keeps."""
 from __future__ import annotations
 
 from collections.abc import Callable

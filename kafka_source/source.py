@@ -1,12 +1,12 @@
 """`KafkaSource`: the Kafka implementation of the source-connector protocol (the facade).
 
 This module holds the lifecycle (start, close) and the data path (poll, checkpoint); the other
-concerns live beside it: :mod:`kafka_source.batches` (from FIFO items to a batch),
-:mod:`kafka_source.vnode` (vnode ownership and drains), :mod:`kafka_source.commits` (advisory
-group-offset commits), :mod:`kafka_source.schema` (schema and JSON inference).
+concerns live beside it: :mod:`laminar_kafka.kafka_source.read.batches` (from FIFO items to a batch),
+:mod:`laminar_kafka.kafka_source.vnode.driver` (vnode ownership and drains), :mod:`laminar_kafka.kafka_source.commits` (advisory
+group-offset commits), :mod:`laminar_kafka.kafka_source.decode.schema` (schema and JSON inference).
 
-Threads: one reader thread owns ``Consumer.consume`` (see :mod:`kafka_source.reader`); the asyncio
-side only touches the byte-bounded FIFO (:mod:`kafka_source.fifo`). Other blocking client calls
+Threads: one reader thread owns ``Consumer.consume`` (see :mod:`laminar_kafka.kafka_source.read.reader`); the asyncio
+side only touches the byte-bounded FIFO (:mod:`laminar_kafka.kafka_source.read.fifo`). Other blocking client calls
 (startup lookups, schema sampling) run on threads of :meth:`KafkaSource.terminal_task_tracker`,
 which covers every thread the source starts. The cursor (``next offset`` per partition) lives on
 the asyncio side and moves only when rows are emitted by :meth:`KafkaSource.poll_batch`.
@@ -23,15 +23,15 @@ import pyarrow as pa
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from coordinator.registry import VnodeRegistry
-from coordinator.rounds import AssignmentDrainId
-from coordinator.routing import TopicPartition
-from kafka_source.arrow_batch import BatchBuilder
-from kafka_source.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
-from kafka_source.checkpoint import SourceCheckpoint
-from kafka_source.commits import AdvisoryCommits
-from kafka_source.config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
-from kafka_source.connector import (
+from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
+from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.commits import AdvisoryCommits
+from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
+from laminar_kafka.kafka_source.connector import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
     ConnectorTaskTracker,
@@ -46,14 +46,14 @@ from kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
-from kafka_source.errors import ConfigurationError, ConnectorError, ErrorRateExceededError, FatalError
-from kafka_source.fifo import AssignmentApplied, ByteBoundedFifo, ControlItem, FifoItem
-from kafka_source.metrics import SourceMetrics
-from kafka_source.opening import build_reader, create_consumer, start_offsets
-from kafka_source.reader import Reader
-from kafka_source.records import RecordFields
-from kafka_source.schema import configured_schema, discover_json_schema
-from kafka_source.vnode import VnodeBinding, VnodeDriver
+from laminar_kafka.kafka_source.errors import ConfigurationError, ConnectorError, ErrorRateExceededError, FatalError
+from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ByteBoundedFifo, ControlItem, FifoItem
+from laminar_kafka.kafka_source.metrics import SourceMetrics
+from laminar_kafka.kafka_source.read.opening import build_reader, create_consumer, start_offsets
+from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.decode.records import RecordFields
+from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
+from laminar_kafka.kafka_source.vnode.driver import VnodeBinding, VnodeDriver
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class KafkaSource(SourceConnector):
 
     async def discover_schema(self, properties: Mapping[str, str]) -> None:
         """Resolve the schema; ``format=json`` without ``json.schema``: inferred from records
-        sampled from the topics' start (:func:`kafka_source.schema.discover_json_schema`).
+        sampled from the topics' start (:func:`laminar_kafka.kafka_source.decode.schema.discover_json_schema`).
         Post: :meth:`schema` returns it. Raises :class:`ConfigurationError` without a sample."""
         config = as_kafka_config(properties)
         self._config = config
@@ -163,8 +163,8 @@ class KafkaSource(SourceConnector):
         """Resolve the position to exact offsets, assign them, then start the reader thread.
 
         Post: :meth:`checkpoint` pins every partition's start offset. Raises
-        :class:`ConfigurationError`, :class:`~kafka_source.errors.CheckpointError` (e.g.
-        :class:`~kafka_source.errors.OffsetOutOfRangeError` under guaranteed delivery) or
+        :class:`ConfigurationError`, :class:`~laminar_kafka.kafka_source.errors.CheckpointError` (e.g.
+        :class:`~laminar_kafka.kafka_source.errors.OffsetOutOfRangeError` under guaranteed delivery) or
         :class:`TransientError`; on error no consumer is left open.
         """
         if self._started or self._closed:
@@ -338,7 +338,7 @@ class KafkaSource(SourceConnector):
     async def notify_epoch_committed(self, epoch: int, checkpoint: SourceCheckpoint) -> None:
         """Commit ``checkpoint``'s offsets to ``group.id`` (advisory, for lag dashboards): only
         partitions read here whose owner did not change since the checkpoint's version, never
-        backwards (:mod:`kafka_source.commits`). Empty checkpoint: no-op. Idempotent. Failures
+        backwards (:mod:`laminar_kafka.kafka_source.commits`). Empty checkpoint: no-op. Idempotent. Failures
         are logged and counted in ``metrics.commit_failures``; they never raise.
         """
         if checkpoint.is_empty or self._reader is None or self._closed:
@@ -351,11 +351,11 @@ class KafkaSource(SourceConnector):
             closed=lambda: self._closed,
         )
 
-    # -- vnode ownership and drains (kafka_source.vnode) ------------------------------------------
+    # -- vnode ownership and drains (laminar_kafka.kafka_source.vnode.driver) ------------------------------------------
 
     def set_vnode_assignment(self, source_identity: str, registry: VnodeRegistry, self_id: int) -> None:
         """From now on read exactly the partitions whose vnode ``self_id`` owns in ``registry``
-        (see :class:`kafka_source.vnode.VnodeDriver`). Again with the same arguments: a no-op;
+        (see :class:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver`). Again with the same arguments: a no-op;
         with different ones: :class:`ConfigurationError`."""
         binding = VnodeBinding(source_identity, registry, self_id)  # validates (ConfigurationError)
         if self._vnode is not None:
@@ -387,7 +387,7 @@ class KafkaSource(SourceConnector):
 
     def checkpoint_ready(self) -> bool:
         """True iff reconciled with the published assignment (always without vnode mode); see
-        :meth:`VnodeDriver.is_ready <kafka_source.vnode.VnodeDriver.is_ready>`."""
+        :meth:`VnodeDriver.is_ready <laminar_kafka.kafka_source.vnode.driver.VnodeDriver.is_ready>`."""
         self._check_alive()
         if self._vnode is None:
             return True
@@ -396,7 +396,7 @@ class KafkaSource(SourceConnector):
         return self._vnode.is_ready()
 
     def drive_control_plane(self) -> None:
-        """One non-blocking reconciliation step; never raises (see :meth:`kafka_source.vnode.VnodeDriver.drive`)."""
+        """One non-blocking reconciliation step; never raises (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.drive`)."""
         if self._vnode is None or not self._started or self._closed or self._failure is not None:
             return
         self._vnode.drive()
@@ -407,7 +407,7 @@ class KafkaSource(SourceConnector):
         ignored; a no-op before :meth:`start` (which lists the partitions) and after :meth:`close`.
         Without vnode mode they are assigned at their first offset by the reader thread and appear
         in :meth:`checkpoint` from then on; in vnode mode see
-        :meth:`kafka_source.vnode.VnodeDriver.add_partitions`.
+        :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.add_partitions`.
         """
         if not self._started or self._closed or self._is_failed():
             return
@@ -422,21 +422,21 @@ class KafkaSource(SourceConnector):
         self._require_vnode().add_partitions(wanted)
 
     def acquire_partitions(self, cursors: Mapping[str, int] | SourceCheckpoint, version: int) -> None:
-        """Offer explicit start cursors for ``version`` (see :meth:`kafka_source.vnode.VnodeDriver.acquire_partitions`)."""
+        """Offer explicit start cursors for ``version`` (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.acquire_partitions`)."""
         self._require_vnode().acquire_partitions(cursors, version)
 
     def acquisition_needed(self) -> tuple[int, frozenset[TopicPartition]] | None:
-        """What reconciliation waits for (see :meth:`kafka_source.vnode.VnodeDriver.acquisition_needed`)."""
+        """What reconciliation waits for (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.acquisition_needed`)."""
         if self._vnode is None or self._failure is not None:
             return None
         return self._vnode.acquisition_needed()
 
     def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
-        """Pause the partitions this node loses in ``request.round`` (see :meth:`kafka_source.vnode.VnodeDriver.begin_drain`)."""
+        """Pause the partitions this node loses in ``request.round`` (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.begin_drain`)."""
         self._running_vnode("begin_drain").begin_drain(request, deadline)
 
     def poll_drain_ready(self, round: AssignmentDrainId) -> bool:
-        """Whether ``round``'s cut is fixed (see :meth:`kafka_source.vnode.VnodeDriver.poll_drain_ready`)."""
+        """Whether ``round``'s cut is fixed (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.poll_drain_ready`)."""
         vnode = self._require_vnode()
         if self._failure is not None:
             raise self._failure
@@ -448,5 +448,5 @@ class KafkaSource(SourceConnector):
         deadline: float,
         handoff_cursors: Mapping[str, int] | SourceCheckpoint | None = None,
     ) -> None:
-        """Resolve the active round (see :meth:`kafka_source.vnode.VnodeDriver.finish_drain`)."""
+        """Resolve the active round (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.finish_drain`)."""
         await self._running_vnode("finish_drain").finish_drain(resolution, deadline, handoff_cursors)

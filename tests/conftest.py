@@ -4,14 +4,14 @@ Backend choice, in order:
 1. `KAFKA_BOOTSTRAP` / `ZK_HOSTS` set: use that existing cluster (servers cannot be restarted, so
    tests that need to control a server are skipped with that reason).
 2. `LAMINAR_TEST_BACKEND=docker`: testcontainers starts Kafka (KRaft) and ZooKeeper containers from
-   the project's images (`python -m devstack.containers build`; missing server images are built on
+   the project's images (`python -m laminar_kafka.devstack.containers build`; missing server images are built on
    first use), on any engine that answers the Docker API (Docker, or podman's service, started when
    needed). Restartable fixtures are dedicated containers the tests kill, stop, pause and restart;
    the three-broker cluster and the ZooKeeper ensemble stay on the local backend (skipped here).
    Without an engine the tests are skipped with the one-line reason, or fail when
    `LAMINAR_CONTAINERS_REQUIRED=1` (CI). Tests marked `containers` (images, compose, container
    faults) run only with this backend.
-3. Otherwise (default): local JVM processes from `devstack.stack.DevStack`, started once per session.
+3. Otherwise (default): local JVM processes from `laminar_kafka.devstack.stack.DevStack`, started once per session.
 
 Unit tests (tests/unit) never touch these fixtures and never start a server.
 """
@@ -28,9 +28,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from devstack.processes import free_port
-from devstack.servers import KafkaCluster, ZooKeeperEnsemble
-from devstack.stack import DevStack
+from laminar_kafka.devstack.processes import free_port
+from laminar_kafka.devstack.jvm.servers import KafkaCluster, ZooKeeperEnsemble
+from laminar_kafka.devstack.stack import DevStack
 from tests.s3_fixtures import s3_server  # noqa: F401
 from tests.rest_catalog_fixtures import rest_catalog  # noqa: F401
 
@@ -62,7 +62,7 @@ class _Controllable(ABC):
 class KafkaHandle(_Controllable):
     """What a test gets from the `kafka` fixture.
 
-    `cluster` is the controllable local cluster (a `devstack.containers_servers.ContainerGroup` with the
+    `cluster` is the controllable local cluster (a `laminar_kafka.devstack.containers.servers.ContainerGroup` with the
     docker backend), or None for an external cluster.
     """
 
@@ -148,10 +148,10 @@ def containers_unavailable(reason: str) -> None:
 def container_engine(*, compose: bool = False) -> Any:
     """The docker SDK client of the engine, with the server images built (and a compose client when
     `compose`); skips (or fails) saying in one line what is missing."""
-    from devstack import containers
+    from laminar_kafka.devstack.containers import engine as containers
 
     if compose:
-        from devstack.containers_compose import compose_command
+        from laminar_kafka.devstack.containers.compose import compose_command
 
         try:
             compose_command()
@@ -162,7 +162,7 @@ def container_engine(*, compose: bool = False) -> Any:
             client = containers.connect()
             containers.check_container_runs(client)
             containers.configure_testcontainers()
-            from devstack.containers_images import ImageBuilder
+            from laminar_kafka.devstack.containers.images import ImageBuilder
 
             ImageBuilder(client, log=lambda line: None).build(["kafka", "zookeeper"])
             return client
@@ -175,12 +175,12 @@ def container_engine(*, compose: bool = False) -> Any:
 def _server_container(role: str, name: str) -> Iterator[Any]:
     """A Kafka or ZooKeeper container started by testcontainers, healthy, removed on exit.
 
-    Yields a `devstack.containers_servers.ServerContainer` (host port, health, fault controls).
+    Yields a `laminar_kafka.devstack.containers.servers.ServerContainer` (host port, health, fault controls).
     """
     container_engine()
     from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found]
 
-    from devstack import containers_servers as servers
+    from laminar_kafka.devstack.containers import servers
 
     for attempt in range(1, 4):
         port = free_port()
@@ -212,7 +212,7 @@ def _server_container(role: str, name: str) -> Iterator[Any]:
 @contextlib.contextmanager
 def _container_handles(role: str, name: str) -> Iterator[Any]:
     """A controllable Kafka or ZooKeeper handle backed by one container."""
-    from devstack.containers_servers import ContainerGroup
+    from laminar_kafka.devstack.containers.servers import ContainerGroup
 
     with _server_container(role, name) as server:
         group = ContainerGroup([server])
@@ -339,13 +339,13 @@ def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zoo
 
 @pytest.fixture(scope="session")
 def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The Confluent-compatible base URL of a real schema registry (devstack.registry: Apicurio, in
+    """The Confluent-compatible base URL of a real schema registry (laminar_kafka.devstack.jvm.schema_registry: Apicurio, in
     memory) running for the session; ``SCHEMA_REGISTRY_URL`` set: that registry instead."""
     external = os.environ.get("SCHEMA_REGISTRY_URL")
     if external:
         yield external
         return
-    from devstack.registry import new_schema_registry
+    from laminar_kafka.devstack.jvm.schema_registry import new_schema_registry
 
     registry = new_schema_registry(Path(tmp_path_factory.mktemp("schema-registry")))
     registry.start(timeout=120.0)  # about 3 s warm; the first run also builds the application

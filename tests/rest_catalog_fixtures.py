@@ -1,4 +1,4 @@
-"""The `rest_catalog` session fixture: a real Apache Iceberg REST catalog (`devstack.rest_catalog`:
+"""The `rest_catalog` session fixture: a real Apache Iceberg REST catalog (`laminar_kafka.devstack.jvm.rest_catalog`:
 Iceberg's own REST catalog server, from Maven Central) on a free port, for the session.
 
 It yields the catalog URI (``http://127.0.0.1:<port>``); its default warehouse is a local directory,
@@ -21,7 +21,7 @@ def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if external:
         yield external
         return
-    from devstack.rest_catalog import new_rest_catalog
+    from laminar_kafka.devstack.jvm.rest_catalog import new_rest_catalog
 
     server = new_rest_catalog(Path(tmp_path_factory.mktemp("rest-catalog")))
     server.start(timeout=120.0)  # about 2 s; the first run also resolves the jars (about 20 s cold)

@@ -1,4 +1,4 @@
-"""The `s3_server` session fixture: a real S3-compatible server (moto, `devstack.s3`) on loopback.
+"""The `s3_server` session fixture: a real S3-compatible server (moto, `laminar_kafka.devstack.s3`) on loopback.
 
 While the session runs, the process environment holds `S3Server.env()` (endpoint, credentials,
 region), so ``s3://bucket/prefix`` resolves to this server in the test process and in every child
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from devstack.s3 import S3Server, start_s3_server
+from laminar_kafka.devstack.s3 import S3Server, start_s3_server
 
 #: created at start; tests share it and keep apart by a unique prefix
 TEST_BUCKET = "laminar-test"

@@ -10,8 +10,8 @@ from typing import Iterable
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from devstack.producers import partition_count, produce, producer
-from devstack.topics import create_topic
+from laminar_kafka.devstack.producers import partition_count, produce, producer
+from laminar_kafka.devstack.topics import create_topic
 
 __all__ = [
     "admin", "create_topic", "delete_topic", "high_watermarks", "partition_count", "produce", "producer", "read_all", "values",

@@ -1,5 +1,5 @@
 # Java 17 runtime for the Kafka and ZooKeeper images. BASE: any Debian bookworm image; built here from
-# the debootstrap base (`python -m devstack.containers build`), elsewhere `debian:bookworm-slim` works.
+# the debootstrap base (`python -m laminar_kafka.devstack.containers build`), elsewhere `debian:bookworm-slim` works.
 ARG BASE=debian:bookworm-slim
 FROM ${BASE}
 RUN apt-get update \

@@ -1,5 +1,5 @@
 # The pinned Kafka and ZooKeeper jars (devstack/pom.xml, resolved from Maven Central by
-# devstack.artifacts.ensure_artifacts) on the Java image: the shared layer of the two server images.
+# laminar_kafka.devstack.jvm.artifacts.ensure_artifacts) on the Java image: the shared layer of the two server images.
 ARG BASE=laminar-java:17
 FROM ${BASE}
 COPY lib/ /opt/laminar/lib/

@@ -1,4 +1,4 @@
-"""A short chaos campaign on real processes (devstack.chaos): two seeds that between them SIGKILL a
+"""A short chaos campaign on real processes (laminar_kafka.chaos.campaign): two seeds that between them SIGKILL a
 node mid-epoch, pause a zombie past its session timeout, make a node leave and another join, create
 a topic that matches the nodes' pattern, cut a node from ZooKeeper only (network namespace), and two
 state faults (DESIGN 14.4): the pipeline's ZooKeeper subtree deleted (the nodes reconcile with the
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from devstack.chaos import CampaignConfig, run_campaign
-from devstack.chaos_plan import KINDS
-from devstack.chaos_report import format_table, summarize
-from cluster.cli import main
+from laminar_kafka.chaos.campaign import CampaignConfig, run_campaign
+from laminar_kafka.chaos.plan import KINDS
+from laminar_kafka.chaos.report import format_table, summarize
+from laminar_kafka.cli.main import main
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(420)]
 

@@ -1,4 +1,4 @@
-"""devstack.netfaults against real servers: a client process inside a node's network namespace
+"""laminar_kafka.devstack.netfaults.faults against real servers: a client process inside a node's network namespace
 reaches Kafka and ZooKeeper through the relay, and loses exactly the server group that is cut.
 
 Needs root and working network namespaces. Where they are missing these tests FAIL with the reason
@@ -22,11 +22,11 @@ from typing import Any, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from devstack import netfaults
-from devstack.netfaults import Endpoints, NodeNetwork, cleanup_stale, network_faults_available, unused_index
-from devstack.processes import pid_alive
-from devstack.errors import WaitTimeout
-from devstack.waiting import wait_until
+from laminar_kafka.devstack.netfaults import faults as netfaults
+from laminar_kafka.devstack.netfaults.faults import Endpoints, NodeNetwork, cleanup_stale, network_faults_available, unused_index
+from laminar_kafka.devstack.processes import pid_alive
+from laminar_kafka.devstack.errors import WaitTimeout
+from laminar_kafka.devstack.waiting import wait_until
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.support import create_topic, produce, read_all
 
@@ -407,7 +407,7 @@ def test_close_and_cleanup_leave_nothing() -> None:
     owner = subprocess.Popen(
         [sys.executable, "-c",
          "import subprocess, sys, time\n"
-         "from devstack.netfaults import Endpoints, NodeNetwork\n"
+         "from laminar_kafka.devstack.netfaults.faults import Endpoints, NodeNetwork\n"
          "net = NodeNetwork(sys.argv[1], Endpoints(), int(sys.argv[2]), prefix=sys.argv[3]); net.start()\n"
          "node = subprocess.Popen(net.wrap(['sleep', '120']))\n"
          "print(node.pid, flush=True); time.sleep(120)\n",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from devstack import containers
-from cluster.cli_dev import _stack_name, add_dev_commands
-from devstack.containers_servers import stack_containers
+from laminar_kafka.devstack.containers import engine as containers
+from laminar_kafka.cli.dev import _stack_name, add_dev_commands
+from laminar_kafka.devstack.containers.servers import stack_containers
 from tests import support
 from tests.conftest import container_engine
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _module(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "devstack.containers", *args], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "laminar_kafka.devstack.containers.engine", *args], cwd=REPO, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=900)
 
 
@@ -49,7 +49,7 @@ def test_a_second_build_is_all_cached() -> None:
 
 def test_the_node_image_runs_the_console_script() -> None:
     client = container_engine()
-    from devstack.containers_images import ImageBuilder
+    from laminar_kafka.devstack.containers.images import ImageBuilder
 
     ImageBuilder(client, log=lambda line: None).build(["node"])
     output = client.containers.run(containers.NODE_IMAGE, ["verify", "--help"], remove=True).decode()

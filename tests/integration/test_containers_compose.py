@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 import pytest
 
-from devstack.containers_compose import ComposeProject, HealthcheckDriver, health
-from devstack.containers_images import ImageBuilder
-from devstack.errors import WaitTimeout
-from devstack.processes import free_port
-from devstack.producers import ContinuousProducer
-from devstack.waiting import wait_until
+from laminar_kafka.devstack.containers.compose import ComposeProject, HealthcheckDriver, health
+from laminar_kafka.devstack.containers.images import ImageBuilder
+from laminar_kafka.devstack.errors import WaitTimeout
+from laminar_kafka.devstack.processes import free_port
+from laminar_kafka.devstack.producers import ContinuousProducer
+from laminar_kafka.devstack.waiting import wait_until
 from tests.conftest import container_engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers, pytest.mark.timeout(600)]
@@ -43,7 +43,7 @@ def owned_partitions(port: int) -> int | None:
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, project: ComposeProject) -> float:
-    """`devstack.waiting.wait_until` every 0.5 s, failing with the compose project's logs."""
+    """`laminar_kafka.devstack.waiting.wait_until` every 0.5 s, failing with the compose project's logs."""
     try:
         return wait_until(predicate, timeout, what, interval=0.5)
     except WaitTimeout as exc:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from devstack.processes import pid_alive, terminate_pid
-from devstack.stack import read_state
-from cluster.cli_dev import add_dev_commands
+from laminar_kafka.devstack.processes import pid_alive, terminate_pid
+from laminar_kafka.devstack.stack import read_state
+from laminar_kafka.cli.dev import add_dev_commands
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +53,7 @@ def test_dev_up_secure_prints_the_client_settings_but_never_the_password(
     import stat
     import tomllib
 
-    from kafka_source.clients import KafkaClientConfig, make_admin
+    from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_admin
 
     state_file = tmp_path / "state.json"
     assert _run(state_file, "up", "--secure") == 0
@@ -92,7 +92,7 @@ def test_dev_up_secure_prints_the_client_settings_but_never_the_password(
 def test_dev_up_s3_serves_a_bucket_and_down_stops_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import pyarrow.fs as pafs
 
-    from devstack.s3 import DEV_BUCKET, recorded_dev_server
+    from laminar_kafka.devstack.s3 import DEV_BUCKET, recorded_dev_server
 
     state_file = tmp_path / "state.json"
     assert _run(state_file, "up", "--s3") == 0

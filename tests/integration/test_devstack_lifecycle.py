@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devstack.processes import pid_alive
+from laminar_kafka.devstack.processes import pid_alive
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ def test_servers_stop_when_the_starting_process_exits_without_stopping_them() ->
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from devstack.stack import DevStack
+        from laminar_kafka.devstack.stack import DevStack
         stack = DevStack.launch(kafka_brokers=0, zookeeper_servers=1)
         print(stack.servers()[0].pid, flush=True)
         raise SystemExit(0)  # no stack.stop(): the exit hook must do it

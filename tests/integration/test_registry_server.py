@@ -1,4 +1,4 @@
-"""A real Confluent-compatible schema registry (devstack.registry: Apicurio, in memory) serves
+"""A real Confluent-compatible schema registry (laminar_kafka.devstack.jvm.schema_registry: Apicurio, in memory) serves
 confluent_kafka's schema-registry client and its Avro serializer/deserializer.
 
 `SCHEMA_REGISTRY_URL` set: that existing registry is used instead of starting one.

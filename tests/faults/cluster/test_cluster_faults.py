@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from cluster.lake_settings import TableFormat
-from coordinator.model import ControlState
+from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.coordinator.engine.model import ControlState
 from tests.conftest import ZooKeeperHandle
 from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline  # noqa: F401 - fixtures
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.iceberg_commit import committed_epoch, epoch_property
-from cluster.iceberg_tables import load_table_or_none, open_catalog
-from cluster.sink import open_output
+from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch, epoch_property
+from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+from laminar_kafka.cluster.lake.parquet.sink import open_output
 from tests.integration.cluster.harness import Pipeline, assert_exact, iceberg_pipeline  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(200)]

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from cluster.lake_record import RECORDS_DIR
-from cluster.sink import list_published, open_output
-from devstack.producers import produce
+from laminar_kafka.cluster.lake.record import RECORDS_DIR
+from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
+from laminar_kafka.devstack.producers import produce
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.integration.cluster.harness import (  # noqa: F401 - fixtures
     Pipeline,
@@ -180,7 +180,7 @@ def test_on_lake_behind_fail_refuses_in_one_line_and_touches_nothing(pipeline: P
         (Path(pipeline.output) / relative).unlink()
     before = sorted(str(p) for p in Path(pipeline.output).rglob("*"))
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "run", "--bootstrap", pipeline.bootstrap, "--zk", str(pipeline.zk),
+        [sys.executable, "-m", "laminar_kafka.cli.main", "run", "--bootstrap", pipeline.bootstrap, "--zk", str(pipeline.zk),
          "--topic", pipeline.topic, "--output", pipeline.output, "--pipeline", pipeline.pipeline, "--node-id", "1",
          "--on-lake-behind", "fail", "--log-level", "warning", *pipeline.extra],
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])

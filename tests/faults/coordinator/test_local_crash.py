@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.base import CoordinatorConfig, Manifest
-from coordinator.local import LocalCoordinator
+from laminar_kafka.coordinator.base import CoordinatorConfig, Manifest
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
 
@@ -20,8 +20,8 @@ CHILD = textwrap.dedent("""
     import os, signal, sys, threading
     from pathlib import Path
     sys.path.insert(0, {root!r})
-    import coordinator.local as local
-    from coordinator.base import CoordinatorConfig, EpochAck, EpochOpened
+    import laminar_kafka.coordinator.local.coordinator as local
+    from laminar_kafka.coordinator.base import CoordinatorConfig, EpochAck, EpochOpened
     config = CoordinatorConfig(pipeline="crash", checkpoint_interval=0.05, vnode_count=4)
     directory = Path({directory!r})
 

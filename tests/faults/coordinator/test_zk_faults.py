@@ -7,11 +7,11 @@ from typing import Callable
 
 import pytest
 
-from coordinator.base import AssignmentChanged, EpochCommitted, SessionState, SessionStateChanged
-from coordinator.errors import FencedError
-from coordinator.engine import now_ms
-from coordinator.model import next_step
-from coordinator.zk import ZooKeeperCoordinator
+from laminar_kafka.coordinator.base import AssignmentChanged, EpochCommitted, SessionState, SessionStateChanged
+from laminar_kafka.coordinator.errors import FencedError
+from laminar_kafka.coordinator.engine.core import now_ms
+from laminar_kafka.coordinator.engine.model import next_step
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import (
     FreezableProxy,

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
-from cluster.status import PipelineStatus, collect_status
-from cluster.verify import VerifyReport
-from devstack.demo import wait_caught_up
-from devstack.errors import WaitTimeout
-from devstack.processes import NodeProcess
-from devstack.producers import ContinuousProducer
-from devstack.topics import create_topic
-from devstack.waiting import wait_until
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
+from laminar_kafka.cluster.ops.status import PipelineStatus, collect_status
+from laminar_kafka.cluster.ops.verify import VerifyReport
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.errors import WaitTimeout
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.producers import ContinuousProducer
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 
 PARTITIONS = 8
@@ -70,7 +70,7 @@ class Pipeline:
             return {}
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> float:
-        """`devstack.waiting.wait_until`, failing at once when a node exits abnormally (not 0, not
+        """`laminar_kafka.devstack.waiting.wait_until`, failing at once when a node exits abnormally (not 0, not
         SIGKILLed by the test), and with every node's log tail on timeout."""
 
         def holds() -> bool:

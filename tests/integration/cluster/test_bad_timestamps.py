@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cluster.lake_settings import TableFormat
-from cluster.sink import REJECTED_DIR, list_published, open_output
-from devstack.producers import producer
-from devstack.topics import create_topic
+from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published, open_output
+from laminar_kafka.devstack.producers import producer
+from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact
 

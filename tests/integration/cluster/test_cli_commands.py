@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from devstack.demo import wait_caught_up
-from devstack.processes import NodeProcess
-from devstack.topics import create_topic
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.topics import create_topic
 from tests import support
 from tests.conftest import KafkaHandle
 
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster.cli", *argv], capture_output=True, text=True, timeout=90,
+    return subprocess.run([sys.executable, "-m", "laminar_kafka.cli.main", *argv], capture_output=True, text=True, timeout=90,
                           cwd=Path(__file__).resolve().parents[3])
 
 

@@ -10,9 +10,9 @@ import signal
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from cluster.sink import list_published, open_output
-from devstack.processes import NodeProcess, free_port
-from devstack.producers import produce
+from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
+from laminar_kafka.devstack.processes import NodeProcess, free_port
+from laminar_kafka.devstack.producers import produce
 from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, embedded, scrape  # noqa: F401 - fixture
 
 BEFORE, AFTER, DELETED_UP_TO = 400, 400, 90  # per partition: DELETED_UP_TO is past the node's cursor (50)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cluster.sink import REJECTED_DIR, list_published, open_output
-from devstack.producers import produce
+from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published, open_output
+from laminar_kafka.devstack.producers import produce
 from tests.integration.cluster.harness import Pipeline, assert_exact, embedded  # noqa: F401 - fixture
 
 #: small row groups: staged files (rows and rejected) are on disk, open or sealed, when the node is killed
@@ -84,7 +84,7 @@ def test_bad_records_land_in_rejected_exactly_once_across_a_kill(embedded: Pipel
     assert all(rejected["error"].to_pylist()) and set(rejected["_topic"].to_pylist()) == {embedded.topic}
 
     verify = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "verify", "--output", embedded.output, "--bootstrap", embedded.bootstrap,
+        [sys.executable, "-m", "laminar_kafka.cli.main", "verify", "--output", embedded.output, "--bootstrap", embedded.bootstrap,
          "--topic", embedded.topic, "--json"], capture_output=True, text=True, timeout=120,
     )
     assert verify.returncode == 0, verify.stderr

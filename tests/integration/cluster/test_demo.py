@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 def test_demo_ends_with_nothing_missing_or_duplicated_within_three_minutes(tmp_path: Path) -> None:
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "demo", "--workdir", str(tmp_path), "--json"],
+        [sys.executable, "-m", "laminar_kafka.cli.main", "demo", "--workdir", str(tmp_path), "--json"],
         capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parents[3],
     )
     elapsed = time.monotonic() - started

@@ -4,7 +4,7 @@ and the output stays exact. Before the state directory's lock, both read the sam
 landed every record twice."""
 from __future__ import annotations
 
-from cluster.sink import list_published, open_output
+from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
 from tests.integration.cluster.harness import Pipeline, assert_exact, embedded  # noqa: F401 - fixture
 
 

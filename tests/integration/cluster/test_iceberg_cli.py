@@ -11,13 +11,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from cluster.iceberg_commit import committed_epoch
-from cluster.iceberg_tables import load_table_or_none, open_catalog
-from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat
-from cluster.sink import open_output
-from devstack.demo import wait_caught_up
-from devstack.processes import NodeProcess
-from devstack.topics import create_topic
+from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
+from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
+from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.topics import create_topic
 from tests import support
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.test_cli_commands import cli

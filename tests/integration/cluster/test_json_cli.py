@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from devstack.demo import wait_caught_up
-from devstack.processes import NodeProcess
-from devstack.topics import create_topic
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.topics import create_topic
 from tests import support
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.test_cli_commands import cli

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster.sink import list_published, open_output
-from devstack.demo import wait_caught_up
-from devstack.processes import NodeProcess
-from devstack.topics import create_topic
+from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.topics import create_topic
 from tests import support
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster.cli", "run", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "laminar_kafka.cli.main", "run", *argv], capture_output=True, text=True,
                           timeout=90, cwd=Path(__file__).resolve().parents[3])
 
 

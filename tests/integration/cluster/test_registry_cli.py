@@ -16,10 +16,10 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext, StringSerializer
 
-from devstack.demo import wait_caught_up
-from devstack.processes import NodeProcess
-from devstack.topics import create_topic
-from kafka_source.clients import KafkaClientConfig, make_producer
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_producer
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.test_cli_commands import cli
 
@@ -140,9 +140,9 @@ def test_unreachable_registry_is_one_line_at_start(kafka: KafkaHandle, unique: C
 def test_avro_topic_lands_into_an_iceberg_table_whose_schema_evolves(
     kafka: KafkaHandle, schema_registry: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:
-    from cluster.iceberg_tables import load_table_or_none, open_catalog
-    from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat
-    from cluster.sink import open_output
+    from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+    from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
+    from laminar_kafka.cluster.lake.parquet.sink import open_output
 
     topic = unique("avro-ice")
     create_topic(kafka.bootstrap, topic, 2)

@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
-from cluster.iceberg_commit import committed_epoch
-from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
-from devstack.demo import wait_caught_up
-from devstack.processes import NodeProcess
-from devstack.topics import create_topic
+from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.topics import create_topic
 from tests import support
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.test_cli_commands import cli

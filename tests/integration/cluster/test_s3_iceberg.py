@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.iceberg_commit import committed_epoch
-from cluster.iceberg_tables import load_table_or_none, open_catalog
-from cluster.lake_settings import TableFormat
-from cluster.sink import open_output
-from devstack.s3 import S3Server
-from devstack.topics import create_topic
+from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
+from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.devstack.s3 import S3Server
+from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.harness import PARTITIONS, assert_exact
 from tests.integration.cluster.test_cli_commands import cli

@@ -25,11 +25,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from cluster.errors import SinkError
-from cluster.sink import STAGING_DIR, ParquetSink, final_path, list_published, open_output, publish, recover
-from devstack.processes import REPO_ROOT, free_port, node_environment
-from devstack.s3 import S3Server
-from devstack.topics import create_topic
+from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.cluster.lake.parquet.sink import STAGING_DIR, ParquetSink, final_path, list_published, open_output, publish, recover
+from laminar_kafka.devstack.processes import REPO_ROOT, free_port, node_environment
+from laminar_kafka.devstack.s3 import S3Server
+from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact
 from tests.s3_fixtures import TEST_BUCKET
@@ -150,7 +150,7 @@ def test_recover_publishes_listed_and_deletes_unlisted_on_s3(s3_server: S3Server
 _KILLED_NODE = """
 import json, os, sys
 import pyarrow as pa
-from cluster.sink import ParquetSink
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from tests.integration.cluster.test_s3_sink import batch
 sink = ParquetSink(sys.argv[1], node_id=7, boot_id=sys.argv[2], row_group_rows=25)
 sink.write(batch(0, 100))
@@ -277,7 +277,7 @@ def test_embedded_node_on_s3_whose_local_state_dir_is_lost_resumes_from_the_lake
     wipes: the node resumes from the lake's records on S3 instead of landing everything again."""
     import shutil
 
-    from devstack.producers import produce
+    from laminar_kafka.devstack.producers import produce
 
     name = unique("s3-lost")
     create_topic(kafka.bootstrap, name, PARTITIONS)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def status_argv(p: Pipeline, *more: str) -> list[str]:
     assert p.zk is not None
-    return [sys.executable, "-m", "cluster.cli", "status", "--bootstrap", p.bootstrap, "--topic", p.topic,
+    return [sys.executable, "-m", "laminar_kafka.cli.main", "status", "--bootstrap", p.bootstrap, "--topic", p.topic,
             "--zk", p.zk, "--pipeline", p.pipeline, *more]
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cluster.sink import list_published, open_output
-from devstack.producers import producer
+from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
+from laminar_kafka.devstack.producers import producer
 from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, embedded  # noqa: F401 - fixture
 
 RECORDS = 600

@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from cluster.sink import list_published, open_output
-from devstack.demo import wait_caught_up
-from devstack.processes import NodeProcess
-from devstack.producers import ContinuousProducer
-from devstack.topics import create_topic
-from devstack.waiting import wait_until
+from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.producers import ContinuousProducer
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
 from tests.support import produce
@@ -119,7 +119,7 @@ def test_a_new_topic_matching_the_pattern_is_landed(
             assert_exact(wait_caught_up(kafka.bootstrap, topic, p.output, 90), p)
         assert not rows_of(p.output, f"{prefix}-other")
         audit = subprocess.run(
-            [sys.executable, "-m", "cluster.cli", "verify", "--bootstrap", kafka.bootstrap, "--output", p.output,
+            [sys.executable, "-m", "laminar_kafka.cli.main", "verify", "--bootstrap", kafka.bootstrap, "--output", p.output,
              "--topic", f"re:{prefix}\\..*", "--json"], capture_output=True, text=True, timeout=120,
         )
         assert audit.returncode == 0, audit.stdout + audit.stderr

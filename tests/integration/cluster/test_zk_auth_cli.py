@@ -14,9 +14,9 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from devstack.demo import wait_caught_up
-from devstack.processes import NodeProcess
-from devstack.topics import create_topic
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.topics import create_topic
 from tests import support
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 
@@ -26,7 +26,7 @@ PASSWORD = "zk-Secr3t-pw"
 
 
 def cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster.cli", *argv], capture_output=True, text=True, timeout=90,
+    return subprocess.run([sys.executable, "-m", "laminar_kafka.cli.main", *argv], capture_output=True, text=True, timeout=90,
                           cwd=Path(__file__).resolve().parents[3], env={**os.environ, **(env or {})})
 
 

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from kazoo.client import KazooClient
 
-from coordinator.base import (
+from laminar_kafka.coordinator.base import (
     AssignmentChanged,
     Coordinator,
     CoordinatorConfig,
@@ -22,12 +22,12 @@ from coordinator.base import (
     EpochOpened,
     RoundStarted,
 )
-from coordinator.errors import CoordinatorError
-from coordinator.registry import AssignmentSnapshot
-from coordinator.routing import owned_partitions
-from coordinator.zk import ZooKeeperCoordinator
-from devstack import waiting
-from devstack.waiting import EventLog
+from laminar_kafka.coordinator.errors import CoordinatorError
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.routing import owned_partitions
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
+from laminar_kafka.devstack import waiting
+from laminar_kafka.devstack.waiting import EventLog
 
 E = TypeVar("E")
 

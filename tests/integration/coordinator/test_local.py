@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.base import (
+from laminar_kafka.coordinator.base import (
     AssignmentChanged,
     CoordinatorConfig,
     EpochAck,
@@ -15,9 +15,9 @@ from coordinator.base import (
     RoundOutcome,
     RoundStarted,
 )
-from coordinator.errors import FencedError
-from coordinator.local import LocalCoordinator
-from coordinator.state import ControlState
+from laminar_kafka.coordinator.errors import FencedError
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
+from laminar_kafka.coordinator.state import ControlState
 from tests.integration.coordinator.helpers import SimulatedNode
 
 pytestmark = pytest.mark.timeout(60)
@@ -96,8 +96,8 @@ def test_planned_leave_drains_every_vnode_away(tmp_path: Path) -> None:
 def test_a_decision_whose_register_write_failed_can_be_applied_again(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from coordinator.model import CreateDecision, Decision, RoundState, StartRound, Step
-    from coordinator.rounds import AssignmentDrainId
+    from laminar_kafka.coordinator.engine.model import CreateDecision, Decision, RoundState, StartRound, Step
+    from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
     disk_full = False
 

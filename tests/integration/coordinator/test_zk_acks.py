@@ -8,8 +8,8 @@ from typing import Callable
 import pytest
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from coordinator import layout
-from coordinator.base import (
+from laminar_kafka.coordinator import layout
+from laminar_kafka.coordinator.base import (
     MANIFEST_CHUNK_BYTES,
     AckRejected,
     EpochAck,
@@ -18,11 +18,11 @@ from coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from coordinator.errors import FencedError
-from coordinator.model import ack_name, next_step
-from coordinator.zk import ZooKeeperCoordinator
-from coordinator.engine import now_ms
-from coordinator.layout import parse_header
+from laminar_kafka.coordinator.errors import FencedError
+from laminar_kafka.coordinator.engine.model import ack_name, next_step
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
+from laminar_kafka.coordinator.engine.core import now_ms
+from laminar_kafka.coordinator.layout import parse_header
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import (
     SimulatedNode,

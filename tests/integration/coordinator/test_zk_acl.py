@@ -15,11 +15,11 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from coordinator.base import AssignmentChanged, EpochCommitted, RoundDecided, RoundOutcome, initial_manifest
-from coordinator.config import ZkCredentials
-from coordinator.errors import AccessDeniedError
-from coordinator.zk import ZooKeeperCoordinator
-from coordinator.zk_auth import open_client
+from laminar_kafka.coordinator.base import AssignmentChanged, EpochCommitted, RoundDecided, RoundOutcome, initial_manifest
+from laminar_kafka.coordinator.config import ZkCredentials
+from laminar_kafka.coordinator.errors import AccessDeniedError
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
+from laminar_kafka.coordinator.zk.auth import open_client
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import SimulatedNode, config, coordinators, make_chroot
 
@@ -162,7 +162,7 @@ def test_without_credentials_the_subtree_stays_open(
                 anonymous.get(path)
                 assert [(a.id.scheme, a.perms) for a in anonymous.get_acls(path)[0]] == [("world", 31)]
     # Credentials configured later: the open subtree still works, and a warning says it stays open.
-    caplog.set_level(logging.WARNING, logger="coordinator.zk_auth")
+    caplog.set_level(logging.WARNING, logger="laminar_kafka.coordinator.zk.auth")
     with coordinators(config(hosts, credentials=ZkCredentials("laminar", SECRET)), [1]) as (_, nodes):
         nodes[0].wait_for(EpochCommitted)
     assert "created without credentials" in caplog.text

@@ -9,8 +9,8 @@ from typing import Callable
 import pytest
 from kazoo.client import KazooClient
 
-from coordinator import layout
-from coordinator.base import (
+from laminar_kafka.coordinator import layout
+from laminar_kafka.coordinator.base import (
     AssignmentChanged,
     EpochAck,
     EpochCommitted,
@@ -21,10 +21,10 @@ from coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from coordinator.errors import FencedError
-from coordinator.engine import now_ms
-from coordinator.model import RoundState, Step, _decide, next_step
-from coordinator.zk import ZooKeeperCoordinator
+from laminar_kafka.coordinator.errors import FencedError
+from laminar_kafka.coordinator.engine.core import now_ms
+from laminar_kafka.coordinator.engine.model import RoundState, Step, _decide, next_step
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import (
     SimulatedNode,

@@ -7,11 +7,11 @@ from typing import Callable
 import pytest
 from kazoo.client import KazooClient
 
-from cluster.errors import UsageError
-from cluster.status import read_zookeeper
-from coordinator import layout
-from coordinator.base import EpochCommitted
-from coordinator.state import ControlState
+from laminar_kafka.cluster.errors import UsageError
+from laminar_kafka.cluster.ops.status import read_zookeeper
+from laminar_kafka.coordinator import layout
+from laminar_kafka.coordinator.base import EpochCommitted
+from laminar_kafka.coordinator.state import ControlState
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import config, coordinators, make_chroot
 

@@ -23,11 +23,11 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from confluent_kafka import Producer
 
-from coordinator.placement import balanced
-from coordinator.registry import AssignmentSnapshot, VnodeRegistry
-from coordinator.rounds import AssignmentDrainId
-from coordinator.routing import TopicPartition, partition_vnode
-from kafka_source import (
+from laminar_kafka.coordinator.vnodes.placement import balanced
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartition, partition_vnode
+from laminar_kafka.kafka_source import (
     CheckpointAttempt,
     ConnectorConfig,
     DeliveryGuarantee,

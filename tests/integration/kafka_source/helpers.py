@@ -9,7 +9,7 @@ import pyarrow as pa
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_source import (
+from laminar_kafka.kafka_source import (
     CheckpointAttempt,
     ConnectorConfig,
     DeliveryGuarantee,

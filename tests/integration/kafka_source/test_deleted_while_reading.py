@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kafka_source import KafkaSource, OffsetOutOfRangeError
+from laminar_kafka.kafka_source import KafkaSource, OffsetOutOfRangeError
 from tests import support
 from tests.integration.kafka_source.helpers import (
     assert_batch_cursors,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kafka_source import SourceDrainOutcome
+from laminar_kafka.kafka_source import SourceDrainOutcome
 from tests.integration.kafka_source.driver import (
     Driver,
     Node,
@@ -112,8 +112,8 @@ async def test_abort_before_the_boundary_is_consumed_rewinds_to_the_pause_positi
             await asyncio.sleep(0.3)
             target = driver.place([1, 2])
             predecessor = driver.snapshot
-            from coordinator.rounds import AssignmentDrainId
-            from kafka_source import SourceDrainRequest, SourceDrainResolution
+            from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+            from laminar_kafka.kafka_source import SourceDrainRequest, SourceDrainResolution
 
             drain_id = AssignmentDrainId.for_round(predecessor, target, 7)
             for node in driver.nodes.values():
@@ -148,8 +148,8 @@ async def test_partitions_that_stay_keep_flowing_during_the_drain(kafka, unique)
             await asyncio.sleep(2.0)  # past the start-up backlog: the steady window sees the production rate
             target = driver.place([1, 2])
             kept = {p for (t, p) in driver.owned(1, target)}
-            from coordinator.rounds import AssignmentDrainId
-            from kafka_source import SourceDrainRequest, SourceDrainResolution
+            from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+            from laminar_kafka.kafka_source import SourceDrainRequest, SourceDrainResolution
 
             drain_id = AssignmentDrainId.for_round(driver.snapshot, target, 7)
             for node in driver.nodes.values():

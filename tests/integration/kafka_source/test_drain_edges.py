@@ -11,16 +11,16 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from coordinator.rounds import AssignmentDrainId
-from devstack.waiting import await_until
-from kafka_source import (
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.devstack.waiting import await_until
+from laminar_kafka.kafka_source import (
     DrainError,
     FatalError,
     SourceDrainOutcome,
     SourceDrainRequest,
     SourceDrainResolution,
 )
-from kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from tests.integration.kafka_source.driver import Node, Producing, assert_contiguous, emitted_by_partition
 from tests.integration.kafka_source.test_drain import PARTITIONS, finish, stop_all, two_nodes
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from kafka_source import SourceDrainOutcome
+from laminar_kafka.kafka_source import SourceDrainOutcome
 from tests.integration.kafka_source.driver import Driver, Node, Producing, assert_contiguous, emitted_by_partition
 from tests.integration.kafka_source.test_drain import PARTITIONS, node_props
 from tests.support import create_topic, high_watermarks

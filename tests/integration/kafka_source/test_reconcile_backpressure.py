@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 import pytest
 
-from devstack.waiting import await_until
-from kafka_source import SourceCheckpoint
-from kafka_source.fifo import MESSAGE_OVERHEAD_BYTES
+from laminar_kafka.devstack.waiting import await_until
+from laminar_kafka.kafka_source import SourceCheckpoint
+from laminar_kafka.kafka_source.read.fifo import MESSAGE_OVERHEAD_BYTES
 from tests.integration.kafka_source.driver import Driver, Node, assert_contiguous, wait_caught_up
 from tests.integration.kafka_source.helpers import props, start_source
 from tests.support import create_topic, high_watermarks, produce

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from kafka_source import DecodeError, DeliveryGuarantee
-from kafka_source.registry import registry_client
+from laminar_kafka.kafka_source import DecodeError, DeliveryGuarantee
+from laminar_kafka.kafka_source.schema_registry.client import registry_client
 from tests import support
 from tests.integration.kafka_source.helpers import poll_until, row_count, start_source
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kafka_source import (
+from laminar_kafka.kafka_source import (
     ConnectorConfig,
     DeliveryGuarantee,
     KafkaSource,
@@ -178,7 +178,7 @@ async def test_resume_below_retention(kafka, unique: Callable[[str], str]) -> No
 
 
 def _attempt():
-    from kafka_source import CheckpointAttempt
+    from laminar_kafka.kafka_source import CheckpointAttempt
 
     return CheckpointAttempt(3, 3)
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from kafka_source import (
+from laminar_kafka.kafka_source import (
     DecodeError,
     DeliveryGuarantee,
     ErrorRateExceededError,
@@ -209,7 +209,7 @@ async def test_json_schema_discovery(kafka, unique: Callable[[str], str]) -> Non
     source = KafkaSource()
     await source.discover_schema(properties)
     assert source.schema().names == ["id", "name", "price", "_partition", "_offset"]
-    from kafka_source import ConnectorConfig, SourcePosition, SourceStart
+    from laminar_kafka.kafka_source import ConnectorConfig, SourcePosition, SourceStart
 
     await source.start(SourceStart(ConnectorConfig("kafka", properties), SourcePosition.Initial(), DeliveryGuarantee.EXACTLY_ONCE))
     try:

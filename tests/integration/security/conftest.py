@@ -1,6 +1,6 @@
 """The `secure_kafka` fixture: a real broker with SASL_SSL (SCRAM-SHA-512) and mTLS listeners.
 
-One local Kafka (a JVM process, `devstack.stack.DevStack` with `secure=True`) per session, whatever
+One local Kafka (a JVM process, `laminar_kafka.devstack.stack.DevStack` with `secure=True`) per session, whatever
 the backend of tests/conftest.py: its TLS material and SCRAM user are generated for this run in a
 pytest temporary directory (`<stack>/security`), with `client.toml` and `client-mtls.toml` beside.
 The broker keeps a PLAINTEXT listener for its inter-broker traffic and health probe only; these
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from devstack.stack import DevStack
+from laminar_kafka.devstack.stack import DevStack
 
 
 @pytest.fixture(scope="session")

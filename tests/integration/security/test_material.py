@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from devstack.security import (
+from laminar_kafka.devstack.security import (
     ScramUser, client_toml, generate_material, salted_password, scram_format_arguments, write_client_toml,
 )
 

@@ -1,4 +1,4 @@
-"""Clients of the shared configuration (`kafka_source.clients`) against a real secured broker.
+"""Clients of the shared configuration (`laminar_kafka.kafka_source.clients`) against a real secured broker.
 
 SASL_SSL with SCRAM-SHA-512 and mTLS produce and read; a wrong password, an untrusted CA, a client
 certificate of an untrusted CA, no client certificate and a missing key file each fail with the
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from devstack.producers import partition_count, produce
-from devstack.stack import DevStack
-from devstack.topics import create_topic
-from kafka_source.clients import KafkaClientConfig, make_consumer, make_producer
+from laminar_kafka.devstack.producers import partition_count, produce
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_consumer, make_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from cluster.sink import open_output
-from cluster.verify import audit, read_output, read_topic
-from devstack.processes import REPO_ROOT, NodeProcess, free_port, node_environment
-from devstack.producers import produce
-from devstack.security import write_client_toml
-from devstack.stack import DevStack
-from devstack.topics import create_topic
-from devstack.waiting import wait_until
-from kafka_source.clients import KafkaClientConfig
+from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.ops.verify import audit, read_output, read_topic
+from laminar_kafka.devstack.processes import REPO_ROOT, NodeProcess, free_port, node_environment
+from laminar_kafka.devstack.producers import produce
+from laminar_kafka.devstack.security import write_client_toml
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -33,7 +33,7 @@ RECORDS_PER_PARTITION = 1000
 
 def cli(*argv: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`laminar-kafka <argv>` as a subprocess of this checkout, without our LAMINAR_* variables."""
-    return subprocess.run([sys.executable, "-m", "cluster.cli", *argv], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "laminar_kafka.cli.main", *argv], capture_output=True, text=True, timeout=120,
                           cwd=REPO_ROOT, env={**node_environment(), **dict(env or {})})
 
 

@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 
 import pyarrow.parquet as pq
 
-from cluster.runtime import NodeRuntime
-from cluster.sink import list_published
-from coordinator.base import (
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime
+from laminar_kafka.cluster.lake.parquet.sink import list_published
+from laminar_kafka.coordinator.base import (
     AssignmentChanged,
     Coordinator,
     CoordinatorMetrics,
@@ -18,10 +18,10 @@ from coordinator.base import (
     Manifest,
     Member,
 )
-from coordinator.errors import CoordinatorError
-from coordinator.registry import AssignmentSnapshot
-from coordinator.rounds import AssignmentDrainId
-from devstack.waiting import await_until
+from laminar_kafka.coordinator.errors import CoordinatorError
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.devstack.waiting import await_until
 
 
 class FakeCoordinator(Coordinator):

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from cluster.errors import SinkError
-from cluster.iceberg_commit import IcebergOutput, RetryPolicy
-from cluster.lake_settings import IcebergSettings, PartitionGranularity
+from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, RetryPolicy
+from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity
 
 STAGING = "_staging/"
 DAY_1 = dt.datetime(2026, 1, 1, 3, 0)
@@ -29,7 +29,7 @@ def layout_final_path(staged: str) -> str:
 
 
 def layout_publish(fs: pafs.FileSystem, root: str, staged: Iterable[str]) -> int:
-    """Idempotent publish by rename, like :func:`cluster.sink.publish`, in the test layout."""
+    """Idempotent publish by rename, like :func:`laminar_kafka.cluster.lake.parquet.sink.publish`, in the test layout."""
     renamed = 0
     for relative in staged:
         source, target = f"{root}/{relative}", f"{root}/{layout_final_path(relative)}"

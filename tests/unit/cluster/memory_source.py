@@ -1,6 +1,6 @@
 """A second, minimal source connector: in-memory partitioned logs, the whole vnode protocol.
 
-It exists to prove that :class:`~kafka_source.connector.SourceConnector` is enough for the
+It exists to prove that :class:`~laminar_kafka.kafka_source.connector.SourceConnector` is enough for the
 runtime in vnode mode: it implements ownership, drains and acquisition through the declared
 methods only, and is deliberately simple (no threads of its own, no FIFO): a drain's cut is the
 cursor at ``begin_drain`` (nothing is in flight), so a drain is ready as soon as it begins.
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from coordinator.registry import VnodeRegistry
-from coordinator.rounds import AssignmentDrainId
-from coordinator.routing import TopicPartition, partition_vnode
-from kafka_source.checkpoint import SourceCheckpoint, parse_key
-from kafka_source.connector import (
+from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartition, partition_vnode
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint, parse_key
+from laminar_kafka.kafka_source.connector import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
     ConnectorTaskTracker,
@@ -41,7 +41,7 @@ from kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
-from kafka_source.errors import ConfigurationError, DrainError, FatalError
+from laminar_kafka.kafka_source.errors import ConfigurationError, DrainError, FatalError
 
 SCHEMA = pa.schema([("_topic", pa.string()), ("_partition", pa.int32()), ("_offset", pa.int64()), ("value", pa.int64())])
 

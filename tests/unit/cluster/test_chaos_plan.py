@@ -1,5 +1,5 @@
-"""The chaos campaign's pure parts: the seeded schedule (devstack.chaos_plan), the per-kind table
-(devstack.chaos_report) and the evidence of a violation (devstack.chaos_evidence, on a small local
+"""The chaos campaign's pure parts: the seeded schedule (laminar_kafka.chaos.plan), the per-kind table
+(laminar_kafka.chaos.report) and the evidence of a violation (laminar_kafka.chaos.evidence, on a small local
 output). No server, no clock."""
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devstack.chaos_plan import (
+from laminar_kafka.chaos.plan import (
     EVERY_KIND_WITHIN, KINDS, MAX_EVENTS, MIN_GAP_S, MIN_LIVE, MISCONFIGURED_SETTINGS, SPECS, FaultEvent,
     live_counts, parse_kinds, plan_faults, plan_run, primaries_per_run,
 )
-from devstack.chaos_report import FaultResult, RunResult, campaign_json, format_table, summarize
+from laminar_kafka.chaos.report import FaultResult, RunResult, campaign_json, format_table, summarize
 
 _NODE_TARGETS = {"node:any", "node:leader", "node:donor", "node:recipient", "node:new", "node:all", "nodes"}
-#: the state faults (DESIGN 14.4), devstack.chaos_faults_state
+#: the state faults (DESIGN 14.4), laminar_kafka.chaos.faults_state
 STATE_KINDS = ("zk-subtree-lost", "zk-ensemble-replaced", "zk-rollback", "lake-rollback", "misconfigured-node")
 
 
@@ -277,8 +277,8 @@ def test_evidence_names_the_files_around_a_gap_and_a_duplicate(tmp_path: Path) -
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    from devstack.chaos_evidence import describe
-    from cluster.verify import audit, read_output
+    from laminar_kafka.chaos.evidence import describe
+    from laminar_kafka.cluster.ops.verify import audit, read_output
 
     def write(name: str, offsets: list[int]) -> None:
         pq.write_table(pa.table({"_topic": ["t"] * len(offsets), "_partition": [0] * len(offsets),

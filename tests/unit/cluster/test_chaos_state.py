@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from devstack.chaos_faults import FAULTS
-from devstack.chaos_faults_state import (
+from laminar_kafka.chaos.faults import FAULTS
+from laminar_kafka.chaos.faults_state import (
     EXPLAINED_MARKER, misconfigured_value, rollback_epochs, with_setting,
 )
-from devstack.chaos_nodes import NodeSet
-from devstack.chaos_plan import KINDS, MISCONFIGURED_SETTINGS
+from laminar_kafka.chaos.nodes import NodeSet
+from laminar_kafka.chaos.plan import KINDS, MISCONFIGURED_SETTINGS
 
 
 def test_every_kind_has_a_fault() -> None:
@@ -42,8 +42,8 @@ def test_misconfigured_values_differ_from_the_run_defaults(tmp_path: Path) -> No
 
 
 def test_with_setting_replaces_or_appends() -> None:
-    argv = ["python", "-m", "cluster.cli", "run", "--output", "/a", "--node-id", "4"]
-    assert with_setting(argv, "--output", "/b") == ["python", "-m", "cluster.cli", "run", "--output", "/b",
+    argv = ["python", "-m", "laminar_kafka.cli.main", "run", "--output", "/a", "--node-id", "4"]
+    assert with_setting(argv, "--output", "/b") == ["python", "-m", "laminar_kafka.cli.main", "run", "--output", "/b",
                                                     "--node-id", "4"]
     assert with_setting(argv, "--vnode-count", "64")[-2:] == ["--vnode-count", "64"]
     assert argv[5] == "/a", "the original is not changed"
@@ -110,7 +110,7 @@ def test_stop_running_holds_nodes_until_started_again(tmp_path: Path) -> None:
 
 
 def test_stack_pool_never_reuses_a_stack_directory(tmp_path: Path) -> None:
-    from devstack.chaos_monitor import StackPool
+    from laminar_kafka.chaos.monitor import StackPool
 
     (tmp_path / "stack-1" / "attempt-1").mkdir(parents=True)  # an earlier campaign's, in the same workdir
     (tmp_path / "stack-3").mkdir()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kafka_source.config import Format
-from cluster.cli import _RUN_CHOICES, build_parser, main
-from cluster.config import SETTING_NAMES
+from laminar_kafka.kafka_source.config.source_config import Format
+from laminar_kafka.cli.main import _RUN_CHOICES, build_parser, main
+from laminar_kafka.cluster.config import SETTING_NAMES
 
 
 def closed_port() -> int:
@@ -85,7 +85,7 @@ def test_debug_prints_the_stack_trace(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_console_module_entry_point() -> None:
-    result = subprocess.run([sys.executable, "-m", "cluster.cli", "verify"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "laminar_kafka.cli.main", "verify"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.strip().startswith("error:")
 
 
@@ -97,7 +97,7 @@ def test_sigterm_before_the_node_joined_exits_0(tmp_path: Path) -> None:
     import time
 
     node = subprocess.Popen(
-        [sys.executable, "-m", "cluster.cli", "run", "--bootstrap", "127.0.0.1:9", "--topic", "t",
+        [sys.executable, "-m", "laminar_kafka.cli.main", "run", "--bootstrap", "127.0.0.1:9", "--topic", "t",
          "--output", str(tmp_path / "out"), "--connect-timeout", "30"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
@@ -118,7 +118,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_building_the_parser_looks_up_no_version() -> None:
     # importlib.metadata (and email) cost every node process tens of ms of CPU at start
-    code = "import sys, cluster.cli; cluster.cli.build_parser(); print('importlib.metadata' in sys.modules)"
+    code = "import sys, laminar_kafka.cli.main; laminar_kafka.cli.main.build_parser(); print('importlib.metadata' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "False"
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import kafka_client_from, settings_from
-from cluster.config_file import passthrough_tables
-from cluster.errors import ConfigError
-from cluster.logs import JsonFormatter, RepeatFilter
-from kafka_source.clients import KafkaClientConfig, client_config, is_secret_key, redact
-from kafka_source.errors import ConfigurationError
+from laminar_kafka.cluster.config import kafka_client_from, settings_from
+from laminar_kafka.cluster.config_file import passthrough_tables
+from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.cluster.logs import JsonFormatter, RepeatFilter
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, client_config, is_secret_key, redact
+from laminar_kafka.kafka_source.errors import ConfigurationError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
 SECURE = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",

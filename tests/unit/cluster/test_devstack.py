@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from devstack import artifacts, processes, servers, stack
-from devstack.errors import DevStackStateError, ToolMissingError
-from devstack.waiting import wait_until
+from laminar_kafka.devstack.jvm import artifacts
+from laminar_kafka.devstack import processes
+from laminar_kafka.devstack.jvm import servers
+from laminar_kafka.devstack import stack
+from laminar_kafka.devstack.errors import DevStackStateError, ToolMissingError
+from laminar_kafka.devstack.waiting import wait_until
 
 
 def test_pom_pins_kafka_4_and_zookeeper_3_9() -> None:
@@ -119,18 +122,3 @@ def test_wait_until_lets_the_predicate_abort_early() -> None:
 
     with pytest.raises(RuntimeError, match="gave up"):
         wait_until(broken, 60.0, "never")
-
-
-def test_only_the_cli_modules_of_the_runtime_package_import_devstack() -> None:
-    import ast
-
-    cluster_dir = Path(__file__).resolve().parents[3] / "cluster"
-    importers = set()
-    for module in cluster_dir.glob("*.py"):
-        for node in ast.walk(ast.parse(module.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            if any(name == "devstack" or name.startswith("devstack.") for name in names):
-                importers.add(module.name)
-    assert importers <= {"cli.py", "cli_dev.py"}, importers
-    assert importers, "the CLI drives the dev tooling: the scan must find its imports"

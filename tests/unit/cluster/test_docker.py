@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devstack import containers
-from cluster.cli import build_parser
-from cluster.config import SETTING_NAMES, env_name, settings_from
-from devstack.containers_images import RECIPES, apt_mirrors
+from laminar_kafka.devstack.containers import engine as containers
+from laminar_kafka.cli.main import build_parser
+from laminar_kafka.cluster.config import SETTING_NAMES, env_name, settings_from
+from laminar_kafka.devstack.containers.images import RECIPES, apt_mirrors
 
 DOCKER = Path(__file__).resolve().parents[3] / "docker"
 _DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
@@ -42,14 +42,14 @@ def test_compose_images_are_the_built_images() -> None:
 
 def test_every_service_has_a_healthcheck_and_the_nodes_wait_for_healthy_servers() -> None:
     """Nodes start once Kafka and ZooKeeper are healthy and the topic exists (podman: healthchecks driven
-    by `devstack.containers_compose healthchecks`); topic-init, a one-shot, is judged by its exit code."""
+    by `laminar_kafka.devstack.containers.compose healthchecks`); topic-init, a one-shot, is judged by its exit code."""
     services = load()["services"]
     healthy = {"condition": "service_healthy"}
     for name in ("node1", "node2", "node3"):
         assert services[name]["depends_on"] == {
             "zookeeper": healthy, "kafka": healthy, "topic-init": {"condition": "service_completed_successfully"}}
     assert services["topic-init"]["depends_on"] == {"zookeeper": healthy, "kafka": healthy}
-    assert services["topic-init"]["entrypoint"][-1] == "devstack.containers_init"
+    assert services["topic-init"]["entrypoint"][-1] == "laminar_kafka.devstack.containers.topic_init"
     assert services["topic-init"]["healthcheck"] == {"disable": True}
     for name in ("zookeeper", "kafka", "node1", "node2", "node3"):
         # one shell string: podman's Docker API splits the arguments of the CMD form at whitespace

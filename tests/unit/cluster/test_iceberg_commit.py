@@ -7,11 +7,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from cluster.errors import SinkError
-from cluster.iceberg_commit import IcebergOutput, committed_epoch, epoch_property
-from cluster.iceberg_tables import data_file_count, iceberg_schema_of, load_table_or_none, read_offsets
-from cluster.lake_settings import PartitionGranularity
-from coordinator.errors import CoordinatorUnavailable
+from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, committed_epoch, epoch_property
+from laminar_kafka.cluster.lake.iceberg.tables import data_file_count, iceberg_schema_of, load_table_or_none, read_offsets
+from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, offsets_of, rows
 
 
@@ -239,7 +239,7 @@ def test_partition_spec_follows_the_granularity(tmp_path: Path, granularity: Par
 def test_the_sinks_own_layout_and_publish(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from cluster.sink_names import OutputStream, StagedName
+    from laminar_kafka.cluster.lake.parquet.names import OutputStream, StagedName
 
     lake = Lake(tmp_path)
     staged_rows = StagedName(1, 1, "b", 1, directory="orders/dt=2026-01-01").staged_path()
@@ -258,7 +258,7 @@ def test_the_sinks_own_layout_and_publish(tmp_path: Path) -> None:
 
 
 def test_an_epoch_without_files_still_finishes_an_earlier_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import cluster.iceberg_commit as iceberg_commit
+    import laminar_kafka.cluster.lake.iceberg.commit as iceberg_commit
 
     lake = Lake(tmp_path)
     lake.stage(1, rows("orders", 0, range(2)))

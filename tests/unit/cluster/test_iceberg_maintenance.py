@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import Table
 
-import cluster.iceberg_maintenance as maintenance
-from cluster.iceberg_commit import committed_epoch
-from cluster.iceberg_maintenance import compact, expire, plan_bins
-from cluster.iceberg_tables import data_file_count
+import laminar_kafka.cluster.lake.iceberg.maintenance as maintenance
+from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
+from laminar_kafka.cluster.lake.iceberg.maintenance import compact, expire, plan_bins
+from laminar_kafka.cluster.lake.iceberg.tables import data_file_count
 from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, rows
 
 

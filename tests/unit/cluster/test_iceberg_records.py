@@ -1,4 +1,4 @@
-"""The Iceberg tables' epoch records (cluster.iceberg_records through IcebergOutput.read_facts / seal):
+"""The Iceberg tables' epoch records (laminar_kafka.cluster.lake.iceberg.records through IcebergOutput.read_facts / seal):
 each epoch commit carries its topic's LakeRecord in the snapshot summary; a rolled-back table is
 seen as such until a reseed seals it. Embedded SQLite catalog under tmp_path, no server."""
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from cluster.iceberg_commit import IcebergOutput, committed_epoch
-from cluster.iceberg_records import latest_record, seed_property
-from cluster.lake_record import RECORD_SUMMARY_KEY, LakeRecord
-from cluster.lake_settings import IcebergSettings
-from cluster.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
-from coordinator.values import Manifest
+from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, committed_epoch
+from laminar_kafka.cluster.lake.iceberg.records import latest_record, seed_property
+from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord
+from laminar_kafka.cluster.lake.settings import IcebergSettings
+from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
+from laminar_kafka.coordinator.values import Manifest
 from tests.unit.cluster.iceberg_fakes import Lake, rows
 
 PIPE = "pipe"

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from cluster.errors import ConfigError, SinkError
-from cluster.iceberg_tables import (
+from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.lake.iceberg.tables import (
     absolute_path,
     iceberg_ready,
     loggable_properties,
@@ -20,7 +20,7 @@ from cluster.iceberg_tables import (
     schema_conflicts,
     iceberg_schema_of,
 )
-from cluster.lake_settings import IcebergSettings, PartitionGranularity
+from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity
 from tests.unit.cluster.iceberg_fakes import Lake, rows
 
 SCHEMA = rows("orders", 0, [0]).schema

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster.lake_record import (
+from laminar_kafka.cluster.lake.record import (
     LAKE_RECORD_FORMAT_VERSION,
     RECORD_SUMMARY_KEY,
     RECORDS_DIR,
@@ -17,8 +17,8 @@ from cluster.lake_record import (
     parse_record_name,
     record_path,
 )
-from coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key
-from coordinator.errors import CodecError
+from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key
+from laminar_kafka.coordinator.errors import CodecError
 
 topics = st.text("abcXYZ09._-", min_size=1, max_size=12).filter(lambda t: t not in (".", ".."))
 keys = st.builds(format_partition_key, topics, st.integers(0, 2**31 - 1))

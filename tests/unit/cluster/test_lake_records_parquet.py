@@ -1,4 +1,4 @@
-"""The Parquet tree's epoch records (cluster.lake_records_parquet) and ParquetTree's read_facts / seal,
+"""The Parquet tree's epoch records (laminar_kafka.cluster.lake.parquet.records) and ParquetTree's read_facts / seal,
 on pyarrow's LocalFileSystem under tmp_path."""
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from cluster.lake import ParquetTree
-from cluster.lake_record import RECORDS_DIR, LakeRecord, record_path
-from cluster.lake_records_parquet import RECORDS_KEPT, drop_records_after, read_parquet_facts, read_record, \
+from laminar_kafka.cluster.lake.outputs import ParquetTree
+from laminar_kafka.cluster.lake.record import RECORDS_DIR, LakeRecord, record_path
+from laminar_kafka.cluster.lake.parquet.records import RECORDS_KEPT, drop_records_after, read_parquet_facts, read_record, \
     write_record
-from cluster.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
-from cluster.sink import StagedName, final_path
-from coordinator.errors import CodecError
-from coordinator.values import Manifest
+from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
+from laminar_kafka.cluster.lake.parquet.sink import StagedName, final_path
+from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.coordinator.values import Manifest
 
 PIPE = "pipe"
 TOPICS = ["t"]

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.config import settings_from
-from cluster.config_file import passthrough_tables
-from cluster.errors import ConfigError
-from cluster.lake_settings import IcebergSettings, PartitionGranularity, TableFormat, table_name_of
+from laminar_kafka.cluster.config import settings_from
+from laminar_kafka.cluster.config_file import passthrough_tables
+from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat, table_name_of
 
 BASE = {"bootstrap": "k:9092", "topic": "orders.v1", "output": "/tmp/out"}
 
@@ -54,7 +54,7 @@ def test_iceberg_table_in_the_file_is_not_a_setting() -> None:
 
 
 def test_iceberg_fileio_reaches_the_same_s3_as_pyarrow() -> None:
-    from cluster.iceberg_tables import s3_properties_from
+    from laminar_kafka.cluster.lake.iceberg.tables import s3_properties_from
 
     env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_DEFAULT_REGION": "eu-west-1", "AWS_SECRET_ACCESS_KEY": "s"}
     assert s3_properties_from(env) == {"s3.endpoint": "http://127.0.0.1:9000", "s3.region": "eu-west-1"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.logs import configure_logging
+from laminar_kafka.cluster.logs import configure_logging
 
 
 @pytest.fixture

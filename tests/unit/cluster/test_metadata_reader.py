@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import KafkaError
 
-from cluster.metadata import MetadataUnavailable, TopologyReader
-from kafka_source.topics import TopicSelector
+from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
+from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cluster.metrics import NodeMetrics
+from laminar_kafka.cluster.metrics import NodeMetrics
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 

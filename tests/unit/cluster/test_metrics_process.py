@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from prometheus_client import generate_latest
 
-from cluster.metrics import NodeMetrics
+from laminar_kafka.cluster.metrics import NodeMetrics
 
 PROCESS_FAMILIES = ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_start_time_seconds",
                     "process_virtual_memory_bytes", "process_open_fds")

@@ -1,4 +1,4 @@
-"""Unit tests of devstack.netfaults without namespaces or root: names, subnets, argv wrapping,
+"""Unit tests of laminar_kafka.devstack.netfaults.faults without namespaces or root: names, subnets, argv wrapping,
 validation, endpoints, owner records, and the relay's fault semantics on host loopback sockets."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Iterator
 
 import pytest
 
-from devstack import netfaults
-from devstack.netfaults import (
+from laminar_kafka.devstack.netfaults import faults as netfaults
+from laminar_kafka.devstack.netfaults.faults import (
     Endpoints,
     NetworkUnavailable,
     NodeNetwork,
@@ -23,7 +23,7 @@ from devstack.netfaults import (
     subnet_addresses,
     wrap_argv,
 )
-from devstack.waiting import wait_until
+from laminar_kafka.devstack.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -127,10 +127,10 @@ def test_start_without_root_is_network_unavailable(monkeypatch: pytest.MonkeyPat
     assert netfaults.cleanup_stale() == []
 
 
-def test_network_unavailable_is_a_cluster_error() -> None:
-    from cluster.errors import ClusterError
+def test_network_unavailable_is_a_dev_stack_error() -> None:
+    from laminar_kafka.devstack.errors import DevStackError
 
-    assert issubclass(NetworkUnavailable, ClusterError) and issubclass(NetworkUnavailable, Exception)
+    assert issubclass(NetworkUnavailable, DevStackError) and issubclass(NetworkUnavailable, Exception)
 
 
 # ---- endpoints ---------------------------------------------------------------------------------

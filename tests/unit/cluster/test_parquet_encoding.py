@@ -6,7 +6,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cluster.parquet_encoding import UNIQUE_VALUE_COLUMNS, writer_options
+from laminar_kafka.cluster.lake.parquet.encoding import UNIQUE_VALUE_COLUMNS, writer_options
 from tests.unit.cluster.test_sink import batch, files_under, make_sink
 
 DICTIONARY_ENCODINGS = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}

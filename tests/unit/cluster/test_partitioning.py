@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.errors import ConfigError, SinkError
-from cluster.lake_settings import PartitionGranularity
-from cluster.partitioning import (
+from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partitioning import (
     HIVE_DEFAULT_PARTITION,
     check_partition_columns,
     check_topic,
     partition_directory,
     split_by_partition,
 )
-from cluster.sink_names import is_valid_directory
+from laminar_kafka.cluster.lake.parquet.names import is_valid_directory
 
 DAY, HOUR, NONE = PartitionGranularity.DAY, PartitionGranularity.HOUR, PartitionGranularity.NONE
 UTC = dt.timezone.utc

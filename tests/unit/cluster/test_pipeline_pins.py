@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import NodeSettings
-from cluster.errors import ConfigError, UsageError
-from cluster.pipeline_pins import (
+from laminar_kafka.cluster.config import NodeSettings
+from laminar_kafka.cluster.errors import ConfigError, UsageError
+from laminar_kafka.cluster.lake.pins import (
     PINNED_AT_FIRST_START,
     PINNED_SETTINGS,
     PUBLISHED_ASSIGNMENT,
@@ -23,9 +23,9 @@ from cluster.pipeline_pins import (
     pin_name,
     pipeline_values,
 )
-from coordinator.config import CoordinatorConfig
-from coordinator.local import LocalCoordinator
-from coordinator.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 
 BASE = NodeSettings(bootstrap="k:9092", topics=("orders",), output="/lake", pipeline="orders")
 #: for each pinned setting: the flag values of a node that disagrees with BASE

@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from cluster.progress import progress_enabled, terminal_progress
+from laminar_kafka.cluster.ops.progress import progress_enabled, terminal_progress
 
 
 class FakeTerminal(io.StringIO):

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, Reconciliation, reconcile
-from coordinator.codec import Cursors
-from coordinator.values import Manifest, check_seed_manifest
+from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, Reconciliation, reconcile
+from laminar_kafka.coordinator.codec import Cursors
+from laminar_kafka.coordinator.values import Manifest, check_seed_manifest
 
 P = "pipe"
 REWIND, FAIL = OnLakeBehind.REWIND, OnLakeBehind.FAIL

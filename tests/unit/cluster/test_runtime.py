@@ -10,13 +10,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from cluster.errors import RuntimeFailure
-from cluster.lake_settings import PartitionGranularity
-from cluster.runtime import NodeRuntime, RuntimeOptions, ack_cursors
-from cluster.runtime_metrics import Watermarks
-from cluster.sink import ParquetSink, list_published
-from cluster.topology import TopicInfo, Topology
-from coordinator.base import (
+from laminar_kafka.cluster.errors import RuntimeFailure
+from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
+from laminar_kafka.cluster.runtime.measures import Watermarks
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
+from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
+from laminar_kafka.coordinator.base import (
     AckRejected,
     AssignmentChanged,
     EpochAck,
@@ -26,11 +26,11 @@ from coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from coordinator.errors import CoordinatorError, FencedError
-from coordinator.registry import AssignmentSnapshot
-from coordinator.routing import partition_vnode
-from kafka_source.checkpoint import SourceCheckpoint
-from kafka_source.connector import (
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.routing import partition_vnode
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.connector import (
     ConnectorConfig,
     ResumePosition,
     SourceBatch,
@@ -40,7 +40,7 @@ from kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
-from kafka_source.errors import FatalError
+from laminar_kafka.kafka_source.errors import FatalError
 from tests.unit.cluster.fakes import FakeCoordinator, published_offsets, wait_for
 
 TOPIC = "t"
@@ -173,7 +173,7 @@ async def test_suspended_session_admits_no_epoch_and_lost_rejoins(
     runtime = make_runtime(tmp_path, coordinator)
     task = asyncio.create_task(runtime.run())
     await wait_for(lambda: runtime.rows_written >= 20)
-    caplog.set_level(logging.INFO, logger="cluster.epochs")
+    caplog.set_level(logging.INFO, logger="laminar_kafka.cluster.runtime.epochs")
     coordinator.emit(SessionStateChanged(SessionState.SUSPENDED))
     coordinator.emit(EpochOpened(1, 1))
     await wait_for(lambda: "epoch 1 not admitted: session suspended" in caplog.text)
@@ -398,9 +398,9 @@ async def test_a_transient_source_failure_restarts_the_generation_without_counti
     """A schema registry that stays unreachable for a while (TransientError from poll_batch, nothing
     consumed) must not stop the node after max_generation_failures: each generation is retired and
     the next starts from the manifest after START_RETRY_S."""
-    from kafka_source.errors import TransientError
+    from laminar_kafka.kafka_source.errors import TransientError
 
-    monkeypatch.setattr("cluster.generation.START_RETRY_S", 0.01)
+    monkeypatch.setattr("laminar_kafka.cluster.runtime.generation.START_RETRY_S", 0.01)
     outages = [TransientError("the schema registry is unreachable")] * 8  # > max_generation_failures
 
     class RegistryDown(FakeSource):
@@ -422,8 +422,8 @@ async def test_a_transient_source_failure_restarts_the_generation_without_counti
 
 async def test_the_bad_record_limit_stops_the_node_at_once(tmp_path: Path) -> None:
     """ErrorRateExceededError is not a generation failure to retry: the same records would fail again."""
-    from cluster.errors import RuntimeFailure
-    from kafka_source.errors import ErrorRateExceededError
+    from laminar_kafka.cluster.errors import RuntimeFailure
+    from laminar_kafka.kafka_source.errors import ErrorRateExceededError
 
     class TooManyBad(FakeSource):
         async def poll_batch(self, max_records: int) -> SourceBatch | None:

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from cluster.errors import SinkError
-from cluster.runtime_context import RuntimeExecutors
+from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.cluster.runtime.context import RuntimeExecutors
 
 
 async def test_a_write_behind_runs_while_the_loop_goes_on_and_calls_after_it_wait_for_it() -> None:

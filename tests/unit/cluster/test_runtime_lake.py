@@ -6,13 +6,13 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.lake import ParquetTree
-from cluster.lake_settings import PartitionGranularity
-from cluster.runtime import NodeRuntime, RuntimeOptions
-from cluster.sink import ParquetSink, list_published
-from coordinator.base import EpochOpened
-from coordinator.errors import CoordinatorUnavailable
-from kafka_source.connector import ConnectorConfig
+from laminar_kafka.cluster.lake.outputs import ParquetTree
+from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
+from laminar_kafka.coordinator.base import EpochOpened
+from laminar_kafka.coordinator.errors import CoordinatorUnavailable
+from laminar_kafka.kafka_source.connector import ConnectorConfig
 from tests.unit.cluster.fakes import FakeCoordinator, wait_for
 from tests.unit.cluster.test_runtime import TOPOLOGY, FakeSource
 

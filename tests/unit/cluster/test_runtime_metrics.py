@@ -4,8 +4,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from cluster.runtime_metrics import partitions_present
-from kafka_source.arrow_batch import topic_column
+from laminar_kafka.cluster.runtime.measures import partitions_present
+from laminar_kafka.kafka_source.decode.arrow_batch import topic_column
 
 
 @pytest.mark.parametrize("encode", [True, False], ids=["dictionary", "plain"])

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from cluster.errors import RuntimeFailure
-from cluster.lake_settings import PartitionGranularity
-from cluster.runtime import NodeRuntime, RuntimeOptions
-from cluster.sink import ParquetSink
-from cluster.topology import TopicInfo, Topology
-from coordinator.base import AssignmentChanged, EpochOpened, Manifest, RoundDecided, RoundOutcome, RoundStarted
-from coordinator.registry import AssignmentSnapshot
-from coordinator.rounds import AssignmentDrainId
-from coordinator.routing import partition_vnode
-from kafka_source.connector import (
+from laminar_kafka.cluster.errors import RuntimeFailure
+from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
+from laminar_kafka.coordinator.base import AssignmentChanged, EpochOpened, Manifest, RoundDecided, RoundOutcome, RoundStarted
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import partition_vnode
+from laminar_kafka.kafka_source.connector import (
     ConnectorCancellationPolicy as Cancellation,
     ConnectorConfig,
     ResumePosition,

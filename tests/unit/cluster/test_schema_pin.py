@@ -4,10 +4,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from cluster.errors import RuntimeFailure
-from cluster.schema_pin import JSON_SCHEMA_SETTING, JsonSchemaPin
-from kafka_source.errors import ConfigurationError
-from kafka_source.type_text import parse_schema_text
+from laminar_kafka.cluster.errors import RuntimeFailure
+from laminar_kafka.cluster.lake.schema_pin import JSON_SCHEMA_SETTING, JsonSchemaPin
+from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.kafka_source.config.type_text import parse_schema_text
 
 
 class Pins:
@@ -88,7 +88,7 @@ def test_a_field_name_the_text_cannot_hold_is_refused() -> None:
     pa.struct([("x", pa.list_(pa.struct([("y", pa.float64())])))]), pa.binary(),
 ])
 def test_type_text_round_trips(arrow_type: pa.DataType) -> None:
-    from kafka_source.type_text import parse_type, schema_text
+    from laminar_kafka.kafka_source.config.type_text import parse_type, schema_text
 
     assert parse_type(str(arrow_type)) == arrow_type
     schema = pa.schema([("f", arrow_type)])
@@ -97,7 +97,7 @@ def test_type_text_round_trips(arrow_type: pa.DataType) -> None:
 
 @pytest.mark.parametrize("text", ["list<int64", "struct<a int64>", "map<string>", "nope", "a>"])
 def test_bad_type_text_is_one_clear_error(text: str) -> None:
-    from kafka_source.type_text import parse_type
+    from laminar_kafka.kafka_source.config.type_text import parse_type
 
     with pytest.raises(ConfigurationError):
         parse_type(text)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster.errors import SinkError
-from cluster.sink import (
+from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.cluster.lake.parquet.sink import (
     STAGING_DIR,
     ParquetSink,
     StagedName,

@@ -11,9 +11,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from cluster.errors import SinkError
-from cluster.lake_settings import PartitionGranularity
-from cluster.sink import (
+from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.parquet.sink import (
     REJECTED_DIR,
     STAGING_DIR,
     ParquetSink,

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster.lake_settings import PartitionGranularity
-from cluster.runtime import NodeRuntime, RuntimeOptions
-from cluster.sink import (
+from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
+from laminar_kafka.cluster.lake.parquet.sink import (
     REJECTED_DIR,
     STAGING_DIR,
     OutputStream,
@@ -27,10 +27,10 @@ from cluster.sink import (
     publish,
     recover,
 )
-from cluster.verify import OutputScan, audit, read_output
-from coordinator.base import EpochOpened
-from kafka_source.connector import ConnectorConfig, SourceBatch
-from kafka_source.rejected import REJECTED_SCHEMA
+from laminar_kafka.cluster.ops.verify import OutputScan, audit, read_output
+from laminar_kafka.coordinator.base import EpochOpened
+from laminar_kafka.kafka_source.connector import ConnectorConfig, SourceBatch
+from laminar_kafka.kafka_source.decode.rejected import REJECTED_SCHEMA
 from tests.unit.cluster.fakes import FakeCoordinator, wait_for
 from tests.unit.cluster.test_runtime import TOPOLOGY, FakeSource
 

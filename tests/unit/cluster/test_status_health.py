@@ -1,4 +1,4 @@
-"""`status` health: every rule of cluster.health.assess, the rates, and the exit codes of the command
+"""`status` health: every rule of laminar_kafka.cluster.ops.health.assess, the rates, and the exit codes of the command
 (collect_status replaced, no servers)."""
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from dataclasses import replace
 
 import pytest
 
-from cluster import cli
-from cluster.errors import ClusterError, UsageError
-from cluster.health import Health, HealthCode, assess, partition_rates, unreachable
-from cluster.status import NodeStatus, PartitionStatus, PipelineStatus, build_status
-from cluster.status_watch import Watcher, render_text, watch
-from coordinator.registry import AssignmentSnapshot
-from coordinator.values import Manifest, Member
+from laminar_kafka.cli import main as cli
+from laminar_kafka.cluster.errors import ClusterError, UsageError
+from laminar_kafka.cluster.ops.health import Health, HealthCode, assess, partition_rates, unreachable
+from laminar_kafka.cluster.ops.status import NodeStatus, PartitionStatus, PipelineStatus, build_status
+from laminar_kafka.cluster.ops.status_watch import Watcher, render_text, watch
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.values import Manifest, Member
 
 NOW = 1_700_000_000.0
 
@@ -208,7 +208,7 @@ def test_watch_live_renders_with_rich() -> None:
 
 
 def test_render_text_of_an_unreachable_observation() -> None:
-    from cluster.status_watch import Observation
+    from laminar_kafka.cluster.ops.status_watch import Observation
 
     assert "health: unreachable\n  - down" in render_text(Observation(None, unreachable("down"), {}))
 
@@ -231,7 +231,7 @@ STATUS_ARGS = ["status", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--zk", "
 ])
 def test_status_exits_0_healthy_1_degraded(observed: PipelineStatus, code: int, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("cluster.status.collect_status", lambda **kwargs: observed)
+    monkeypatch.setattr("laminar_kafka.cluster.ops.status.collect_status", lambda **kwargs: observed)
     assert cli.main([*STATUS_ARGS, "--json"]) == code
     body = json.loads(capsys.readouterr().out)
     assert body["health"]["code"] == code and body["pipeline"] == "p"
@@ -246,7 +246,7 @@ def test_status_exits_2_when_a_server_cannot_be_read(error: Exception, monkeypat
     def fail(**kwargs: object) -> PipelineStatus:
         raise error
 
-    monkeypatch.setattr("cluster.status.collect_status", fail)
+    monkeypatch.setattr("laminar_kafka.cluster.ops.status.collect_status", fail)
     assert cli.main(STATUS_ARGS) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ")
@@ -260,7 +260,7 @@ def test_status_passes_zookeeper_credentials_from_the_environment(monkeypatch: p
         seen.update(kwargs)
         return status()
 
-    monkeypatch.setattr("cluster.status.collect_status", collect)
+    monkeypatch.setattr("laminar_kafka.cluster.ops.status.collect_status", collect)
     monkeypatch.setenv("LAMINAR_ZK_AUTH", "laminar:s3cret-pw")
     assert cli.main(STATUS_ARGS) == 0
     credentials = seen["credentials"]
@@ -269,7 +269,7 @@ def test_status_passes_zookeeper_credentials_from_the_environment(monkeypatch: p
 
 
 def test_a_nodes_partitions_show_as_runs_per_topic() -> None:
-    from cluster.status import partition_ranges
+    from laminar_kafka.cluster.ops.status import partition_ranges
 
     assert partition_ranges([f"orders:{p}" for p in range(1000)]) == "orders:0-999"
     assert partition_ranges(["b.x:0", "orders:9", "orders:3", "orders:0", "orders:1", "orders:2", "orders:5",

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster.errors import VerifyError
-from cluster.sink import open_output
-from cluster.verify import OutputScan, audit, read_output
+from laminar_kafka.cluster.errors import VerifyError
+from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.ops.verify import OutputScan, audit, read_output
 
 
 def scan_of(rows: dict[int, list[int]]) -> OutputScan:

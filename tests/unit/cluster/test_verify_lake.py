@@ -8,14 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-import cluster.node
-import cluster.verify
-from cluster.cli import main
-from cluster.errors import VerifyError
-from cluster.iceberg_tables import iceberg_schema_of, open_catalog
-from cluster.lake_settings import IcebergSettings, LakeTarget, TableFormat
-from cluster.sink import open_output
-from cluster.verify_lake import read_iceberg_output
+import laminar_kafka.cluster.node as node_module
+import laminar_kafka.cluster.ops.verify as verify_module
+from laminar_kafka.cli.main import main
+from laminar_kafka.cluster.errors import VerifyError
+from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of, open_catalog
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
+from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.ops.verify_lake import read_iceberg_output
 from tests.unit.cluster.iceberg_fakes import rows
 
 TOPIC = "orders"
@@ -75,8 +75,8 @@ def test_verify_with_a_wrong_pipeline_is_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     lake_with_table(tmp_path / "out")
-    monkeypatch.setattr(cluster.node, "topic_partitions", lambda *_a, **_k: [(TOPIC, 0)])
-    monkeypatch.setattr(cluster.verify, "read_topic", lambda *_a, **_k: ({0: np.arange(3)}, {0: 3}, {0: 0}))
+    monkeypatch.setattr(node_module, "topic_partitions", lambda *_a, **_k: [(TOPIC, 0)])
+    monkeypatch.setattr(verify_module, "read_topic", lambda *_a, **_k: ({0: np.arange(3)}, {0: 3}, {0: 0}))
     argv = ["verify", "--output", str(tmp_path / "out"), "--bootstrap", "127.0.0.1:1", "--topic", TOPIC,
             "--table-format", "iceberg"]
     assert main([*argv, "--pipeline", "p1"]) == 0

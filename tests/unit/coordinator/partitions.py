@@ -2,10 +2,10 @@
 (the store adapter with ZooKeeper's semantics that executes steps exactly as the backends do)."""
 from __future__ import annotations
 
-from coordinator.config import CoordinatorConfig
-from coordinator.memory_store import MemoryStore
-from coordinator.model import Step, next_step
-from coordinator.routing import partitions_by_vnode
+from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.local.memory_store import MemoryStore
+from laminar_kafka.coordinator.engine.model import Step, next_step
+from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode
 
 
 def leader_step(store: MemoryStore, config: CoordinatorConfig, now_ms: int) -> Step | None:

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, parse_partition_key
-from coordinator.errors import CodecError, CoordinatorError
-from coordinator.layout import ChunkHeader, ChunkPending, join_chunks, parse_candidate, parse_header, \
+from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, parse_partition_key
+from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
+from laminar_kafka.coordinator.layout import ChunkHeader, ChunkPending, join_chunks, parse_candidate, parse_header, \
     parse_rejection, parse_vnode_load, split_chunks
-from coordinator.registry import AssignmentSnapshot
-from coordinator.rounds import AssignmentDrainId
-from coordinator.state import ControlState, Decision, RoundState
-from coordinator.values import EpochAck, Manifest, Member, RoundOutcome
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.state import ControlState, Decision, RoundState
+from laminar_kafka.coordinator.values import EpochAck, Manifest, Member, RoundOutcome
 
 u64 = st.integers(0, U64_MAX)
 node_ids = st.integers(1, 50)
@@ -196,9 +196,9 @@ def test_codec_errors_are_coordinator_errors() -> None:
 
 
 def test_the_zookeeper_layout_is_pinned() -> None:
-    """Existing pipelines hold these paths: they never change (see coordinator.layout)."""
-    from coordinator.config import CoordinatorConfig
-    from coordinator.layout import ack_path, checkpoint_path, decision_path, member_path, pipeline_path, \
+    """Existing pipelines hold these paths: they never change (see laminar_kafka.coordinator.layout)."""
+    from laminar_kafka.coordinator.config import CoordinatorConfig
+    from laminar_kafka.coordinator.layout import ack_path, checkpoint_path, decision_path, member_path, pipeline_path, \
         ready_path, rejected_folder, topic_path
 
     assert pipeline_path(CoordinatorConfig(pipeline="p")) == "/laminar/p"
@@ -213,7 +213,7 @@ def test_the_zookeeper_layout_is_pinned() -> None:
 
 
 def test_remembered_keys_are_never_a_way_around_validation() -> None:
-    from coordinator.codec import format_partition_key, parse_partition_key
+    from laminar_kafka.coordinator.codec import format_partition_key, parse_partition_key
 
     assert format_partition_key("t", 1) == "t:1" and parse_partition_key("t:1") == ("t", 1)
     for topic, partition in (("t", True), ("t", 1.0), ("bad topic", 1), ("t", -1)):

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-import coordinator
-from coordinator.errors import (
+import laminar_kafka.coordinator as coordinator
+from laminar_kafka.coordinator.errors import (
     ConfigurationError,
     CoordinatorError,
     FencedError,

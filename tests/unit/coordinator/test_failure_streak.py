@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from coordinator.failure_streak import FailureStreak
+from laminar_kafka.coordinator.engine.failure_streak import FailureStreak
 
 
 def test_a_streak_logs_its_start_one_line_per_interval_and_its_end(caplog: pytest.LogCaptureFixture) -> None:

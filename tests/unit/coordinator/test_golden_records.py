@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coordinator.base import EpochAck, Manifest, Member, RoundOutcome
-from coordinator.rounds import AssignmentDrainId
-from coordinator.state import ControlState
+from laminar_kafka.coordinator.base import EpochAck, Manifest, Member, RoundOutcome
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.state import ControlState
 
 GOLDEN = Path(__file__).parent / "golden"
 

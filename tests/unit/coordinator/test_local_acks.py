@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.base import (
+from laminar_kafka.coordinator.base import (
     AckRejected,
     CoordinatorConfig,
     CoordinatorEvent,
@@ -17,9 +17,9 @@ from coordinator.base import (
     Manifest,
     initial_manifest,
 )
-from coordinator.errors import ConfigurationError, CoordinatorError, FencedError
-from coordinator.local import LocalCoordinator
-from devstack.waiting import EventLog
+from laminar_kafka.coordinator.errors import ConfigurationError, CoordinatorError, FencedError
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
+from laminar_kafka.devstack.waiting import EventLog
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,10 +1,10 @@
-"""Deterministic scenarios for the pure round/epoch model (coordinator.model), run against the
+"""Deterministic scenarios for the pure round/epoch model (laminar_kafka.coordinator.engine.model), run against the
 in-memory compare-and-set store."""
 from __future__ import annotations
 
 import pytest
 
-from coordinator.base import (
+from laminar_kafka.coordinator.base import (
     AssignmentChanged,
     CoordinatorConfig,
     EpochAck,
@@ -16,9 +16,9 @@ from coordinator.base import (
     RoundOutcome,
     RoundStarted,
 )
-from coordinator import layout
-from coordinator.errors import CoordinatorError, FencedError
-from coordinator.model import (
+from laminar_kafka.coordinator import layout
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
+from laminar_kafka.coordinator.engine.model import (
     ControlState,
     EventTracker,
     classify_ack,
@@ -27,8 +27,8 @@ from coordinator.model import (
     next_wakeup_ms,
     shed_owners,
 )
-from coordinator.memory_store import MemoryStore
-from coordinator.registry import UNASSIGNED
+from laminar_kafka.coordinator.local.memory_store import MemoryStore
+from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED
 from tests.unit.coordinator.partitions import leader_step, owned_keys
 
 CONFIG = CoordinatorConfig(pipeline="m", hosts="memory", checkpoint_interval=1.0, round_deadline=5.0, vnode_count=8)

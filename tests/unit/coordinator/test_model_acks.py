@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from coordinator import layout
-from coordinator.base import EpochAck, Manifest, Member, initial_manifest
-from coordinator.errors import CoordinatorError, FencedError
-from coordinator.model import (
+from laminar_kafka.coordinator import layout
+from laminar_kafka.coordinator.base import EpochAck, Manifest, Member, initial_manifest
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
+from laminar_kafka.coordinator.engine.model import (
     MemberFence,
     classify_ack,
     next_step,
@@ -19,8 +19,8 @@ from coordinator.model import (
     rejection_name,
     unowned_cursor,
 )
-from coordinator.registry import AssignmentSnapshot
-from coordinator.routing import partition_vnode
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.routing import partition_vnode
 from tests.unit.coordinator.partitions import owned_keys, partition_table
 from tests.unit.coordinator.test_model import CONFIG, World
 

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.config import CoordinatorConfig
-from coordinator.errors import ConfigurationError
-from coordinator.layout import setting_path
-from coordinator.local import LocalCoordinator
-from coordinator.memory_store import MemoryStore
+from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.errors import ConfigurationError
+from laminar_kafka.coordinator.layout import setting_path
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
+from laminar_kafka.coordinator.local.memory_store import MemoryStore
 
 
 def test_local_pin_is_create_once_and_survives_a_restart(tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from coordinator.errors import PlacementError
-from coordinator.placement import DEFAULT_STRATEGY, STRATEGIES, balanced, place, rendezvous
-from coordinator.registry import UNASSIGNED, moved_vnodes
-from coordinator.routing import vnode_loads
+from laminar_kafka.coordinator.errors import PlacementError
+from laminar_kafka.coordinator.vnodes.placement import DEFAULT_STRATEGY, STRATEGIES, balanced, place, rendezvous
+from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, moved_vnodes
+from laminar_kafka.coordinator.vnodes.routing import vnode_loads
 
 # ---------------------------------------------------------------------------------------------- helpers
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.errors import ConfigError
-from coordinator import layout
-from coordinator.base import (
+from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.coordinator import layout
+from laminar_kafka.coordinator.base import (
     AckRejected,
     CoordinatorConfig,
     CoordinatorEvent,
@@ -20,14 +20,14 @@ from coordinator.base import (
     Manifest,
     initial_manifest,
 )
-from coordinator.errors import CoordinatorError
-from coordinator.local import LocalCoordinator
-from coordinator.local_store import LocalStore
-from coordinator.memory_store import MemoryStore
-from coordinator.model import next_step
-from coordinator.steps import Step, StepKind, View
-from coordinator.values import Member
-from devstack.waiting import EventLog
+from laminar_kafka.coordinator.errors import CoordinatorError
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
+from laminar_kafka.coordinator.local.store import LocalStore
+from laminar_kafka.coordinator.local.memory_store import MemoryStore
+from laminar_kafka.coordinator.engine.model import next_step
+from laminar_kafka.coordinator.engine.steps import Step, StepKind, View
+from laminar_kafka.coordinator.values import Member
+from laminar_kafka.devstack.waiting import EventLog
 from tests.unit.coordinator.partitions import leader_step, owned_keys
 
 pytestmark = pytest.mark.timeout(60)
@@ -361,11 +361,11 @@ def test_rebase_takes_only_an_initial_manifest(tmp_path: Path, bad: Manifest) ->
 def test_a_crash_between_rebase_and_seal_reconciles_again_without_refusing(tmp_path: Path) -> None:
     import pyarrow.fs as pafs
 
-    from cluster.lake import ParquetTree
-    from cluster.lake_record import LakeRecord
-    from cluster.lake_records_parquet import write_record
-    from cluster.lake_reconcile import StartFacts, reconcile_with_lake
-    from cluster.reconcile import Action, OnLakeBehind
+    from laminar_kafka.cluster.lake.outputs import ParquetTree
+    from laminar_kafka.cluster.lake.record import LakeRecord
+    from laminar_kafka.cluster.lake.parquet.records import write_record
+    from laminar_kafka.cluster.lake.startup import StartFacts, reconcile_with_lake
+    from laminar_kafka.cluster.lake.reconcile import Action, OnLakeBehind
 
     fs, root = pafs.LocalFileSystem(), str(tmp_path / "out")
     write_record(fs, root, LakeRecord("l", 5, 1, {"s": {"t:0": 50}}, {"t": "id"}))  # the state dir was lost
@@ -377,7 +377,7 @@ def test_a_crash_between_rebase_and_seal_reconciles_again_without_refusing(tmp_p
         c = LocalCoordinator(local_config(interval=60), tmp_path / "state")
         tree = ParquetTree(fs, root)
 
-        def record_of(epoch: int) -> LakeRecord | None:  # as cluster.epochs.EpochBarriers.lake_record
+        def record_of(epoch: int) -> LakeRecord | None:  # as laminar_kafka.cluster.runtime.epochs.EpochBarriers.lake_record
             try:
                 m = c.manifest(epoch)
             except CoordinatorError:

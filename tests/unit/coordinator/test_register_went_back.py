@@ -1,12 +1,12 @@
-"""`coordinator.zk.went_back`: a register that is gone or smaller than the one a node saw is another
+"""`laminar_kafka.coordinator.zk.coordinator.went_back`: a register that is gone or smaller than the one a node saw is another
 control state (deleted, replaced, restored from an older copy, reseeded while the node was cut off)."""
 from __future__ import annotations
 
 from dataclasses import replace
 
-from coordinator.registry import AssignmentSnapshot
-from coordinator.state import ControlState
-from coordinator.zk import went_back
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.state import ControlState
+from laminar_kafka.coordinator.zk.coordinator import went_back
 
 
 def register(version: int, last_epoch: int) -> ControlState:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.errors import RegistryError, RoundError
-from coordinator.registry import (
+from laminar_kafka.coordinator.errors import RegistryError, RoundError
+from laminar_kafka.coordinator.vnodes.registry import (
     DEFAULT_VNODE_COUNT,
     UNASSIGNED,
     AssignmentSnapshot,
@@ -15,7 +15,7 @@ from coordinator.registry import (
     VnodeRegistry,
     moved_vnodes,
 )
-from coordinator.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
 # ------------------------------------------------------------------------------------------ snapshots
 

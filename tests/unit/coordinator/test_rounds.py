@@ -5,10 +5,10 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-import coordinator.rounds as rounds_module
-from coordinator.errors import RoundError
-from coordinator.registry import AssignmentSnapshot
-from coordinator.rounds import (
+import laminar_kafka.coordinator.vnodes.rounds as rounds_module
+from laminar_kafka.coordinator.errors import RoundError
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.rounds import (
     DRAIN_DIGEST_DOMAIN,
     ROUND_ID_WIDTH,
     U64_MAX,

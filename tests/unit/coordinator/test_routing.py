@@ -7,9 +7,9 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.errors import RoutingError
-from coordinator.registry import UNASSIGNED, AssignmentSnapshot
-from coordinator.routing import (
+from laminar_kafka.coordinator.errors import RoutingError
+from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.routing import (
     MAX_PARTITION,
     owned_partitions,
     partition_vnode,

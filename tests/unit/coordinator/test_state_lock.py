@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.config import CoordinatorConfig
-from coordinator.errors import ConfigurationError
-from coordinator.local import LocalCoordinator
-from coordinator.state_lock import StateDirectoryInUse, StateDirectoryLock
+from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.errors import ConfigurationError
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
+from laminar_kafka.coordinator.local.state_lock import StateDirectoryInUse, StateDirectoryLock
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from coordinator.state_lock import StateDirectoryLock
+from laminar_kafka.coordinator.local.state_lock import StateDirectoryLock
 StateDirectoryLock(Path(sys.argv[1])).acquire()
 print("held", flush=True)
 time.sleep(60)
@@ -101,6 +101,6 @@ def test_a_state_directory_that_cannot_be_locked_is_one_configuration_error(
     def no_locks(_fd: int, _op: int) -> None:
         raise OSError(37, "No locks available")
 
-    monkeypatch.setattr("coordinator.state_lock.fcntl.flock", no_locks)
+    monkeypatch.setattr("laminar_kafka.coordinator.local.state_lock.fcntl.flock", no_locks)
     with pytest.raises(ConfigurationError, match=r"cannot lock the state directory .*No locks available.*use a local state-dir"):
         StateDirectoryLock(tmp_path / "nfs").acquire()

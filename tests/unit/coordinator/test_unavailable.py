@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.config import CoordinatorConfig
-from coordinator.errors import CoordinatorError, CoordinatorUnavailable
-from coordinator.local import LocalCoordinator
+from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.errors import CoordinatorError, CoordinatorUnavailable
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 
 
 def test_manifest_reads_that_fail_are_unavailable_not_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

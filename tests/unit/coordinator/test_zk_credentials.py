@@ -1,5 +1,5 @@
 """ZkCredentials: parsing, a repr that hides the password, the kazoo auth data and ACLs; the
-CoordinatorConfig field; the pure helpers of coordinator.zk_auth."""
+CoordinatorConfig field; the pure helpers of laminar_kafka.coordinator.zk.auth."""
 from __future__ import annotations
 
 import base64
@@ -8,9 +8,9 @@ import hashlib
 
 import pytest
 
-from coordinator.config import CoordinatorConfig, ZkCredentials
-from coordinator.errors import AccessDeniedError, ConfigurationError, CoordinatorError
-from coordinator.zk_auth import access_denied, open_client, parent_paths
+from laminar_kafka.coordinator.config import CoordinatorConfig, ZkCredentials
+from laminar_kafka.coordinator.errors import AccessDeniedError, ConfigurationError, CoordinatorError
+from laminar_kafka.coordinator.zk.auth import access_denied, open_client, parent_paths
 
 SECRET = "s3cr:et-Pa55"
 
@@ -111,7 +111,7 @@ def test_open_client_authenticates_and_creates_with_the_acl_only_with_credential
 def test_kazoo_debug_lines_never_carry_the_password() -> None:
     from kazoo.protocol.serialization import Auth
 
-    from coordinator.zk_auth import RedactAuthPackets
+    from laminar_kafka.coordinator.zk.auth import RedactAuthPackets
 
     record = logging.LogRecord("kazoo.client", logging.DEBUG, __file__, 1, "Sending request(xid=%s): %s",
                                (-4, Auth(0, "digest", f"laminar:{SECRET}")), None)

@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 from kazoo.protocol.states import WatchedEvent
 
-from coordinator.config import CoordinatorConfig
-from coordinator.events import CoordinatorMetrics
-from coordinator.zk_store import ZooKeeperStore
+from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.engine.events import CoordinatorMetrics
+from laminar_kafka.coordinator.zk.store import ZooKeeperStore
 
 
 class ChangesRightAfterEachRead:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_source.checkpoint import SourceCheckpoint, format_key, parse_key
-from kafka_source.errors import CheckpointError
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint, format_key, parse_key
+from laminar_kafka.kafka_source.errors import CheckpointError
 
 topics = st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True).filter(lambda t: t not in (".", ".."))
 partitions = st.integers(min_value=0, max_value=2**31 - 1)
@@ -146,8 +146,8 @@ def test_arbitrary_bytes_never_crash_the_decoder(data: bytes) -> None:
 
 def test_keys_and_json_share_the_coordinator_codec() -> None:
     """One implementation of the cursor key and of strict JSON for checkpoints and manifests."""
-    from coordinator.codec import parse_partition_key
-    from coordinator.errors import CodecError
+    from laminar_kafka.coordinator.codec import parse_partition_key
+    from laminar_kafka.coordinator.errors import CodecError
 
     for key in ["t:01", "t:-1", "a/b:0", "t:2147483648", ":0", "t", ".:0"]:
         with pytest.raises(CheckpointError):

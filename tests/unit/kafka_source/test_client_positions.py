@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from kafka_source.client_positions import EARLIEST, LATEST, high_watermarks, watermarks
+from laminar_kafka.kafka_source.read.positions import EARLIEST, LATEST, high_watermarks, watermarks
 
 
 @dataclass

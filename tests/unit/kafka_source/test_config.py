@@ -3,14 +3,14 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from kafka_source.config import (
+from laminar_kafka.kafka_source.config.source_config import (
     METADATA_COLUMNS,
     Format,
     IsolationLevel,
     KafkaSourceConfig,
     StartupMode,
 )
-from kafka_source.errors import ConfigurationError
+from laminar_kafka.kafka_source.errors import ConfigurationError
 
 BASE = {"bootstrap.servers": "localhost:9092", "topic": "orders", "group.id": "g"}
 

@@ -5,9 +5,9 @@ import threading
 import pyarrow as pa
 import pytest
 
-from coordinator.registry import VnodeRegistry
-from coordinator.rounds import AssignmentDrainId
-from kafka_source import (
+from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.kafka_source import (
     CheckpointAttempt,
     ConfigurationError,
     ConnectorCancellationPolicy,

@@ -1,4 +1,4 @@
-"""Unit and property tests of the pure ownership / drain state machine (kafka_source.ownership)."""
+"""Unit and property tests of the pure ownership / drain state machine (laminar_kafka.kafka_source.vnode.ownership)."""
 from __future__ import annotations
 
 from types import MappingProxyType
@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.registry import AssignmentSnapshot, PendingTarget
-from coordinator.rounds import AssignmentDrainId
-from kafka_source import DrainError, FatalError, SourceDrainOutcome, SourceDrainResolution, UnassignedVnodeError
-from kafka_source.drain import DrainPhase
-from kafka_source.ownership import Ownership, route_partitions
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, PendingTarget
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.kafka_source import DrainError, FatalError, SourceDrainOutcome, SourceDrainResolution, UnassignedVnodeError
+from laminar_kafka.kafka_source.vnode.drain import DrainPhase
+from laminar_kafka.kafka_source.vnode.ownership import Ownership, route_partitions
 
 VNODES = 8
 T = "t"

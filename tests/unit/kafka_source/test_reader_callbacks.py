@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 from confluent_kafka import Message, TopicPartition
 
-from devstack import waiting
+from laminar_kafka.devstack import waiting
 
-from kafka_source.topics import TopicSelector
-from kafka_source.fifo import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, RecordChunk
-from kafka_source.reader import Reader
+from laminar_kafka.kafka_source.config.topics import TopicSelector
+from laminar_kafka.kafka_source.read.fifo import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, RecordChunk
+from laminar_kafka.kafka_source.read.reader import Reader
 
 TOPIC = "t"
 

@@ -6,8 +6,8 @@ import time
 import pytest
 from confluent_kafka import Message
 
-from kafka_source.errors import FatalError, TransientError
-from kafka_source.fifo import ByteBoundedFifo, PartitionsAssigned, ReaderFailed, RecordChunk
+from laminar_kafka.kafka_source.errors import FatalError, TransientError
+from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, PartitionsAssigned, ReaderFailed, RecordChunk
 
 from tests.unit.kafka_source.wiring import records_of
 

@@ -10,14 +10,14 @@ import types
 import pytest
 from confluent_kafka import Message, TopicPartition
 
-from kafka_source.topics import TopicSelector
-from kafka_source import KafkaSource
-from kafka_source.checkpoint import SourceCheckpoint
-from kafka_source.config import KafkaSourceConfig
-from kafka_source.connector import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
-from kafka_source.errors import ConfigurationError, FatalError
-from kafka_source.fifo import ByteBoundedFifo, RecordChunk
-from kafka_source.reader import Reader
+from laminar_kafka.kafka_source.config.topics import TopicSelector
+from laminar_kafka.kafka_source import KafkaSource
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.connector import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
+from laminar_kafka.kafka_source.errors import ConfigurationError, FatalError
+from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, RecordChunk
+from laminar_kafka.kafka_source.read.reader import Reader
 
 from tests.unit.kafka_source.wiring import records_of
 from tests.unit.kafka_source.wiring import running_source as wired_source

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_source.checkpoint import SourceCheckpoint
-from kafka_source.config import KafkaSourceConfig
-from kafka_source.connector import DeliveryGuarantee
-from kafka_source.errors import CheckpointError, ConfigurationError, OffsetOutOfRangeError
-from kafka_source.startup import BrokerFacts, resolve_initial, resolve_out_of_range, resolve_resume
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.connector import DeliveryGuarantee
+from laminar_kafka.kafka_source.errors import CheckpointError, ConfigurationError, OffsetOutOfRangeError
+from laminar_kafka.kafka_source.read.startup import BrokerFacts, resolve_initial, resolve_out_of_range, resolve_resume
 
 BASE = {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g"}
 FACTS = BrokerFacts({("t", 0): (10, 20), ("t", 1): (0, 0), ("t", 2): (5, 50)})
@@ -68,7 +68,7 @@ def test_fail_on_data_loss_false_resumes_at_the_low_watermark_and_logs_the_lost_
     checkpoint = SourceCheckpoint.from_partitions({("t", 0): 7, ("t", 2): 5})
     with pytest.raises(OffsetOutOfRangeError, match="fail.on.data.loss=false resumes"):
         resolve_resume(config(), checkpoint, FACTS, delivery)
-    with caplog.at_level("WARNING", logger="kafka_source.startup"):
+    with caplog.at_level("WARNING", logger="laminar_kafka.kafka_source.read.startup"):
         plan = resolve_resume(config(**{"fail.on.data.loss": "false"}), checkpoint, FACTS, delivery)
     assert plan.offsets[("t", 0)] == 10 and plan.offsets[("t", 2)] == 5 and plan.resets == 1 and plan.lost == 3
     assert [r.getMessage() for r in caplog.records] == [
@@ -107,7 +107,7 @@ def test_a_read_offset_deleted_under_a_running_reader_is_resolved_like_a_checkpo
                        r"\(records were deleted by retention\); .*fail.on.data.loss=false resumes") as info:
         resolve_out_of_range(("t", 0), 7, 10, 20, delivery, config())
     assert (info.value.offset, info.value.low, info.value.high) == (7, 10, 20)
-    with caplog.at_level("WARNING", logger="kafka_source.startup"):
+    with caplog.at_level("WARNING", logger="laminar_kafka.kafka_source.read.startup"):
         assert resolve_out_of_range(("t", 0), 7, 10, 20, delivery, config(**{"fail.on.data.loss": "false"})) == 10
     assert [r.getMessage() for r in caplog.records] == [
         "read offset 7 of t:0 is below the low watermark 10: offsets 7..9 were deleted by retention "
@@ -136,7 +136,7 @@ def test_offsets_skipped_at_the_start_are_counted_lost_and_a_re_read_is_not() ->
 
 
 def test_lost_offsets_reach_the_hook_a_node_exports_them_with() -> None:
-    from kafka_source.metrics import SourceMetrics
+    from laminar_kafka.kafka_source.metrics import SourceMetrics
 
     exported: list[int] = []
     metrics = SourceMetrics(on_offsets_lost=exported.append)

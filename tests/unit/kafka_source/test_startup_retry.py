@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from kafka_source import startup
-from kafka_source.client_positions import EARLIEST
-from kafka_source.config import KafkaSourceConfig
-from kafka_source.connector import DeliveryGuarantee
-from kafka_source.errors import CheckpointError, ConfigurationError, TransientError
-from kafka_source.startup import (
+from laminar_kafka.kafka_source.read import startup
+from laminar_kafka.kafka_source.read.positions import EARLIEST
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.connector import DeliveryGuarantee
+from laminar_kafka.kafka_source.errors import CheckpointError, ConfigurationError, TransientError
+from laminar_kafka.kafka_source.read.startup import (
     FIRST_BACKOFF_S, MAX_BACKOFF_S, MIN_CALL_TIMEOUT_S, is_retriable, resolve_start_offsets, retry_transient,
 )
 
@@ -112,7 +112,7 @@ def resolve(monkeypatch: pytest.MonkeyPatch, consumer: FakeConsumer, clock: Fake
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name == "kafka_source.startup"]
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name == "laminar_kafka.kafka_source.read.startup"]
 
 
 @pytest.mark.parametrize("mode", ["earliest", "latest"])
@@ -123,7 +123,7 @@ def test_not_leader_failures_then_success_give_the_result_of_no_failure(
     assert expected == {("t", p): LOGS[p][0 if mode == "earliest" else 1] for p in LOGS} and clock.sleeps == []
 
     flaky = FakeConsumer(watermark_failures=4)
-    with caplog.at_level("DEBUG", logger="kafka_source.startup"):
+    with caplog.at_level("DEBUG", logger="laminar_kafka.kafka_source.read.startup"):
         assert resolve(monkeypatch, flaky, clock, cfg) == expected
     assert flaky.closed
     assert clock.sleeps == [0.2, 0.4, 0.8, 1.6]  # backoff from 0.2 s doubling
@@ -138,7 +138,7 @@ def test_not_leader_failures_then_success_give_the_result_of_no_failure(
 def test_a_topic_being_created_is_waited_for(
         monkeypatch: pytest.MonkeyPatch, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
     consumer = FakeConsumer(metadata_failures=2, watermark_failures=1, watermark_error=KafkaError.LEADER_NOT_AVAILABLE)
-    with caplog.at_level("WARNING", logger="kafka_source.startup"):
+    with caplog.at_level("WARNING", logger="laminar_kafka.kafka_source.read.startup"):
         offsets = resolve(monkeypatch, consumer, clock)
     assert offsets == {("t", p): low for p, (low, _high) in LOGS.items()}
     assert clock.sleeps == [0.2, 0.4, 0.8]
@@ -149,7 +149,7 @@ def test_a_topic_being_created_is_waited_for(
 def test_always_failing_raises_one_clear_transient_error_after_the_bound(
         monkeypatch: pytest.MonkeyPatch, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
     consumer = FakeConsumer(watermark_failures=10**9)
-    with caplog.at_level("DEBUG", logger="kafka_source.startup"), pytest.raises(TransientError) as info:
+    with caplog.at_level("DEBUG", logger="laminar_kafka.kafka_source.read.startup"), pytest.raises(TransientError) as info:
         resolve(monkeypatch, consumer, clock)
     message = str(info.value)
     assert "\n" not in message
@@ -196,7 +196,7 @@ def test_a_named_topic_still_missing_after_the_bound_is_a_configuration_error(
 def test_a_non_transient_error_is_raised_at_once(
         monkeypatch: pytest.MonkeyPatch, clock: FakeClock, caplog: pytest.LogCaptureFixture,
         consumer: FakeConsumer, kind: type[Exception]) -> None:
-    with caplog.at_level("WARNING", logger="kafka_source.startup"), pytest.raises(kind) as info:
+    with caplog.at_level("WARNING", logger="laminar_kafka.kafka_source.read.startup"), pytest.raises(kind) as info:
         resolve(monkeypatch, consumer, clock)
     assert "failed for" not in str(info.value)  # the error itself, not wrapped in a retry summary
     assert clock.sleeps == [] and consumer.metadata_calls == 1 and warnings_of(caplog) == []

@@ -9,9 +9,9 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Mess
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_source.arrow_batch import BatchBuilder
-from kafka_source.config import KafkaSourceConfig
-from kafka_source.timestamps import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, out_of_range_timestamps
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.timestamps import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, out_of_range_timestamps
 from tests.unit.kafka_source.wiring import records_of
 
 NOW_MS = 1_733_000_000_000

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_source.config import KafkaSourceConfig
-from kafka_source.errors import ConfigurationError
-from kafka_source.topics import TopicSelector
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 
 def test_named_topics() -> None:

@@ -5,13 +5,13 @@ from collections.abc import Mapping, Sequence
 
 from confluent_kafka import Message
 
-from kafka_source import KafkaSource
-from kafka_source.arrow_batch import BatchBuilder
-from kafka_source.batches import DecodeFailures
-from kafka_source.config import KafkaSourceConfig
-from kafka_source.connector import DeliveryGuarantee
-from kafka_source.fifo import ByteBoundedFifo
-from kafka_source.records import RecordFields, Records
+from laminar_kafka.kafka_source import KafkaSource
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
+from laminar_kafka.kafka_source.read.batches import DecodeFailures
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.connector import DeliveryGuarantee
+from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
+from laminar_kafka.kafka_source.decode.records import RecordFields, Records
 
 
 def running_source(properties: Mapping[str, str], delivery: DeliveryGuarantee,

@@ -1,0 +1,395 @@
+"""The Iceberg output: each committed epoch becomes exactly one Iceberg commit per table.
+
+After the coordinator commits epoch ``E`` (its manifest lists every node's staged files), every node
+calls :meth:`IcebergOutput.publish`. Per table (one per topic: the first directory of a file's
+published path; ``_rejected/`` belongs to no table), inside a bounded retry loop that reloads the
+table on every attempt:
+
+- ``p`` = the table property ``laminar.epoch.<pipeline>`` (0 when absent). ``p >= E``: done.
+- Otherwise every epoch ``e`` in ``(max(p, oldest_epoch - 1), E]`` whose manifest lists files of the
+  table is committed, in order, so no epoch is ever skipped because a later one landed first. For
+  each: the files are published (idempotent renames, :func:`laminar_kafka.cluster.lake.parquet.sink.publish`), then ONE
+  transaction evolves the schema if a file brings new columns or wider types, adds the files
+  (snapshot summary ``laminar.pipeline`` / ``laminar.epoch``) and sets ``laminar.epoch.<pipeline>``
+  to ``e``: the snapshot and the property land in one atomic catalog commit, so a retry after a
+  crash sees the property and never adds the files twice.
+
+A commit that loses a race (``CommitFailedException``) is retried with jittered backoff (20 attempts
+or 30 s, then :class:`SinkError`). A file whose schema the table cannot take fails with a
+:class:`SinkError` naming the table, the column and both types, and nothing is committed.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+from pyiceberg.table import Table
+
+from laminar_kafka.cluster.lake.parquet import sink
+from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.lake.iceberg.tables import (
+    describe_error,
+    ensure_namespace,
+    evolves,
+    absolute_path,
+    check_partitioning,
+    iceberg_ready,
+    iceberg_schema_of,
+    load_table_or_none,
+    open_catalog,
+    optional_additions,
+    partition_spec_of,
+    schema_conflicts,
+    table_location,
+)
+from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
+from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
+from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat
+from laminar_kafka.cluster.lake.reconcile import LakeFacts
+from laminar_kafka.cluster.lake.parquet.names import final_path
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "TABLE_PROPERTIES", "IcebergOutput", "RetryPolicy", "committed_epoch", "epoch_property", "without_blind_retries",
+]
+
+ManifestOutputs = Callable[[int], "tuple[str, ...] | None"]
+PublishFiles = Callable[[pafs.FileSystem, str, Iterable[str]], int]
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    kinds: list[type[BaseException]] = [CommitFailedException, CommitStateUnknownException]
+    try:
+        from sqlalchemy.exc import OperationalError  # "database is locked" under concurrent commits
+
+        kinds.append(OperationalError)
+    except ImportError:  # pragma: no cover - sqlalchemy comes with pyiceberg[sql-sqlite]
+        pass
+    return tuple(kinds)
+
+
+_RETRYABLE = _retryable()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long a table commit retries after losing a race: ``attempts`` tries within
+    ``deadline_s`` seconds, sleeping a jittered, doubling delay between ``base_delay_s`` and
+    ``max_delay_s``."""
+
+    attempts: int = 20
+    deadline_s: float = 30.0
+    base_delay_s: float = 0.02
+    max_delay_s: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.max_delay_s, self.base_delay_s * 2 ** attempt) * random.uniform(0.5, 1.5)
+
+
+def epoch_property(pipeline: str) -> str:
+    """The table property recording the last epoch of ``pipeline`` committed into the table."""
+    return f"laminar.epoch.{pipeline}"
+
+
+#: pyiceberg would otherwise retry a failed commit by re-applying the same files on top of the
+#: winner's snapshot, blind to ``laminar.epoch.<pipeline>``: a duplicate. Our own loop retries instead.
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
+
+
+def without_blind_retries(table: Table) -> Table:
+    """``table``, after a property-only commit setting :data:`TABLE_PROPERTIES` when it lacks them
+    (a table created by someone else). A property-only commit is never retried by pyiceberg."""
+    missing = {k: v for k, v in TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+    if not missing:
+        return table
+    with table.transaction() as transaction:
+        transaction.set_properties(missing)
+    return table
+
+
+def committed_epoch(table: Table, pipeline: str) -> int:
+    """The last epoch of ``pipeline`` committed into ``table`` (0 when none)."""
+    return int(table.properties.get(epoch_property(pipeline), "0"))
+
+
+class IcebergOutput:
+    """A pipeline's Iceberg tables: preflight (:meth:`check`) and exactly-once :meth:`publish`.
+
+    ``fs``/``root`` locate the output (as :func:`laminar_kafka.cluster.lake.parquet.sink.open_output` returns them);
+    ``output_uri`` is the output as configured. Tables live at ``<output>/<topic>``. The catalog is
+    opened on first use. ``final_path_of`` and ``publish_files`` are the sink's layout and publish
+    (replaceable in tests). Thread-compatible: one caller at a time.
+    """
+
+    table_format = TableFormat.ICEBERG
+
+    def __init__(
+        self,
+        settings: IcebergSettings,
+        granularity: PartitionGranularity,
+        pipeline: str,
+        output_uri: str,
+        fs: pafs.FileSystem,
+        root: str,
+        *,
+        final_path_of: Callable[[str], str] = final_path,
+        publish_files: PublishFiles = sink.publish,
+        retry: RetryPolicy = RetryPolicy(),
+    ) -> None:
+        self.settings = settings
+        self.granularity = granularity
+        self.pipeline = pipeline
+        self.output_uri = output_uri
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.retry = retry
+        self._final_path_of = final_path_of
+        self._publish_files = publish_files
+        self._catalog: Catalog | None = None
+        self._topics: tuple[str, ...] = ()
+        self.record_of: RecordOf = no_records
+        #: manifest outputs grouped by topic, per epoch (a cache: manifests never change)
+        self._outputs: dict[int, dict[str, list[str]]] = {}
+        #: per topic, an epoch through which its table is known to hold every listed file
+        self._through: dict[str, int] = {}
+
+    # --- catalog and tables ----------------------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog, opened on first use (raises :class:`ConfigError`)."""
+        if self._catalog is None:
+            self._catalog = open_catalog(self.settings, self.fs, self.root)
+        return self._catalog
+
+    def identifier(self, topic: str) -> tuple[str, str]:
+        return (self.settings.namespace, self.settings.table_of(topic))
+
+    def table(self, topic: str) -> Table:
+        """The topic's table, freshly loaded. Raises :class:`SinkError` when it does not exist."""
+        table = load_table_or_none(self.catalog, self.identifier(topic))
+        if table is None:
+            raise SinkError(f"iceberg table {'.'.join(self.identifier(topic))} does not exist")
+        return table
+
+    def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
+        """Preflight at start: open the catalog, create the namespace, and for each topic check its
+        existing table (partition spec, and that it takes ``schema`` when given) or create it (when
+        ``schema`` is known). Raises :class:`ConfigError` with one line; writes nothing else."""
+        self._topics = tuple(topics)
+        catalog = self.catalog
+        namespace = self.settings.namespace
+        try:
+            ensure_namespace(catalog, namespace)
+            for topic in topics:
+                table = load_table_or_none(catalog, self.identifier(topic))
+                if table is not None:
+                    if schema is not None:
+                        self._check_takes(table, schema, source="the records", error=ConfigError)
+                    check_partitioning(table, self.granularity)
+                elif schema is not None:
+                    self._create(topic, schema)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a catalog failure at start is one line
+            raise ConfigError(f"iceberg catalog check failed for namespace {namespace}: {describe_error(exc)}",
+                              cause=exc) from None
+
+    def _create(self, topic: str, schema: pa.Schema) -> Table:
+        """Create the topic's table (or load it when a concurrent creator won)."""
+        iceberg_schema = iceberg_schema_of(schema)
+        spec = partition_spec_of(self.granularity, iceberg_schema)
+        identifier = self.identifier(topic)
+        location = table_location(self.fs, self.root, topic)
+        logger.info("creating iceberg table %s at %s", ".".join(identifier), location)
+        ensure_namespace(self.catalog, self.settings.namespace)
+        return self.catalog.create_table_if_not_exists(
+            identifier, schema=iceberg_schema, location=location, partition_spec=spec,
+            properties=dict(TABLE_PROPERTIES),
+        )
+
+    def _check_takes(self, table: Table, schema: pa.Schema, *, source: str, error: type[Exception]) -> None:
+        conflicts = schema_conflicts(table.schema(), schema)
+        if conflicts:
+            column, table_type, file_type = conflicts[0]
+            raise error(
+                f"iceberg table {'.'.join(table.name())} cannot take {source}: column {column} is "
+                f"{table_type} in the table but {file_type} in {source}"
+            )
+
+    # --- the lake's records ------------------------------------------------------------------------
+
+    def read_facts(self, pipeline: str, topics: Sequence[str]) -> LakeFacts:
+        """Each topic's table's latest record (:mod:`laminar_kafka.cluster.lake.iceberg.records`)."""
+        return read_iceberg_facts(self.catalog, [(t, self.identifier(t)) for t in topics], pipeline)
+
+    def seal(self, seed: LakeRecord, shown_epoch: int) -> None:
+        """Every table of the seed's topics accepts what it shows as of the seed's epoch."""
+        topics = sorted({key.rpartition(":")[0] for cursors in seed.cursors.values() for key in cursors}
+                        | set(seed.topic_ids) | set(self._topics))
+        seal_iceberg(self.catalog, [(t, self.identifier(t)) for t in topics], seed.pipeline, seed.epoch)
+
+    # --- publish ---------------------------------------------------------------------------------
+
+    def publish(
+        self,
+        epoch: int,
+        staged: tuple[str, ...],
+        manifest_outputs: ManifestOutputs,
+        oldest_epoch: int,
+    ) -> int:
+        """Publish committed epoch ``epoch`` (``staged``: manifest ``epoch``'s staged paths) into the
+        tables, catching up earlier epochs of each table first; files outside any table (``_rejected/``)
+        are published as plain files. Idempotent; returns how many Iceberg commits this call made.
+        Raises :class:`SinkError`."""
+        self._outputs[epoch] = self._files_by_topic(staged)
+        for old in [e for e in self._outputs if e < oldest_epoch - 1]:
+            del self._outputs[old]
+        outside = [relative for relative in staged if self._final_path_of(relative).startswith("_")]
+        if outside:  # rejected records: published as files, never part of a table
+            self._publish_files(self.fs, self.root, outside)
+        commits = 0
+        for topic in sorted(set(self._outputs[epoch]) | set(self._topics) | set(self._through)):
+            commits += self._publish_table(topic, epoch, manifest_outputs, oldest_epoch)
+        return commits
+
+    def _files_by_topic(self, staged: Iterable[str]) -> dict[str, list[str]]:
+        """The staged row files grouped by topic (``_rejected/`` and other ``_`` dirs skipped)."""
+        groups: dict[str, list[str]] = {}
+        for relative in staged:
+            published = self._final_path_of(relative)
+            head, sep, _ = published.partition("/")
+            if sep and head.startswith("_"):
+                continue
+            if sep:
+                topic = head
+            elif len(self._topics) == 1:  # a flat layout: the pipeline's single topic
+                topic = self._topics[0]
+            else:
+                raise SinkError(f"cannot tell the topic of {published!r} (no topic directory)")
+            groups.setdefault(topic, []).append(relative)
+        return groups
+
+    def _outputs_of(self, epoch: int, manifest_outputs: ManifestOutputs) -> dict[str, list[str]] | None:
+        if epoch not in self._outputs:
+            outputs = manifest_outputs(epoch)
+            if outputs is None:
+                return None
+            self._outputs[epoch] = self._files_by_topic(outputs)
+        return self._outputs[epoch]
+
+    def _pending(self, topic: str, after: int, epoch: int,
+                 manifest_outputs: ManifestOutputs) -> list[tuple[int, list[str]]]:
+        """Epochs in ``(after, epoch]`` with files of ``topic``, ascending, with those files."""
+        pending = []
+        for e in range(after + 1, epoch + 1):
+            outputs = self._outputs_of(e, manifest_outputs)
+            if outputs is None:
+                logger.warning("manifest of epoch %d is unknown; table of %s cannot catch it up", e, topic)
+                continue
+            files = outputs.get(topic)
+            if files:
+                pending.append((e, files))
+        return pending
+
+    def _publish_table(self, topic: str, epoch: int, manifest_outputs: ManifestOutputs, oldest_epoch: int) -> int:
+        """Commit every pending epoch of ``topic``'s table up to ``epoch``; the number of commits."""
+        name = ".".join(self.identifier(topic))
+        started = time.monotonic()
+        pending: list[tuple[int, list[str]]] | None = None
+        if topic in self._through:  # known: find the work without asking the catalog
+            pending = self._pending(topic, max(self._through[topic], oldest_epoch - 1), epoch, manifest_outputs)
+            if not pending:
+                self._through[topic] = max(self._through[topic], epoch)
+                return 0
+        commits = 0
+        for attempt in range(self.retry.attempts):
+            try:
+                table = load_table_or_none(self.catalog, self.identifier(topic))
+                done = committed_epoch(table, self.pipeline) if table is not None else 0
+                if done >= epoch:
+                    self._through[topic] = done
+                    return commits
+                if pending is None:
+                    pending = self._pending(topic, max(done, oldest_epoch - 1), epoch, manifest_outputs)
+                    if len(pending) > 1:
+                        logger.info("iceberg table %s catches up %d epoch(s) up to %d", name, len(pending), epoch)
+                for e, files in pending:
+                    if e <= done:
+                        continue
+                    table = self._commit_epoch(table, topic, e, files)
+                    done = e
+                    commits += 1
+                self._through[topic] = epoch
+                return commits
+            except _RETRYABLE as exc:
+                elapsed = time.monotonic() - started
+                if attempt + 1 >= self.retry.attempts or elapsed >= self.retry.deadline_s:
+                    raise SinkError(
+                        f"iceberg commit of epoch {epoch} into {name} kept failing after {attempt + 1} "
+                        f"attempt(s) in {elapsed:.1f}s: {describe_error(exc)}", cause=exc,
+                    ) from None
+                logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
+                time.sleep(self.retry.delay(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _commit_epoch(self, table: Table | None, topic: str, epoch: int, files: list[str]) -> Table:
+        """Publish epoch ``epoch``'s files of ``topic`` and commit them in one transaction."""
+        self._publish_files(self.fs, self.root, files)
+        published = [self._final_path_of(relative) for relative in files]
+        schemas = [self._file_schema(relative) for relative in published]
+        if table is None:
+            table = self._create(topic, _unify(schemas, topic))
+        name = ".".join(table.name())
+        for relative, schema in zip(published, schemas):
+            self._check_takes(table, schema, source=f"file {relative}", error=SinkError)
+        unified = _unify(schemas, name)
+        table = without_blind_retries(table)
+        paths = [absolute_path(self.fs, self.root, relative) for relative in published]
+        summary = {"laminar.pipeline": self.pipeline, "laminar.epoch": str(epoch)}
+        record = self.record_of(epoch)
+        if record is not None:  # where the pipeline stands, in the same catalog commit as the rows
+            summary[RECORD_SUMMARY_KEY] = record.only_topic(topic).to_json().decode()
+        try:
+            with table.transaction() as transaction:
+                if evolves(table.schema(), unified):
+                    with transaction.update_schema() as update:
+                        update.union_by_name(optional_additions(table.schema(), unified))
+                transaction.add_files(paths, snapshot_properties=summary, check_duplicate_files=False)
+                transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
+        except _RETRYABLE:
+            raise
+        except (ValueError, OverflowError, FileNotFoundError) as exc:
+            # OverflowError: pyiceberg reads a timestamp column's statistics as datetime, which
+            # stops at year 9999 (the source rejects such a _timestamp; a payload column may hold one)
+            hint = " (a timestamp or date column holds a value outside years 1-9999)" if isinstance(exc, OverflowError) else ""
+            raise SinkError(f"cannot add epoch {epoch}'s files to iceberg table {name}: {describe_error(exc)}{hint}",
+                            cause=exc) from None
+        logger.debug("iceberg table %s: epoch %d committed (%d file(s))", name, epoch, len(paths))
+        return table
+
+    def _file_schema(self, relative: str) -> pa.Schema:
+        path = f"{self.root}/{relative}" if self.root else relative
+        try:
+            with self.fs.open_input_file(path) as stream:
+                return pq.read_schema(stream)
+        except (OSError, pa.ArrowException) as exc:
+            raise SinkError(f"cannot read the schema of published file {relative!r}: {exc}", cause=exc) from exc
+
+
+def _unify(schemas: Sequence[pa.Schema], name: str) -> pa.Schema:
+    """One Arrow schema holding every column of ``schemas`` (types widened where they differ)."""
+    try:
+        return pa.unify_schemas([iceberg_ready(schema) for schema in schemas], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise SinkError(f"files of one epoch for iceberg table {name} have clashing schemas: {exc}",
+                        cause=exc) from exc

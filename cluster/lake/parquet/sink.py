@@ -1,0 +1,409 @@
+"""The exactly-once Parquet sink: staged files, deterministic final names, idempotent publish, recovery.
+
+The output root is any ``pyarrow.fs`` filesystem location (a local path, ``file://``, ``s3://``...).
+Two streams share one staging directory and one epoch protocol: the decoded rows, published in
+Hive-style partition directories (``<topic>/dt=YYYY-MM-DD/``, per the granularity; see
+:mod:`laminar_kafka.cluster.lake.partitioning`), and the records the bad-record policy rejected, published under
+``_rejected/`` (the names: :mod:`laminar_kafka.cluster.lake.parquet.names`). A rows file is staged under
+``_staging/<its partition directory>/``. A manifest lists staged paths of both; the final path of a
+staged file is a pure function of its path (:func:`final_path`), so publishing is an idempotent
+rename that any node may repeat.
+
+Rules that make it exactly once:
+- Rows written after epoch E's barrier go to new ``open`` files; :meth:`ParquetSink.seal` renames
+  every open file of both streams, in every directory, to its ``epoch-E`` staged name (same
+  directory) and returns them for the ack.
+- A batch whose schema differs from the open file's (an evolved schema) closes that file and
+  starts a new one: both are sealed and published with the epoch.
+- :func:`publish` renames exactly what a committed manifest lists; a file already published is
+  left alone (idempotent), a missing staged file whose final file exists counts as published.
+- :func:`recover` publishes sealed files of epoch E <= the latest committed epoch iff manifest E lists
+  them and deletes the others (they belong to an epoch that committed without them), and deletes
+  ``open`` files of boot ids that are no longer alive. Sealed files of epochs not yet committed are
+  kept: their fate is decided by the manifest that will come.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import posixpath
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.parquet.encoding import writer_options
+from laminar_kafka.cluster.lake.partitioning import check_topic, split_by_partition
+from laminar_kafka.cluster.lake.parquet.staged_files import DirectoryFiles, StreamFiles
+from laminar_kafka.cluster.lake.parquet.names import REJECTED_DIR, STAGING_DIR, OutputStream, StagedName, final_path, parse_staged
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "REJECTED_DIR",
+    "STAGING_DIR",
+    "OutputStream",
+    "ParquetSink",
+    "RecoveryReport",
+    "StagedName",
+    "final_path",
+    "list_published",
+    "open_output",
+    "parse_staged",
+    "publish",
+    "recover",
+]
+
+_BOOT_RE = re.compile(r"[A-Za-z0-9-]+")
+
+
+def open_output(output: str) -> tuple[pafs.FileSystem, str]:
+    """Resolve an output location (local path or URI) to a filesystem and a root path.
+
+    Raises :class:`SinkError` when pyarrow cannot resolve it.
+    """
+    if "://" not in output:
+        return pafs.LocalFileSystem(), posixpath.normpath(_absolute(output))
+    try:
+        fs, root = pafs.FileSystem.from_uri(output)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+        raise SinkError(f"cannot open output {output!r}: {exc}", cause=exc) from exc
+    return fs, root.rstrip("/")
+
+
+def _absolute(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _join(root: str, relative: str) -> str:
+    return f"{root}/{relative}" if root else relative
+
+
+def _exists(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type == pafs.FileType.File
+
+
+class ParquetSink:
+    """One node's writer: appends batches to open staged files and seals them at each barrier.
+
+    Two streams (:class:`OutputStream`): rows (:meth:`write`) and rejected records (the
+    ``rejected`` argument). Rows are split by ``_topic`` and by ``granularity`` of ``_timestamp``
+    into partition directories, each with its own open file; a batch without ``_topic`` goes to
+    ``default_topic``'s directories. Rejected records are not partitioned. Not thread-safe: the
+    runtime calls it from one executor thread at a time. In each directory a file rotates when
+    ``max_file_bytes`` is reached (the next row group goes to a new open file) and when a batch's
+    schema differs from the open file's (a schema change: the new file has the new schema). Row
+    groups hold ``row_group_rows`` rows (fewer at a barrier or a schema change). At most
+    ``max_open_files`` files per stream are open: opening one more first closes the least recently
+    used (it stays unsealed and is sealed at the next seal).
+    """
+
+    def __init__(
+        self,
+        output: str,
+        *,
+        node_id: int,
+        boot_id: str,
+        max_file_bytes: int = 128 * 1024 * 1024,
+        row_group_rows: int = 65536,
+        filesystem: tuple[pafs.FileSystem, str] | None = None,
+        granularity: PartitionGranularity = PartitionGranularity.DAY,
+        default_topic: str | None = None,
+        max_open_files: int = 64,
+    ) -> None:
+        self.fs, self.root = filesystem or open_output(output)
+        self.node_id = node_id
+        self.max_file_bytes = max_file_bytes
+        self.row_group_rows = row_group_rows
+        self.granularity = granularity
+        self.default_topic = None if default_topic is None else check_topic(default_topic)
+        self._boot_id = _check_boot(boot_id)
+        self._seq = 0
+        if max_open_files < 1:
+            raise SinkError(f"max_open_files {max_open_files} must be >= 1")
+        self._streams = {stream: StreamFiles(stream, max_open_files) for stream in OutputStream}
+        self.files_sealed = 0
+
+    @property
+    def boot_id(self) -> str:
+        return self._boot_id
+
+    @property
+    def rows_written(self) -> int:
+        """Decoded rows written to staged files (flushed row groups) since this sink was built."""
+        return self._streams[OutputStream.ROWS].rows_written
+
+    @property
+    def rejected_written(self) -> int:
+        """Rejected records written to staged files since this sink was built."""
+        return self._streams[OutputStream.REJECTED].rows_written
+
+    @property
+    def open_directories(self) -> int:
+        """Directories (of both streams) holding rows not sealed yet: buffered, open or closed."""
+        return sum(len(files) for files in self._streams.values())
+
+    @property
+    def open_files(self) -> int:
+        """Staged files open for writing now (both streams)."""
+        return sum(files.open_files for files in self._streams.values())
+
+    @property
+    def files_closed_early(self) -> int:
+        """Files closed before their seal because a stream had ``max_open_files`` open files."""
+        return sum(files.files_closed_early for files in self._streams.values())
+
+    def check_writable(self) -> None:
+        """Create the root and staging directory and prove a file can be written and removed there.
+
+        Raises :class:`SinkError` (nothing is left behind on success).
+        """
+        probe = _join(self.root, f"{STAGING_DIR}/.probe-{uuid.uuid4().hex}")
+        try:
+            self.fs.create_dir(_join(self.root, STAGING_DIR), recursive=True)
+            with self.fs.open_output_stream(probe) as stream:
+                stream.write(b"ok")
+            self.fs.delete_file(probe)
+        except (OSError, pa.ArrowException) as exc:
+            raise SinkError(f"output {self.root!r} is not writable: {exc}", cause=exc) from exc
+
+    def write(self, batch: pa.RecordBatch, rejected: pa.RecordBatch | None = None) -> None:
+        """Append ``batch`` to the rows stream, each row to its partition directory, and
+        ``rejected`` (if any) to the rejected stream (buffered into whole row groups); both belong
+        to the epoch of the next :meth:`seal`.
+
+        Raises :class:`SinkError` when the rows cannot be partitioned (see
+        :func:`laminar_kafka.cluster.lake.partitioning.split_by_partition`); nothing of the call is written then.
+        """
+        rows = self._streams[OutputStream.ROWS]
+        parts = split_by_partition(batch, self.granularity, self.default_topic)
+        for directory, part in parts:
+            self._append(rows, rows.use(directory), part)
+        if rejected is not None and rejected.num_rows:
+            stream = self._streams[OutputStream.REJECTED]
+            self._append(stream, stream.use(""), rejected)
+
+    def _append(self, stream: StreamFiles, files: DirectoryFiles, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if files.buffer and not files.buffer[0].schema.equals(batch.schema, check_metadata=False):
+            self._flush(stream, files)  # a schema change: the buffered rows keep their schema
+        files.buffer.append(batch)
+        files.buffered_rows += batch.num_rows
+        if files.buffered_rows >= self.row_group_rows:
+            self._flush(stream, files)
+
+    def flush(self) -> None:
+        """Write every buffered row to the open staged files (still unsealed)."""
+        for stream in self._streams.values():
+            for files in stream:
+                self._flush(stream, files)
+
+    def _flush(self, stream: StreamFiles, files: DirectoryFiles) -> None:
+        if not files.buffer:
+            return
+        table = pa.Table.from_batches(files.buffer)
+        files.drop_buffer()
+        try:
+            if files.writer is not None and not files.writer.schema.equals(table.schema, check_metadata=False):
+                logger.info("%s schema changed in %r; starting a new staged file", stream.stream.value, files.directory)
+                files.close_current()
+            if files.writer is None:
+                stream.make_room(files)
+                self._open(files, table.schema)
+            assert files.writer is not None and files.output is not None
+            files.writer.write_table(table, row_group_size=self.row_group_rows)
+            stream.rows_written += table.num_rows
+            if files.output.tell() >= self.max_file_bytes:
+                files.close_current()
+        except (OSError, pa.ArrowException) as exc:
+            raise SinkError(f"cannot write staged output under {self.root!r}: {exc}", cause=exc) from exc
+
+    def _open(self, files: DirectoryFiles, schema: pa.Schema) -> None:
+        self._seq += 1
+        name = StagedName(0, self.node_id, self._boot_id, self._seq, files.stream, files.directory)
+        path = _join(self.root, name.staged_path())
+        self.fs.create_dir(posixpath.dirname(path), recursive=True)
+        files.output = self.fs.open_output_stream(path)
+        files.writer = pq.ParquetWriter(files.output, schema, **writer_options(schema))
+        files.current = name
+
+    def seal(self, epoch: int) -> tuple[str, ...]:
+        """Close the open files and rename them to epoch ``epoch``'s staged names.
+
+        Post: every row and rejected record written so far is in a sealed staged file of ``epoch``
+        whose relative path is returned (empty tuple when nothing was written since the last seal).
+        """
+        if epoch < 1:
+            raise SinkError(f"epoch {epoch} must be >= 1")
+        sealed: list[str] = []
+        try:
+            for stream in self._streams.values():
+                for files in stream:
+                    self._flush(stream, files)
+                    files.close_current()
+                    for name in files.unsealed:
+                        target = dataclasses.replace(name, epoch=epoch)
+                        self.fs.move(_join(self.root, name.staged_path()), _join(self.root, target.staged_path()))
+                        sealed.append(target.staged_path())
+                    files.unsealed = []
+                stream.forget_all()
+        except (OSError, pa.ArrowException) as exc:
+            raise SinkError(f"cannot seal staged output of epoch {epoch}: {exc}", cause=exc) from exc
+        self.files_sealed += len(sealed)
+        return tuple(sealed)
+
+    def discard_unsealed(self) -> int:
+        """Drop every row not yet sealed (buffers and open files of both streams); returns the
+        number of files removed."""
+        removed = 0
+        for stream in self._streams.values():
+            for files in stream:
+                files.drop_buffer()
+                try:
+                    files.close_current()
+                except (OSError, pa.ArrowException):
+                    logger.warning("closing a discarded staged file failed", exc_info=True)
+                    if files.current is not None:
+                        files.unsealed.append(files.current)
+                    files.writer, files.output, files.current = None, None, None
+                for name in files.unsealed:
+                    removed += _delete_if_present(self.fs, _join(self.root, name.staged_path()))
+                files.unsealed = []
+            stream.forget_all()
+        return removed
+
+    def new_boot(self, boot_id: str) -> None:
+        """Start naming files with a new boot id (after a rejoin); discards unsealed rows first."""
+        self.discard_unsealed()
+        self._boot_id = _check_boot(boot_id)
+        self._seq = 0
+
+
+def _check_boot(boot_id: str) -> str:
+    if not _BOOT_RE.fullmatch(boot_id):
+        raise SinkError(f"boot id {boot_id!r} must match {_BOOT_RE.pattern}")
+    return boot_id
+
+
+def publish(fs: pafs.FileSystem, root: str, staged: Iterable[str]) -> int:
+    """Publish the listed sealed staged files by renaming each to its final name. Idempotent.
+
+    Returns how many files this call renamed. Raises :class:`SinkError` when a listed file is
+    neither staged nor published (committed output lost) or a rename fails.
+    """
+    renamed = 0
+    directories: set[str] = set()
+    for relative in staged:
+        source = _join(root, relative)
+        published = final_path(relative)
+        target = _join(root, published)
+        try:
+            if _exists(fs, source):
+                if _exists(fs, target):
+                    fs.delete_file(source)  # a copy-based move (object stores) was interrupted
+                else:
+                    directory = posixpath.dirname(published)
+                    if directory and directory not in directories:
+                        fs.create_dir(_join(root, directory), recursive=True)
+                        directories.add(directory)
+                    fs.move(source, target)
+                    renamed += 1
+            elif not _exists(fs, target):
+                raise SinkError(f"committed output {relative!r} is neither staged nor published")
+        except FileNotFoundError:
+            if not _exists(fs, target):  # another node's move raced ours and lost the file?
+                raise SinkError(f"committed output {relative!r} vanished while publishing") from None
+        except (OSError, pa.ArrowException) as exc:
+            raise SinkError(f"cannot publish {relative!r}: {exc}", cause=exc) from exc
+    return renamed
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    published: int
+    deleted: int
+    kept: int
+
+
+def recover(
+    fs: pafs.FileSystem,
+    root: str,
+    *,
+    latest_epoch: int,
+    manifest_outputs: Callable[[int], tuple[str, ...] | None],
+    live_boots: set[str],
+) -> RecoveryReport:
+    """Settle the staging directory against the committed manifests.
+
+    ``manifest_outputs(E)`` returns manifest E's outputs, or ``None`` when it is unknown (garbage
+    collected): such files are kept and logged. Sealed files of epochs <= ``latest_epoch``: published
+    iff listed, deleted otherwise. Open files: deleted unless their boot id is in ``live_boots``.
+    Sealed files of later epochs: kept. Files in every sub-directory of ``_staging/`` count (and
+    flat names staged before the Hive layout); emptied sub-directories are left in place.
+    """
+    staging = _join(root, STAGING_DIR)
+    selector = pafs.FileSelector(staging, recursive=True, allow_not_found=True)
+    published = deleted = kept = 0
+    by_epoch: dict[int, list[str]] = {}
+    for info in fs.get_file_info(selector):
+        if info.type != pafs.FileType.File or not info.path.startswith(f"{staging}/"):
+            continue
+        relative = STAGING_DIR + info.path[len(staging):]
+        name = parse_staged(relative)
+        if name is None:
+            continue
+        if not name.sealed:
+            if name.boot_id in live_boots:
+                kept += 1
+            else:
+                deleted += _delete_if_present(fs, info.path)
+        elif name.epoch > latest_epoch:
+            kept += 1
+        else:
+            by_epoch.setdefault(name.epoch, []).append(relative)
+    for epoch, files in sorted(by_epoch.items()):
+        listed = manifest_outputs(epoch)
+        if listed is None:
+            logger.warning("manifest of epoch %d is gone; keeping %d staged file(s)", epoch, len(files))
+            kept += len(files)
+            continue
+        wanted = set(listed)
+        published += publish(fs, root, [f for f in files if f in wanted])
+        for relative in files:
+            if relative not in wanted:
+                deleted += _delete_if_present(fs, _join(root, relative))
+    if published or deleted:
+        logger.info("sink recovery: %d published, %d deleted, %d kept", published, deleted, kept)
+    return RecoveryReport(published, deleted, kept)
+
+
+def _delete_if_present(fs: pafs.FileSystem, path: str) -> int:
+    """Delete ``path``; 1 if this call deleted it, 0 if it was gone (every node recovers the same
+    staging directory, so another node may have deleted it first)."""
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        return 0
+    return 1
+
+
+def list_published(fs: pafs.FileSystem, root: str) -> list[str]:
+    """Every published Parquet file (full paths), skipping ``_`` and ``.`` directories, sorted."""
+    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+    result = []
+    for info in fs.get_file_info(selector):
+        if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
+            continue
+        relative = info.path[len(root):].lstrip("/")
+        if any(part.startswith(("_", ".")) for part in relative.split("/")):
+            continue
+        result.append(info.path)
+    return sorted(result)

@@ -1,0 +1,95 @@
+"""How a pipeline lays out its output: the table format, the partition granularity, the Iceberg catalog.
+
+Values only, no I/O. The Parquet directory and the Iceberg table share one file layout (Hive style,
+under the output root)::
+
+    <topic>/dt=YYYY-MM-DD/epoch-<E>.node-<N>.boot-<B>.seq-<S>.parquet            granularity DAY
+    <topic>/dt=YYYY-MM-DD/hour=HH/epoch-...parquet                              granularity HOUR
+    <topic>/epoch-...parquet                                                    granularity NONE
+
+The partition values come from ``_timestamp`` (UTC); a row without one goes to
+``dt=__HIVE_DEFAULT_PARTITION__``. With the Iceberg format the same files become the data files of
+one Iceberg table per topic (location ``<output>/<topic>``), partitioned by the same granularity of
+``_timestamp`` (``day``/``hour`` transforms, or unpartitioned).
+"""
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from laminar_kafka.cluster.errors import ConfigError
+
+__all__ = ["IcebergSettings", "LakeTarget", "PartitionGranularity", "TableFormat", "table_name_of"]
+
+
+class TableFormat(enum.Enum):
+    """What the published files become: a Parquet directory tree, or an Apache Iceberg table."""
+
+    PARQUET = "parquet"
+    ICEBERG = "iceberg"
+
+
+class PartitionGranularity(enum.Enum):
+    """How ``_timestamp`` partitions the output: a directory (and an Iceberg partition) per day or
+    per hour, or none."""
+
+    DAY = "day"
+    HOUR = "hour"
+    NONE = "none"
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def table_name_of(topic: str) -> str:
+    """The default Iceberg table name of a topic: dots and dashes become underscores."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", topic)
+
+
+@dataclass(frozen=True)
+class IcebergSettings:
+    """Where a pipeline's Iceberg tables live.
+
+    ``catalog_uri``: ``None`` (an embedded SQL catalog on SQLite at ``<output>/_catalog/catalog.db``;
+    local outputs only), ``sqlite:///<path>`` (a SQLite catalog at that path), or an ``http(s)://``
+    REST catalog. ``namespace``: the Iceberg namespace (default: the pipeline name). ``table``: the
+    table name (default: :func:`table_name_of` the topic; only for single-topic pipelines).
+    ``properties``: extra catalog / FileIO properties (``[iceberg]`` in the config file, for example
+    ``token``, ``credential``, ``s3.endpoint``); secrets among them are never logged.
+    """
+
+    namespace: str
+    catalog_uri: str | None = None
+    table: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for label, value in (("namespace", self.namespace), ("table", self.table)):
+            if value is not None and not _IDENTIFIER.fullmatch(value):
+                raise ConfigError(f"iceberg {label} {value!r} must match {_IDENTIFIER.pattern}")
+        uri = self.catalog_uri
+        if uri is not None and not uri.startswith(("sqlite:///", "http://", "https://")):
+            raise ConfigError(
+                f"catalog-uri {uri!r} is not supported: use sqlite:///<path> or an http(s):// REST catalog"
+            )
+
+    def table_of(self, topic: str) -> str:
+        """The table name a topic lands into."""
+        return self.table or table_name_of(topic)
+
+
+@dataclass(frozen=True)
+class LakeTarget:
+    """Where a reader of the lake (``verify``, ``compact``, the demo) finds it: the output, its
+    format and, for Iceberg, the catalog."""
+
+    output: str
+    table_format: TableFormat
+    pipeline: str
+    iceberg: IcebergSettings | None
+
+    def table_of(self, topic: str) -> str:
+        assert self.iceberg is not None
+        return self.iceberg.table_of(topic)

@@ -1,0 +1,1 @@
+"""What operators run against a pipeline: status, health, the exactly-once audit, progress bars."""

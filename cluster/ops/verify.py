@@ -1,0 +1,280 @@
+"""The exactly-once audit: published output against the topic, per partition.
+
+For each partition of the topic: ``expected`` = the offsets a ``read_committed`` consumer sees from
+the low up to the high watermark (taken first, so later writes do not count); ``present`` = how many
+of those appear in the published output; ``missing`` = expected but absent; ``duplicated`` = extra
+rows of an offset that appears more than once; ``unexpected`` = output offsets below the high watermark
+that the topic does not hold (aborted transactions, another topic's data); ``beyond`` = output offsets
+at or above the high watermark (the pipeline ran ahead of the snapshot; not an error). Inside each
+output file, offsets of one partition must strictly increase (``order_violations``).
+
+Records the bad-record policy skipped are published under ``_rejected/``: their offsets count as
+accounted for (``rejected``, not missing), and an offset in both the rows and ``_rejected/``, or
+twice in either, is duplicated.
+
+The pure part (:func:`audit`) works on NumPy arrays; :func:`read_output` and :func:`read_topic` do
+the I/O. The report is OK iff nothing is missing, duplicated, unexpected or out of order.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from confluent_kafka import KafkaException, TopicPartition
+
+from laminar_kafka.cluster.errors import VerifyError
+from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
+from laminar_kafka.cluster.runtime.metadata import ClientErrors
+from laminar_kafka.kafka_source.read.positions import watermarks
+from laminar_kafka.kafka_source.clients import KafkaTarget, client_config, make_consumer
+
+__all__ = ["OutputScan", "PartitionAudit", "VerifyReport", "audit", "read_output", "read_topic"]
+
+_COLUMNS = ["_topic", "_partition", "_offset"]
+
+
+@dataclass(frozen=True)
+class PartitionAudit:
+    partition: int
+    expected: int
+    present: int
+    missing: int
+    duplicated: int
+    unexpected: int = 0
+    beyond: int = 0
+    first_missing: tuple[int, ...] = ()
+    #: expected offsets accounted for by a record in ``_rejected/`` (not in ``present``)
+    rejected: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.missing == 0 and self.duplicated == 0 and self.unexpected == 0
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    topic: str
+    partitions: tuple[PartitionAudit, ...]
+    files: int
+    rows: int
+    order_violations: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.order_violations and all(p.ok for p in self.partitions)
+
+    @property
+    def missing(self) -> int:
+        return sum(p.missing for p in self.partitions)
+
+    @property
+    def duplicated(self) -> int:
+        return sum(p.duplicated for p in self.partitions)
+
+    @property
+    def rejected(self) -> int:
+        return sum(p.rejected for p in self.partitions)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "topic": self.topic,
+            "ok": self.ok,
+            "files": self.files,
+            "rows": self.rows,
+            "missing": self.missing,
+            "duplicated": self.duplicated,
+            "rejected": self.rejected,
+            "order_violations": list(self.order_violations),
+            "partitions": [{**asdict(p), "first_missing": list(p.first_missing)} for p in self.partitions],
+        }
+
+    def table(self) -> str:
+        lines = [f"{'partition':>9} {'expected':>10} {'present':>10} {'rejected':>8} {'missing':>8} "
+                 f"{'duplicated':>10} {'unexpected':>10}"]
+        for p in self.partitions:
+            lines.append(
+                f"{p.partition:>9} {p.expected:>10} {p.present:>10} {p.rejected:>8} {p.missing:>8} {p.duplicated:>10} "
+                f"{p.unexpected:>10}"
+            )
+        total_expected = sum(p.expected for p in self.partitions)
+        total_present = sum(p.present for p in self.partitions)
+        lines.append(
+            f"{'total':>9} {total_expected:>10} {total_present:>10} {self.rejected:>8} {self.missing:>8} "
+            f"{self.duplicated:>10} {sum(p.unexpected for p in self.partitions):>10}"
+        )
+        for violation in self.order_violations[:10]:
+            lines.append(f"order violation: {violation}")
+        lines.append(f"{self.files} file(s), {self.rows} row(s): {'OK' if self.ok else 'FAILED'}")
+        return "\n".join(lines)
+
+
+@dataclass
+class OutputScan:
+    """Offsets found in the published output for one topic: partition -> all rows' offsets, and
+    partition -> the offsets of the rejected records under ``_rejected/``."""
+
+    offsets: dict[int, np.ndarray] = field(default_factory=dict)
+    rejected: dict[int, np.ndarray] = field(default_factory=dict)
+    files: int = 0
+    rows: int = 0
+    order_violations: list[str] = field(default_factory=list)
+
+
+def audit(
+    topic: str,
+    expected: Mapping[int, np.ndarray],
+    high_watermarks: Mapping[int, int],
+    scan: OutputScan,
+    low_watermarks: Mapping[int, int] | None = None,
+) -> VerifyReport:
+    """Compare ``expected`` offsets (sorted, unique, per partition) with the scanned output (its
+    rows and its rejected records together). Pure.
+
+    Rows below a partition's low watermark were deleted from the topic by retention after they
+    landed: they cannot be checked against it, so they are not "unexpected" (they still count
+    for duplicates)."""
+    results = []
+    empty = np.empty(0, np.int64)
+    for partition in sorted(set(expected) | set(scan.offsets) | set(scan.rejected)):
+        want = np.asarray(expected.get(partition, empty), dtype=np.int64)
+        good = np.asarray(scan.offsets.get(partition, empty), dtype=np.int64)
+        bad = np.asarray(scan.rejected.get(partition, empty), dtype=np.int64)
+        high = high_watermarks.get(partition, 0)
+        rows = np.concatenate([good, bad])
+        beyond = int(np.count_nonzero(rows >= high))
+        rows = rows[rows < high]
+        unique, counts = np.unique(rows, return_counts=True)
+        rejected = np.intersect1d(want, bad[bad < high])
+        duplicated = int(np.sum(counts - 1))
+        missing = np.setdiff1d(want, unique, assume_unique=True)
+        unexpected = np.setdiff1d(unique, want, assume_unique=True)
+        if low_watermarks is not None:
+            unexpected = unexpected[unexpected >= low_watermarks.get(partition, 0)]
+        results.append(PartitionAudit(
+            partition=partition,
+            expected=int(want.size),
+            present=int(np.intersect1d(want, good[good < high]).size),
+            missing=int(missing.size),
+            duplicated=duplicated,
+            unexpected=int(unexpected.size),
+            beyond=beyond,
+            first_missing=tuple(int(o) for o in missing[:5]),
+            rejected=int(rejected.size),
+        ))
+    return VerifyReport(
+        topic=topic,
+        partitions=tuple(results),
+        files=scan.files,
+        rows=scan.rows,
+        order_violations=tuple(scan.order_violations),
+    )
+
+
+def scan_table(table: pa.Table, topic: str, name: str, scan: OutputScan, *, rejected: bool = False) -> None:
+    """Add one file's rows of ``topic`` to ``scan`` (to ``scan.rejected`` for a file of rejected
+    records; they do not count in ``files`` and ``rows``) and check per-partition order inside it."""
+    missing = [c for c in _COLUMNS if c not in table.column_names]
+    if missing:
+        raise VerifyError(f"{name} lacks column(s) {missing}: not written by laminar-kafka?")
+    table = table.filter(pc.equal(table["_topic"], topic))
+    if not rejected:
+        scan.files += 1
+        scan.rows += table.num_rows
+    if table.num_rows == 0:
+        return
+    partitions = table["_partition"].to_numpy().astype(np.int64)
+    offsets = table["_offset"].to_numpy().astype(np.int64)
+    for partition in np.unique(partitions):
+        mine = offsets[partitions == partition]
+        if mine.size > 1 and not bool(np.all(np.diff(mine) > 0)):
+            scan.order_violations.append(f"{name}: partition {int(partition)} offsets do not increase")
+        found = scan.rejected if rejected else scan.offsets
+        previous = found.get(int(partition))
+        found[int(partition)] = mine if previous is None else np.concatenate([previous, mine])
+
+
+def read_output(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
+    """Scan every published file under ``root`` (``_staging`` and other ``_`` paths are skipped),
+    then the rejected records published under ``root/_rejected``."""
+    scan = OutputScan()
+    try:
+        rejected_root = f"{root}/{REJECTED_DIR}" if root else REJECTED_DIR
+        for directory, rejected in ((root, False), (rejected_root, True)):
+            for path in list_published(fs, directory):
+                with fs.open_input_file(path) as handle:
+                    parquet = pq.ParquetFile(handle)
+                    names = parquet.schema_arrow.names
+                    columns = [c for c in _COLUMNS if c in names]
+                    scan_table(parquet.read(columns=columns), topic, path, scan, rejected=rejected)
+    except (OSError, pa.ArrowException) as exc:
+        raise VerifyError(f"cannot read the output under {root!r}: {exc}", cause=exc) from exc
+    return scan
+
+
+def read_topic(
+    kafka: KafkaTarget, topic: str, timeout: float = 120.0, progress: Callable[[int, int], None] | None = None,
+) -> tuple[dict[int, np.ndarray], dict[int, int], dict[int, int]]:
+    """The offsets of ``topic`` a read_committed consumer sees, up to the high watermarks taken now.
+    ``progress(done, total)``, when given, is called after each fetch with the offsets read so far.
+
+    Returns (partition -> sorted offsets, partition -> high watermark, partition -> low watermark). Raises :class:`VerifyError`
+    when the topic does not exist or the broker does not answer within ``timeout``.
+    """
+    kafka = client_config(kafka)
+    bootstrap = kafka.bootstrap
+    errors = ClientErrors()
+    try:
+        consumer = make_consumer(kafka, "laminar-verify", {
+            "isolation.level": "read_committed", "enable.partition.eof": False, "socket.timeout.ms": 10000,
+            "error_cb": errors,
+        })
+    except KafkaException as exc:  # a bad client property or file
+        raise VerifyError(f"invalid Kafka client settings: {exc.args[0].str() if exc.args else exc}", cause=exc) from exc
+    try:
+        try:
+            metadata = consumer.list_topics(topic, timeout=min(timeout, 10.0))
+        except KafkaException as exc:
+            raise VerifyError(f"cannot reach Kafka at {bootstrap}{errors.cause() or f': {exc}'}", cause=exc) from exc
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None or not info.partitions:
+            raise VerifyError(f"topic {topic!r} does not exist on {bootstrap}")
+        ends = watermarks(consumer, [(topic, p) for p in info.partitions], 10.0)
+        bounds = {partition: low_high for (_topic, partition), low_high in ends.items()}
+        collected: dict[int, list[np.ndarray]] = {p: [] for p in bounds}
+        pending = {p for p, (low, high) in bounds.items() if high > low}
+        consumer.assign([TopicPartition(topic, p, bounds[p][0]) for p in pending])
+        deadline = time.monotonic() + timeout
+        total = sum(bounds[p][1] - bounds[p][0] for p in pending)
+        while pending:
+            if time.monotonic() > deadline:
+                raise VerifyError(f"reading {topic} did not finish within {timeout:.0f}s")
+            messages = consumer.consume(num_messages=50000, timeout=0.5)
+            errors = [m.error() for m in messages if m.error() is not None]
+            if errors:
+                raise VerifyError(f"error reading {topic}: {errors[0]}")
+            if messages:
+                parts = np.fromiter((m.partition() for m in messages), np.int64, len(messages))
+                offs = np.fromiter((m.offset() for m in messages), np.int64, len(messages))
+                for partition in np.unique(parts):
+                    collected[int(partition)].append(offs[parts == partition])
+            positions = consumer.position([TopicPartition(topic, p) for p in pending])
+            for tp in positions:
+                if tp.offset >= bounds[tp.partition][1]:
+                    pending.discard(tp.partition)
+            if progress is not None:
+                left = {tp.partition: bounds[tp.partition][1] - max(tp.offset, bounds[tp.partition][0]) for tp in positions}
+                progress(total - sum(left[p] for p in pending), total)
+        expected = {}
+        for partition, chunks in collected.items():
+            all_offsets = np.concatenate(chunks) if chunks else np.empty(0, np.int64)
+            high = bounds[partition][1]
+            expected[partition] = np.unique(all_offsets[all_offsets < high])
+        return expected, {p: high for p, (_, high) in bounds.items()}, {p: low for p, (low, _) in bounds.items()}
+    finally:
+        consumer.close()

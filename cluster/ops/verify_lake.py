@@ -1,0 +1,135 @@
+"""The audit's reader of a lake: a Parquet tree (:func:`laminar_kafka.cluster.ops.verify.read_output`), or an Iceberg
+table, whose data files of the current snapshot are read.
+
+Each data file the current snapshot lists is read like a published Parquet file (only ``_topic``,
+``_partition``, ``_offset``; offsets must increase per partition inside a file), so a file listed
+twice, or two files holding the same offsets, shows as duplicated, and a committed epoch missing from
+the table shows as missing. The records the bad-record policy skipped stay a Parquet stream under
+``<output>/_rejected/`` and are read from there.
+
+A table that does not exist while the topic holds records (and none of them was rejected) is a wrong
+``--pipeline`` / ``--namespace`` / ``--table`` far more often than a lake that lost everything: that
+is one :class:`VerifyError` line naming the table, the catalog and what the catalog holds, not a
+report of every record missing.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from laminar_kafka.cluster.errors import ClusterError, VerifyError
+from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
+from laminar_kafka.cluster.lake.settings import LakeTarget, TableFormat, table_name_of
+from laminar_kafka.cluster.ops.verify import OutputScan, read_output, scan_table
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["missing_table_message", "read_iceberg_output", "read_lake_output", "rows_per_partition"]
+
+_COLUMNS = ["_topic", "_partition", "_offset"]
+#: names listed in the missing-table message (more become ", ...")
+_LISTED = 20
+
+
+def read_lake_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str, *,
+                     topic_has_records: bool = False) -> OutputScan:
+    """Scan ``topic``'s published output in ``target``'s format (raises :class:`VerifyError`).
+    ``topic_has_records``: the topic holds records to audit, so an Iceberg table must exist."""
+    if target.table_format is TableFormat.ICEBERG:
+        return read_iceberg_output(target, fs, root, topic, topic_has_records=topic_has_records)
+    return read_output(fs, root, topic)
+
+
+def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str, *,
+                        topic_has_records: bool = False) -> OutputScan:
+    """Scan ``topic``'s table (current snapshot), then the rejected records under ``root``.
+
+    Raises :class:`VerifyError` when the catalog or the table cannot be read, and when the table
+    does not exist although ``topic_has_records`` and no record of the topic was rejected (the
+    message names the table, the catalog and what it holds: a wrong ``--pipeline``?). Otherwise a
+    table that does not exist yet scans as empty: everything is missing."""
+    from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+
+    assert target.iceberg is not None
+    identifier = (target.iceberg.namespace, target.table_of(topic))
+    scan = OutputScan()
+    try:
+        catalog = open_catalog(target.iceberg, fs, root)
+        table = load_table_or_none(catalog, identifier)
+        if table is not None and table.current_snapshot() is not None:
+            for task in table.scan(selected_fields=tuple(_COLUMNS)).plan_files():
+                path = task.file.file_path
+                with table.io.new_input(path).open() as handle:
+                    data = pq.ParquetFile(handle).read(columns=_COLUMNS)
+                scan_table(data, topic, path, scan)
+        rejected_root = f"{root}/{REJECTED_DIR}" if root else REJECTED_DIR
+        for path in list_published(fs, rejected_root):
+            with fs.open_input_file(path) as handle:
+                scan_table(pq.ParquetFile(handle).read(columns=_COLUMNS), topic, path, scan, rejected=True)
+    except ClusterError as exc:
+        raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc
+    except (OSError, pa.ArrowException) as exc:
+        raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc
+    if table is None and topic_has_records and not scan.rejected:
+        raise VerifyError(missing_table_message(catalog, identifier, _flags_of(target)))
+    return scan
+
+
+def _flags_of(target: LakeTarget) -> str:
+    """The flags that name ``target``'s table: the ones an operator should check when it is missing."""
+    assert target.iceberg is not None
+    flags = ["--pipeline" if target.iceberg.namespace == table_name_of(target.pipeline) else "--namespace"]
+    if target.iceberg.table:
+        flags.append("--table")
+    return " / ".join(flags)
+
+
+def _listing(names: list[str]) -> str:
+    names = sorted(names)
+    shown = ", ".join(names[:_LISTED])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > _LISTED else "")
+
+
+def missing_table_message(catalog: Catalog, identifier: tuple[str, str], flags: str = "--pipeline") -> str:
+    """One line for a table ``identifier`` that ``catalog`` does not hold: the table, the catalog
+    (its URI without user info), the ``flags`` to check, then what the catalog holds: the tables
+    of the namespace if it exists, else the namespaces, and the namespaces holding a table of that
+    name. Listing failures only shorten the line."""
+    from laminar_kafka.cluster.lake.iceberg.tables import _safe_uri, describe_error
+
+    namespace, name = identifier
+    uri = catalog.properties.get("uri")
+    where = _safe_uri(uri) if uri else repr(catalog.name)
+    try:
+        if catalog.namespace_exists(namespace):
+            tables = [".".join(t[1:]) for t in catalog.list_tables(namespace)]
+            holds = f"tables in namespace {namespace}: {_listing(tables)}" if tables else f"namespace {namespace} has no table"
+        else:
+            namespaces = sorted(".".join(n) for n in catalog.list_namespaces())
+            holds = f"no namespace {namespace}; namespaces: {_listing(namespaces)}" if namespaces else "the catalog has no namespace"
+            elsewhere = [n for n in namespaces[:_LISTED] if catalog.table_exists((n, name))]
+            if elsewhere:
+                holds += f"; table {name} is in {_listing(elsewhere)}"
+    except Exception as exc:  # noqa: BLE001 - the listing is a hint; the missing table is the error
+        holds = f"cannot list the catalog: {describe_error(exc)}"
+    return f"no Iceberg table {namespace}.{name} in catalog {where}: is {flags} right? ({holds})"
+
+
+def rows_per_partition(target: LakeTarget, topic: str) -> dict[int, int]:
+    """``SELECT _partition, count(*) FROM <the topic's table> GROUP BY _partition`` on an Iceberg
+    lake, through pyiceberg and pyarrow (the current snapshot)."""
+    from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+    from laminar_kafka.cluster.lake.parquet.sink import open_output
+
+    assert target.iceberg is not None
+    fs, root = open_output(target.output)
+    table = load_table_or_none(open_catalog(target.iceberg, fs, root), (target.iceberg.namespace, target.table_of(topic)))
+    if table is None:
+        return {}
+    rows = table.scan(selected_fields=("_partition",)).to_arrow()
+    counts = rows.group_by("_partition").aggregate([("_partition", "count")])
+    return dict(zip(counts["_partition"].to_pylist(), counts["_partition_count"].to_pylist()))

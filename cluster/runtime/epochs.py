@@ -1,0 +1,282 @@
+"""Epochs as one node sees them: admit a barrier, ack it, publish a committed epoch.
+
+Barrier alignment: the runtime calls :meth:`EpochBarriers.ack` between two ``poll_batch`` calls,
+so the cursor it acks and the staged files it seals hold exactly the same rows. The ack carries the
+partitions this node owns at the epoch's version and the sealed files; nothing written after the
+barrier belongs to the epoch. An ack that fails without being fenced is kept and sent again,
+unchanged (the leader waits for every live owner's ack). ``EpochCommitted``: every output the
+manifest lists is published (idempotent, any node's), then the source's advisory offsets follow.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from laminar_kafka.cluster.errors import RuntimeFailure
+from laminar_kafka.cluster.lake.record import LakeRecord
+from laminar_kafka.cluster.runtime.context import RuntimeContext
+from laminar_kafka.cluster.runtime.state import ACK_RETRY_S, ack_cursors
+from laminar_kafka.cluster.lake.parquet.sink import recover
+from laminar_kafka.cluster.lake.parquet.names import final_path
+from laminar_kafka.coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest
+from laminar_kafka.coordinator.errors import CoordinatorError, CoordinatorUnavailable, FencedError
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.connector import SourceConnector
+
+logger = logging.getLogger(__name__)
+
+#: how often a running node settles the staging directory again (stale files of dead boots)
+RECOVER_EVERY_EPOCHS = 10
+
+__all__ = ["AckOutcome", "EpochBarriers", "UnsentAck"]
+
+
+class AckOutcome(enum.Enum):
+    #: recorded by the coordinator
+    SENT = "sent"
+    #: failed transiently: kept, and sent again by :meth:`EpochBarriers.resend_if_due`
+    RETRY = "retry"
+    #: fenced: this membership is over (the runtime rejoins)
+    FENCED = "fenced"
+
+
+@dataclass(frozen=True)
+class UnsentAck:
+    """An ack whose send failed transiently: the ack, its barrier time, the next attempt."""
+
+    ack: EpochAck
+    barrier_at: float
+    retry_at: float
+
+
+class EpochBarriers:
+    """The epoch state of one node: the admitted barrier, an unsent ack, what is acked and durable."""
+
+    def __init__(self, context: RuntimeContext) -> None:
+        self._context = context
+        #: the admitted barrier not acked yet
+        self.pending: EpochOpened | None = None
+        #: the selected topics' ids (set by the runtime: the topology it follows)
+        self.topic_ids: Callable[[], Mapping[str, str]] = dict
+        self.unsent: UnsentAck | None = None
+        #: the latest epoch this node acked (0 after a lost membership: the old boot's acks are dropped)
+        self.last_acked_epoch = 0
+        #: the latest epoch whose manifest this node published
+        self.latest_committed_epoch = 0
+        #: the latest manifest's cursors of this source (for the durable lag)
+        self.durable_cursors: dict[str, int] = {}
+        self.acked_count = 0
+        self.committed_count = 0
+        self._commit_wait_logged_at: float | None = None
+
+    def admit(self, event: EpochOpened, snapshot: AssignmentSnapshot | None, suspended: bool) -> None:
+        """Take ``event`` as the pending barrier unless the session is suspended, the epoch is at a
+        version this node has not seen, or this node owns no vnode at it (the leader does not wait)."""
+        if suspended:
+            logger.info("epoch %d not admitted: session suspended", event.epoch)
+            return
+        if snapshot is not None and event.assignment_version != snapshot.version:
+            logger.warning(
+                "epoch %d is at version %d but this node has seen version %d; skipping",
+                event.epoch, event.assignment_version, snapshot.version,
+            )
+            return
+        if snapshot is not None and not snapshot.vnodes_of(self._context.options.node_id):
+            return
+        self.pending = event
+
+    def close_version(self, version: int) -> None:
+        """A new version is published: epochs never straddle versions, so a barrier of another one is closed."""
+        if self.pending is not None and self.pending.assignment_version != version:
+            self.pending = None
+
+    def awaits_commit(self) -> bool:
+        """Whether an epoch this node acked may still commit (no generation may start from an older
+        manifest: it would read the acked rows again). Warns every 10 s while it lasts."""
+        if self.last_acked_epoch <= self.latest_committed_epoch:
+            self._commit_wait_logged_at = None
+            return False
+        now = time.monotonic()
+        if self._commit_wait_logged_at is None:
+            self._commit_wait_logged_at = now
+        elif now - self._commit_wait_logged_at > 10.0:
+            logger.warning(
+                "waiting for acked epoch %d to commit before starting a source generation", self.last_acked_epoch
+            )
+            self._commit_wait_logged_at = now
+        return True
+
+    def forget_membership(self) -> None:
+        """The membership is lost: its barrier, its unsent ack and its acks are dropped."""
+        self.pending = None
+        self.unsent = None
+        self.last_acked_epoch = 0
+
+    async def ack(self, checkpoint: SourceCheckpoint, snapshot: AssignmentSnapshot | None) -> AckOutcome:
+        """Ack the pending barrier with ``checkpoint`` (empty: this node runs no source and owns no
+        partition); seals the staged files as the epoch's output. ``snapshot`` routes the cursors
+        (None: the node reads everything)."""
+        context, event = self._context, self.pending
+        assert event is not None
+        self.pending = None
+        started = time.monotonic()
+        options = context.options
+        cursors = ack_cursors(checkpoint, options.source_identity, snapshot, options.node_id)
+        staged = await context.executors.in_sink(context.sink.seal, event.epoch)
+        ack = EpochAck(
+            node_id=options.node_id,
+            boot_id=context.coordinator.boot_id,
+            epoch=event.epoch,
+            assignment_version=event.assignment_version,
+            cursors={options.source_identity: cursors},
+            outputs=staged,
+        )
+        # from here the ack may be recorded: no generation starts before the epoch commits
+        self.last_acked_epoch = max(self.last_acked_epoch, event.epoch)
+        return await self._send(ack, started)
+
+    async def resend_if_due(self) -> AckOutcome | None:
+        unsent = self.unsent
+        if unsent is None or time.monotonic() < unsent.retry_at:
+            return None
+        return await self._send(unsent.ack, unsent.barrier_at)
+
+    async def _send(self, ack: EpochAck, started: float) -> AckOutcome:
+        context = self._context
+        self.unsent = None
+        try:
+            await context.executors.in_control(context.coordinator.ack_epoch, ack)
+        except FencedError as exc:
+            logger.warning("epoch %d ack fenced (%s)", ack.epoch, exc)
+            return AckOutcome.FENCED
+        except CoordinatorError as exc:
+            logger.warning("epoch %d ack failed: %s; retrying", ack.epoch, exc)
+            self.unsent = UnsentAck(ack, started, time.monotonic() + ACK_RETRY_S)
+            return AckOutcome.RETRY
+        self.acked_count += 1
+        context.metrics.checkpoint_seconds.labels(context.node_label).observe(time.monotonic() - started)
+        return AckOutcome.SENT
+
+    def publish_now(self, manifest: Manifest) -> int:
+        """Publish the outputs ``manifest`` lists into the lake (idempotent), and every earlier
+        epoch the lake does not show yet (see :meth:`laminar_kafka.cluster.lake.outputs.LakeOutput.publish`); blocking,
+        on the sink's thread (or before the node joins). Returns the table commits made."""
+        oldest = max(1, manifest.epoch - self._context.options.manifests_kept + 1)
+        return self._context.lake.publish(manifest.epoch, manifest.outputs, self._manifest_outputs, oldest)
+
+    async def publish(self, manifest: Manifest) -> None:
+        """:meth:`publish_now` on the sink's thread, measured."""
+        context = self._context
+        started = time.monotonic()
+        commits = await context.executors.in_sink(self.publish_now, manifest)
+        metrics = context.metrics
+        metrics.publish_seconds.labels(metrics.node).observe(time.monotonic() - started)
+        metrics.lake_commits.labels(metrics.node).inc(commits)
+        self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
+
+    def check_not_behind(self, manifest: Manifest | None) -> None:
+        """Raise :class:`RuntimeFailure` when ``manifest`` (the control state's latest) is older than an
+        epoch this node saw committed: the control state was lost or restored from an older copy, and
+        going on from it would land epochs twice. Started again, the node reconciles with the lake."""
+        seen = self.latest_committed_epoch
+        if seen and (manifest is None or manifest.epoch < seen):
+            raise RuntimeFailure(
+                f"the pipeline's control state went back (its latest manifest is "
+                f"{'gone' if manifest is None else f'epoch {manifest.epoch}'}, this node saw epoch {seen} "
+                "committed): ZooKeeper lost or restored? start the node again: it reconciles with the lake")
+
+    def lake_record(self, epoch: int) -> LakeRecord | None:
+        """The record epoch ``epoch`` leaves in the lake (:data:`laminar_kafka.cluster.lake.record.RecordOf`): its
+        manifest's cursors and published files, the topics' ids; None when the manifest is unknown.
+        Blocking (a sink-thread callback); CoordinatorUnavailable as :meth:`_manifest_outputs`."""
+        context = self._context
+        try:
+            manifest = context.coordinator.manifest(epoch)
+        except CoordinatorUnavailable:
+            raise
+        except CoordinatorError:
+            return None
+        return LakeRecord(context.options.pipeline, epoch, manifest.assignment_version, manifest.cursors,
+                          dict(self.topic_ids()), tuple(final_path(o) for o in manifest.outputs))
+
+    def _manifest_outputs(self, epoch: int) -> tuple[str, ...] | None:
+        """Manifest ``epoch``'s outputs, None when it is unknown (not committed, or collected).
+        Raises :class:`CoordinatorUnavailable` when the coordinator cannot answer now: an epoch
+        that cannot be read is not an epoch that is gone (blocking; a sink-thread callback)."""
+        try:
+            return self._context.coordinator.manifest(epoch).outputs
+        except CoordinatorUnavailable:
+            raise
+        except CoordinatorError:
+            return None
+
+    async def committed(
+        self, manifest: Manifest, connector: SourceConnector | None, snapshot: AssignmentSnapshot | None
+    ) -> None:
+        """``EpochCommitted``: publish, then advance the source's advisory offsets to the
+        manifest's cursors of the partitions this node owns (``snapshot``; None: all)."""
+        context = self._context
+        if self.unsent is not None and self.unsent.ack.epoch <= manifest.epoch:
+            self.unsent = None  # recorded after all (only its answer was lost)
+        try:
+            await self.publish(manifest)
+        except CoordinatorUnavailable as exc:  # durable all the same: a later publish or recovery finishes it
+            logger.warning("epoch %d committed; publishing it waits for the coordinator (%s)", manifest.epoch, exc)
+            self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
+        identity = context.source_identity
+        self.durable_cursors = dict(manifest.cursors.get(identity, {}))
+        self.committed_count += 1
+        context.metrics.epochs_committed.labels(context.node_label).inc()
+        if connector is None:
+            return
+        mine = ack_cursors(SourceCheckpoint(dict(self.durable_cursors)), identity, snapshot, context.options.node_id)
+        if mine:
+            version = manifest.assignment_version if context.options.vnode_mode else 0
+            await connector.notify_epoch_committed(manifest.epoch, SourceCheckpoint(mine, version))
+
+    def rejected(self, event: AckRejected) -> bool:
+        """``AckRejected``: True when the epoch is still open for this node's boot, so the runtime
+        retires the generation and acks the same epoch again (then the barrier is pending again)."""
+        if event.epoch <= self.latest_committed_epoch:
+            return False  # committed meanwhile, with a replacement
+        logger.warning("epoch %d ack rejected by the leader (%s); restarting the source generation from "
+                       "the latest manifest and acking again", event.epoch, event.reason)
+        metrics = self._context.metrics
+        metrics.acks_rejected.labels(metrics.node).inc()
+        if self.unsent is not None and self.unsent.ack.epoch == event.epoch:
+            self.unsent = None
+        self.last_acked_epoch = self.latest_committed_epoch  # the rejected ack will never commit
+        return True
+
+    async def recover_periodically(self, epoch: int) -> None:
+        """After every 10th committed epoch: :meth:`recover_sink` (postponed to the next time while
+        the coordinator cannot answer)."""
+        if epoch % RECOVER_EVERY_EPOCHS:
+            return
+        try:
+            await self.recover_sink()
+        except CoordinatorUnavailable as exc:
+            logger.warning("sink recovery postponed: %s", exc)
+
+    async def recover_sink(self) -> None:
+        """Publish what committed manifests list and delete the staged files nothing will list;
+        then bring the lake up to the latest manifest (an Iceberg commit a crash left undone).
+        Raises :class:`CoordinatorUnavailable` when the coordinator cannot answer now."""
+        context = self._context
+        coordinator, in_control = context.coordinator, context.executors.in_control
+        latest = await in_control(coordinator.latest_manifest)
+        members = await in_control(coordinator.members)
+        live = {m.boot_id for m in members} | {coordinator.boot_id}
+
+        sink = context.sink
+        await context.executors.in_sink(functools.partial(
+            recover, sink.fs, sink.root,
+            latest_epoch=latest.epoch if latest else 0, manifest_outputs=self._manifest_outputs, live_boots=live,
+        ))
+        if latest is not None and latest.epoch > 0:
+            await self.publish(latest)

@@ -1,0 +1,1 @@
+"""Vnode assignment, pure: the owner registry, round identities, placement and partition routing."""

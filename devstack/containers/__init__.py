@@ -1,0 +1,1 @@
+"""Containers: the engine, the project's images, server containers and the compose project."""

@@ -1,0 +1,165 @@
+"""`docker/compose.yaml` as one project: up, kill a service, exec, down, and what is left behind.
+
+The compose client is Debian's `docker-compose` 1.29 (or `docker compose` where that plugin exists),
+talking to whatever engine `laminar_kafka.devstack.containers.engine.engine_url` finds. On podman, healthchecks only run
+when something runs them (no systemd timers): `HealthcheckDriver` runs `podman healthcheck run`
+for the project's containers every few seconds while it is active; on Docker it does nothing. The
+compose file's start order waits on `service_healthy`, so on podman keep a driver running beside
+`up` (docs/compose.md):
+
+    python -m laminar_kafka.devstack.containers.compose healthchecks -p <project>   # until Ctrl-C
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from laminar_kafka.devstack.containers.engine import DOCKER_DIR, ContainerError, engine_url
+
+COMPOSE_FILE = DOCKER_DIR / "compose.yaml"
+PROJECT_LABEL = "com.docker.compose.project"
+
+
+def compose_command() -> list[str]:
+    """The compose client; ContainerError saying what to install when there is none."""
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
+        return [docker, "compose"]
+    raise ContainerError("no compose client: apt-get install --no-install-recommends docker-compose "
+                         "(or the docker compose plugin)")
+
+
+@dataclass
+class ComposeProject:
+    """One project of the compose file; `env` adds variables (ports, image names) to the file's."""
+
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+    file: Path = COMPOSE_FILE
+
+    def command(self, *args: str) -> list[str]:
+        return [*compose_command(), "-f", str(self.file), "-p", self.name, *args]
+
+    def run(self, *args: str, timeout: float = 300.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+        environment = {**os.environ, "DOCKER_HOST": engine_url(), **self.env}
+        result = subprocess.run(self.command(*args), env=environment, capture_output=True, text=True,
+                                timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and result.returncode != 0:
+            raise ContainerError(f"{' '.join(args[:2])} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
+        return result
+
+    def up(self, *services: str, timeout: float = 300.0) -> None:
+        self.run("up", "-d", "--no-build", *services, timeout=timeout)
+
+    def down(self, timeout: float = 180.0) -> None:
+        self.run("down", "--volumes", "--remove-orphans", "--timeout", "20", timeout=timeout)
+
+    def kill(self, service: str) -> None:
+        self.run("kill", "-s", "SIGKILL", service)
+
+    def exec(self, service: str, *command: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+        return self.run("exec", "-T", service, *command, timeout=timeout, check=False)
+
+    def logs(self, *services: str, tail: int = 60) -> str:
+        return self.run("logs", "--no-color", f"--tail={tail}", *services, check=False).stdout
+
+    def containers(self, client: Any) -> list[Any]:
+        return list(client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={self.name}"}))
+
+    def leftovers(self, client: Any) -> list[str]:
+        """Containers, volumes and networks of this project that still exist (after `down`: none)."""
+        found = [f"container {c.name}" for c in self.containers(client)]
+        found += [f"volume {v.name}" for v in client.volumes.list(filters={"label": f"{PROJECT_LABEL}={self.name}"})]
+        found += [f"network {n.name}" for n in client.networks.list(filters={"label": f"{PROJECT_LABEL}={self.name}"})]
+        # podman's compat API may not list volumes by label: match their names as well.
+        found += [f"volume {v.name}" for v in client.volumes.list()
+                  if v.name.startswith(f"{self.name}_") and f"volume {v.name}" not in found]
+        return found
+
+
+class HealthcheckDriver:
+    """Runs the healthchecks of a project's running containers every `interval` seconds (podman only)."""
+
+    def __init__(self, client: Any, project: ComposeProject, interval: float = 3.0) -> None:
+        self.client = client
+        self.project = project
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="healthcheck-driver", daemon=True)
+        self.podman = shutil.which("podman")
+        self.runs = 0
+
+    def __enter__(self) -> HealthcheckDriver:
+        from laminar_kafka.devstack.containers.engine import is_podman
+
+        if self.podman and is_podman(self.client):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def run_once(self) -> None:
+        assert self.podman is not None
+        for container in self.project.containers(self.client):
+            with contextlib.suppress(Exception):
+                if container.status == "running" and container.attrs.get("Config", {}).get("Healthcheck"):
+                    subprocess.run([self.podman, "healthcheck", "run", container.id], capture_output=True, timeout=30)
+                    self.runs += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.run_once()
+
+
+def health(container: Any) -> str:
+    """'healthy', 'unhealthy', 'starting' or 'none' (no healthcheck), as the engine reports it."""
+    container.reload()
+    state = container.attrs.get("State", {})
+    return str((state.get("Health") or state.get("Healthcheck") or {}).get("Status") or "none")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``healthchecks -p PROJECT``: drive the project's healthchecks until Ctrl-C (podman only)."""
+    from laminar_kafka.devstack.containers.engine import connect, is_podman
+
+    parser = argparse.ArgumentParser(prog="python -m laminar_kafka.devstack.containers.compose")
+    commands = parser.add_subparsers(dest="command", required=True)
+    drive = commands.add_parser("healthchecks", help="run the project's healthchecks every few seconds (podman "
+                                                     "without systemd) until Ctrl-C")
+    drive.add_argument("-p", "--project", default="docker",
+                       help="the compose project name (default 'docker', compose's name for docker/compose.yaml)")
+    drive.add_argument("--interval", type=float, default=3.0, help="seconds between runs (default 3)")
+    args = parser.parse_args(argv)
+    try:
+        client = connect()
+    except ContainerError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if not (shutil.which("podman") and is_podman(client)):
+        print("the engine runs healthchecks itself: nothing to drive")
+        return 0
+    stop = threading.Event()
+    with HealthcheckDriver(client, ComposeProject(args.project), args.interval):
+        print(f"driving the healthchecks of compose project {args.project!r} every {args.interval:g} s (Ctrl-C stops)")
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""The Kafka and ZooKeeper jars: pinned by `pom.xml` beside this module, resolved once into a cache.
+
+Maven resolves the official Maven Central artifacts (with their runtime dependencies); the first
+call runs it, later calls find the completed cache directory and return at once.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from laminar_kafka.devstack.errors import ArtifactError, ToolMissingError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "JAVA_HINT", "LOG_TAIL_LINES", "MAVEN_HINT", "POM_PATH", "cached_maven_build", "default_cache_dir", "ensure_artifacts",
+    "pinned_versions", "require_tool",
+]
+
+POM_PATH = Path(__file__).with_name("pom.xml")
+LOG_TAIL_LINES = 30
+
+JAVA_HINT = "Java 17 or newer is required to run Kafka and ZooKeeper: install it (Debian: apt-get install openjdk-17-jre-headless)"
+MAVEN_HINT = "Maven is required to fetch the Kafka and ZooKeeper artifacts: install it (Debian: apt-get install maven)"
+
+
+def pinned_versions(pom_path: Path = POM_PATH) -> tuple[str, str]:
+    """Return the (Kafka, ZooKeeper) versions pinned in the POM."""
+    text = pom_path.read_text()
+    kafka = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", text)
+    zookeeper = re.search(r"<zookeeper\.version>([^<]+)</zookeeper\.version>", text)
+    if not kafka or not zookeeper:
+        raise ArtifactError(f"{pom_path} does not pin kafka.version and zookeeper.version")
+    return kafka.group(1), zookeeper.group(1)
+
+
+def default_cache_dir() -> Path:
+    """`$LAMINAR_CACHE_DIR`, else `~/.cache/laminar-kafka`."""
+    configured = os.environ.get("LAMINAR_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    return Path.home() / ".cache" / "laminar-kafka"
+
+
+def require_tool(name: str, hint: str) -> str:
+    """Return the path of executable `name`, or raise ToolMissingError with one line saying what to install."""
+    path = shutil.which(name)
+    if path is None:
+        raise ToolMissingError(hint)
+    return path
+
+
+def cached_maven_build(target: Path, marker_text: str, what: str, maven_args: Callable[[Path], list[str]],
+                       built_in: Callable[[Path], Path]) -> Path:
+    """``target`` (a directory of the cache) built once by Maven; return it.
+
+    ``maven_args(staging)`` are Maven's arguments for a build into the fresh directory ``staging``;
+    ``built_in(staging)`` is the directory that build produced, which becomes ``target`` (raise
+    :class:`ArtifactError` there when it is incomplete). Concurrent callers serialise on a lock file
+    beside ``target``, and only a completed build gets the marker, so a half-finished one is never
+    mistaken for a complete one. A failed build raises :class:`ArtifactError` with the tail of
+    Maven's output.
+    """
+    marker = target / ".complete"
+    if marker.exists():
+        return target
+    require_tool("java", JAVA_HINT)
+    mvn = require_tool("mvn", MAVEN_HINT)
+    cache = target.parent
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
+        try:
+            logger.info("Maven: %s (first use only)", what)
+            result = subprocess.run([mvn, "-q", "-B", *maven_args(staging)], capture_output=True, text=True,
+                                    stdin=subprocess.DEVNULL)
+            if result.returncode != 0:
+                tail = "\n".join((result.stdout + result.stderr).splitlines()[-LOG_TAIL_LINES:])
+                raise ArtifactError(f"Maven could not {what}:\n{tail}")
+            built = built_in(staging)
+            if target.exists():
+                shutil.rmtree(target)
+            built.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        marker.write_text(marker_text)
+    return target
+
+
+def ensure_artifacts(cache_dir: Path | None = None) -> Path:
+    """Resolve the pinned Kafka and ZooKeeper jars (with their runtime dependencies) into the cache.
+
+    Returns the directory holding the jars. The first call runs Maven (Maven Central only); later
+    calls find the completed directory and return at once (see :func:`cached_maven_build`).
+    """
+    cache = cache_dir or default_cache_dir()
+    kafka_version, zookeeper_version = pinned_versions()
+
+    def resolved(staging: Path) -> Path:
+        if not any(staging.glob("*kafka_2.13-*.jar")):
+            raise ArtifactError("Maven resolved no Kafka jar")
+        return staging
+
+    return cached_maven_build(
+        cache / f"jvm-kafka-{kafka_version}-zookeeper-{zookeeper_version}",
+        f"kafka={kafka_version}\nzookeeper={zookeeper_version}\n",
+        f"resolve Kafka {kafka_version} and ZooKeeper {zookeeper_version}",
+        lambda staging: ["-f", str(POM_PATH), "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
+                         "-DincludeScope=runtime", "-Dmdep.prependGroupId=true"],
+        resolved,
+    )

@@ -1,0 +1,164 @@
+"""An Apache Iceberg REST catalog as a local JVM process, for the dev stack and the tests.
+
+The server is Iceberg's own REST catalog test server (``org.apache.iceberg.rest.RESTCatalogServer``,
+the one behind the apache/iceberg-rest-fixture image), run from its Maven Central jars (pinned by
+`rest-catalog-pom.xml` beside this module). It keeps its catalog in a SQLite file (a JDBC catalog)
+and writes table metadata with Hadoop's FileIO, so a warehouse and table locations on the local disk
+(plain absolute paths or ``file:`` URIs) work: the nodes write the data files, the server the
+metadata JSON, both under the same paths. `RestCatalogServer.uri` is the catalog URI to give
+pyiceberg's ``RestCatalog`` or ``laminar-kafka run --catalog-uri``.
+
+The server takes its settings from ``CATALOG_*`` environment variables (``CATALOG_URI``,
+``CATALOG_WAREHOUSE``, ``CATALOG_REST_PORT``: a single ``_`` becomes ``.``, a double ``__`` becomes
+``-``). It listens on every interface (its Jetty server takes a port only); tests talk to it on
+127.0.0.1. It has no authentication: give it no secrets (it logs its catalog properties at start).
+
+`ensure_rest_catalog_build` runs Maven once (Maven Central only) to resolve the jars into the cache
+(``$LAMINAR_CACHE_DIR``, else ``~/.cache/laminar-kafka``); later calls return at once.
+`new_rest_catalog` makes a server on a free port; `start` waits until ``GET <uri>/v1/config``
+answers.
+
+Run ``python -m laminar_kafka.devstack.jvm.rest_catalog`` to start one in the foreground (Ctrl-C stops it).
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, default_cache_dir
+from laminar_kafka.devstack.errors import ArtifactError
+from laminar_kafka.devstack.processes import free_port
+from laminar_kafka.devstack.jvm.services import SMALL_JVM_OPTIONS, HttpJvmService, answers_json, pom_property, run_in_foreground
+from laminar_kafka.devstack.jvm.servers import JvmServer
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "REST_CATALOG_POM_PATH", "RestCatalogServer", "ensure_rest_catalog_build", "new_rest_catalog",
+    "pinned_iceberg_version", "rest_catalog_answers",
+]
+
+REST_CATALOG_POM_PATH = Path(__file__).with_name("rest-catalog-pom.xml")
+MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
+_SERVER_JAR_GLOB = "*iceberg-open-api-*-test-fixtures.jar"
+
+# On the classpath ahead of the jars: Hadoop's raw local file system, so that writing the metadata
+# leaves no `.crc` side files in the lake.
+_CORE_SITE_XML = """\
+<?xml version="1.0"?>
+<configuration>
+  <property><name>fs.file.impl</name><value>org.apache.hadoop.fs.RawLocalFileSystem</value></property>
+</configuration>
+"""
+
+
+def pinned_iceberg_version(pom_path: Path = REST_CATALOG_POM_PATH) -> str:
+    """The Apache Iceberg version pinned in the POM."""
+    return pom_property(pom_path, "iceberg.version")
+
+
+def ensure_rest_catalog_build(cache_dir: Path | None = None) -> Path:
+    """Resolve the pinned REST catalog server's jars into the cache once; return their directory.
+
+    The first call runs Maven (about 80 MB of downloads on a cold Maven cache, a few seconds on a warm
+    one); later calls return at once (see :func:`laminar_kafka.devstack.jvm.artifacts.cached_maven_build`). Raises
+    ToolMissingError without Java or Maven, ArtifactError when the build fails.
+    """
+    cache = cache_dir or default_cache_dir()
+    version = pinned_iceberg_version()
+
+    def resolved(staging: Path) -> Path:
+        if not any(staging.glob(_SERVER_JAR_GLOB)):
+            raise ArtifactError(f"Maven resolved no iceberg-open-api {version} test-fixtures jar")
+        return staging
+
+    return cached_maven_build(
+        cache / f"iceberg-rest-catalog-{version}",
+        f"iceberg={version}\n",
+        f"resolve the Iceberg REST catalog server (Iceberg {version})",
+        lambda staging: ["-f", str(REST_CATALOG_POM_PATH), "dependency:copy-dependencies",
+                         f"-DoutputDirectory={staging}", "-DincludeScope=runtime", "-Dmdep.prependGroupId=true"],
+        resolved,
+    )
+
+
+def rest_catalog_answers(uri: str, timeout: float = 2.0) -> bool:
+    """Whether the REST catalog at `uri` answers ``GET /v1/config`` (HTTP 200 with a JSON object)."""
+    return answers_json(f"{uri}/v1/config", dict, timeout)
+
+
+@dataclass
+class _EnvironmentJvmServer(JvmServer):
+    """A JvmServer whose process also gets `environment` (through ``env``, which execs the JVM, so the
+    pid stays the JVM's)."""
+
+    environment: dict[str, str] = field(default_factory=dict)
+
+    def command(self) -> list[str]:
+        env = shutil.which("env") or "/usr/bin/env"
+        return [env, *(f"{key}={value}" for key, value in self.environment.items()), *super().command()]
+
+
+@dataclass
+class RestCatalogServer(HttpJvmService):
+    """One REST catalog process.
+
+    `uri` is the catalog URI (``http://127.0.0.1:<port>``); `warehouse` the default location of new
+    tables (``file:`` URI); the catalog database and the process's output (``server.log``) are in the
+    working directory. Stopping it keeps the catalog database: a restart sees the same tables.
+    """
+
+    warehouse: str = ""
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.server.port}"
+
+
+def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir: Path | None = None,
+                     port: int | None = None) -> RestCatalogServer:
+    """A REST catalog server (not started) working in ``<base_dir>/rest-catalog``, on `port` or a
+    free port.
+
+    `warehouse` (a ``file:`` URI or an absolute path) is where tables created without a location
+    go; default ``<base_dir>/rest-catalog/warehouse``. Resolves the jars into the cache first when
+    needed (see `ensure_rest_catalog_build`).
+    """
+    jars = ensure_rest_catalog_build(cache_dir)
+    workdir = base_dir / "rest-catalog"
+    site = workdir / "hadoop-site"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "core-site.xml").write_text(_CORE_SITE_XML)
+    chosen_warehouse = warehouse or (workdir / "warehouse").as_uri()
+    chosen_port = port or free_port()
+    uri = f"http://127.0.0.1:{chosen_port}"
+    server = _EnvironmentJvmServer(
+        name="iceberg-rest-catalog",
+        main_class=MAIN_CLASS,
+        args=[],
+        workdir=workdir,
+        classpath=f"{site}:{jars}/*",
+        port=chosen_port,
+        health=lambda: rest_catalog_answers(uri),
+        jvm_options=list(SMALL_JVM_OPTIONS),
+        environment={
+            "CATALOG_URI": f"jdbc:sqlite:{workdir / 'catalog.db'}",
+            "CATALOG_WAREHOUSE": chosen_warehouse,
+            "CATALOG_REST_PORT": str(chosen_port),
+        },
+    )
+    return RestCatalogServer(server, chosen_warehouse)
+
+
+def main() -> None:
+    """Start a REST catalog in the foreground on a free port, print its URI, stop it on Ctrl-C."""
+    base_dir = Path(tempfile.mkdtemp(prefix="laminar-rest-catalog-"))
+    catalog = new_rest_catalog(base_dir)
+    run_in_foreground(catalog, f"iceberg REST catalog: {catalog.uri}  (warehouse: {catalog.warehouse})", base_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,442 @@
+"""Apache Kafka (KRaft) and Apache ZooKeeper as local JVM processes, with fault controls.
+
+`new_kafka_cluster` and `new_zookeeper` write server configurations under a base directory and pick
+free loopback ports; `JvmServer.start` launches one server detached, `wait_healthy` waits for it.
+
+Health means what a client needs: a Kafka cluster is healthy when every broker answers a metadata
+request listing all brokers; a ZooKeeper server is healthy when it grants a client session (for an
+ensemble member, only possible once a quorum has formed).
+
+A cluster made with `security` (a `laminar_kafka.devstack.security.SecurityMaterial`) has, on every broker, besides
+its PLAINTEXT listener (inter-broker traffic and the health probe, on loopback), a `SASL_SSL`
+listener (SCRAM-SHA-512 users created at format time) and an `SSL` listener that requires a client
+certificate (mTLS): `KafkaCluster.sasl_ssl_bootstrap` and `ssl_bootstrap`.
+
+Fault injection (tests/faults, the chaos campaign) uses `kill` (SIGKILL), `pause`/`resume`
+(SIGSTOP/SIGCONT) and `restart` on single servers; a restarted server keeps its port and data.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from laminar_kafka.devstack.jvm.artifacts import JAVA_HINT, require_tool
+from laminar_kafka.devstack.errors import ServerStartError
+from laminar_kafka.devstack.processes import free_port, log_tail, pid_alive, port_accepts, terminate_pid
+
+if TYPE_CHECKING:
+    from laminar_kafka.devstack.security import SecurityMaterial
+
+__all__ = [
+    "DEFAULT_START_TIMEOUT_S", "JvmServer", "KafkaCluster", "ZooKeeperEnsemble", "kafka_healthy",
+    "new_cluster_id", "new_kafka_cluster", "new_zookeeper", "zookeeper_session_ok",
+]
+
+DEFAULT_START_TIMEOUT_S = 90.0
+
+
+_LOG4J2_PROPERTIES = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.kafkareq.name = kafka.request.logger
+logger.kafkareq.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+@dataclass
+class JvmServer:
+    """One JVM server process: a main class, its arguments, a working directory and a log file.
+
+    Invariants: `port` and `workdir` never change across restarts; `pid` is the running process or
+    None. `health` is a callable that returns True once the server serves clients.
+    """
+
+    name: str
+    main_class: str
+    args: list[str]
+    workdir: Path
+    classpath: str
+    port: int
+    health: Callable[[], bool]
+    jvm_options: list[str] = field(default_factory=list)
+    pid: int | None = None
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    def command(self) -> list[str]:
+        java = require_tool("java", JAVA_HINT)
+        log4j = self.workdir / "log4j2.properties"
+        if not log4j.exists():
+            log4j.write_text(_LOG4J2_PROPERTIES)
+        return [
+            java, *self.jvm_options,
+            f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dlaminar.devstack.server={self.name}",
+            "-cp", self.classpath, self.main_class, *self.args,
+        ]
+
+    def start(self) -> None:
+        """Launch the process (detached in its own session); does not wait for health."""
+        if self.pid is not None and pid_alive(self.pid):
+            raise ServerStartError(f"{self.name} is already running as pid {self.pid}")
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                self.command(), cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        self.pid = self._process.pid
+
+    def running(self) -> bool:
+        return self.pid is not None and pid_alive(self.pid)
+
+    def wait_healthy(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
+        """Block until `health()` holds; return the seconds waited.
+
+        Raises ServerStartError quoting the last lines of the log when the process exits first or
+        the timeout passes.
+        """
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            if not self.running():
+                raise ServerStartError(
+                    f"{self.name} exited before becoming healthy; last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+                )
+            if port_accepts(self.port) and self.health():
+                return time.monotonic() - started
+            if time.monotonic() > deadline:
+                raise ServerStartError(
+                    f"{self.name} not healthy after {timeout:.0f}s; last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+                )
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Graceful stop (SIGTERM, then SIGKILL after `timeout`). No-op when not running."""
+        if self.pid is not None:
+            terminate_pid(self.pid, timeout)
+        self._forget()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; waits until the process is gone."""
+        if self.pid is not None:
+            terminate_pid(self.pid, timeout=0)
+        self._forget()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets but answers nothing."""
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGCONT)
+
+    def _forget(self) -> None:
+        if self._process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=5)
+        self._process = None
+        self.pid = None
+
+
+def _java_options(heap: str) -> list[str]:
+    return [
+        f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
+    ]
+
+
+def _write_properties(path: Path, values: dict[str, object]) -> None:
+    """Write a properties file, readable by its owner only (a secured broker's holds store passwords)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write("".join(f"{key}={value}\n" for key, value in values.items()))
+
+
+def kafka_healthy(bootstrap: str, broker_count: int, secure_ports: tuple[int, ...] = ()) -> bool:
+    """Every broker answers a metadata request listing all brokers (on the PLAINTEXT listener), and
+    every port of `secure_ports` accepts connections."""
+    from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_admin
+
+    if not all(port_accepts(port) for port in secure_ports):
+        return False
+    admin = make_admin(KafkaClientConfig(bootstrap), {"log_level": 0, "socket.timeout.ms": 2000})
+    try:
+        metadata = admin.list_topics(timeout=2)
+    except Exception:  # noqa: BLE001 - any failure here just means "not healthy yet"
+        return False
+    return len(metadata.brokers) >= broker_count
+
+
+class _ServerGroup:
+    """Fault controls on one server of a group (by index); a restarted server keeps its port and data."""
+
+    members: list[JvmServer]
+
+    def kill(self, index: int = 0) -> None:
+        self.members[index].kill()
+
+    def start_member(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
+        self.members[index].start()
+        self.members[index].wait_healthy(timeout)
+
+    def restart(self, index: int = 0, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
+        self.members[index].stop()
+        self.start_member(index, timeout)
+
+    def pause(self, index: int = 0) -> None:
+        self.members[index].pause()
+
+    def resume(self, index: int = 0) -> None:
+        self.members[index].resume()
+
+
+@dataclass
+class KafkaCluster(_ServerGroup):
+    """A KRaft Kafka cluster of combined broker+controller nodes on loopback.
+
+    One node: replication 1. Three nodes: replication 3 and min.insync.replicas 2, for fault tests.
+    """
+
+    brokers: list[JvmServer]
+    cluster_id: str
+    security: SecurityMaterial | None = None
+    #: (SASL_SSL port, SSL port) of each broker, when `security` is set.
+    secure_ports: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def members(self) -> list[JvmServer]:
+        return self.brokers
+
+    @property
+    def bootstrap(self) -> str:
+        """The PLAINTEXT listeners."""
+        return ",".join(f"127.0.0.1:{broker.port}" for broker in self.brokers)
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """The SASL_SSL (SCRAM-SHA-512) listeners ('' without security)."""
+        return ",".join(f"127.0.0.1:{sasl_ssl}" for sasl_ssl, _ in self.secure_ports)
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """The SSL listeners that require a client certificate ('' without security)."""
+        return ",".join(f"127.0.0.1:{ssl}" for _, ssl in self.secure_ports)
+
+    kill_broker = _ServerGroup.kill
+    start_broker = _ServerGroup.start_member
+    restart_broker = _ServerGroup.restart
+    pause_broker = _ServerGroup.pause
+    resume_broker = _ServerGroup.resume
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, as Kafka's
+    `Uuid.randomUuid()` makes them; like Kafka, never one that starts with '-' (a command line would
+    read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def _listener_properties(port: int, controller_port: int, secure: tuple[int, int] | None) -> dict[str, object]:
+    listeners = f"PLAINTEXT://127.0.0.1:{port}"
+    protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+    if secure is not None:
+        listeners += f",SASL_SSL://127.0.0.1:{secure[0]},SSL://127.0.0.1:{secure[1]}"
+        protocols += ",SASL_SSL:SASL_SSL,SSL:SSL"
+    return {
+        "listeners": f"{listeners},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": listeners,
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": protocols,
+    }
+
+
+def new_kafka_cluster(
+    lib_dir: Path, base_dir: Path, broker_count: int = 1, security: SecurityMaterial | None = None
+) -> KafkaCluster:
+    """Write configurations for `broker_count` KRaft nodes under `base_dir` and format their storage.
+
+    With `security`, every broker also gets the SASL_SSL and mTLS listeners (see the module doc) and
+    its storage is formatted with the SCRAM user of `security`.
+    """
+    from laminar_kafka.devstack.security import broker_properties, scram_format_arguments
+
+    if broker_count not in (1, 3):
+        raise ValueError("broker_count must be 1 or 3")
+    classpath = f"{lib_dir}/*"
+    cluster_id = new_cluster_id()
+    ports = [(free_port(), free_port()) for _ in range(broker_count)]
+    secure_ports = [(free_port(), free_port()) for _ in range(broker_count)] if security else []
+    scram_arguments = scram_format_arguments(security.user) if security else []
+    voters = ",".join(f"{i + 1}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports))
+    replication = broker_count
+    min_isr = 2 if broker_count == 3 else 1
+    bootstrap = ",".join(f"127.0.0.1:{port}" for port, _ in ports)
+    brokers: list[JvmServer] = []
+    for index, (port, controller_port) in enumerate(ports):
+        workdir = base_dir / f"kafka-{index + 1}"
+        (workdir / "data").mkdir(parents=True, exist_ok=True)
+        properties = workdir / "server.properties"
+        _write_properties(properties, {
+            "process.roles": "broker,controller",
+            "node.id": index + 1,
+            "controller.quorum.voters": voters,
+            **_listener_properties(port, controller_port, secure_ports[index] if security else None),
+            **(broker_properties(security) if security else {}),
+            "log.dirs": workdir / "data",
+            "num.partitions": 1,
+            "default.replication.factor": replication,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": replication,
+            "offsets.topic.num.partitions": 10,
+            "transaction.state.log.replication.factor": replication,
+            "transaction.state.log.min.isr": min_isr,
+            "transaction.state.log.num.partitions": 4,
+            "share.coordinator.state.topic.replication.factor": replication,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "group.initial.rebalance.delay.ms": 0,
+            "auto.create.topics.enable": "false",
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+            "log.retention.check.interval.ms": 1000,
+            "log.segment.delete.delay.ms": 500,
+            "log.initial.task.delay.ms": 1000,
+            "broker.heartbeat.interval.ms": 500,
+            "broker.session.timeout.ms": 3000,
+        })
+        format_command = [
+            require_tool("java", JAVA_HINT), "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool",
+            "format", f"--cluster-id={cluster_id}", "--config", str(properties), "--ignore-formatted",
+            *scram_arguments,
+        ]
+        result = subprocess.run(format_command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            raise ServerStartError(f"formatting KRaft storage failed:\n{(result.stdout + result.stderr)[-3000:]}")
+        brokers.append(JvmServer(
+            name=f"kafka-{index + 1}",
+            main_class="kafka.Kafka",
+            args=[str(properties)],
+            workdir=workdir,
+            classpath=classpath,
+            port=port,
+            health=lambda secure=tuple(p for pair in secure_ports for p in pair): kafka_healthy(
+                bootstrap, broker_count, secure),
+            jvm_options=_java_options("1g"),
+        ))
+    return KafkaCluster(brokers=brokers, cluster_id=cluster_id, security=security, secure_ports=secure_ports)
+
+
+# Health probes fail by design while a server starts; their connection warnings are not news.
+_quiet_kazoo_logger = logging.getLogger(f"{__name__}.health_probe")
+_quiet_kazoo_logger.setLevel(logging.CRITICAL)
+
+
+def zookeeper_session_ok(hosts: str) -> bool:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(
+        hosts=hosts, timeout=3.0, connection_retry=None, command_retry=None, logger=_quiet_kazoo_logger
+    )
+    try:
+        client.start(timeout=2.0)
+    except Exception:  # noqa: BLE001 - any failure here just means "not healthy yet"
+        with contextlib.suppress(Exception):
+            client.stop()
+            client.close()
+        return False
+    client.stop()
+    client.close()
+    return True
+
+
+@dataclass
+class ZooKeeperEnsemble(_ServerGroup):
+    """A standalone ZooKeeper server, or a three-server ensemble, on loopback."""
+
+    servers: list[JvmServer]
+
+    @property
+    def members(self) -> list[JvmServer]:
+        return self.servers
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(f"127.0.0.1:{server.port}" for server in self.servers)
+
+    kill_server = _ServerGroup.kill
+    start_server = _ServerGroup.start_member
+    restart_server = _ServerGroup.restart
+    pause_server = _ServerGroup.pause
+    resume_server = _ServerGroup.resume
+
+
+def new_zookeeper(lib_dir: Path, base_dir: Path, server_count: int = 1) -> ZooKeeperEnsemble:
+    """Write configurations for a standalone server (1) or an ensemble (3) under `base_dir`.
+
+    tickTime is 500 ms, so sessions may negotiate timeouts from 1 s to 60 s (tests use short ones).
+    """
+    if server_count not in (1, 3):
+        raise ValueError("server_count must be 1 or 3")
+    classpath = f"{lib_dir}/*"
+    ports = [(free_port(), free_port(), free_port()) for _ in range(server_count)]
+    servers: list[JvmServer] = []
+    for index, (client_port, peer_port, election_port) in enumerate(ports):
+        workdir = base_dir / f"zookeeper-{index + 1}"
+        data = workdir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        values: dict[str, object] = {
+            "tickTime": 500,
+            "initLimit": 20,
+            "syncLimit": 10,
+            "dataDir": data,
+            "clientPort": client_port,
+            "clientPortAddress": "127.0.0.1",
+            "maxClientCnxns": 0,
+            "minSessionTimeout": 1000,
+            "maxSessionTimeout": 60000,
+            "admin.enableServer": "false",
+            "4lw.commands.whitelist": "*",
+            "autopurge.purgeInterval": 1,
+        }
+        if server_count > 1:
+            (data / "myid").write_text(f"{index + 1}\n")
+            for peer, (_, peer_p, election_p) in enumerate(ports):
+                values[f"server.{peer + 1}"] = f"127.0.0.1:{peer_p}:{election_p}"
+        config = workdir / "zoo.cfg"
+        _write_properties(config, values)
+        hosts = f"127.0.0.1:{client_port}"
+        servers.append(JvmServer(
+            name=f"zookeeper-{index + 1}",
+            main_class="org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            args=[str(config)],
+            workdir=workdir,
+            classpath=classpath,
+            port=client_port,
+            health=lambda hosts=hosts: zookeeper_session_ok(hosts),
+            jvm_options=[*_java_options("512m"), "-Dzookeeper.admin.enableServer=false"],
+        ))
+    return ZooKeeperEnsemble(servers=servers)

@@ -1,0 +1,1 @@
+"""Decoding records to Arrow: columns per format, timestamps, rejected records, the source schema."""

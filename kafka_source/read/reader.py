@@ -1,0 +1,444 @@
+"""The reader thread: the only thread that touches the Kafka consumer once the source runs.
+
+The reader thread is the only thread that calls ``Consumer.consume`` (and, at exit,
+``Consumer.close``). Changes to the consumer's assignment are executed *by the reader thread*
+between two ``consume`` calls (:meth:`Reader.submit`), so anything it pushes afterwards (a
+:class:`PartitionsAssigned` marker, and in the drain work a boundary marker) is ordered after every
+record fetched before the change: data and control travel in one FIFO and cannot overtake each other.
+
+The FIFO and its items are in :mod:`laminar_kafka.kafka_source.read.fifo`. Commands run while the FIFO is at its
+cap; client callbacks (an advisory
+commit's result) are delivered only inside ``consume``, so while one is awaited
+(``callbacks_pending``) a full FIFO still gets one-record ``consume`` calls, put past the cap.
+
+Ownership changes (vnode mode) use two markers: :class:`DrainBoundary` (put by
+:meth:`Reader.pause_for_drain` right after pausing the revoked partitions; from then on the reader
+drops any record of a *blocked* partition and never reports its position, so nothing of it can
+follow the boundary) and :class:`AssignmentApplied` (put by :meth:`Reader.change_assignment` after
+releasing, rewinding and acquiring partitions; records of an acquired partition after it start at
+the explicit cursor).
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.kafka_source.errors import FatalError, OffsetOutOfRangeError
+from laminar_kafka.kafka_source.read.positions import OutOfRangeResolver, low_watermark, read_on_after_out_of_range
+from laminar_kafka.kafka_source.read.fifo import (
+    MESSAGE_OVERHEAD_BYTES,
+    AssignmentApplied,
+    ByteBoundedFifo,
+    DrainBoundary,
+    PartitionsAssigned,
+    ReaderFailed,
+    RecordChunk,
+)
+from laminar_kafka.kafka_source.decode.records import RecordFields, Records
+from laminar_kafka.kafka_source.read.startup import selected_topics
+from laminar_kafka.kafka_source.config.topics import TopicSelector
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CALL_MESSAGES", "Reader"]
+
+#: Messages per ``Consumer.consume`` call. Message objects are tracked by the cyclic garbage
+#: collector, which collects its youngest generation every 700 net allocations: 10,000 messages
+#: alive at once were walked, promoted and walked again by full collections (about a third of the
+#: reader thread's CPU in ``bench/bench_landing.py``). Calls this small let each call's messages be
+#: turned into plain lists (:class:`~laminar_kafka.kafka_source.decode.records.Records`) and freed before that.
+CALL_MESSAGES = 500
+
+#: librdkafka does not end a ``consume`` call that is already waiting when the first records of a
+#: partition assigned (or resumed) just before it arrive: the call sleeps out its whole timeout
+#: (measured: first records 100 ms after ``incremental_assign`` with a 100 ms timeout, 5 ms with a
+#: 5 ms one). For :data:`FRESH_WINDOW_S` after partitions are acquired or resumed the reader waits
+#: in steps this short, so a moved partition's first records are not held back.
+FRESH_CONSUME_TIMEOUT_S = 0.005
+FRESH_WINDOW_S = 1.0
+
+
+@dataclass
+class _Command:
+    fn: Callable[[Consumer], Any]
+    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+
+
+class Reader:
+    """Owns ``consumer`` from :meth:`start` on: consumes in a loop into ``fifo``, executes
+    submitted commands between ``consume`` calls, finds new partitions, and closes the consumer
+    when stopped.
+
+    Discovered partitions start at their low watermark.
+    """
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        fifo: ByteBoundedFifo,
+        *,
+        selector: TopicSelector,
+        assigned: Mapping[TopicPartition, int],
+        chunk_records: int,
+        discovery_interval_s: float,
+        metadata_timeout_s: float = 5.0,
+        on_discovered: Callable[[int], None] | None = None,
+        consume_timeout_s: float = 0.1,
+        callbacks_pending: Callable[[], bool] | None = None,
+        fields: RecordFields | None = None,
+        prefetch: Callable[[Records], None] | None = None,
+        out_of_range: OutOfRangeResolver | None = None,
+        on_offsets_lost: Callable[[int], None] | None = None,
+    ) -> None:
+        self.consumer = consumer
+        #: where to read on after an "offset out of range"; None: such an answer fails the reader
+        self.out_of_range = out_of_range
+        #: called with the number of offsets skipped when reading resumes past them
+        self.on_offsets_lost = on_offsets_lost
+        #: the fields read of each message (:meth:`Records.of`); default: every one but headers
+        self.fields = fields or RecordFields(topic=None)
+        #: called with each chunk's records before they enter the FIFO (blocking work that must
+        #: not run on the event loop, e.g. fetching schemas from a registry); must not raise
+        self.prefetch = prefetch
+        self.fifo = fifo
+        self.selector = selector
+        self.chunk_records = chunk_records
+        self.discovery_interval_s = discovery_interval_s
+        self.metadata_timeout_s = metadata_timeout_s
+        self.on_discovered = on_discovered
+        self.consume_timeout_s = consume_timeout_s
+        self.callbacks_pending = callbacks_pending or (lambda: False)
+        #: until this monotonic time, consume with :data:`FRESH_CONSUME_TIMEOUT_S`
+        self.fresh_until = 0.0
+        self._assigned: dict[TopicPartition, KafkaTopicPartition] = {tp: KafkaTopicPartition(*tp) for tp in assigned}
+        self._positions: dict[TopicPartition, int] = dict(assigned)
+        #: positions moved without a record (reading resumed past an out-of-range offset), reported
+        #: with the next chunk
+        self._jumps: dict[TopicPartition, int] = {}
+        self._commands: collections.deque[_Command] = collections.deque()
+        #: Guards ``_accepting`` with the append in :meth:`submit`, so a command is either run or
+        #: cancelled by the thread, never left behind by its exit.
+        self._commands_lock = threading.Lock()
+        self._accepting = False
+        #: Partitions whose records are dropped and positions not reported (paused for a drain).
+        self._blocked: frozenset[TopicPartition] = frozenset()
+        self._stop = threading.Event()
+        self._failed = False
+        self._thread = threading.Thread(target=self._run, name="kafka-source-reader", daemon=True)
+        self._next_discovery = time.monotonic() + discovery_interval_s
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    def start(self) -> None:
+        self._accepting = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to exit; it closes the consumer on its way out."""
+        self._stop.set()
+        self.fifo.wake()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, fn: Callable[[Consumer], Any]) -> concurrent.futures.Future[Any]:
+        """Run ``fn(consumer)`` on the reader thread between two ``consume`` calls."""
+        command = _Command(fn)
+        with self._commands_lock:
+            if self._stop.is_set() or not self._accepting:
+                command.future.set_exception(FatalError("the reader thread is not running"))
+                return command.future
+            self._commands.append(command)
+        self.fifo.wake()
+        return command.future
+
+    def pause_for_drain(
+        self, round: AssignmentDrainId, revoked: frozenset[TopicPartition]
+    ) -> concurrent.futures.Future[DrainBoundary]:
+        """On the reader thread: pause ``revoked``, block them, then put a :class:`DrainBoundary`.
+
+        Post: no record of a revoked partition follows the boundary in the FIFO and no later chunk
+        reports a position for one, until :meth:`change_assignment` releases or resumes it.
+        """
+
+        def run(consumer: Consumer) -> DrainBoundary:
+            if revoked:
+                consumer.pause([KafkaTopicPartition(t, p) for t, p in sorted(revoked)])
+            self._blocked = self._blocked | revoked
+            marker = DrainBoundary(
+                round, MappingProxyType({tp: self._positions[tp] for tp in sorted(revoked)})
+            )
+            self.fifo.put_control(marker)
+            return marker
+
+        return self.submit(run)
+
+    def change_assignment(
+        self,
+        op_id: int,
+        *,
+        release: frozenset[TopicPartition] = frozenset(),
+        acquire: Mapping[TopicPartition, int | None] | None = None,
+        resume: Mapping[TopicPartition, int] | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> concurrent.futures.Future[AssignmentApplied]:
+        """On the reader thread: unassign ``release``; seek each partition of ``resume`` to its
+        offset and resume it; assign ``acquire`` at its offsets (``None`` = the low watermark);
+        then put an :class:`AssignmentApplied` marker and return it.
+
+        If ``cancelled`` is set before the command runs, nothing happens and the future fails.
+        """
+        acquire = dict(acquire or {})
+        resume = dict(resume or {})
+
+        def run(consumer: Consumer) -> AssignmentApplied:
+            if cancelled is not None and cancelled.is_set():
+                raise FatalError(f"assignment change {op_id} was cancelled before it ran")
+            if release:
+                released = [KafkaTopicPartition(t, p) for t, p in sorted(release)]
+                # Resumed first: a partition unassigned while paused (for a drain) and assigned
+                # again later fetched nothing for about a second at times (librdkafka 2.16,
+                # reproduced outside the source); resumed before it is released, never.
+                consumer.resume(released)
+                consumer.incremental_unassign(released)
+                for tp in release:
+                    self._assigned.pop(tp, None)
+                    self._positions.pop(tp, None)
+                self._blocked = self._blocked - release
+            if resume:
+                for (topic, partition), offset in sorted(resume.items()):
+                    consumer.seek(KafkaTopicPartition(topic, partition, offset))
+                consumer.resume([KafkaTopicPartition(t, p) for t, p in sorted(resume)])
+                self._positions.update(resume)
+                self._blocked = self._blocked - frozenset(resume)
+                self._note_fresh()
+            offsets: dict[TopicPartition, int] = {}
+            for tp, offset in sorted(acquire.items()):
+                if offset is None:
+                    offset = low_watermark(self.consumer, tp, self.metadata_timeout_s)
+                offsets[tp] = offset
+            if offsets:
+                assignment = [KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()]
+                consumer.incremental_assign(assignment)
+                # librdkafka keeps a partition's pause flag across unassign/assign: a partition
+                # paused for an earlier drain of this consumer would otherwise never fetch again.
+                consumer.resume(assignment)
+                for tp, offset in offsets.items():
+                    self._assigned[tp] = KafkaTopicPartition(*tp)
+                    self._positions[tp] = offset
+                self._blocked = self._blocked - frozenset(offsets)
+                self._note_fresh()
+            marker = AssignmentApplied(
+                op_id, frozenset(release), MappingProxyType(offsets), MappingProxyType(resume)
+            )
+            self.fifo.put_control(marker)
+            return marker
+
+        return self.submit(run)
+
+    # -- thread body ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._run_commands()
+                if self.discovery_interval_s > 0 and time.monotonic() >= self._next_discovery:
+                    self._discover()
+                    self._next_discovery = time.monotonic() + self.discovery_interval_s
+                if self._failed:
+                    self._stop.wait(self.consume_timeout_s)
+                    continue
+                if not self.fifo.wait_for_space(self._stop, self.consume_timeout_s):
+                    if self.callbacks_pending() and not self._stop.is_set():
+                        self._serve_callbacks()
+                    continue
+                self._read_chunk()
+        except Exception as exc:  # noqa: BLE001 - surfaced to the source through the FIFO
+            logger.exception("kafka source reader thread failed")
+            self.fifo.put_control(ReaderFailed(FatalError(f"reader thread failed: {exc}", cause=exc)))
+        finally:
+            with self._commands_lock:
+                self._accepting = False
+            self._run_commands(cancel=True)
+            try:
+                self.consumer.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                logger.warning("closing the kafka consumer failed", exc_info=True)
+
+    def _run_commands(self, cancel: bool = False) -> None:
+        while self._commands:
+            command = self._commands.popleft()
+            if cancel:
+                command.future.set_exception(FatalError("the reader thread stopped"))
+                continue
+            try:
+                command.future.set_result(command.fn(self.consumer))
+            except Exception as exc:  # noqa: BLE001 - delivered to the submitter
+                command.future.set_exception(exc)
+
+    def _serve_callbacks(self) -> None:
+        """Let the client deliver an awaited callback (an advisory commit's result) while the FIFO
+        is at its cap: librdkafka serves callbacks only inside ``consume``, and the asyncio side
+        may be waiting for the result without polling (intake held during a reconciliation).
+
+        Takes at most one message, put past the cap in order, so each wait interval of a full
+        FIFO exceeds the cap by at most one record.
+        """
+        messages = self.consumer.consume(num_messages=1, timeout=0)
+        parts, nbytes = self._read(messages, any(map(Message.error, messages)))
+        self._put(parts, nbytes, over_cap=True)
+
+    def _read_chunk(self) -> None:
+        """Consume up to ``chunk_records`` messages in calls of at most :data:`CALL_MESSAGES`
+        (the first waits up to ``consume_timeout_s``, the others take only what is queued) and put
+        them as one chunk. A call that brings a client error ends the chunk there."""
+        parts: list[Records] = []
+        nbytes = 0
+        fresh = time.monotonic() < self.fresh_until
+        wanted, timeout = self.chunk_records, FRESH_CONSUME_TIMEOUT_S if fresh else self.consume_timeout_s
+        while wanted > 0:
+            call = min(CALL_MESSAGES, wanted)
+            messages = self.consumer.consume(num_messages=call, timeout=timeout)
+            if any(map(Message.error, messages)):
+                self._put(parts, nbytes)  # what came before the error goes first
+                parts, nbytes = self._read(messages, errors=True)
+                break
+            read, read_bytes = self._read(messages, errors=False)
+            parts += read
+            nbytes += read_bytes
+            if len(messages) < call:  # nothing more queued
+                break
+            wanted -= call
+            timeout = 0
+        self._put(parts, nbytes)
+
+    def _note_fresh(self) -> None:
+        """Partitions were just acquired or resumed: consume in short waits for a while."""
+        self.fresh_until = time.monotonic() + FRESH_WINDOW_S
+
+    def _read(self, messages: list[Message], errors: bool) -> tuple[list[Records], int]:
+        """``messages`` without client errors (reported; ``errors``: whether any message has one)
+        and records of blocked partitions, as records (the messages themselves are not kept: see
+        :data:`CALL_MESSAGES`) and their bytes."""
+        good = messages
+        if errors:
+            good = [m for m in messages if m.error() is None]
+            for message in messages:
+                if message.error() is not None:
+                    self._on_error(message)
+        blocked = self._blocked
+        if blocked and good:
+            good = [m for m in good if (m.topic(), m.partition()) not in blocked]
+        if not good:
+            return [], 0
+        return [Records.of(good, self.fields)], sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
+
+    def _put(self, parts: list[Records], nbytes: int, *, over_cap: bool = False) -> None:
+        """Put ``parts`` as one chunk with the positions moved since the last one (nothing when
+        neither records nor positions moved)."""
+        positions = self._moved_positions()
+        if not parts and not positions:
+            return
+        records = Records.concat(parts) if parts else Records([], [], [], [])
+        if parts and self.prefetch is not None:
+            self.prefetch(records)
+        self.fifo.put_chunk(RecordChunk(records, positions, nbytes), self._stop, over_cap=over_cap)
+
+    def _moved_positions(self) -> dict[TopicPartition, int]:
+        if not self._assigned:
+            return {}
+        moved: dict[TopicPartition, int] = {}
+        blocked = self._blocked
+        for tp in self.consumer.position(list(self._assigned.values())):
+            if tp.offset < 0:
+                continue
+            key = (tp.topic, tp.partition)
+            if blocked and key in blocked:
+                continue
+            if self._positions.get(key) != tp.offset:
+                self._positions[key] = tp.offset
+                moved[key] = tp.offset
+        if self._jumps:
+            for key, offset in self._jumps.items():
+                if key in self._assigned and self._positions.get(key) != offset:
+                    self._positions[key] = moved[key] = offset
+            self._jumps.clear()
+        return moved
+
+    def _on_error(self, message: Message) -> None:
+        error: KafkaError = message.error()
+        code = error.code()
+        if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
+            topic, partition = message.topic() or "?", message.partition() or 0
+            offset = message.offset() if message.offset() >= 0 else self._positions.get((topic, partition), -1)
+            try:
+                self._read_on_after((topic, partition), offset, error)
+            except OffsetOutOfRangeError as exc:
+                self._failed = True
+                self.fifo.put_control(ReaderFailed(exc))
+        elif error.fatal():
+            self._failed = True
+            self.fifo.put_control(
+                ReaderFailed(FatalError(f"fatal consumer error: {error.str()}", cause=error))
+            )
+        else:
+            logger.warning("kafka consumer reported %s (retrying)", error.str())
+
+    def _read_on_after(self, tp: TopicPartition, offset: int, answer: KafkaError) -> None:
+        """A fetch of ``tp`` at ``offset`` was answered "out of range": read on where
+        :attr:`out_of_range` says (the move reported with the next chunk), or raise
+        :class:`OffsetOutOfRangeError` (always for a partition paused for a drain)."""
+        resolve = self.out_of_range if tp in self._assigned and tp not in self._blocked else None
+        resumed = read_on_after_out_of_range(self.consumer, tp, offset, self.metadata_timeout_s, resolve, answer)
+        self._jumps[tp] = resumed
+        self._note_fresh()
+        if resumed > offset and self.on_offsets_lost is not None:
+            self.on_offsets_lost(resumed - offset)
+
+    def _discover(self) -> None:
+        try:
+            found: list[TopicPartition] = []
+            for topic, info in selected_topics(self.consumer, self.selector, self.metadata_timeout_s).items():
+                found.extend((topic, p) for p in info.partitions if (topic, p) not in self._assigned)
+            self._assign_new(found)
+        except Exception:  # noqa: BLE001 - discovery retries at the next interval
+            logger.warning("partition discovery failed; retrying later", exc_info=True)
+
+    def assign_new(self, partitions: Iterable[TopicPartition]) -> concurrent.futures.Future[Any]:
+        """Assign ``partitions`` not held yet at their low watermark (on the reader thread), as
+        discovery does; the future's result is ``{tp: offset}`` of those assigned."""
+        wanted = sorted(set(partitions))
+        return self.submit(lambda _consumer: self._assign_new(wanted))
+
+    def _assign_new(self, found: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
+        announce it with a :class:`PartitionsAssigned` marker."""
+        offsets: dict[TopicPartition, int] = {}
+        for topic, partition in sorted(set(found) - set(self._assigned)):
+            offsets[(topic, partition)] = low_watermark(self.consumer, (topic, partition), self.metadata_timeout_s)
+        if not offsets:
+            return offsets
+        self.consumer.incremental_assign([KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        for key, offset in offsets.items():
+            self._assigned[key] = KafkaTopicPartition(*key)
+            self._positions[key] = offset
+        self._note_fresh()
+        logger.info("assigned %d new partition(s) at their first offset: %s", len(offsets), sorted(offsets))
+        self.fifo.put_control(PartitionsAssigned(offsets))
+        if self.on_discovered is not None:
+            self.on_discovered(len(offsets))
+        return offsets

@@ -1,0 +1,1 @@
+"""Vnode-scoped ownership: the driver, the pure ownership plans, executing them, and drain rounds."""

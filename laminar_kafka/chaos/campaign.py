@@ -1,0 +1,451 @@
+"""`laminar-kafka chaos`: a seeded chaos campaign over real processes, ending each run with the audit.
+
+One run per seed (:func:`run_seed`):
+
+1. plan (:mod:`laminar_kafka.chaos.plan`, pure): the seed's fault kinds and their schedule;
+2. stack: a 3-broker Kafka (replication 3, min.insync.replicas 2) when the plan kills brokers, a
+   3-server ZooKeeper ensemble when it kills ZooKeeper servers, else one of each; a stack of the
+   same shape is reused by the next run (each run has its own topics, pipeline and output);
+3. a topic ``<prefix>.t0``, a producer (idempotent, ``acks=all``; transactional with aborted
+   transactions when the plan has ``transactions``), ``node_count`` ``laminar-kafka run`` processes
+   (``--topic re:<prefix>\\..*`` when the plan grows topics; each in its own network namespace when
+   it has network faults; the output on a tmpfs of its own when it has output faults);
+4. the faults (:mod:`laminar_kafka.chaos.faults`), in order, each no earlier than its ``at_s`` and after the
+   previous one recovered (bounded); a monitor thread measures each fault's recovery (defined in
+   :mod:`laminar_kafka.chaos.report`) and supervises the nodes (an unexpected exit is recorded and the node
+   restarted, as a service manager would);
+5. production stops; catch-up: every partition's durable cursor reaches its final high watermark
+   (bounded); then the exactly-once audit (:mod:`laminar_kafka.cluster.ops.verify`) of every topic, plus the producer's
+   own view: every acknowledged offset is in the output, no aborted one is.
+
+A run's directory (node logs, ``events.log``, ``plan.json``, ``result.json``) is removed when the run
+is OK and kept (its path printed) otherwise, or when a node exited by itself in a run without output
+faults and no state fault explains the exit (not an exactly-once violation, but worth reading). The
+command (`laminar-kafka chaos`, in :mod:`laminar_kafka.cli.dev`) exits 0 only when every run ended exact and
+caught up.
+
+Modules: ``chaos_plan`` (the pure schedule), ``chaos_faults`` (the registry; kinds in
+``chaos_faults_nodes``, ``chaos_faults_infra`` and ``chaos_faults_state``, shared types in
+``chaos_fault_api``),
+``chaos_nodes`` (processes, supervision), ``chaos_producer``, ``chaos_cluster`` (probe, session
+expiry, output mount), ``chaos_monitor`` (stack reuse, recovery), ``chaos_report`` (results, table),
+``chaos_evidence`` (first evidence of a violation); the command is in ``laminar_kafka/cli/dev.py``.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount, tp_key
+from laminar_kafka.chaos.faults import FAULTS, FaultContext, TopicBook
+from laminar_kafka.chaos.monitor import Monitor, StackPool
+from laminar_kafka.chaos.nodes import NodeSet
+from laminar_kafka.chaos.plan import KINDS, FaultEvent, RunPlan, plan_run
+from laminar_kafka.chaos.producer import ChaosProducer
+from laminar_kafka.chaos.report import FaultResult, RunResult
+from laminar_kafka.devstack.errors import WaitTimeout
+from laminar_kafka.devstack.processes import node_command
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CampaignConfig", "run_campaign", "run_seed"]
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """Settings of a campaign (every run uses the same)."""
+
+    seeds: int = 1
+    seed_start: int = 0
+    duration_s: float = 40.0
+    kinds: tuple[str, ...] = KINDS
+    node_count: int = 3
+    rate: int = 400
+    partitions: int = 6
+    kinds_per_run: int = 1
+    max_extras: int = 2
+    workdir: Path | None = None
+    keep: bool = False
+    session_timeout_ms: int = 4000
+    checkpoint_interval_ms: int = 1000
+    drain_timeout_ms: int = 15000
+    ready_timeout_s: float = 120.0
+    recovery_timeout_s: float = 90.0
+    catch_up_timeout_s: float = 150.0
+    #: what the nodes land into: a Parquet tree, or Iceberg tables (embedded SQLite catalog)
+    table_format: TableFormat = TableFormat.PARQUET
+
+    def plan(self, seed: int) -> RunPlan:
+        return plan_run(seed, self.duration_s, self.kinds, self.node_count,
+                        session_timeout_s=self.session_timeout_ms / 1000.0,
+                        kinds_per_run=self.kinds_per_run, max_extras=self.max_extras)
+
+
+# --------------------------------------------------------------------------------------------------
+# One run
+
+
+class _Run:
+    """The state of one seed's run (see the module docstring for the sequence)."""
+
+    def __init__(self, plan: RunPlan, config: CampaignConfig, directory: Path, token: str,
+                 say: Callable[[str], None]) -> None:
+        self.plan = plan
+        self.config = config
+        self.dir = directory
+        self.say = say
+        self.prefix = f"chaos-{token}-s{plan.seed}"
+        self.topics = TopicBook(self.prefix)
+        self.result = RunResult(seed=plan.seed, kinds=plan.kinds)
+        self.started = time.monotonic()
+        self.phase_start = 0.0
+        self._events_log = directory / "events.log"
+
+    def note(self, line: str) -> None:
+        stamp = time.monotonic() - self.started
+        with open(self._events_log, "a") as handle:
+            handle.write(f"[{stamp:7.2f}s] {line}\n")
+        logger.info("seed %d: %s", self.plan.seed, line)
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> float:
+        """:func:`laminar_kafka.devstack.waiting.wait_until` polling every 0.1 s; a timeout raises ChaosError."""
+        try:
+            return wait_until(predicate, timeout, what, interval=0.1)
+        except WaitTimeout as exc:
+            raise ChaosError(str(exc)) from exc
+
+
+def _node_flags(run: _Run, stack: DevStack, output: Path, topic_arg: str) -> Callable[[int], list[str]]:
+    from laminar_kafka.cluster.config import SETTING_NAMES
+
+    config = run.config
+    extra = ["--checkpoint-interval-ms", str(config.checkpoint_interval_ms),
+             "--session-timeout-ms", str(config.session_timeout_ms),
+             "--drain-timeout-ms", str(config.drain_timeout_ms), "--table-format", config.table_format.value]
+    if config.table_format is TableFormat.ICEBERG:
+        extra += ["--catalog-uri", _catalog_uri(run)]
+    if run.plan.pattern and "topology-interval-ms" in SETTING_NAMES:
+        extra += ["--topology-interval-ms", "1000"]
+
+    def argv(node_id: int) -> list[str]:
+        return node_command([
+            "--bootstrap", stack.bootstrap, "--zk", stack.zk_hosts,
+            "--topic", topic_arg, "--output", str(output), "--pipeline", run.prefix,
+            "--node-id", str(node_id), *extra,
+        ])
+    return argv
+
+
+def _catalog_uri(run: _Run) -> str:
+    """An Iceberg run's catalog: a SQLite file beside the output mount, not on it (the output faults
+    remount or fill the output; a catalog is a service of its own in production)."""
+    directory = run.dir / "catalog"
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{directory}/catalog.db"
+
+
+_namespace_counter = 0
+
+
+def _network_factory(run: _Run, stack: DevStack) -> Callable[[int], object]:
+    """Each node in a network namespace of its own (laminar_kafka.devstack.netfaults.faults); ChaosError when unavailable."""
+    from laminar_kafka.devstack.netfaults import faults as netfaults
+
+    available, reason = netfaults.network_faults_available()
+    if not available:
+        raise ChaosError(f"network faults are not available here: {reason}")
+    netfaults.cleanup_stale()  # namespaces a killed campaign left behind
+    endpoints = netfaults.Endpoints.from_stack(stack)
+
+    def make(node_id: int) -> object:
+        global _namespace_counter
+        _namespace_counter += 1
+        index = _namespace_counter % 250 + 1  # unique among live networks (a run has a handful)
+        network = netfaults.NodeNetwork(f"c{run.plan.seed % 1000}n{node_id}", endpoints, index)
+        network.start()
+        return network
+    return make
+
+
+def _wait_ready(run: _Run, probe: ClusterProbe, nodes: NodeSet) -> float:
+    """Until the base nodes own every partition of the first topic and a manifest holds all its cursors."""
+    expected = {tp_key(t, p) for t, p in run.topics.all_partitions()}
+
+    def ready() -> bool:
+        looping = nodes.crash_looping()
+        if looping:
+            raise ChaosError(f"nodes do not start: {looping}")
+        control = probe.control()
+        durable = probe.durable() or {}
+        running = set(nodes.running())
+        return (control is not None and control.round is None
+                and set(control.snapshot.owners) <= running and len(set(control.snapshot.owners)) == len(running)
+                and expected <= set(durable))
+    return run.wait_until(ready, run.config.ready_timeout_s, "the nodes to share every partition durably")
+
+
+def _apply(run: _Run, ctx: FaultContext, monitor: Monitor, event: FaultEvent) -> FaultResult:
+    result = FaultResult(kind=event.kind, target=event.target, planned_at_s=event.at_s,
+                         params=event.to_json()["params"])  # type: ignore[arg-type]
+    run.result.faults.append(result)
+    while time.monotonic() - run.phase_start < event.at_s:
+        time.sleep(0.1)
+    with contextlib.suppress(ChaosError):
+        run.wait_until(lambda: monitor.pending() == 0, run.config.recovery_timeout_s, "the previous fault's recovery")
+    run.note(f"fault {event.kind} ({event.target}, {dict(event.params)}, hold {event.hold_s}s)")
+    try:
+        injection = FAULTS[event.kind].inject(ctx, event)
+    except Exception as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+        raise
+    result.injected_at_s = round(injection.at - run.phase_start, 2)
+    result.details = injection.details
+    grown = {tp_key(t, p): 1 for t, p in injection.new_partitions}
+    if not (injection.heal is not None and injection.targets_at_heal):
+        monitor.watch(result, {**injection.targets, **grown}, injection.at)
+    if injection.heal is not None:
+        while time.monotonic() < injection.at + injection.heal_after_s:
+            time.sleep(0.1)
+        if injection.targets_at_heal:
+            monitor.watch(result, {**ctx.highs(), **grown}, injection.at)
+        injection.heal()
+        result.healed_at_s = round(time.monotonic() - run.phase_start, 2)
+    return result
+
+
+def _audit(run: _Run, producer: ChaosProducer, output: Path, bootstrap: str) -> None:
+    """The exactly-once audit of every topic plus the producer's view; fills the run's result."""
+    from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, table_name_of
+    from laminar_kafka.cluster.lake.parquet.sink import open_output
+    from laminar_kafka.cluster.ops.verify import audit, read_topic
+    from laminar_kafka.cluster.ops.verify_lake import read_lake_output
+
+    fs, root = open_output(str(output))
+    iceberg = IcebergSettings(namespace=table_name_of(run.prefix), catalog_uri=_catalog_uri(run))
+    lake = LakeTarget(str(output), run.config.table_format, run.prefix,
+                      iceberg if run.config.table_format is TableFormat.ICEBERG else None)
+    result = run.result
+    result.records = result.missing = result.duplicated = result.unexpected = result.order_violations = 0
+    result.acked_lost = result.aborted_in_output = 0
+    deadline = time.monotonic() + 30.0
+    for topic in sorted(run.topics.partitions):
+        expected, highs, lows = read_topic(bootstrap, topic, 120.0)
+        while True:
+            scan = read_lake_output(lake, fs, root, topic)
+            report = audit(topic, expected, highs, scan, lows)
+            if report.missing == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+        result.records += sum(p.expected for p in report.partitions)
+        result.missing += report.missing
+        result.duplicated += report.duplicated
+        result.unexpected += sum(p.unexpected for p in report.partitions)
+        result.order_violations += len(report.order_violations)
+        for partition, present in ((p, np.unique(scan.offsets.get(p, np.empty(0, np.int64))))
+                                   for p in range(run.topics.partitions[topic])):
+            acked = np.asarray(producer.acked.get(tp_key(topic, partition), []), dtype=np.int64)
+            lost = acked[~np.isin(acked, present)]
+            if lost.size:
+                result.acked_lost += int(lost.size)
+                result.evidence.append(f"{topic}:{partition}: {lost.size} acknowledged record(s) not in the output, "
+                                       f"first offsets {lost[:5].tolist()}")
+            aborted = np.asarray(producer.aborted.get(tp_key(topic, partition), []), dtype=np.int64)
+            leaked = aborted[np.isin(aborted, present)]
+            if leaked.size:
+                result.aborted_in_output += int(leaked.size)
+                result.evidence.append(f"{topic}:{partition}: {leaked.size} aborted record(s) in the output, "
+                                       f"first offsets {leaked[:5].tolist()}")
+        if not report.ok:
+            from laminar_kafka.chaos.evidence import describe
+
+            result.evidence += describe(fs, root, topic, report)
+    result.audited = True
+
+
+def _log_evidence(log_dir: Path, exits: list[dict[str, object]], limit: int = 6) -> list[str]:
+    """The first error lines of the node logs and the nodes' unexpected exits (for a failed run)."""
+    lines = [f"node {e['node']} exited with code {e['code']} while {e['while']} at +{e['at_s']}s: {e['last_line']}"
+             for e in exits[:3]]
+    for log in sorted(log_dir.glob("node-*.log")):
+        try:
+            text = log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        errors = [line for line in text if " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback")]
+        lines += [f"{log.name}: {line[:300]}" for line in errors[:2]]
+    return lines[:limit]
+
+
+def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, token: str,
+             say: Callable[[str], None]) -> RunResult:
+    """One seed's run, start to audit. Never raises for a run failure: the result carries it."""
+    plan = config.plan(seed)
+    directory = base / f"seed-{seed}"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    (directory / "plan.json").write_text(json.dumps(plan.to_json(), indent=2))
+    run = _Run(plan, config, directory, token, say)
+    result = run.result
+    say(f"seed {seed}: kinds {', '.join(plan.kinds)}; {len(plan.events)} fault(s): "
+        + ", ".join(f"{e.kind}@{e.at_s:.0f}s" for e in plan.events))
+    producer: ChaosProducer | None = None
+    nodes: NodeSet | None = None
+    probe: ClusterProbe | None = None
+    monitor: Monitor | None = None
+    mount: OutputMount | None = None
+    output = directory / "output"
+    try:
+        stack = pool.get(plan.brokers, plan.zk_servers, say)
+        if plan.output_mount:
+            mount = OutputMount(output)
+            mount.mount()
+        assert stack.kafka is not None
+        replication = len(stack.kafka.brokers)
+        first = run.topics.name(0)
+        create_topic(stack.bootstrap, first, config.partitions, replication=replication)
+        run.topics.partitions[first] = config.partitions
+        result.topics = (first,)
+        producer = ChaosProducer(stack.bootstrap, config.rate, seed=seed,
+                                 transactional_id=f"{run.prefix}-txn" if plan.transactional else None)
+        producer.add_partitions(first, config.partitions)
+        producer.start()
+        topic_arg = f"re:{run.prefix}\\..*" if plan.pattern else first
+        network = _network_factory(run, stack) if plan.network else None
+        node_argv = _node_flags(run, stack, output, topic_arg)
+        nodes = NodeSet(node_argv, directory / "logs", network)
+        for _ in range(config.node_count):
+            nodes.start()
+        probe = ClusterProbe(stack.bootstrap, stack.zk_hosts, run.prefix)
+        monitor = Monitor(probe, nodes, run.note).start()
+        took = _wait_ready(run, probe, nodes)
+        run.note(f"{config.node_count} nodes ready in {took:.1f}s")
+        ctx = FaultContext(stack=stack, nodes=nodes, probe=probe, producer=producer, topics=run.topics, output=mount,
+                           session_timeout_s=config.session_timeout_ms / 1000.0,
+                           checkpoint_interval_s=config.checkpoint_interval_ms / 1000.0, source_identity="kafka",
+                           rng=random.Random(f"targets/{seed}"), note=run.note, wait_until=run.wait_until,
+                           pipeline=run.prefix, output_dir=output, run_dir=directory,
+                           table_format=config.table_format.value, node_argv=node_argv)
+        run.phase_start = time.monotonic()
+        for event in plan.events:
+            fault = _apply(run, ctx, monitor, event)
+            say(f"seed {seed}:   {event.kind} {fault.details} at {fault.injected_at_s}s")
+        with contextlib.suppress(ChaosError):
+            run.wait_until(lambda: monitor.pending() == 0, config.recovery_timeout_s, "the last fault's recovery")
+        producer.stop()
+        result.topics = tuple(sorted(run.topics.partitions))
+        finals: dict[str, int] = {}
+
+        def all_highs() -> bool:
+            finals.update(probe.high_watermarks(run.topics.all_partitions()))  # type: ignore[union-attr]
+            return len(finals) == len(run.topics.all_partitions())
+
+        run.wait_until(all_highs, 60.0, "every partition's high watermark")
+        run.note(f"production stopped: {producer.acked_count} acknowledged; catching up")
+        caught = time.monotonic()
+        try:
+            run.wait_until(lambda: all(monitor.durable.get(k, -1) >= v for k, v in finals.items()),
+                           config.catch_up_timeout_s, "catch-up (every durable cursor at its high watermark)")
+            result.caught_up = True
+            result.catch_up_s = round(time.monotonic() - caught, 2)
+        except ChaosError as exc:
+            lagging = {k: (monitor.durable.get(k), v) for k, v in finals.items() if monitor.durable.get(k, -1) < v}
+            result.evidence.append(
+                f"not caught up: (durable, high) per lagging partition {dict(list(lagging.items())[:8])}")
+            run.note(str(exc))
+        _audit(run, producer, output, stack.bootstrap)
+    except Exception as exc:  # noqa: BLE001 - a run failure is a result, not a crash of the campaign
+        result.error = f"{type(exc).__name__}: {exc}"
+        logger.debug("seed %d failed", seed, exc_info=True)
+        with contextlib.suppress(Exception):
+            run.note(f"run error: {result.error}")
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                producer.stop()
+            result.acked = producer.acked_count
+            result.producer = {"produced": producer.produced, "acked": producer.acked_count, "failed": producer.failed,
+                               "uncertain": producer.uncertain, "transactions": dict(producer.transactions),
+                               "error": producer.error}
+        if nodes is not None:
+            result.node_exits = nodes.unexpected_exits()
+            nodes.stop_all()
+            if not result.ok:
+                result.evidence += _log_evidence(directory / "logs", result.node_exits)
+        if probe is not None:
+            probe.close()
+        result.elapsed_s = round(time.monotonic() - run.started, 1)
+        if mount is not None:
+            mount.unmount(save_to=None if result.ok else directory / "output-saved")
+        (directory / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+        unexplained_exits = not plan.output_mount and any(e["while"] == "running" and not e.get("explained")
+                                                          for e in result.node_exits)
+        if result.ok and not config.keep and not unexplained_exits:
+            shutil.rmtree(directory, ignore_errors=True)
+        else:
+            result.workdir = str(directory)
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# Campaign
+
+
+def run_campaign(config: CampaignConfig, say: Callable[[str], None] | None = None) -> tuple[list[RunResult], Path]:
+    """Every seed's run, one after the other. Returns the results and the campaign directory (kept
+    when a run failed or ``workdir`` was given)."""
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    base = config.workdir or Path(tempfile.mkdtemp(prefix="laminar-chaos-"))
+    base.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex[:6]
+    pool = StackPool(base / "servers")
+    results: list[RunResult] = []
+    started = time.monotonic()
+    try:
+        for seed in range(config.seed_start, config.seed_start + config.seeds):
+            result = run_seed(seed, config, pool, base, token, say)
+            results.append(result)
+            verdict = "OK" if result.ok else "FAILED"
+            say(f"seed {seed}: {verdict} in {result.elapsed_s:.0f}s: {result.records} records, "
+                f"{result.missing} missing, {result.duplicated} duplicated, "
+                f"{len(result.node_exits)} unexpected node exit(s)"
+                + (f"; error: {result.error}" if result.error else "")
+                + (f"; kept {result.workdir}" if not result.ok else ""))
+            for line in result.evidence[:6]:
+                say(f"seed {seed}:   evidence: {line}")
+            for exit_ in result.node_exits[:3]:
+                how = "by itself" if exit_["while"] == "running" else "after SIGTERM (planned leave)"
+                if exit_.get("explained"):
+                    how += f" (as {exit_['explained']} makes it)"
+                elif any(kind.startswith("output-") for kind in result.kinds):
+                    how += " (an output fault was injected)"
+                say(f"seed {seed}:   node {exit_['node']} exited {how} with code {exit_['code']} at "
+                    f"+{exit_['at_s']}s: {exit_['last_line']}")
+            if result.ok and result.workdir:
+                say(f"seed {seed}:   kept {result.workdir}")
+    finally:
+        everything_ok = all(r.ok for r in results) and len(results) == config.seeds
+        pool.close(clean=everything_ok)
+        if everything_ok and config.workdir is None and not config.keep:
+            shutil.rmtree(base, ignore_errors=True)
+    logger.info("campaign took %.0fs", time.monotonic() - started)
+    return results, base
+
+

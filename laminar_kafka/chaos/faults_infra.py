@@ -1,0 +1,236 @@
+"""Chaos faults around the nodes: topic growth, Kafka broker and ZooKeeper server kills, network cuts
+and slow links (:mod:`laminar_kafka.devstack.netfaults.faults`), aborted transactions, and a read-only or full output."""
+from __future__ import annotations
+
+import socket
+import time
+
+from confluent_kafka.admin import NewPartitions
+
+from laminar_kafka.kafka_source.clients import client_config, make_admin
+
+from laminar_kafka.chaos.servers import ChaosError
+from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, resolve_node
+from laminar_kafka.chaos.plan import FaultEvent
+from laminar_kafka.devstack.topics import create_topic
+
+__all__ = ["AbortBurst", "AddPartitions", "BrokerKill", "NetworkCut", "NewTopic", "OutputFault", "SlowLinks",
+           "ZooKeeperKill"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Topics
+
+
+class AddPartitions(Fault):
+    """Add ``count`` partitions to a random topic of the run (the producer writes to them at once)."""
+
+    kind, role = "add-partitions", "topic"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        topic = ctx.rng.choice(sorted(ctx.topics.partitions))
+        old = ctx.topics.partitions[topic]
+        new = old + int(event.number("count", 1))
+        admin = make_admin(client_config(ctx.bootstrap))
+        targets = ctx.highs()
+        admin.create_partitions([NewPartitions(topic, new)], operation_timeout=30)[topic].result(60)
+        at = time.monotonic()
+        ctx.topics.partitions[topic] = new
+        ctx.producer.add_partitions(topic, new)
+        ctx.note(f"{topic}: partitions {old} -> {new}")
+        return Injection(at, targets, {"topic": topic, "partitions": [old, new]},
+                         new_partitions=[(topic, p) for p in range(old, new)])
+
+
+class NewTopic(Fault):
+    """Create the next ``<prefix>.t<k>`` topic (it matches the nodes' ``re:`` pattern)."""
+
+    kind, role = "new-topic", "topic"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        topic = ctx.topics.name(len(ctx.topics.partitions))
+        count = int(event.number("partitions", 2))
+        targets = ctx.highs()
+        create_topic(ctx.bootstrap, topic, count, replication=ctx.replication)
+        at = time.monotonic()
+        ctx.topics.partitions[topic] = count
+        ctx.producer.add_partitions(topic, count)
+        ctx.note(f"created {topic} with {count} partition(s)")
+        return Injection(at, targets, {"topic": topic, "partitions": count},
+                         new_partitions=[(topic, p) for p in range(count)])
+
+
+# --------------------------------------------------------------------------------------------------
+# Servers
+
+
+class BrokerKill(Fault):
+    """SIGKILL a broker of the 3-broker cluster (``broker:leader``: the one leading most of the run's
+    partitions), restart it after ``hold_s``."""
+
+    kind, role = "broker-kill", "broker"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        kafka = ctx.stack.kafka
+        if kafka is None or len(kafka.brokers) < 3:
+            raise ChaosError("broker-kill needs the 3-broker Kafka cluster")
+        if event.target == "broker:leader":
+            leaders = ctx.probe.broker_leaders(sorted(ctx.topics.partitions))
+            index = (max(leaders, key=lambda b: leaders[b]) - 1) if leaders else 0
+        else:
+            index = int(event.target.split(":")[1])
+        targets = ctx.highs()
+        kafka.kill_broker(index)
+        at = time.monotonic()
+        ctx.note(f"SIGKILL broker {index + 1}")
+
+        def heal() -> None:
+            kafka.start_broker(index, 120.0)
+            ctx.note(f"broker {index + 1} restarted")
+        details: dict[str, object] = {"broker": index + 1, "leader": event.target == "broker:leader"}
+        return Injection(at, targets, details, heal, event.hold_s)
+
+
+def _zk_mode(port: int) -> str:
+    """``leader`` / ``follower`` / ``standalone`` / '' from the ``srvr`` four-letter word."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as sock:
+            sock.sendall(b"srvr")
+            data = b""
+            while chunk := sock.recv(4096):
+                data += chunk
+    except OSError:
+        return ""
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+class ZooKeeperKill(Fault):
+    """SIGKILL ZooKeeper server(s) of the 3-server ensemble, restart after ``hold_s``. One server
+    (``zk:leader`` or ``zk:<i>``) keeps the quorum; two (``zk:<i>,<j>``) lose it until healed."""
+
+    role = "zookeeper"
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        ensemble = ctx.stack.zookeeper
+        if ensemble is None or len(ensemble.servers) < 3:
+            raise ChaosError(f"{self.kind} needs the 3-server ZooKeeper ensemble")
+        spec = event.target.split(":")[1]
+        if spec == "leader":
+            modes = [_zk_mode(server.port) for server in ensemble.servers]
+            indices = [modes.index("leader") if "leader" in modes else 0]
+        else:
+            indices = [int(i) for i in spec.split(",")]
+        targets = ctx.highs()
+        for index in indices:
+            ensemble.kill_server(index)
+        at = time.monotonic()
+        ctx.note(f"SIGKILL ZooKeeper server(s) {[i + 1 for i in indices]}")
+
+        def heal() -> None:
+            for index in indices:
+                ensemble.servers[index].start()
+            for index in indices:
+                ensemble.servers[index].wait_healthy(120.0)
+            ctx.note(f"ZooKeeper server(s) {[i + 1 for i in indices]} restarted")
+        details: dict[str, object] = {"servers": [i + 1 for i in indices], "quorum_lost": len(indices) >= 2}
+        return Injection(at, targets, details, heal, event.hold_s)
+
+
+# --------------------------------------------------------------------------------------------------
+# Network (laminar_kafka.devstack.netfaults.faults), producer, output
+
+
+class NetworkCut(Fault):
+    """Cut one node from ZooKeeper only or Kafka only (its own namespace; the others are untouched)."""
+
+    role = "node network"
+
+    def __init__(self, kind: str, group: str) -> None:
+        self.kind = kind
+        self.group = group
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        victim = resolve_node(ctx, event.target)
+        network = ctx.nodes.network(victim)
+        targets = ctx.highs()
+        network.cut(self.group, str(event.param("mode", "blackhole")))
+        ctx.note(f"node {victim}: cut from {self.group} for {event.hold_s:.1f}s")
+
+        def heal() -> None:
+            network.heal(self.group)
+            ctx.note(f"node {victim}: {self.group} healed")
+        return Injection(time.monotonic(), targets, {"victim": victim, "group": self.group}, heal, event.hold_s,
+                         targets_at_heal=self.group == "kafka")
+
+
+class SlowLinks(Fault):
+    """Added latency on one node's (or every node's) links to Kafka, ZooKeeper or both."""
+
+    kind, role = "net-slow", "node network"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        victims = ctx.nodes.running() if event.target == "node:all" else [resolve_node(ctx, event.target)]
+        group = event.param("group")
+        group_arg = None if group in (None, "all") else str(group)
+        latency = event.number("latency_ms", 100.0)
+        networks = [ctx.nodes.network(v) for v in victims]
+        targets = ctx.highs()
+        for network in networks:
+            network.set_latency(latency, group_arg)
+        ctx.note(f"nodes {victims}: +{latency:.0f} ms to {group} for {event.hold_s:.1f}s")
+
+        def heal() -> None:
+            for network in networks:
+                network.set_latency(0.0, group_arg)
+            ctx.note(f"nodes {victims}: latency removed")
+        details: dict[str, object] = {"victims": victims, "latency_ms": latency, "group": group}
+        return Injection(time.monotonic(), targets, details, heal, event.hold_s)
+
+
+class AbortBurst(Fault):
+    """The transactional producer aborts its next ``aborts`` transactions."""
+
+    kind, role = "transactions", "producer"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        if not ctx.producer.transactional:
+            raise ChaosError("the transactions fault needs the transactional producer")
+        count = int(event.number("aborts", 3))
+        targets = ctx.highs()
+        ctx.producer.request_aborts(count)
+        ctx.note(f"producer aborts its next {count} transactions")
+        return Injection(time.monotonic(), targets, {"aborts": count})
+
+
+class OutputFault(Fault):
+    """The output file system turns read-only (remount) or full (a ballast file), healed after ``hold_s``."""
+
+    role = "output"
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        mount = ctx.output
+        if mount is None or not mount.mounted:
+            raise ChaosError(f"{self.kind} needs the output on its own mount")
+        targets = ctx.highs()
+        if self.kind == "output-readonly":
+            mount.make_readonly()
+            details: dict[str, object] = {"mode": "read-only"}
+            heal = mount.make_writable
+        else:
+            details = {"ballast_bytes": mount.fill()}
+            heal = mount.free
+        ctx.note(f"output {details} for {event.hold_s:.1f}s")
+
+        def healed() -> None:
+            heal()
+            ctx.note("output healed")
+        return Injection(time.monotonic(), targets, details, healed, event.hold_s)

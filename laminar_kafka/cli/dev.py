@@ -1,0 +1,437 @@
+"""`laminar-kafka dev up|status|down` and `laminar-kafka chaos`: the dev tooling's commands.
+
+Both drive the `devstack` package, imported inside the command functions only, so the runtime's
+commands never load the dev tooling.
+
+`dev`: a local Kafka + ZooKeeper for development.
+
+`dev up` starts the servers detached, records them in a state file and prints the addresses and the
+time to healthy; `dev status` checks the recorded processes against the process table; `dev down`
+stops them and leaves no process behind. A state file left by a crashed `dev up` is detected (its
+processes are gone or no longer ours) and cleaned, never trusted blindly.
+
+`dev up --containers` is the container variant: Kafka and ZooKeeper containers of the project's
+images (`python -m laminar_kafka.devstack.containers build`) on any engine answering the Docker API, published on
+127.0.0.1 and recorded in `<state file>.containers.json`; `dev status` and `dev down` handle both
+kinds. Containers are found by their stack label, so a lost state file leaves nothing unmanaged.
+
+`dev up --secure` adds SASL_SSL (SCRAM-SHA-512) and mTLS listeners to Kafka, with TLS material
+generated for this stack; it prints the client settings as a TOML `[kafka]` table without the
+password, which is only in the file it names (`<stack>/client.toml`, mode 0600).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from laminar_kafka.cli.common import add_common, configure_command_logging
+from laminar_kafka.cluster.errors import UsageError
+from laminar_kafka.cluster.lake.settings import TableFormat
+
+if TYPE_CHECKING:
+    from laminar_kafka.devstack.stack import RecordedStack
+
+__all__ = ["add_chaos_command", "add_dev_commands", "cmd_chaos"]
+
+CONTAINER_STACK = "laminar-dev"
+
+
+def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the `dev` command and its `up`, `status` and `down` subcommands."""
+    from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S
+    from laminar_kafka.devstack.stack import default_state_file
+
+    dev = subparsers.add_parser(
+        "dev", help="run a local Kafka (KRaft) and ZooKeeper for development",
+        description="Run a local Kafka (KRaft) and ZooKeeper from their Maven Central artifacts.",
+    )
+    dev.add_argument(
+        "--state-file", type=Path, default=None,
+        help=f"where the running stack is recorded (default: {default_state_file()})",
+    )
+    actions = dev.add_subparsers(dest="dev_command", required=True, metavar="{up,status,down}")
+    up = actions.add_parser("up", help="start Kafka and ZooKeeper, print their addresses")
+    up.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="Kafka brokers (default 1)")
+    up.add_argument("--zookeepers", type=int, choices=(1, 3), default=1, help="ZooKeeper servers (default 1)")
+    up.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S, help="seconds to wait for health")
+    up.add_argument("--json", action="store_true", help="print the state as JSON")
+    up.add_argument("--containers", action="store_true",
+                    help="run Kafka and ZooKeeper as containers of the project's images (one broker, one server)")
+    up.add_argument("--secure", action="store_true",
+                    help="also listen with SASL_SSL (SCRAM-SHA-512) and mTLS; writes the client settings to "
+                         "<stack>/client.toml and client-mtls.toml")
+    up.add_argument("--s3", action="store_true",
+                    help="also run an S3-compatible server (moto) on 127.0.0.1 with the bucket laminar-dev; "
+                         "prints the AWS_* variables that reach it")
+    up.set_defaults(handler=dev_up)
+    status = actions.add_parser("status", help="show the recorded stack and whether each process is alive")
+    status.add_argument("--json", action="store_true", help="print the state as JSON")
+    status.set_defaults(handler=dev_status)
+    down = actions.add_parser("down", help="stop the stack and remove its data (processes and containers)")
+    down.add_argument("--containers", action="store_true",
+                      help="also remove the container stack's containers when its state file is lost")
+    down.set_defaults(handler=dev_down)
+
+
+def _state_file(args: argparse.Namespace) -> Path:
+    from laminar_kafka.devstack.stack import default_state_file
+
+    return args.state_file or default_state_file()
+
+
+def _print_stack(state: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(state, indent=2))
+        return
+    secure = state.get("secure")
+    print(f"bootstrap.servers  {state['bootstrap']}" + ("  (PLAINTEXT)" if secure else ""))
+    print(f"zookeeper          {state['zk_hosts']}")
+    print(f"started in         {state['startup_seconds']} s")
+    if isinstance(secure, dict):
+        _print_secure(secure)
+
+
+def _print_secure(secure: dict[str, str]) -> None:
+    """The secured listeners and the `[kafka]` table of client.toml, its secrets left out."""
+    import tomllib
+
+    from laminar_kafka.devstack.security import client_toml
+
+    print(f"SASL_SSL           {secure['sasl_ssl_bootstrap']}  (SCRAM-SHA-512, user {secure['sasl_username']})")
+    print(f"SSL (mTLS)         {secure['ssl_bootstrap']}  (client certificate required)")
+    print(f"client config      {secure['client_config']}  (holds the password; mode 0600)")
+    print(f"mTLS client config {secure['mtls_client_config']}")
+    try:
+        document = tomllib.loads(Path(secure["client_config"]).read_text())
+        properties = {str(k): str(v) for k, v in document["kafka"].items()}
+    except (OSError, KeyError, ValueError) as exc:
+        print(f"(cannot read {secure['client_config']}: {exc})")
+        return
+    print(f"\n# laminar-kafka run|status|verify --config {secure['client_config']} ..., or in your own config:")
+    print(client_toml(properties, bootstrap=str(document.get("bootstrap", "")), hide_secrets=True), end="")
+
+
+def _containers_state_file(args: argparse.Namespace) -> Path:
+    state_file = _state_file(args)
+    return state_file.with_name(f"{state_file.stem}.containers.json")
+
+
+def _stack_name(args: argparse.Namespace) -> str:
+    """One container stack per state file: the default one is `laminar-dev`."""
+    if args.state_file is None:
+        return CONTAINER_STACK
+    import hashlib
+
+    return f"{CONTAINER_STACK}-{hashlib.sha256(str(args.state_file.resolve()).encode()).hexdigest()[:8]}"
+
+
+def _container_states(client: Any, name: str) -> list[dict[str, object]]:
+    from laminar_kafka.devstack.containers.servers import stack_containers
+
+    return [{"name": c.name, "id": c.id[:12], "status": c.status,
+             "ports": [f"{b['HostIp']}:{b['HostPort']}" for bs in (c.ports or {}).values() for b in (bs or [])]}
+            for c in stack_containers(client, name)]
+
+
+def dev_up_containers(args: argparse.Namespace) -> int:
+    from laminar_kafka.devstack.containers import engine as containers
+    from laminar_kafka.devstack.containers.servers import ContainerStack, remove_stack
+
+    if args.brokers != 1 or args.zookeepers != 1:
+        print("dev up --containers runs one broker and one ZooKeeper server")
+        return 2
+    state_file = _containers_state_file(args)
+    name = _stack_name(args)
+    try:
+        client = containers.connect()
+        containers.check_container_runs(client)
+    except containers.ContainerError as exc:
+        print(f"containers: {exc}")
+        return 2
+    running = _container_states(client, name)
+    if running and state_file.exists() and all(c["status"] == "running" for c in running):
+        state = json.loads(state_file.read_text())
+        print("dev stack (containers) already running")
+        _print_stack(state, args.json)
+        return 0
+    if running or state_file.exists():
+        removed = remove_stack(client, name)
+        state_file.unlink(missing_ok=True)
+        print(f"cleaned a stale container stack (removed: {', '.join(removed) or 'nothing'})")
+    try:
+        stack = ContainerStack.launch(client, name, timeout=args.timeout)
+    except containers.ContainerError as exc:
+        print(f"containers: {exc}")
+        return 2
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    temporary = state_file.with_suffix(".tmp")
+    temporary.write_text(json.dumps(stack.to_state(), indent=2))
+    temporary.replace(state_file)
+    _print_stack(stack.to_state(), args.json)
+    return 0
+
+
+def _containers_status(args: argparse.Namespace) -> tuple[dict[str, object], bool] | None:
+    """(state with each container's status, healthy) of the recorded container stack, or None."""
+    state_file = _containers_state_file(args)
+    if not state_file.exists():
+        return None
+    from laminar_kafka.devstack.containers import engine as containers
+
+    state = json.loads(state_file.read_text())
+    try:
+        live = {c["name"]: c for c in _container_states(containers.connect(), str(state["stack"]))}
+    except containers.ContainerError as exc:
+        live = {}
+        state["engine"] = str(exc)
+    for recorded in state["containers"]:
+        recorded["status"] = live.get(recorded["name"], {}).get("status", "gone")
+    return state, all(c["status"] == "running" for c in state["containers"])
+
+
+def _containers_down(args: argparse.Namespace) -> list[str]:
+    state_file = _containers_state_file(args)
+    from laminar_kafka.devstack.containers import engine as containers
+    from laminar_kafka.devstack.containers.servers import remove_stack
+
+    name = _stack_name(args)
+    if state_file.exists():
+        name = str(json.loads(state_file.read_text()).get("stack", name))
+    try:
+        removed = remove_stack(containers.connect(start=False), name)
+    except containers.ContainerError:
+        removed = []  # no engine: no container can be left
+    state_file.unlink(missing_ok=True)
+    return removed
+
+
+def dev_up(args: argparse.Namespace) -> int:
+    if getattr(args, "containers", False):
+        if getattr(args, "secure", False):
+            raise UsageError("dev up --secure runs local processes; it cannot be combined with --containers")
+        return dev_up_containers(args)
+    from laminar_kafka.devstack.errors import DevStackStateError
+    from laminar_kafka.devstack.stack import DevStack, read_state, tear_down_recorded, write_state
+
+    state_file = _state_file(args)
+    try:
+        recorded = read_state(state_file)
+    except DevStackStateError as exc:
+        print(f"warning: {exc}; discarding it")
+        state_file.unlink(missing_ok=True)
+        recorded = None
+    secure = bool(getattr(args, "secure", False))
+    if recorded is not None:
+        if recorded.healthy and (recorded.secure is not None or not secure):
+            print("dev stack already running")
+            _print_stack({"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
+                          "startup_seconds": recorded.startup_seconds,
+                          "secure": dict(recorded.secure) if recorded.secure else None}, args.json)
+            if getattr(args, "s3", False):
+                _s3_up(state_file)
+            return 0
+        if recorded.healthy:
+            print("a dev stack without --secure is running; stop it first (laminar-kafka dev down)")
+            return 2
+        stopped = tear_down_recorded(recorded, state_file)
+        print(f"cleaned a stale state file from a crashed dev up (stopped: {', '.join(stopped) or 'nothing'})")
+    from laminar_kafka.cluster.ops.progress import terminal_progress
+
+    with terminal_progress("starting Kafka and ZooKeeper"):
+        stack = DevStack.launch(
+            kafka_brokers=args.brokers, zookeeper_servers=args.zookeepers, timeout=args.timeout, detach=True,
+            secure=secure,
+        )
+    write_state(state_file, stack)
+    _print_stack(stack.to_state(), args.json)
+    if getattr(args, "s3", False):
+        _s3_up(state_file)
+    return 0
+
+
+def _s3_up(state_file: Path) -> None:
+    """``dev up --s3``: start (or find) the recorded S3 server and print how to reach it."""
+    from laminar_kafka.devstack.s3 import DEV_BUCKET, record_dev_server, recorded_dev_server, start_for_dev
+
+    server = recorded_dev_server(state_file)
+    if server is None or not server.running():
+        server = start_for_dev(state_file.parent / f"{state_file.stem}-s3")
+        record_dev_server(server, state_file)
+    print(f"s3 (moto)          {server.endpoint}  bucket {DEV_BUCKET}  (output = \"s3://{DEV_BUCKET}/<prefix>\")")
+    print("".join(f"export {name}={value}\n" for name, value in server.env().items()), end="")
+
+
+def dev_status(args: argparse.Namespace) -> int:
+    """Exit 0 when every recorded process (or container) is alive, 1 when some are gone, 3 when
+    nothing is recorded."""
+    from laminar_kafka.devstack.stack import read_state
+
+    recorded = read_state(_state_file(args))
+    containers_state = _containers_status(args)
+    if containers_state is not None:
+        state, healthy = containers_state
+        if args.json:
+            print(json.dumps({**state, "healthy": healthy}, indent=2))
+        else:
+            print(f"containers         bootstrap.servers {state['bootstrap']}  zookeeper {state['zk_hosts']}")
+            for container in state["containers"]:  # type: ignore[union-attr]
+                print(f"{container['name']:<18} port {container['port']:<6} {container['status']}")
+        if recorded is None:
+            return 0 if healthy else 1
+        if not healthy:
+            dev_status_processes(args, recorded)
+            return 1
+    if recorded is None:
+        print("no dev stack recorded")
+        return 3
+    return dev_status_processes(args, recorded)
+
+
+def dev_status_processes(args: argparse.Namespace, recorded: RecordedStack) -> int:
+    if args.json:
+        print(json.dumps({
+            "bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts, "healthy": recorded.healthy,
+            "secure": dict(recorded.secure) if recorded.secure else None,
+            "processes": [{"name": p.name, "pid": p.pid, "port": p.port, "alive": p.alive, "log": p.log}
+                          for p in recorded.processes],
+        }, indent=2))
+    else:
+        print(f"bootstrap.servers  {recorded.bootstrap}")
+        print(f"zookeeper          {recorded.zk_hosts}")
+        if recorded.secure:
+            print(f"SASL_SSL           {recorded.secure['sasl_ssl_bootstrap']}  config {recorded.secure['client_config']}")
+            print(f"SSL (mTLS)         {recorded.secure['ssl_bootstrap']}  config {recorded.secure['mtls_client_config']}")
+        for process in recorded.processes:
+            print(f"{process.name:<18} pid {process.pid:<8} port {process.port:<6} {'alive' if process.alive else 'GONE'}")
+        from laminar_kafka.devstack.s3 import recorded_dev_server
+
+        s3 = recorded_dev_server(_state_file(args))
+        if s3 is not None:
+            print(f"{'s3':<18} pid {s3.pid:<8} port {s3.port:<6} {'alive' if s3.running() else 'GONE'}")
+    return 0 if recorded.healthy else 1
+
+
+def dev_down(args: argparse.Namespace) -> int:
+    if _containers_state_file(args).exists() or getattr(args, "containers", False):
+        removed = _containers_down(args)
+        print(f"removed containers: {', '.join(removed) or 'none were left'}")
+        if not _state_file(args).exists():
+            return 0
+    from laminar_kafka.devstack.errors import DevStackStateError
+    from laminar_kafka.devstack.stack import read_state, tear_down_recorded
+
+    state_file = _state_file(args)
+    try:
+        recorded = read_state(state_file)
+    except DevStackStateError as exc:
+        print(f"warning: {exc}; removing it")
+        state_file.unlink(missing_ok=True)
+        return 0
+    if recorded is None:
+        print("no dev stack recorded")
+        return 0
+    stopped = tear_down_recorded(recorded, state_file)
+    from laminar_kafka.devstack.s3 import stop_dev_server
+
+    if stop_dev_server(state_file):
+        stopped.append("s3")
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# chaos: the seeded chaos campaign (laminar_kafka.chaos.campaign)
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    """The ``chaos`` command: run the campaign, print the table (or JSON), exit 0 iff every run was OK."""
+    from laminar_kafka.chaos.campaign import CampaignConfig, run_campaign
+    from laminar_kafka.chaos.plan import KINDS, parse_kinds
+    from laminar_kafka.chaos.report import campaign_json, format_table, summarize
+
+    configure_command_logging(args, default_level="warning")
+    try:
+        kinds = parse_kinds(args.kinds)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.seeds < 1 or args.nodes < 2 or args.duration_s <= 0 or args.rate < 1 or args.partitions < 1:
+        raise UsageError("--seeds >= 1, --nodes >= 2, --duration-s > 0, --rate >= 1 and --partitions >= 1 are required")
+    config = CampaignConfig(seeds=args.seeds, seed_start=args.seed_start, duration_s=args.duration_s, kinds=kinds,
+                            node_count=args.nodes, rate=args.rate, partitions=args.partitions,
+                            kinds_per_run=args.kinds_per_run,
+                            max_extras=args.max_extras, workdir=Path(args.workdir) if args.workdir else None,
+                            keep=args.keep, table_format=TableFormat(args.table_format))
+    started = time.monotonic()
+    results, base = run_campaign(config)
+    rows = summarize(results, KINDS)
+    if args.json:
+        print(json.dumps(campaign_json(results, rows, time.monotonic() - started), indent=2, default=str))
+    else:
+        print(format_table(rows, config.recovery_timeout_s))
+        failed = [r for r in results if not r.ok]
+        for r in failed:
+            print(f"seed {r.seed} ({', '.join(r.kinds)}): FAILED"
+                  + (f": {r.error}" if r.error else f": {r.missing} missing, {r.duplicated} duplicated, "
+                     f"{r.unexpected} unexpected, {r.acked_lost} acknowledged lost, caught up {r.caught_up}")
+                  + f"; workdir {r.workdir}")
+        print(f"{len(results) - len(failed)}/{len(results)} run(s) exact in {time.monotonic() - started:.0f}s"
+              + (f"; campaign directory {base}" if failed or config.workdir else ""))
+    return 0 if results and all(r.ok for r in results) else 1
+
+
+def add_chaos_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``laminar-kafka chaos`` on the CLI's subcommands."""
+    from laminar_kafka.chaos.plan import KINDS  # pure: the fault kinds, for the help text
+
+    chaos = commands.add_parser("chaos", help="a seeded chaos campaign over real processes, audited", description=(
+        "For each seed: start Kafka and ZooKeeper, a producer and laminar-kafka nodes, apply the seed's schedule "
+        "of faults, stop producing, catch up, audit (0 missing, 0 duplicated), and measure each fault's recovery. "
+        "Prints a table per fault kind. Kinds: " + ", ".join(KINDS)))
+    chaos.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="verbose logs")
+    chaos.add_argument("--seeds", type=int, required=True, help="number of runs (one seed each)")
+    chaos.add_argument("--seed-start", type=int, default=0, help="first seed (default 0)")
+    chaos.add_argument("--duration-s", type=float, default=40.0,
+                       help="seconds of faults per run, at least (default 40)")
+    chaos.add_argument("--kinds", help="comma-separated fault kinds (default: all), drawn round-robin over the seeds")
+    chaos.add_argument("--kinds-per-run", type=int, default=1, help="round-robin kinds per run (default 1, raised to ceil(kinds / 20) so 20 seeds draw every kind)")
+    chaos.add_argument("--max-extras", type=int, default=2, help="random extra kinds per run, at most (default 2)")
+    chaos.add_argument("--nodes", type=int, default=3, help="nodes at the start of a run (default 3)")
+    chaos.add_argument("--rate", type=int, default=400, help="records per second to produce (default 400)")
+    chaos.add_argument("--partitions", type=int, default=6, help="partitions of the first topic (default 6)")
+    chaos.add_argument("--workdir", help="campaign directory (default: a temporary one, removed when all runs pass)")
+    chaos.add_argument("--keep", action="store_true", help="keep the directories of passing runs too")
+    chaos.add_argument("--json", action="store_true", help="print the results as JSON")
+    chaos.add_argument("--table-format", choices=[f.value for f in TableFormat], default="parquet",
+                       help="land into Parquet trees (default) or Iceberg tables; the audit reads the same")
+    chaos.set_defaults(handler=cmd_chaos)
+
+
+def add_demo_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``laminar-kafka demo``."""
+    demo = commands.add_parser("demo", help="a local 3-node cluster with a live rebalance and a node kill", description=(
+        "From nothing: start Kafka and ZooKeeper, create an 8-partition topic, produce continuously, start 3 "
+        "nodes, add a 4th, SIGKILL one, SIGTERM another, stop producing, catch up, and print the verify "
+        "report with handoff pauses, recovery time and throughput."))
+    add_common(demo)
+    demo.add_argument("--workdir", help="keep the demo's files here (default: a temporary directory)")
+    demo.add_argument("--rate", type=int, default=5000, help="records per second to produce (default 5000)")
+    demo.add_argument("--json", action="store_true", help="print the final report as JSON")
+    demo.add_argument("--table-format", choices=[f.value for f in TableFormat], default="parquet",
+                      help="land into a Parquet tree (default) or an Iceberg table (embedded SQLite catalog)")
+    demo.add_argument("--secure", action="store_true",
+                      help="a secured broker (SASL_SSL with SCRAM-SHA-512, TLS from a generated CA): every client uses it")
+    demo.set_defaults(handler=cmd_demo)
+
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from laminar_kafka.demo import run_demo
+
+    configure_command_logging(args, default_level="warning")
+    return run_demo(workdir=args.workdir, rate=args.rate, as_json=args.json, secure=args.secure,
+                    table_format=TableFormat(args.table_format))
+
+

@@ -1,0 +1,212 @@
+"""`laminar-kafka verify` and `laminar-kafka compact`: the commands that read or maintain the lake.
+
+Both find the lake as `run` does: ``--config FILE`` (its ``table-format``, ``pipeline``,
+``namespace``, ``table``, ``catalog-uri`` and ``[iceberg]`` table), then ``LAMINAR_*`` variables,
+then the flags. pyiceberg is imported only for an Iceberg lake.
+
+`verify` audits a Parquet tree (every published file) or an Iceberg table (the data files of its
+current snapshot) against the topic: exit 0 only if nothing is missing or duplicated.
+
+`compact` rewrites an Iceberg table's small data files into files of about ``--target-file-bytes``
+and expires snapshots older than ``--expire-after`` (keeping ``--retain-last``), deleting the data
+files no retained snapshot needs. Each step is one atomic Iceberg commit: a reader sees the same rows
+before and after, and a pipeline may keep committing meanwhile (a conflicting commit is retried).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from laminar_kafka.cli.common import add_common, add_kafka_client, configure_command_logging, kafka_client_of
+from laminar_kafka.cluster.errors import ClusterError, UsageError
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
+
+__all__ = ["add_lake_commands", "lake_target"]
+
+#: the settings of `run` that say where the lake is (the rest of a config file is ignored here)
+_LAKE_SETTINGS = ("table-format", "pipeline", "namespace", "table", "catalog-uri")
+
+
+def lake_target(args: argparse.Namespace, env: Mapping[str, str]) -> LakeTarget:
+    """The lake of ``args`` (flags over ``LAMINAR_*`` over ``--config``). Raises :class:`UsageError`."""
+    from laminar_kafka.cluster.config import env_name
+    from laminar_kafka.cluster.config_file import as_str, passthrough_tables, read_config_file
+
+    file_values = read_config_file(getattr(args, "config", None))
+    values: dict[str, str] = {}
+    for name in _LAKE_SETTINGS:
+        for source in (file_values.get(name), file_values.get(name.replace("-", "_")), env.get(env_name(name)),
+                       getattr(args, name.replace("-", "_"), None)):
+            if source is not None:
+                values[name] = as_str(name, source)
+    choices = tuple(f.value for f in TableFormat)
+    table_format = values.get("table-format", TableFormat.PARQUET.value)
+    if table_format not in choices:
+        raise UsageError(f"table-format={table_format!r}: expected one of {', '.join(choices)}")
+    pipeline = values.get("pipeline", "default")
+    iceberg = None
+    if table_format == TableFormat.ICEBERG.value:
+        iceberg = IcebergSettings(
+            namespace=values.get("namespace") or table_name_of(pipeline),
+            catalog_uri=values.get("catalog-uri") or None,
+            table=values.get("table") or None,
+            properties=passthrough_tables(file_values, env).iceberg,
+        )
+    return LakeTarget(args.output, TableFormat(table_format), pipeline, iceberg)
+
+
+def _add_lake_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", required=True, help="output directory or URI")
+    parser.add_argument("--table-format", choices=[f.value for f in TableFormat],
+                        help="parquet (default) or iceberg, as the pipeline was run [env LAMINAR_TABLE_FORMAT]")
+    parser.add_argument("--pipeline", help="the pipeline (default 'default'; the default Iceberg namespace)")
+    parser.add_argument("--namespace", help="iceberg: the namespace (default: the pipeline)")
+    parser.add_argument("--table", help="iceberg: the table (default: the topic, dots and dashes as _)")
+    parser.add_argument("--catalog-uri", help="iceberg: sqlite:///<path> or http(s):// (default: "
+                                              "<output>/_catalog/catalog.db)")
+
+
+def add_lake_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register `verify` and `compact`."""
+
+    verify = commands.add_parser("verify", help="audit an output against its topic (exactly once?)", description=(
+        "Read the published output (a Parquet tree, or an Iceberg table's current snapshot) and the topic "
+        "(read_committed, up to the high watermark) and print per partition: expected, present, missing, "
+        "duplicated. Exit 0 only if nothing is missing or duplicated."))
+    add_common(verify)
+    _add_lake_flags(verify)
+    add_kafka_client(verify)
+    verify.add_argument("--topic", required=True,
+                        help="the topic(s) to audit: a name, a comma-separated list, or re:<regex> (every matching topic)")
+    verify.add_argument("--timeout", type=float, default=120.0, help="seconds to read the topic (default 120)")
+    verify.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    verify.set_defaults(handler=cmd_verify)
+
+    compact = commands.add_parser("compact", help="compact an Iceberg table's small files, expire old snapshots",
+                                  description=__doc__.split("\n\n")[3])
+    add_common(compact)
+    _add_lake_flags(compact)
+    compact.add_argument("--config", metavar="FILE", help="the TOML file `run` takes (its lake settings are used)")
+    compact.add_argument("--topic", required=True, action="append",
+                         help="a topic whose table to compact (repeat for several)")
+    compact.add_argument("--target-file-bytes", type=int, default=128 * 1024 * 1024,
+                         help="the size of a rewritten file (default 128 MiB)")
+    compact.add_argument("--expire-after", type=float, default=3600.0,
+                         help="expire snapshots older than this many seconds (default 3600; 0 = all but --retain-last)")
+    compact.add_argument("--retain-last", type=int, default=1, help="snapshots always kept (default 1)")
+    compact.add_argument("--every", type=float, default=0.0, metavar="SECONDS",
+                         help="run again every SECONDS until stopped (SIGTERM, Ctrl-C): maintenance beside a "
+                              "running pipeline (default 0: once)")
+    compact.add_argument("--json", action="store_true", help="print JSON instead of text")
+    compact.set_defaults(handler=cmd_compact, table_format="iceberg")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from laminar_kafka.cluster.logs import quiet_clients
+
+    configure_command_logging(args, default_level="warning")
+    kafka = kafka_client_of(args)
+    target = lake_target(args, os.environ)
+    with quiet_clients(args.debug):
+        return _verify(args, kafka, target)
+
+
+def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
+    import pyarrow.fs as pafs
+
+    from laminar_kafka.cluster.errors import SinkError, VerifyError
+    from laminar_kafka.cluster.ops.lake_state import read_lake_state
+    from laminar_kafka.cluster.node import topic_partitions
+    from laminar_kafka.cluster.ops.progress import terminal_progress
+    from laminar_kafka.cluster.lake.parquet.sink import open_output
+    from laminar_kafka.cluster.ops.verify import audit, read_topic
+    from laminar_kafka.cluster.ops.verify_lake import read_lake_output
+
+    try:
+        fs, root = open_output(args.output)
+        is_directory = fs.get_file_info(root).type == pafs.FileType.Directory
+    except SinkError as exc:
+        raise UsageError(str(exc), cause=exc) from exc
+    except OSError as exc:
+        raise UsageError(f"output {args.output!r} cannot be read: {exc}", cause=exc) from exc
+    if not is_directory and target.table_format is TableFormat.PARQUET:
+        raise UsageError(f"output {args.output!r} is not a directory")
+    topics = sorted({t for t, _ in topic_partitions(kafka, (args.topic,), min(args.timeout, 10.0))})
+    if not topics:
+        raise UsageError(f"no topic matches {args.topic!r} on {kafka.bootstrap}")
+    reports = []
+    for topic in topics:
+        try:
+            with terminal_progress(f"reading {topic}") as progress:
+                expected, highs, lows = read_topic(kafka, topic, args.timeout, progress=progress)
+            with terminal_progress(f"reading the output of {topic}"):
+                scanned = read_lake_output(target, fs, root, topic,
+                                           topic_has_records=any(len(o) for o in expected.values()))
+        except VerifyError as exc:
+            raise UsageError(str(exc), cause=exc) from exc
+        reports.append(audit(topic, expected, highs, scanned, lows))
+    lake = read_lake_state(target, topics, None)  # the lake's own account: where a lost control state resumes
+    if args.json:
+        body = reports[0].to_json() if len(reports) == 1 else {"topics": [r.to_json() for r in reports]}
+        print(json.dumps({**body, "lake": lake.to_json()}, indent=2))
+    else:
+        print("\n\n".join(r.table() for r in reports) + "\n" + lake.line())
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+
+    configure_command_logging(args)
+    target = lake_target(args, os.environ)
+    if target.table_format is not TableFormat.ICEBERG or target.iceberg is None:
+        raise UsageError("compact works on Iceberg tables (table-format=iceberg)")
+    if args.target_file_bytes < 1024 * 1024:
+        raise UsageError(f"--target-file-bytes must be at least 1 MiB, got {args.target_file_bytes}")
+    if args.retain_last < 1 or args.expire_after < 0:
+        raise UsageError("--retain-last must be >= 1 and --expire-after >= 0")
+    from laminar_kafka.cluster.lake.iceberg.tables import open_catalog
+    from laminar_kafka.cluster.lake.parquet.sink import open_output
+
+    try:
+        fs, root = open_output(target.output)
+        catalog = open_catalog(target.iceberg, fs, root)
+    except ClusterError as exc:
+        raise UsageError(str(exc), cause=exc) from exc
+    if args.every < 0:
+        raise UsageError(f"--every must be >= 0, got {args.every:g}")
+    while True:
+        results = [_compact_table(catalog, target, topic, args) for topic in args.topic]
+        if args.json:
+            print(json.dumps(results if len(results) > 1 else results[0], indent=2), flush=True)
+        else:
+            for result in results:
+                print(f"{result['table']}: {result['compact']}; {result['expire']}", flush=True)
+        if not args.every:
+            return 0
+        time.sleep(args.every)
+
+
+def _compact_table(catalog: Any, target: LakeTarget, topic: str, args: argparse.Namespace) -> dict[str, object]:
+    from laminar_kafka.cluster.lake.iceberg.maintenance import compact, expire
+    from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none
+
+    assert target.iceberg is not None
+    name = (target.iceberg.namespace, target.table_of(topic))
+    table = load_table_or_none(catalog, name)
+    if table is None:
+        raise UsageError(f"table {'.'.join(name)} does not exist in the catalog")
+    compacted = compact(table, target_file_bytes=args.target_file_bytes)
+    expired = expire(catalog.load_table(name), older_than=timedelta(seconds=args.expire_after),
+                     retain_last=args.retain_last)
+    return {"table": ".".join(name), "compact": _as_dict(compacted), "expire": _as_dict(expired)}
+
+
+def _as_dict(report: object) -> dict[str, object]:
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(report) if is_dataclass(report) and not isinstance(report, type) else {"result": str(report)}

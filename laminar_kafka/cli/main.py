@@ -1,0 +1,307 @@
+"""`laminar-kafka`: run a node, show a pipeline's status, audit an output, run the demo, dev servers.
+
+Exit codes: 0 success; 1 the audit found missing or duplicated rows (``verify``) or a node failed;
+2 bad input (a wrong flag, an unreachable broker or ZooKeeper, a missing topic, an unwritable output),
+reported as one line on stderr (the stack trace only with ``--debug``).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any, Callable, NoReturn, TypeVar
+
+from laminar_kafka.cluster.config import (
+    BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, TOMBSTONE_POLICIES, env_name, kafka_client_from, load_settings,
+)
+from laminar_kafka.cluster.errors import ClusterError, UsageError
+from laminar_kafka.devstack.errors import DevStackError
+from laminar_kafka.cluster.lake.settings import PartitionGranularity, TableFormat
+from laminar_kafka.cluster.logs import quiet_clients
+from laminar_kafka.cli.common import (
+    PROG, Parser, add_common, add_kafka_client, configure_command_logging, kafka_client_of,
+)
+from laminar_kafka.cli.dev import add_chaos_command, add_demo_command, add_dev_commands
+from laminar_kafka.cli.lake import add_lake_commands, lake_target
+from laminar_kafka.kafka_source.config.source_config import Format
+from laminar_kafka.kafka_source.errors import ConfigurationError as ConnectorConfigurationError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["build_parser", "main"]
+
+T = TypeVar("T")
+
+_RUN_HELP = {
+    "bootstrap": "Kafka bootstrap servers (host:port,...)",
+    "topic": "topic(s) to land, comma-separated, or re:<regex> (topics created later that match are landed too)",
+    "output": "output directory or URI (file://, s3://, ...)",
+    "zk": "ZooKeeper hosts (host:port,...); without it the node runs embedded (one node, local manifests)",
+    "pipeline": "pipeline name (ZooKeeper subtree, default group id); default 'default'",
+    "node-id": "this node's id (integer >= 1, unique in the pipeline); default 1",
+    "group-id": "consumer group for advisory offset commits; default laminar-<pipeline>",
+    "metrics-port": "serve Prometheus /metrics on this port (0 = off)",
+    "checkpoint-interval-ms": "epoch interval in ms (default 2000)",
+    "max-file-bytes": "rotate staged Parquet files at this size (default 128 MiB)",
+    "row-group-rows": "rows per Parquet row group (default 65536)",
+    "max-batch-records": "records per source poll (default 10000)",
+    "max-fetched-bytes": "bound on records fetched but not yet landed: the Kafka client's queue (half) plus "
+                         "the source's (default 33554432, 32 MiB)",
+    "format": "record format (default raw)",
+    "startup-mode": "where a new pipeline starts; resolved once "
+                    "and pinned before any node reads (default earliest)",
+    "startup-timestamp-ms": "with startup-mode=timestamp: the first record time to land (ms since the epoch)",
+    "startup-specific-offsets": "with startup-mode=specific-offsets: topic:partition:offset,...",
+    "topology-interval-ms": "how often topic metadata is read for new partitions and topics (default 10000; 0 = never)",
+    "session-timeout-ms": "ZooKeeper session timeout in ms (default 6000)",
+    "drain-timeout-ms": "deadline of a rebalance drain in ms (default 10000)",
+    "vnode-count": "number of vnodes of a new pipeline (default 256)",
+    "source-identity": "source identity used for partition routing (default 'kafka')",
+    "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator)",
+    "metrics-address": "address /metrics binds to (default 0.0.0.0, every interface; 127.0.0.1 for this host only)",
+    "json-schema": "format=json: the record schema, name:type,... (pyarrow types: int64, string, double, "
+                   "timestamp[ms]...); without it a schema is inferred once from a sample and pinned for the pipeline",
+    "on-bad-record": "a record that does not decode: fail (stop the node; default) or skip "
+                     "(land it in <output>/_rejected/ with its raw bytes and the error, exactly once)",
+    "max-error-rate": "with on-bad-record=skip: stop once more than this fraction of records was bad (default 0.01)",
+    "on-tombstone": "a record with a null value under format json or a registry format (a tombstone, as a compacted "
+                    "or Debezium topic has): bad (a bad record, per on-bad-record; default) or row (a row whose "
+                    "payload columns are null, _key and metadata kept)",
+    "fail-on-data-loss": "true (default): a node whose next offset was deleted by retention before it was read "
+                         "stops, naming the partition; false: it resumes at the oldest offset Kafka still holds "
+                         "and logs the lost offsets (a WARNING per partition)",
+    "on-lake-behind": "the lake lost epochs the control state committed (a table rolled back, published files "
+                      "deleted): rewind (default: land them again from the lake's cursors) or fail (refuse to "
+                      "start, touching nothing)",
+    "include-key": "add the record key as a _key column (true/false; default false)",
+    "include-headers": "add the record headers as a _headers column, a list of key/value structs (default false)",
+    "key-format": "how the key is decoded with include-key: raw bytes (default), string, or a schema-registry format",
+    "schema-registry-url": "formats avro, protobuf, json-schema: the Confluent-compatible schema registry URL "
+                           "(client properties in the [schema_registry] table, LAMINAR_SCHEMA_REGISTRY__<KEY>)",
+    "zk-auth": "ZooKeeper digest credentials user:password: the pipeline's subtree is created readable and "
+               "writable by this user only (prefer the environment variable: flags show in ps)",
+    "table-format": "parquet: a Hive-style Parquet tree <output>/<topic>/dt=YYYY-MM-DD/ (default); iceberg: one "
+                    "Apache Iceberg table per topic, one Iceberg commit per epoch",
+    "partition-by": "partition the output by day (default) or hour of _timestamp (UTC), or none",
+    "table": "table-format=iceberg, a single topic: the table name (default: the topic, dots and dashes as _)",
+    "namespace": "table-format=iceberg: the Iceberg namespace (default: the pipeline name)",
+    "catalog-uri": "table-format=iceberg: sqlite:///<path> or an http(s):// REST catalog (default: an embedded "
+                   "SQLite catalog at <output>/_catalog/catalog.db); properties in the [iceberg] table, "
+                   "LAMINAR_ICEBERG__<KEY>",
+}
+
+
+#: Settings whose values are a closed set: argparse lists and checks them.
+_RUN_CHOICES: dict[str, tuple[str, ...]] = {
+    "format": tuple(f.value for f in Format),
+    "startup-mode": STARTUP_MODES,
+    "on-bad-record": BAD_RECORD_POLICIES,
+    "on-tombstone": TOMBSTONE_POLICIES,
+    "table-format": tuple(f.value for f in TableFormat),
+    "partition-by": tuple(g.value for g in PartitionGranularity),
+}
+
+
+def _version() -> str:
+    from laminar_kafka.cluster import __version__
+
+    return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version is looked up only when asked for (``importlib.metadata`` costs
+    every process about 20-60 ms of CPU at start, see :mod:`laminar_kafka.coordinator.versioning`)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog=PROG, description="Land Kafka topics into Parquet exactly once, on a cluster of nodes.")
+    add_common(parser, top=True)
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,compact,demo,chaos,dev}",
+                                     parser_class=Parser)
+
+    run = commands.add_parser("run", help="run one node", description=(
+        "Run one node. Settings come from --config FILE (TOML), then LAMINAR_* environment variables, "
+        "then these flags (later wins)."))
+    add_common(run)
+    run.add_argument("--config", metavar="FILE", help="TOML file with the settings below (same names)")
+    for name in SETTING_NAMES:
+        run.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None, choices=_RUN_CHOICES.get(name),
+                         help=f"{_RUN_HELP[name]} [env {env_name(name)}]")
+    run.add_argument("--log-file", help="also write logs to this file")
+    run.add_argument("--connect-timeout", type=float, default=10.0,
+                     help="seconds to wait for Kafka and ZooKeeper at start (default 10)")
+    run.set_defaults(handler=cmd_run)
+
+    status = commands.add_parser("status", help="show a pipeline: members, leader, assignment, cursors", description=(
+        "Show members, the leader, the assignment version, vnodes and partitions per node, the durable "
+        "cursor against the high watermark per partition, and running rounds."))
+    add_common(status)
+    add_kafka_client(status)
+    status.add_argument("--topic", required=True, help="topic(s), comma-separated")
+    group = status.add_mutually_exclusive_group(required=True)
+    group.add_argument("--zk", help="ZooKeeper hosts of the pipeline")
+    group.add_argument("--state-dir", help="embedded pipeline: its manifest directory")
+    status.add_argument("--pipeline", default="default", help="pipeline name (default 'default')")
+    status.add_argument("--source-identity", default="kafka", help="source identity (default 'kafka')")
+    status.add_argument("--output", help="the pipeline's output: also show the lake's latest epoch and cursors "
+                                         "and whether they agree with the control state's")
+    status.add_argument("--table-format", choices=("parquet", "iceberg"),
+                        help="with --output: parquet (default) or iceberg [env LAMINAR_TABLE_FORMAT]")
+    status.add_argument("--namespace", help="with --output, iceberg: the namespace (default: the pipeline)")
+    status.add_argument("--catalog-uri", help="with --output, iceberg: the catalog (default: under the output)")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    status.add_argument("--watch", action="store_true",
+                        help="refresh every --interval seconds until Ctrl-C (a live view on a terminal)")
+    status.add_argument("--interval", type=float, default=2.0, help="seconds between --watch refreshes (default 2)")
+    status.add_argument("--stale-after", type=float, default=10.0,
+                        help="seconds without a committed epoch while records wait before the pipeline counts as "
+                             "degraded (default 10)")
+    status.epilog = ("Exit codes: 0 healthy; 1 degraded (a member missing, no leader, a round stuck past its "
+                     "deadline, durable lag growing); 2 Kafka, ZooKeeper or the state directory unreachable. "
+                     "ZooKeeper credentials: LAMINAR_ZK_AUTH or zk-auth in --config.")
+    status.set_defaults(handler=cmd_status)
+
+    add_lake_commands(commands)
+    add_demo_command(commands)
+    add_chaos_command(commands)
+    add_dev_commands(commands)
+    return parser
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def _stop_before_joining(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGINT before the node joined: it owns nothing, so stopping at once is the planned
+    leave (run_node replaces this handler with the draining one before it joins)."""
+    logging.getLogger(__name__).info("signal %s before joining: stopping", signal.Signals(signum).name)
+    raise SystemExit(0)
+
+
+def _interruptible(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a daemon thread, so a signal handler runs while it blocks in the Kafka or
+    ZooKeeper client (Python runs handlers only between bytecodes of the main thread)."""
+    result: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            result["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
+            result["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="laminar-preflight", daemon=True).start()
+    while not done.wait(0.2):
+        pass
+    if "error" in result:
+        raise result["error"]
+    return result["value"]  # type: ignore[no-any-return]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from laminar_kafka.cluster.node import preflight, run_node
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop_before_joining)
+    flags = {name: getattr(args, name.replace("-", "_")) for name in SETTING_NAMES}
+    settings = load_settings(args.config, os.environ, flags)
+    configure_command_logging(args, args.log_file)
+    if args.connect_timeout <= 0:
+        raise UsageError(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
+    with quiet_clients(args.debug):  # an unreachable Kafka or ZooKeeper is reported in one line
+        _interruptible(preflight, settings, args.connect_timeout)
+    # Everything imported and set up so far lives as long as the node: moved out of the garbage
+    # collector's reach, full collections walk only what the pipeline allocates afterwards.
+    gc.freeze()
+    return asyncio.run(run_node(settings))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Exit 0 healthy, 1 degraded, 2 unreachable (see laminar_kafka.cluster.ops.health); --watch: the last code."""
+    from laminar_kafka.cluster.config import read_config_file
+    from laminar_kafka.cluster.errors import ConfigError
+    from laminar_kafka.cluster.ops.health import assess
+    from laminar_kafka.cluster.ops.status import PipelineStatus, collect_status
+    from laminar_kafka.cluster.ops.status_watch import watch
+    from laminar_kafka.coordinator.config import ZkCredentials
+    from laminar_kafka.coordinator.errors import ConfigurationError
+
+    configure_command_logging(args, default_level="warning")
+    kafka = kafka_client_of(args)
+    topics = tuple(t.strip() for t in args.topic.split(",") if t.strip())
+    zk_auth = os.environ.get(env_name("zk-auth")) or ""
+    if not zk_auth and args.config:
+        file_values = read_config_file(args.config)
+        zk_auth = str(file_values.get("zk-auth") or file_values.get("zk_auth") or "")
+    try:
+        credentials = ZkCredentials.parse(zk_auth) if zk_auth and args.zk else None
+    except ConfigurationError as exc:
+        raise ConfigError(str(exc)) from exc
+
+    lake = lake_target(args, os.environ) if args.output else None
+
+    def observe() -> PipelineStatus:
+        try:
+            return collect_status(kafka=kafka, topics=topics, zk=args.zk, state_dir=args.state_dir,
+                                  pipeline=args.pipeline, source_identity=args.source_identity,
+                                  credentials=credentials, lake=lake)
+        except UsageError:
+            raise
+        except ClusterError as exc:  # e.g. a watermark that cannot be read: Kafka unusable
+            raise UsageError(str(exc), cause=exc) from exc
+
+    with quiet_clients(args.debug):
+        if args.watch:
+            return watch(observe, interval=args.interval, as_json=args.json, stale_after=args.stale_after,
+                         out=sys.stdout, live=sys.stdout.isatty())
+        status = observe()  # unreachable: UsageError, one line, exit 2
+    health = assess(status, stale_after=args.stale_after)
+    if args.json:
+        print(json.dumps({**status.to_json(), "health": health.to_json()}, indent=2))
+    else:
+        print(status.table() + "\n\n" + health.lines())
+    return int(health.code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script. Returns (and exits with) the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.handler(args))
+    except UsageError as exc:
+        if debug:
+            logger.exception("usage error")
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (ClusterError, DevStackError) as exc:
+        if debug:
+            logger.exception("failed")
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

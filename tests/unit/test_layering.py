@@ -1,0 +1,190 @@
+"""The layering of the distribution, read from the source: floors, no circles, small package roots.
+
+One namespace, ``laminar_kafka`` (docs/DESIGN.md, "The house"). Its floors, lowest first:
+
+1. ``coordinator``: vnode assignment (pure) and its backends.
+2. ``kafka_source``: the protocol and the Kafka source; of the coordinator it uses only the pure
+   modules (vnode routing and rounds, the codec, the errors).
+3. ``cluster`` (the node runtime) and ``devstack`` (the dev servers), side by side: neither imports
+   the other.
+4. The top floor, ``laminar_kafka`` itself: the command line, the demo and the chaos campaign.
+
+Every import counts, at module level or inside a function, under ``TYPE_CHECKING`` or not.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = "laminar_kafka"
+MAPPED = ("coordinator", "kafka_source", "cluster", "devstack")  # repository folders mapped into NS
+FLOOR = {"coordinator": 1, "kafka_source": 2, "cluster": 3, "devstack": 3}
+TOP = 4
+KAFKA_SOURCE_MAY_USE = ("coordinator.vnodes.", "coordinator.codec", "coordinator.errors", "coordinator.versioning")
+MAX_ROOT_MODULES = 15
+
+
+def _module_files() -> dict[str, Path]:
+    """Every module of the distribution by its dotted name (packages by their ``__init__``)."""
+    files: dict[str, Path] = {}
+    for folder in (NS, *MAPPED):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            prefix = [NS] if folder == NS else [NS, folder]
+            files[".".join(prefix + parts)] = path
+    return files
+
+
+FILES = _module_files()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The modules of the distribution that ``name`` imports (a name imported from a package counts
+    as its submodule when there is one)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in FILES else module
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in FILES:
+                target = target.rpartition(".")[0]
+            if target.startswith(NS) and target != name:
+                found.add(target)
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in FILES.items()}
+
+
+def _floor(name: str) -> tuple[int, str]:
+    parts = name.split(".")
+    if len(parts) > 1 and parts[1] in FLOOR:
+        return FLOOR[parts[1]], parts[1]
+    return TOP, "top"
+
+
+def test_the_scan_sees_the_whole_distribution() -> None:
+    assert len(FILES) > 150
+    assert f"{NS}.cluster.runtime.node_runtime" in GRAPH[f"{NS}.cluster.node"]
+    assert f"{NS}.devstack.jvm.servers" in GRAPH[f"{NS}.devstack.stack"]
+
+
+def test_every_import_points_down_or_sideways_within_its_floor() -> None:
+    upward = []
+    for name, targets in GRAPH.items():
+        floor, area = _floor(name)
+        for target in targets:
+            target_floor, target_area = _floor(target)
+            if target_floor > floor or (target_floor == floor and target_area != area):
+                upward.append(f"{name} -> {target}")
+    assert not upward, "imports that run up (or across cluster/devstack):\n" + "\n".join(sorted(upward))
+
+
+def test_kafka_source_uses_only_the_pure_coordinator() -> None:
+    used = {target for name, targets in GRAPH.items() if _floor(name)[1] == "kafka_source"
+            for target in targets if _floor(target)[1] == "coordinator"}
+    other = {t for t in used if not t.removeprefix(f"{NS}.").startswith(KAFKA_SOURCE_MAY_USE)}
+    assert used and not other, other
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in GRAPH:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(GRAPH[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(GRAPH[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_there_are_no_import_circles() -> None:
+    assert _cycles() == []
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    global GRAPH
+    saved = GRAPH
+    try:
+        GRAPH = {**saved, f"{NS}.coordinator.codec": saved[f"{NS}.coordinator.codec"] | {f"{NS}.cluster.node"}}
+        assert any(f"{NS}.coordinator.codec" in cycle for cycle in _cycles())
+    finally:
+        GRAPH = saved
+
+
+def test_no_package_root_holds_more_than_15_modules() -> None:
+    per_package: dict[str, int] = defaultdict(int)
+    for name, path in FILES.items():
+        if path.name != "__init__.py":
+            per_package[name.rpartition(".")[0]] += 1
+    crowded = {package: count for package, count in per_package.items() if count > MAX_ROOT_MODULES}
+    assert not crowded, crowded
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {name for name, path in FILES.items() if path.name == "__init__.py"}
+    assert set(settings["packages"]) == packages
+    assert settings["package-dir"] == {NS: NS, **{f"{NS}.{folder}": folder for folder in MAPPED}}
+
+
+BARE = re.compile(rf"^\s*(?:from|import)\s+(?:{'|'.join(MAPPED)})(?:[.\s]|$)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("folder", [NS, *MAPPED, "tests", "bench"])
+def test_nothing_imports_a_bare_top_level_name(folder: str) -> None:
+    offenders = [str(path.relative_to(ROOT)) for path in (ROOT / folder).rglob("*.py") if BARE.search(path.read_text())]
+    assert not offenders, f"import through {NS}. (issue 27): {offenders}"
