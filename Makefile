@@ -21,7 +21,7 @@ CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_c
   tests/faults/test_smoke_broker_restart.py \
   tests/faults/coordinator/test_zk_faults.py::test_standalone_server_restart_members_reconnect_and_state_is_intact
 
-.PHONY: install artifacts images test test-containers test-unit demo chaos bench clean
+.PHONY: install jvm artifacts images test test-containers test-unit demo chaos bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +31,16 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-artifacts: install
+# jvm: the Kafka and ZooKeeper jars (all the demo and the chaos campaign need)
+jvm: install
 	$(PY) -c "from laminar_kafka.devstack.jvm.artifacts import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
+
+# artifacts: the jars, plus the schema registry and the Iceberg REST catalog the tests and benches use
+artifacts: jvm
 	$(PY) -c "from laminar_kafka.devstack.jvm.schema_registry import ensure_registry_build; print('schema registry:', ensure_registry_build())"
 	$(PY) -c "from laminar_kafka.devstack.jvm.rest_catalog import ensure_rest_catalog_build; print('iceberg REST catalog:', ensure_rest_catalog_build())"
 
-images: artifacts
+images: jvm
 	$(PY) -m laminar_kafka.devstack.containers build
 
 test: artifacts images
@@ -49,10 +53,10 @@ test-containers: images
 test-unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-demo: artifacts
+demo: jvm
 	$(VENV)/bin/laminar-kafka demo
 
-chaos: artifacts
+chaos: jvm
 	$(VENV)/bin/laminar-kafka chaos --seeds $(SEEDS) $(CHAOS_ARGS)
 
 bench: artifacts

@@ -61,7 +61,7 @@ def _python_context() -> dict[str, Path]:
 
 
 def _node_context() -> dict[str, Path]:
-    return {name: REPO / name for name in ("pyproject.toml", "README.md", "kafka_source", "coordinator", "cluster", "devstack")}
+    return {name: REPO / name for name in ("pyproject.toml", "README.md", "laminar_kafka", "kafka_source", "coordinator", "cluster", "devstack")}
 
 
 RECIPES: tuple[Recipe, ...] = (

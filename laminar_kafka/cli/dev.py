@@ -1,7 +1,8 @@
-"""`laminar-kafka dev up|status|down` and `laminar-kafka chaos`: the dev tooling's commands.
+"""`laminar-kafka dev up|status|down`, `demo` and `chaos`: the dev tooling's commands.
 
-Both drive the `devstack` package, imported inside the command functions only, so the runtime's
-commands never load the dev tooling.
+They drive the `devstack` package, imported inside the command functions only, so the runtime's
+commands never load the dev tooling; a runtime-only install (`pip install laminar-kafka`, without the
+`dev` extra) answers them with one line saying what to install (:func:`require_dev_tooling`).
 
 `dev`: a local Kafka + ZooKeeper for development.
 
@@ -22,8 +23,11 @@ password, which is only in the file it names (`<stack>/client.toml`, mode 0600).
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,24 +43,59 @@ __all__ = ["add_chaos_command", "add_dev_commands", "cmd_chaos"]
 CONTAINER_STACK = "laminar-dev"
 
 
-def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register the `dev` command and its `up`, `status` and `down` subcommands."""
-    from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S
-    from laminar_kafka.devstack.stack import default_state_file
+# What `pip install 'laminar-kafka[dev]'` brings: the dev stack's modules and its extra dependencies.
+DEV_TOOLING_MODULES = ("laminar_kafka.devstack", "docker", "moto")
 
+
+def missing_dev_tooling() -> list[str]:
+    """The modules of the dev tooling this install lacks (empty when the `dev` extra is installed)."""
+    missing = []
+    for name in DEV_TOOLING_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:  # a parent package is missing too
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def require_dev_tooling(command: str) -> None:
+    """Raise :class:`UsageError` (one line, exit 2) when `command` cannot run on this install."""
+    missing = missing_dev_tooling()
+    if missing:
+        raise UsageError(f"`laminar-kafka {command}` is dev tooling, not installed here (missing: "
+                         f"{', '.join(missing)}): pip install 'laminar-kafka[dev]'")
+
+
+def _dev_tool(command: str, handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`handler`, after :func:`require_dev_tooling`."""
+
+    @functools.wraps(handler)
+    def checked(args: argparse.Namespace) -> int:
+        require_dev_tooling(command)
+        return handler(args)
+
+    return checked
+
+
+def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the `dev` command and its `up`, `status` and `down` subcommands (no dev module is
+    imported to build them: `run --help` works on a runtime-only install)."""
     dev = subparsers.add_parser(
         "dev", help="run a local Kafka (KRaft) and ZooKeeper for development",
         description="Run a local Kafka (KRaft) and ZooKeeper from their Maven Central artifacts.",
     )
     dev.add_argument(
         "--state-file", type=Path, default=None,
-        help=f"where the running stack is recorded (default: {default_state_file()})",
+        help="where the running stack is recorded (default: devstack/state.json in the laminar-kafka cache "
+             "directory, ~/.cache/laminar-kafka unless LAMINAR_CACHE_DIR says otherwise)",
     )
     actions = dev.add_subparsers(dest="dev_command", required=True, metavar="{up,status,down}")
     up = actions.add_parser("up", help="start Kafka and ZooKeeper, print their addresses")
     up.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="Kafka brokers (default 1)")
     up.add_argument("--zookeepers", type=int, choices=(1, 3), default=1, help="ZooKeeper servers (default 1)")
-    up.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S, help="seconds to wait for health")
+    up.add_argument("--timeout", type=float, default=None, help="seconds to wait for health (default 90)")
     up.add_argument("--json", action="store_true", help="print the state as JSON")
     up.add_argument("--containers", action="store_true",
                     help="run Kafka and ZooKeeper as containers of the project's images (one broker, one server)")
@@ -66,14 +105,14 @@ def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: i
     up.add_argument("--s3", action="store_true",
                     help="also run an S3-compatible server (moto) on 127.0.0.1 with the bucket laminar-dev; "
                          "prints the AWS_* variables that reach it")
-    up.set_defaults(handler=dev_up)
+    up.set_defaults(handler=_dev_tool("dev up", dev_up))
     status = actions.add_parser("status", help="show the recorded stack and whether each process is alive")
     status.add_argument("--json", action="store_true", help="print the state as JSON")
-    status.set_defaults(handler=dev_status)
+    status.set_defaults(handler=_dev_tool("dev status", dev_status))
     down = actions.add_parser("down", help="stop the stack and remove its data (processes and containers)")
     down.add_argument("--containers", action="store_true",
                       help="also remove the container stack's containers when its state file is lost")
-    down.set_defaults(handler=dev_down)
+    down.set_defaults(handler=_dev_tool("dev down", dev_down))
 
 
 def _state_file(args: argparse.Namespace) -> Path:
@@ -209,6 +248,10 @@ def _containers_down(args: argparse.Namespace) -> list[str]:
 
 
 def dev_up(args: argparse.Namespace) -> int:
+    from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S
+
+    if getattr(args, "timeout", None) is None:
+        args.timeout = DEFAULT_START_TIMEOUT_S
     if getattr(args, "containers", False):
         if getattr(args, "secure", False):
             raise UsageError("dev up --secure runs local processes; it cannot be combined with --containers")
@@ -406,7 +449,7 @@ def add_chaos_command(commands: argparse._SubParsersAction) -> None:  # type: ig
     chaos.add_argument("--json", action="store_true", help="print the results as JSON")
     chaos.add_argument("--table-format", choices=[f.value for f in TableFormat], default="parquet",
                        help="land into Parquet trees (default) or Iceberg tables; the audit reads the same")
-    chaos.set_defaults(handler=cmd_chaos)
+    chaos.set_defaults(handler=_dev_tool("chaos", cmd_chaos))
 
 
 def add_demo_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -423,7 +466,7 @@ def add_demo_command(commands: argparse._SubParsersAction) -> None:  # type: ign
                       help="land into a Parquet tree (default) or an Iceberg table (embedded SQLite catalog)")
     demo.add_argument("--secure", action="store_true",
                       help="a secured broker (SASL_SSL with SCRAM-SHA-512, TLS from a generated CA): every client uses it")
-    demo.set_defaults(handler=cmd_demo)
+    demo.set_defaults(handler=_dev_tool("demo", cmd_demo))
 
 
 

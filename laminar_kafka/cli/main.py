@@ -16,13 +16,12 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, Callable, NoReturn, TypeVar
+from typing import Any, Callable, TypeVar
 
 from laminar_kafka.cluster.config import (
-    BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, TOMBSTONE_POLICIES, env_name, kafka_client_from, load_settings,
+    BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, TOMBSTONE_POLICIES, env_name, load_settings,
 )
 from laminar_kafka.cluster.errors import ClusterError, UsageError
-from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.cluster.lake.settings import PartitionGranularity, TableFormat
 from laminar_kafka.cluster.logs import quiet_clients
 from laminar_kafka.cli.common import (
@@ -31,7 +30,6 @@ from laminar_kafka.cli.common import (
 from laminar_kafka.cli.dev import add_chaos_command, add_demo_command, add_dev_commands
 from laminar_kafka.cli.lake import add_lake_commands, lake_target
 from laminar_kafka.kafka_source.config.source_config import Format
-from laminar_kafka.kafka_source.errors import ConfigurationError as ConnectorConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -281,6 +279,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     return int(health.code)
 
 
+def _dev_tooling_errors() -> tuple[type[Exception], ...]:
+    """The dev tooling's error root when a command loaded it (it raises nothing when not loaded: a
+    runtime-only install runs without :mod:`laminar_kafka.devstack`)."""
+    errors = sys.modules.get("laminar_kafka.devstack.errors")
+    return (errors.DevStackError,) if errors is not None else ()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script. Returns (and exits with) the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -294,7 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             logger.exception("usage error")
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (ClusterError, DevStackError) as exc:
+    except Exception as exc:  # noqa: BLE001 - only our own errors become one line; the rest re-raise
+        if not isinstance(exc, (ClusterError, *_dev_tooling_errors())):
+            raise
         if debug:
             logger.exception("failed")
         print(f"error: {exc}", file=sys.stderr)
