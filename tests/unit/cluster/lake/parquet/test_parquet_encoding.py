@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.lake.parquet.encoding import UNIQUE_VALUE_COLUMNS, writer_options
-from tests.unit.cluster.test_sink import batch, files_under, make_sink
+from tests.unit.cluster.lake.parquet.test_sink import batch, files_under, make_sink
 
 DICTIONARY_ENCODINGS = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
 

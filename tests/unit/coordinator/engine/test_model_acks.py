@@ -22,7 +22,7 @@ from laminar_kafka.coordinator.engine.model import (
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
 from tests.unit.coordinator.partitions import owned_keys, partition_table
-from tests.unit.coordinator.test_model import CONFIG, World
+from tests.unit.coordinator.engine.test_model import CONFIG, World
 
 
 def two_nodes_with_an_open_epoch() -> World:

@@ -14,7 +14,7 @@ from laminar_kafka.coordinator.base import EpochOpened
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from laminar_kafka.kafka_source.connector import ConnectorConfig
 from tests.unit.cluster.fakes import FakeCoordinator, wait_for
-from tests.unit.cluster.test_runtime import TOPOLOGY, FakeSource
+from tests.unit.cluster.runtime.test_runtime import TOPOLOGY, FakeSource
 
 
 class ExpiringLake(ParquetTree):

@@ -13,7 +13,7 @@ from laminar_kafka.cli.main import build_parser
 from laminar_kafka.cluster.config import SETTING_NAMES, env_name, settings_from
 from laminar_kafka.devstack.containers.images import RECIPES, apt_mirrors
 
-DOCKER = Path(__file__).resolve().parents[3] / "docker"
+DOCKER = Path(__file__).resolve().parents[4] / "docker"
 _DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
 
 

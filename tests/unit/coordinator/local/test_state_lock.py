@@ -39,7 +39,7 @@ def test_a_second_lock_is_refused_naming_the_holder_until_the_first_is_released(
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).resolve().parents[3])
+                              cwd=Path(__file__).resolve().parents[4])
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(StateDirectoryInUse, match=f"pid {holder.pid} "):
