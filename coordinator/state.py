@@ -10,6 +10,7 @@ This module does no I/O. The node names around the register are in :mod:`laminar
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +32,10 @@ RECENT_DECISIONS: int = 8
 
 
 def _drain_id(value: object, what: str) -> AssignmentDrainId:
+    if not isinstance(value, Mapping):
+        raise CodecError(f"{what}: drain id must be a JSON object, got {type(value).__name__}")
     try:
-        return AssignmentDrainId.from_json(value)  # type: ignore[arg-type]
+        return AssignmentDrainId.from_json(value)
     except CoordinatorError as exc:
         raise CodecError(f"{what}: {exc.message}", cause=exc) from exc
 

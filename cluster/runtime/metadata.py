@@ -7,6 +7,7 @@ between the two is simply absent from the observation.
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
@@ -24,10 +25,18 @@ class MetadataUnavailable(ClusterError):
     """Kafka did not answer a metadata request in time (transient: try again later)."""
 
 
-def uuid_text(uuid: object) -> str:
+class UuidBits(Protocol):
+    """A Kafka ``Uuid`` as the C client makes it (its stub lacks these two methods, which it has)."""
+
+    def get_most_significant_bits(self) -> int: ...
+
+    def get_least_significant_bits(self) -> int: ...
+
+
+def uuid_text(uuid: UuidBits) -> str:
     """A Kafka topic id as 32 hex digits (stable across client versions)."""
-    high = uuid.get_most_significant_bits() & (2**64 - 1)  # type: ignore[attr-defined]
-    low = uuid.get_least_significant_bits() & (2**64 - 1)  # type: ignore[attr-defined]
+    high = uuid.get_most_significant_bits() & (2**64 - 1)
+    low = uuid.get_least_significant_bits() & (2**64 - 1)
     return f"{high:016x}{low:016x}"
 
 

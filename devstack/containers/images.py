@@ -162,9 +162,10 @@ class ImageBuilder:
         """Build `keys` (default: all) and the recipes they depend on; returns one result per image."""
         wanted = set(keys or RECIPE_KEYS)
         for key in list(wanted):
-            while _BY_KEY[key].parent:
-                key = _BY_KEY[key].parent  # type: ignore[assignment]
-                wanted.add(key)
+            parent = _BY_KEY[key].parent
+            while parent:
+                wanted.add(parent)
+                parent = _BY_KEY[parent].parent
         self.cache.mkdir(parents=True, exist_ok=True)
         results: list[BuildResult] = []
         with open(self.cache / ".lock", "w") as lock:
@@ -181,7 +182,7 @@ class ImageBuilder:
 
     def _remove_replaced(self) -> None:
         """Remove the untagged images that a rebuild replaced (ours only: they carry the inputs label)."""
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a tidy-up: a client that cannot list leaves them
             for image in self.client.images.list(filters={"dangling": True, "label": INPUTS_LABEL}):
                 with contextlib.suppress(Exception):  # still used by a container, or a parent of another
                     self.client.images.remove(image.id)
@@ -215,7 +216,7 @@ class ImageBuilder:
         except Exception:  # noqa: BLE001 - not there: pull it
             try:
                 image = self.client.images.pull(public)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - any client failure to pull is one ContainerError with a hint
                 raise ContainerError(
                     f"cannot pull {public} ({_first_line(exc)[:160]}); where no registry is reachable, "
                     "install debootstrap and build with --bases debootstrap", cause=exc) from exc

@@ -213,7 +213,7 @@ class ContainerStack:
                 stack.kafka = run_server(client, "kafka", f"{name}-kafka", labels)
             for server in stack.servers():
                 server.wait_healthy(max(1.0, timeout - (time.monotonic() - started)))
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - remove what started, then re-raised
             remove_stack(client, name)
             raise
         stack.startup_seconds = time.monotonic() - started

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -120,7 +121,7 @@ class NodeNetwork:
                 raise NetworkUnavailable(f"network namespaces need root (running as uid {os.geteuid()})")
             try:
                 self._create()
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - undo, then re-raised (an Exception as NetworkUnavailable)
                 self._teardown()
                 if isinstance(exc, NetworkUnavailable):
                     raise
@@ -164,12 +165,13 @@ class NodeNetwork:
         relay = TcpRelay(label=self.namespace)
         try:
             for group in GROUPS:
-                if self._faults[group] is not None:
-                    relay.cut(group, self._faults[group])  # type: ignore[arg-type]
+                mode = self._faults[group]
+                if mode is not None:
+                    relay.cut(group, mode)
                 if self._latency_ms[group]:
                     relay.set_latency(self._latency_ms[group], group)
             self._listen(relay, self._endpoints)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - close the relay, then re-raised
             relay.close()
             raise
         self._relay = relay
@@ -198,10 +200,10 @@ class NodeNetwork:
             for port in ports:
                 if port in taken:
                     continue
-                listener = _in_namespace(self.namespace, lambda port=port: _loopback_listener(port))
+                listener = _in_namespace(self.namespace, functools.partial(_loopback_listener, port))
                 try:
                     relay.listen(listener, group, port)
-                except BaseException:
+                except BaseException:  # noqa: BLE001 - close the listener, then re-raised
                     listener.close()
                     raise
 
@@ -214,7 +216,7 @@ class NodeNetwork:
                     self._listen(self._relay, merged)
                 except NetworkUnavailable:
                     raise
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - any failure to relay is NetworkUnavailable (the contract)
                     raise NetworkUnavailable(f"relaying {endpoints} in {self.namespace} failed: {exc}", cause=exc) from exc
             self._endpoints = merged
 
@@ -238,15 +240,15 @@ class NodeNetwork:
             relay.close()
         created, self._created = self._created, []
         if "namespace" in created:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # only a warning: teardown goes on
                 pids = _namespace_pids(self.namespace)
                 if pids:
                     logger.warning("closing %s while processes %s still run inside it", self.namespace, pids)
         if "veth" in created:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # best effort: the namespace and owner still go
                 _ip("link", "del", self.host_interface, check=False)
         if "namespace" in created:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # best effort: the owner record still goes
                 _ip("netns", "del", self.namespace, check=False)
         if "owner" in created:
             _remove_owner(self.namespace)

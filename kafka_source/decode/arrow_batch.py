@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.json as pa_json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat, TombstonePolicy
 from laminar_kafka.kafka_source.errors import ConfigurationError
@@ -43,6 +43,14 @@ _METADATA_FIELDS: dict[str, pa.Field] = {
     "_key": pa.field("_key", pa.binary(), nullable=True),
     "_headers": pa.field("_headers", HEADERS_TYPE, nullable=True),
 }
+
+
+_T = TypeVar("_T")
+
+
+def _no_none(values: list[_T | None]) -> TypeGuard[list[_T]]:
+    """Whether no value is ``None`` (one C-level scan)."""
+    return None not in values
 
 
 def metadata_fields(columns: Sequence[str]) -> list[pa.Field]:
@@ -77,7 +85,7 @@ def int64_array(values: list[int]) -> pa.Array:
 def timestamp_array(values: list[int | None]) -> pa.Array:
     """``timestamp[ms]`` array of milliseconds (``None``: null), via a typed buffer when there is
     no null (about 37 instead of 59 ns per value)."""
-    if None in values:
+    if not _no_none(values):
         return pa.array(values, type=pa.timestamp("ms"))
     return pa.Array.from_buffers(pa.timestamp("ms"), len(values), [None, pa.py_buffer(array("q", values))])
 
@@ -115,6 +123,7 @@ class BatchBuilder:
         #: ``on.tombstone=row``: a null value decodes to a row of null payload columns
         self._tombstone_rows = config.on_tombstone is TombstonePolicy.ROW
         self._keys: Decoder | None = None
+        self.payload_schema: pa.Schema
         if self.format.uses_registry or self.key_format.uses_registry:
             from laminar_kafka.kafka_source.schema_registry.client import registry_client
             from laminar_kafka.kafka_source.schema_registry.decode import RegistryDecoder
@@ -133,7 +142,7 @@ class BatchBuilder:
                 raise ConfigurationError(
                     "format=json needs json.schema or a prior discover_schema() call"
                 )
-            self.payload_schema: pa.Schema = payload
+            self.payload_schema = payload
             self._parse_options = pa_json.ParseOptions(
                 explicit_schema=payload, unexpected_field_behavior="ignore"
             )
@@ -267,9 +276,9 @@ class BatchBuilder:
 
     def _parse_json_fast(self, values: list[bytes | None]) -> list[pa.Array] | None:
         """Parse all values at once; ``None`` if any value is missing, multi-line or bad."""
-        if None in values:
+        if not _no_none(values):
             return None
-        joined = b"\n".join(values)  # type: ignore[arg-type]
+        joined = b"\n".join(values)
         if joined.count(b"\n") != len(values) - 1 or b"\r" in joined:
             return None
         try:
@@ -337,7 +346,7 @@ def _without_out_of_range_timestamps(batch: pa.RecordBatch, total: int, bad_reas
     return batch.filter(pa.array([row not in late for row in range(batch.num_rows)], type=pa.bool_()))
 
 
-def _read(field: list | None, name: str) -> list:  # type: ignore[type-arg]
+def _read(field: list[_T] | None, name: str) -> list[_T]:
     """A field the builder's columns need; the reader reads it (:class:`~laminar_kafka.kafka_source.decode.records.RecordFields`)."""
     if field is None:
         raise AssertionError(f"the records were read without their {name}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import TypeVar, cast
 
 import pyarrow as pa
 from confluent_kafka import Message
@@ -25,6 +26,8 @@ from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceC
 __all__ = ["Headers", "RecordFields", "Records"]
 
 Headers = list[tuple[str, bytes | None]] | None
+
+_T = TypeVar("_T")
 
 _TIME = itemgetter(1)
 #: the timestamp of a message that has none (Kafka's ``RecordBatch.NO_TIMESTAMP``)
@@ -91,15 +94,19 @@ class Records:
             timestamps = list(map(_TIME, map(Message.timestamp, messages)))
             if NO_TIMESTAMP in timestamps:
                 timestamps = [None if ts == NO_TIMESTAMP else ts for ts in timestamps]
+        # The stubs make topic, partition and offset Optional for the sake of error events, and
+        # headers the producer's input type; a consumed message without error has all three, and
+        # its headers are a list of (str, bytes | None) pairs or None.
         return cls(
-            partitions=list(map(Message.partition, messages)),
-            offsets=list(map(Message.offset, messages)),
+            partitions=cast("list[int]", list(map(Message.partition, messages))),
+            offsets=cast("list[int]", list(map(Message.offset, messages))),
             values=(pa.array(list(map(Message.value, messages)), type=pa.binary()) if fields.value_column
                     else list(map(Message.value, messages))),
-            topics=fields.topic if fields.topic is not None else list(map(Message.topic, messages)),
+            topics=(fields.topic if fields.topic is not None
+                    else cast("list[str]", list(map(Message.topic, messages)))),
             timestamps=timestamps,
             keys=list(map(Message.key, messages)) if fields.keys else None,
-            headers=list(map(Message.headers, messages)) if fields.headers else None,
+            headers=cast("list[Headers]", list(map(Message.headers, messages))) if fields.headers else None,
         )
 
     def __len__(self) -> int:
@@ -131,7 +138,7 @@ class Records:
         picked_values = (values.take(pa.array(indexes, type=pa.int64())) if isinstance(values, pa.Array)
                          else [])
 
-        def picked(values: list) -> list:  # type: ignore[type-arg]
+        def picked(values: list[_T]) -> list[_T]:
             if pick is None:
                 return []
             return [values[indexes[0]]] if len(indexes) == 1 else list(pick(values))
@@ -156,12 +163,15 @@ class Records:
         if isinstance(first.topics, str) and all(part.topics == first.topics for part in parts):
             one_topic = first.topics
 
-        def joined(field: str) -> list | None:  # type: ignore[type-arg]
-            if getattr(first, field) is None:
+        def joined(lists: Sequence[list[_T] | None]) -> list[_T] | None:
+            """The parts' lists of one field end to end; ``None`` when the field was not read."""
+            if lists[0] is None:
                 return None
-            result: list = []  # type: ignore[type-arg]
-            for part in parts:
-                result.extend(getattr(part, field))
+            result: list[_T] = []
+            for part in lists:
+                if part is None:
+                    raise TypeError("Records.concat: parts read with different RecordFields")
+                result.extend(part)
             return result
 
         topics: list[str] | str
@@ -173,10 +183,12 @@ class Records:
                 topics.extend(part.topic_list())
         values: list[bytes | None] | pa.BinaryArray
         if isinstance(first.values, pa.Array):
-            values = pa.concat_arrays([part.values for part in parts])  # type: ignore[misc]
+            values = pa.concat_arrays([part.values for part in parts])
         else:
-            values = joined("values") or []
+            values = joined([part.values for part in parts]) or []
         return Records(
-            joined("partitions") or [], joined("offsets") or [], values, topics,
-            joined("timestamps"), joined("keys"), joined("headers"),
+            joined([part.partitions for part in parts]) or [], joined([part.offsets for part in parts]) or [],
+            values, topics,
+            joined([part.timestamps for part in parts]), joined([part.keys for part in parts]),
+            joined([part.headers for part in parts]),
         )

@@ -149,7 +149,8 @@ class RegistryDecoder:
         if isinstance(writer, AvroWriter):
             assert self._newest is not None
             newest = self._schemas.get(self._newest[0])
-            reader = None if newest is writer else newest.parsed  # type: ignore[union-attr]
+            assert isinstance(newest, AvroWriter)  # one decoder's writers are all of its one schema type
+            reader = None if newest is writer else newest.parsed
             stream = io.BytesIO(payload)
             value = schemaless_reader(stream, writer.parsed, reader)
             if stream.tell() != len(payload):

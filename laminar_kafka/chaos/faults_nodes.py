@@ -204,6 +204,13 @@ class Join(Fault):
         return Injection(time.monotonic(), targets, details)
 
 
+def _seconds(value: object) -> float:
+    """A plan's number of seconds (the plan makes floats; TypeError for anything else, as float() would)."""
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"a number of seconds is expected, not {value!r}")
+    return float(value)
+
+
 class Churn(Fault):
     """A burst of leaves and joins, ``gaps_s`` apart."""
 
@@ -213,7 +220,7 @@ class Churn(Fault):
         targets = ctx.highs()
         at = time.monotonic()
         steps = [str(step) for step in event.items("steps")]
-        gaps = [float(gap) for gap in event.items("gaps_s")]  # type: ignore[arg-type]
+        gaps = [_seconds(gap) for gap in event.items("gaps_s")]
         done: list[str] = []
         for step, gap in zip(steps, gaps):
             if step == "join":

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from laminar_kafka.cli.common import add_common, configure_command_logging
+from laminar_kafka.cli.common import Parser, add_common, configure_command_logging
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.lake.settings import TableFormat
 
@@ -79,7 +79,7 @@ def _dev_tool(command: str, handler: Callable[[argparse.Namespace], int]) -> Cal
     return checked
 
 
-def add_dev_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_dev_commands(subparsers: argparse._SubParsersAction[Parser]) -> None:
     """Register the `dev` command and its `up`, `status` and `down` subcommands (no dev module is
     imported to build them: `run --help` works on a runtime-only install)."""
     dev = subparsers.add_parser(
@@ -213,8 +213,8 @@ def dev_up_containers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _containers_status(args: argparse.Namespace) -> tuple[dict[str, object], bool] | None:
-    """(state with each container's status, healthy) of the recorded container stack, or None."""
+def _containers_status(args: argparse.Namespace) -> tuple[dict[str, Any], bool] | None:
+    """(state with each container's status, healthy) of the recorded container stack (its JSON), or None."""
     state_file = _containers_state_file(args)
     if not state_file.exists():
         return None
@@ -320,7 +320,7 @@ def dev_status(args: argparse.Namespace) -> int:
             print(json.dumps({**state, "healthy": healthy}, indent=2))
         else:
             print(f"containers         bootstrap.servers {state['bootstrap']}  zookeeper {state['zk_hosts']}")
-            for container in state["containers"]:  # type: ignore[union-attr]
+            for container in state["containers"]:
                 print(f"{container['name']:<18} port {container['port']:<6} {container['status']}")
         if recorded is None:
             return 0 if healthy else 1
@@ -425,7 +425,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     return 0 if results and all(r.ok for r in results) else 1
 
 
-def add_chaos_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_chaos_command(commands: argparse._SubParsersAction[Parser]) -> None:
     """Register ``laminar-kafka chaos`` on the CLI's subcommands."""
     from laminar_kafka.chaos.plan import KINDS  # pure: the fault kinds, for the help text
 
@@ -452,7 +452,7 @@ def add_chaos_command(commands: argparse._SubParsersAction) -> None:  # type: ig
     chaos.set_defaults(handler=_dev_tool("chaos", cmd_chaos))
 
 
-def add_demo_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_demo_command(commands: argparse._SubParsersAction[Parser]) -> None:
     """``laminar-kafka demo``."""
     demo = commands.add_parser("demo", help="a local 3-node cluster with a live rebalance and a node kill", description=(
         "From nothing: start Kafka and ZooKeeper, create an 8-partition topic, produce continuously, start 3 "

@@ -22,7 +22,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from laminar_kafka.cli.common import add_common, add_kafka_client, configure_command_logging, kafka_client_of
+from laminar_kafka.cli.common import (
+    Parser, add_common, add_kafka_client, configure_command_logging, kafka_client_of,
+)
 from laminar_kafka.cluster.errors import ClusterError, UsageError
 from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
 
@@ -71,7 +73,7 @@ def _add_lake_flags(parser: argparse.ArgumentParser) -> None:
                                               "<output>/_catalog/catalog.db)")
 
 
-def add_lake_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_lake_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     """Register `verify` and `compact`."""
 
     verify = commands.add_parser("verify", help="audit an output against its topic (exactly once?)", description=(

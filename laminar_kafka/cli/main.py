@@ -195,23 +195,24 @@ def _stop_before_joining(signum: int, _frame: object) -> None:
 def _interruptible(fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` on a daemon thread, so a signal handler runs while it blocks in the Kafka or
     ZooKeeper client (Python runs handlers only between bytecodes of the main thread)."""
-    result: dict[str, Any] = {}
+    values: list[T] = []  # what fn returned, or
+    errors: list[BaseException] = []  # what it raised
     done = threading.Event()
 
     def work() -> None:
         try:
-            result["value"] = fn(*args)
+            values.append(fn(*args))
         except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
-            result["error"] = exc
+            errors.append(exc)
         finally:
             done.set()
 
     threading.Thread(target=work, name="laminar-preflight", daemon=True).start()
     while not done.wait(0.2):
         pass
-    if "error" in result:
-        raise result["error"]
-    return result["value"]  # type: ignore[no-any-return]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 def cmd_run(args: argparse.Namespace) -> int:

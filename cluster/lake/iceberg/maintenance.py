@@ -26,6 +26,7 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, parquet_file_to_data_file
 from pyiceberg.manifest import DataFile, ManifestContent
 from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.snapshots import Snapshot
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.commit import without_blind_retries
@@ -103,7 +104,7 @@ def compact(
             outputs = [_rewrite(table, group, written) for group in groups]
             inputs = [task.file for group in groups for task in group]
             committed = _commit_rewrite(table, inputs, outputs, attempts)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - the files written so far are deleted, then re-raised
             _delete_quietly(table, written)
             raise
         if not committed:
@@ -154,9 +155,10 @@ def _plan(table: Table, tasks: list[FileScanTask], target_file_bytes: int,
     for task in tasks:
         if task.delete_files or task.file.spec_id != default_spec:
             continue
-        key = tuple(task.file.partition)
+        partition = task.file.partition
+        key = tuple(partition[i] for i in range(len(partition)))
         by_partition.setdefault(key, []).append(task)
-    groups = []
+    groups: list[list[FileScanTask]] = []
     for key in sorted(by_partition, key=repr):
         partition_tasks = sorted(by_partition[key], key=lambda t: t.file.file_path)
         by_path = {task.file.file_path: task for task in partition_tasks}
@@ -250,11 +252,11 @@ def expire(
     raise SinkError(f"snapshot expiry of iceberg table {name} lost {attempts} races with concurrent commits")
 
 
-def _live_files(table: Table, snapshot: object, cache: dict[str, list[tuple[str, int, int | None]]]
+def _live_files(table: Table, snapshot: Snapshot, cache: dict[str, list[tuple[str, int, int | None]]]
                 ) -> list[tuple[str, int, int | None]]:
     """``(path, bytes, adding snapshot id)`` of every data file ``snapshot`` references."""
     result: list[tuple[str, int, int | None]] = []
-    for manifest in snapshot.manifests(table.io):  # type: ignore[attr-defined]
+    for manifest in snapshot.manifests(table.io):
         if manifest.content != ManifestContent.DATA:
             continue
         if manifest.manifest_path not in cache:

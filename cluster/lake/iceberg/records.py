@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none
@@ -49,17 +50,18 @@ def latest_record(table: Table, pipeline: str) -> tuple[int, LakeRecord | None]:
     name = ".".join(table.name())
     while snapshot is not None:
         summary = snapshot.summary
-        if summary is not None and summary.get("laminar.pipeline") == pipeline and summary.get("laminar.epoch"):
+        epoch = summary.get("laminar.epoch") if summary is not None else None
+        if summary is not None and summary.get("laminar.pipeline") == pipeline and epoch:
             raw = summary.get(RECORD_SUMMARY_KEY)
             what = f"iceberg table {name} snapshot {snapshot.snapshot_id}"
             record = LakeRecord.from_json(raw, what) if raw else None
-            return int(summary["laminar.epoch"]), record
+            return int(epoch), record
         parent = snapshot.parent_snapshot_id
         snapshot = table.snapshot_by_id(parent) if parent is not None else None
     return 0, None
 
 
-def read_iceberg_facts(catalog: object, identifiers: Sequence[tuple[str, tuple[str, str]]], pipeline: str) -> LakeFacts:
+def read_iceberg_facts(catalog: Catalog, identifiers: Sequence[tuple[str, tuple[str, str]]], pipeline: str) -> LakeFacts:
     """What the tables ``identifiers`` (``(topic, (namespace, table))``) show of ``pipeline``, merged:
     each topic's cursors come from its own table's latest record."""
     epoch = high = rolled = 0
@@ -69,7 +71,7 @@ def read_iceberg_facts(catalog: object, identifiers: Sequence[tuple[str, tuple[s
     has_records = has_data = False
     where: list[str] = []
     for topic, identifier in identifiers:
-        table = load_table_or_none(catalog, identifier)  # type: ignore[arg-type]
+        table = load_table_or_none(catalog, identifier)
         if table is None:
             continue
         name = ".".join(identifier)
@@ -102,13 +104,13 @@ def read_iceberg_facts(catalog: object, identifiers: Sequence[tuple[str, tuple[s
     )
 
 
-def seal_iceberg(catalog: object, identifiers: Sequence[tuple[str, tuple[str, str]]], pipeline: str,
+def seal_iceberg(catalog: Catalog, identifiers: Sequence[tuple[str, tuple[str, str]]], pipeline: str,
                  seed_epoch: int) -> None:
     """After a reseed at ``seed_epoch``: every table the pipeline committed into accepts what it shows
     (``laminar.seed.<pipeline>`` and ``laminar.epoch.<pipeline>`` := ``seed_epoch``, one property-only
     commit), so the next start does not see a rollback again, and commits continue after the seed."""
     for _topic, identifier in identifiers:
-        table = load_table_or_none(catalog, identifier)  # type: ignore[arg-type]
+        table = load_table_or_none(catalog, identifier)
         if table is None or not _int_property(table, f"{EPOCH_PREFIX}{pipeline}"):
             continue
         with table.transaction() as transaction:

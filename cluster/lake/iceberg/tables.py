@@ -32,7 +32,7 @@ from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids, promote
 from pyiceberg.table import Table
-from pyiceberg.transforms import DayTransform, HourTransform, Transform
+from pyiceberg.transforms import DayTransform, HourTransform
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
@@ -213,7 +213,7 @@ def ensure_namespace(catalog: Catalog, namespace: str) -> None:
     loses that race to another gets a raw integrity error: it is fine when the namespace is there."""
     try:
         catalog.create_namespace_if_not_exists(namespace)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a lost race fails per catalog; re-raised unless the namespace exists
         if not catalog.namespace_exists(namespace):
             raise
         logger.debug("namespace %s was created concurrently", namespace)
@@ -370,7 +370,7 @@ def _promotes(source: IcebergType, target: IcebergType) -> bool:
 
 # --- partitioning --------------------------------------------------------------------------------
 
-_TRANSFORMS: dict[PartitionGranularity, type[Transform]] = {
+_TRANSFORMS: dict[PartitionGranularity, type[DayTransform] | type[HourTransform]] = {
     PartitionGranularity.DAY: DayTransform,
     PartitionGranularity.HOUR: HourTransform,
 }
