@@ -26,13 +26,29 @@ class NodeMetrics:
     def __init__(self, node_id: int) -> None:
         self.registry = CollectorRegistry()
         self.node = str(node_id)
-        r = self.registry
         # the standard process_* (CPU, memory, open fds, start time) and python_info families
-        ProcessCollector(registry=r)
-        PlatformCollector(registry=r)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        # registered in this order: /metrics lists the families in it
+        self._register_intake()
+        self._register_partition_positions()
+        self._register_epochs_and_rounds()
+        self._register_coordinator()
+        self._register_assignment()
+        self._register_rejections()
+        self._register_lake()
+        self._export_zeros()
+
+    def _register_intake(self) -> None:
+        """What the sources delivered: records, Arrow bytes, batches."""
+        r = self.registry
         self.records_in = Counter("laminar_records_in", "Records read from Kafka", ["node"], registry=r)
         self.bytes_in = Counter("laminar_bytes_in", "Arrow bytes read from Kafka", ["node"], registry=r)
         self.batches = Counter("laminar_batches", "Batches polled from sources", ["node"], registry=r)
+
+    def _register_partition_positions(self) -> None:
+        """Per partition: read and durable lag, and the pause of the last handoff."""
+        r = self.registry
         self.lag = Gauge(
             "laminar_lag_records", "High watermark minus the read cursor", ["node", "partition"], registry=r
         )
@@ -44,6 +60,10 @@ class NodeMetrics:
             "laminar_handoff_pause_seconds", "Pause of the last handoff of a partition this node acquired",
             ["node", "partition"], registry=r,
         )
+
+    def _register_epochs_and_rounds(self) -> None:
+        """The protocol as this node lives it: drain and barrier durations, epochs, generations, rounds."""
+        r = self.registry
         self.drain_seconds = Histogram(
             "laminar_drain_seconds", "begin_drain to drain ready", ["node"], buckets=_DURATION_BUCKETS, registry=r
         )
@@ -60,6 +80,10 @@ class NodeMetrics:
             ["node"], registry=r,
         )
         self.rounds = Counter("laminar_rounds", "Rounds resolved", ["node", "outcome"], registry=r)
+
+    def _register_coordinator(self) -> None:
+        """The coordinator's view: fenced writes, stale acks, the session state."""
+        r = self.registry
         self.fenced_writes_rejected = Gauge(
             "laminar_fenced_writes_rejected", "Leader writes rejected by fencing (coordinator counter)",
             ["node"], registry=r,
@@ -70,6 +94,10 @@ class NodeMetrics:
         self.session_state = Gauge(
             "laminar_session_state", "1 for the current coordinator session state", ["node", "state"], registry=r
         )
+
+    def _register_assignment(self) -> None:
+        """What this node owns: its partitions, the assignment version, partitions discovered while running."""
+        r = self.registry
         self.owned_partitions = Gauge("laminar_owned_partitions", "Partitions this node reads", ["node"], registry=r)
         self.assignment_version = Gauge(
             "laminar_assignment_version", "Published assignment version seen", ["node"], registry=r
@@ -78,6 +106,10 @@ class NodeMetrics:
             "laminar_partitions_discovered", "Partitions that appeared while the node ran (topic growth, "
             "new topics matching the pattern)", ["node"], registry=r,
         )
+
+    def _register_rejections(self) -> None:
+        """What was refused or skipped: rejected acks, undecodable records, offsets lost to retention."""
+        r = self.registry
         self.acks_rejected = Counter(
             "laminar_acks_rejected", "This node's epoch acks the leader rejected (the generation restarted)",
             ["node"], registry=r,
@@ -90,6 +122,10 @@ class NodeMetrics:
             "laminar_offsets_lost", "Offsets Kafka deleted (retention) before this node read them, skipped "
             "under fail-on-data-loss=false", ["node"], registry=r,
         )
+
+    def _register_lake(self) -> None:
+        """The lake: publish durations, Iceberg commits, start-up reconciliations, the lake's epoch."""
+        r = self.registry
         self.publish_seconds = Histogram(
             "laminar_publish_seconds", "Publishing a committed epoch into the lake (renames; Iceberg: "
             "the table commits too)", ["node"], buckets=_DURATION_BUCKETS, registry=r,
@@ -107,7 +143,10 @@ class NodeMetrics:
             "laminar_lake_epoch", "The latest epoch the lake showed at this node's start (0: none recorded)",
             ["node"], registry=r,
         )
-        # every per-node family is exported from the start (0 until something happens)
+
+    def _export_zeros(self) -> None:
+        """Every per-node family is exported from the start (0 until something happens); families
+        labelled per partition, outcome or state appear with their first value."""
         for family in (
             self.publish_seconds, self.lake_commits, self.lake_epoch,
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,

@@ -250,8 +250,9 @@ def _publish(
     # A dead owner kept by an abort keeps its old (now stale) boot so a later step sheds it.
     kept = dict(boots)
     for node in snapshot.nodes():
-        if node not in kept and control.boot_of(node) is not None:
-            kept[node] = control.boot_of(node)  # type: ignore[assignment]
+        recorded = control.boot_of(node)
+        if node not in kept and recorded is not None:
+            kept[node] = recorded
     return replace(control, snapshot=snapshot, boots=tuple(sorted(kept.items())), leader_token=token, **changes)
 
 
@@ -273,101 +274,130 @@ def _decide(
 def next_step(view: View, config: CoordinatorConfig, token: int) -> Step | None:
     """The leader's next action given ``view`` (see the module docstring), or None to wait.
 
-    ``token`` is the leader's fencing token (recorded in every register it writes).
+    ``token`` is the leader's fencing token (recorded in every register it writes). The phases are
+    tried in the module docstring's priority order; an open epoch and a running round each decide
+    alone (their None means wait), the later phases fall through to the epoch timer.
     """
-    members = view.members
     control = view.control
     if control is None:
-        eligible = _eligible(members)
-        if not eligible:
-            return None
-        initial = AssignmentSnapshot.initial(config.vnode_count)
-        owners = place(config.placement, initial.owners, eligible, view.vnode_load)
-        snapshot = initial.next(1, owners)
-        # Epochs continue after the pinned manifest's: 0 for a new pipeline, the seed's epoch S for a
-        # control state reseeded from the lake (no epoch number is used twice).
-        base = view.latest_manifest.epoch if view.latest_manifest is not None else 0
-        first = ControlState(
-            snapshot=snapshot, boots=_boots_for(owners, members), last_commit_ms=view.now_ms,
-            leader_token=token, last_epoch=base, manifest_epoch=base,
-        )
-        return Step(StepKind.PUBLISH, first)
-
-    dead = dead_owners(control, members)
-    previous = view.latest_manifest
-
-    # 1. The open epoch.
+        return _first_publication(view, config, token)
+    dead = dead_owners(control, view.members)
     if control.open_epoch:
-        epoch = control.open_epoch
-        verdicts = [classify_ack(a, control, members, previous) for a in view.acks]
-        valid = {v.ack.node_id: v.ack for v in verdicts if not v.reason}
-        rejected = tuple((v.ack, v.reason) for v in verdicts if v.reason)
-        required = control.snapshot.nodes() - dead
-        if not required <= valid.keys():
-            return _report_rejections(view, control, verdicts, token)
-        fences: tuple[MemberFence, ...] = ()
-        if view.member_fences is not None:
-            if not required <= view.member_fences.keys():
-                return None  # a member entry without its election node yet: its liveness cannot be fenced
-            fences = tuple(view.member_fences[n] for n in sorted(required))
-        manifest = merge_manifest(epoch, control.version, previous, [valid[n] for n in sorted(required)])
-        write = WriteManifest(manifest)
-        base = replace(
-            control, open_epoch=0, last_epoch=epoch, last_commit_ms=view.now_ms, leader_token=token,
-        )
-        r = control.round
-        if r is not None and r.cut_epoch == epoch and not _round_failed(control, dead, members) \
-                and view.now_ms < r.deadline_ms:
-            new, decide = _decide(base, RoundOutcome.COMMIT, epoch, members, token)
-            return Step(StepKind.COMMIT_EPOCH, new, (write, decide), rejected, fences=fences)
-        return Step(StepKind.COMMIT_EPOCH, base, (write,), rejected, fences=fences)
-
-    # 2. The running round.
+        return _open_epoch_step(view, control, dead, token)
     if control.round is not None:
-        r = control.round
-        if _round_failed(control, dead, members) or view.now_ms >= r.deadline_ms:
-            new, decide = _decide(control, RoundOutcome.ABORT, control.last_epoch, members, token)
-            return Step(StepKind.DECIDE, new, (decide,))
-        if r.cut_epoch == 0:
-            ready = all((p, control.boot_of(p)) in view.ready for p in r.participants)
-            if ready:
-                epoch = control.last_epoch + 1
-                new = replace(control, open_epoch=epoch, round=replace(r, cut_epoch=epoch), leader_token=token)
-                return Step(StepKind.OPEN_EPOCH, new, (OpenEpoch(epoch, control.version),))
-        # Waiting for drain receipts: ordinary epochs continue (below).
-        return _epoch_timer(view, control, config, token)
-
-    # 3. Dead owners: move their vnodes without a drain.
+        return _running_round_step(view, control, config, dead, token)
     if dead:
-        owners = shed_owners(control.snapshot.owners, dead, members, config.placement, view.vnode_load)
-        new = _publish(control, owners, members, token, manifest_epoch=control.last_epoch)
-        # _publish keeps stale boots only for owners still present; dead ones are gone from owners.
-        return Step(StepKind.SHED, new, shed=tuple(sorted(dead)))
+        return _shed_step(view, control, config, dead, token)
+    membership = _membership_step(view, control, config, token)
+    if membership is not None:
+        return membership
+    return _epoch_timer(view, control, config, token)
 
-    # 4. Membership change: a round (or a direct publication when no live owner loses anything).
+
+def _first_publication(view: View, config: CoordinatorConfig, token: int) -> Step | None:
+    """No register yet: publish version 1 over the eligible members (None while there are none)."""
+    members = view.members
+    eligible = _eligible(members)
+    if not eligible:
+        return None
+    initial = AssignmentSnapshot.initial(config.vnode_count)
+    owners = place(config.placement, initial.owners, eligible, view.vnode_load)
+    snapshot = initial.next(1, owners)
+    # Epochs continue after the pinned manifest's: 0 for a new pipeline, the seed's epoch S for a
+    # control state reseeded from the lake (no epoch number is used twice).
+    base = view.latest_manifest.epoch if view.latest_manifest is not None else 0
+    first = ControlState(
+        snapshot=snapshot, boots=_boots_for(owners, members), last_commit_ms=view.now_ms,
+        leader_token=token, last_epoch=base, manifest_epoch=base,
+    )
+    return Step(StepKind.PUBLISH, first)
+
+
+def _open_epoch_step(view: View, control: ControlState, dead: frozenset[int], token: int) -> Step | None:
+    """1. The open epoch: commit it once every live owner has a valid ack (with the round's COMMIT
+    decision when it is the round's cut epoch), else record missing rejections, else wait (None)."""
+    members = view.members
+    previous = view.latest_manifest
+    epoch = control.open_epoch
+    verdicts = [classify_ack(a, control, members, previous) for a in view.acks]
+    valid = {v.ack.node_id: v.ack for v in verdicts if not v.reason}
+    rejected = tuple((v.ack, v.reason) for v in verdicts if v.reason)
+    required = control.snapshot.nodes() - dead
+    if not required <= valid.keys():
+        return _report_rejections(view, control, verdicts, token)
+    fences: tuple[MemberFence, ...] = ()
+    if view.member_fences is not None:
+        if not required <= view.member_fences.keys():
+            return None  # a member entry without its election node yet: its liveness cannot be fenced
+        fences = tuple(view.member_fences[n] for n in sorted(required))
+    manifest = merge_manifest(epoch, control.version, previous, [valid[n] for n in sorted(required)])
+    write = WriteManifest(manifest)
+    committed = replace(
+        control, open_epoch=0, last_epoch=epoch, last_commit_ms=view.now_ms, leader_token=token,
+    )
+    r = control.round
+    if r is not None and r.cut_epoch == epoch and not _round_failed(control, dead, members) \
+            and view.now_ms < r.deadline_ms:
+        new, decide = _decide(committed, RoundOutcome.COMMIT, epoch, members, token)
+        return Step(StepKind.COMMIT_EPOCH, new, (write, decide), rejected, fences=fences)
+    return Step(StepKind.COMMIT_EPOCH, committed, (write,), rejected, fences=fences)
+
+
+def _running_round_step(
+    view: View, control: ControlState, config: CoordinatorConfig, dead: frozenset[int], token: int
+) -> Step | None:
+    """2. The running round (``control.round`` is set): abort it, open its cut epoch once every
+    participant reported ready, or let ordinary epochs continue while drain receipts are awaited."""
+    r = control.round
+    assert r is not None
+    if _round_failed(control, dead, view.members) or view.now_ms >= r.deadline_ms:
+        new, decide = _decide(control, RoundOutcome.ABORT, control.last_epoch, view.members, token)
+        return Step(StepKind.DECIDE, new, (decide,))
+    if r.cut_epoch == 0:
+        ready = all((p, control.boot_of(p)) in view.ready for p in r.participants)
+        if ready:
+            epoch = control.last_epoch + 1
+            new = replace(control, open_epoch=epoch, round=replace(r, cut_epoch=epoch), leader_token=token)
+            return Step(StepKind.OPEN_EPOCH, new, (OpenEpoch(epoch, control.version),))
+    # Waiting for drain receipts: ordinary epochs continue.
+    return _epoch_timer(view, control, config, token)
+
+
+def _shed_step(
+    view: View, control: ControlState, config: CoordinatorConfig, dead: frozenset[int], token: int
+) -> Step:
+    """3. Dead owners (``dead`` is not empty): move their vnodes without a drain."""
+    owners = shed_owners(control.snapshot.owners, dead, view.members, config.placement, view.vnode_load)
+    new = _publish(control, owners, view.members, token, manifest_epoch=control.last_epoch)
+    # _publish keeps stale boots only for owners still present; dead ones are gone from owners.
+    return Step(StepKind.SHED, new, shed=tuple(sorted(dead)))
+
+
+def _membership_step(view: View, control: ControlState, config: CoordinatorConfig, token: int) -> Step | None:
+    """4. Membership change: a round, or a direct publication when no live owner loses a vnode
+    (None when the target placement is the published one)."""
+    members = view.members
     eligible = _eligible(members)
     if eligible:
         target = place(config.placement, control.snapshot.owners, eligible, view.vnode_load)
     else:
         target = (UNASSIGNED,) * control.snapshot.vnode_count
-    if target != control.snapshot.owners:
-        participants = tuple(sorted({
-            old for old, new in zip(control.snapshot.owners, target) if old != new and old != UNASSIGNED
-        }))
-        if not participants:
-            new = _publish(control, target, members, token, manifest_epoch=control.last_epoch)
-            return Step(StepKind.PUBLISH, new)
-        drain_id = AssignmentDrainId.for_round(control.snapshot, target, token)
-        r = RoundState(
-            drain_id=drain_id, target_owners=tuple(target),
-            deadline_ms=view.now_ms + int(config.round_deadline * 1000), leader_token=token,
-            participants=participants,
-        )
-        new = replace(control, round=r, leader_token=token)
-        return Step(StepKind.START_ROUND, new, (StartRound(r),))
-
-    # 5. The epoch timer.
-    return _epoch_timer(view, control, config, token)
+    if target == control.snapshot.owners:
+        return None
+    participants = tuple(sorted({
+        old for old, new in zip(control.snapshot.owners, target) if old != new and old != UNASSIGNED
+    }))
+    if not participants:
+        published = _publish(control, target, members, token, manifest_epoch=control.last_epoch)
+        return Step(StepKind.PUBLISH, published)
+    drain_id = AssignmentDrainId.for_round(control.snapshot, target, token)
+    r = RoundState(
+        drain_id=drain_id, target_owners=tuple(target),
+        deadline_ms=view.now_ms + int(config.round_deadline * 1000), leader_token=token,
+        participants=participants,
+    )
+    started = replace(control, round=r, leader_token=token)
+    return Step(StepKind.START_ROUND, started, (StartRound(r),))
 
 
 def _report_rejections(
@@ -393,6 +423,8 @@ def _round_failed(control: ControlState, dead: frozenset[int], members: Mapping[
 
 
 def _epoch_timer(view: View, control: ControlState, config: CoordinatorConfig, token: int) -> Step | None:
+    """5. The epoch timer: open epoch E+1 once the checkpoint interval has passed since the last
+    commit and some vnode is owned (None otherwise)."""
     if not control.snapshot.nodes():
         return None
     if view.now_ms < control.last_commit_ms + int(config.checkpoint_interval * 1000):

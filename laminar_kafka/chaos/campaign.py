@@ -115,6 +115,8 @@ class _Run:
         self.result = RunResult(seed=plan.seed, kinds=plan.kinds)
         self.started = time.monotonic()
         self.phase_start = 0.0
+        #: where the nodes land (a tmpfs of its own when the plan has output faults)
+        self.output = directory / "output"
         self._events_log = directory / "events.log"
 
     def note(self, line: str) -> None:
@@ -201,8 +203,7 @@ def _wait_ready(run: _Run, probe: ClusterProbe, nodes: NodeSet) -> float:
 
 
 def _apply(run: _Run, ctx: FaultContext, monitor: Monitor, event: FaultEvent) -> FaultResult:
-    result = FaultResult(kind=event.kind, target=event.target, planned_at_s=event.at_s,
-                         params=event.to_json()["params"])  # type: ignore[arg-type]
+    result = FaultResult(kind=event.kind, target=event.target, planned_at_s=event.at_s, params=event.params_json())
     run.result.faults.append(result)
     while time.monotonic() - run.phase_start < event.at_s:
         time.sleep(0.1)
@@ -211,7 +212,7 @@ def _apply(run: _Run, ctx: FaultContext, monitor: Monitor, event: FaultEvent) ->
     run.note(f"fault {event.kind} ({event.target}, {dict(event.params)}, hold {event.hold_s}s)")
     try:
         injection = FAULTS[event.kind].inject(ctx, event)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded on the fault's result, then raised
         result.error = f"{type(exc).__name__}: {exc}"
         raise
     result.injected_at_s = round(injection.at - run.phase_start, 2)
@@ -292,116 +293,169 @@ def _log_evidence(log_dir: Path, exits: list[dict[str, object]], limit: int = 6)
     return lines[:limit]
 
 
-def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, token: str,
-             say: Callable[[str], None]) -> RunResult:
-    """One seed's run, start to audit. Never raises for a run failure: the result carries it."""
+@dataclass
+class _Started:
+    """What a run started so far, each recorded as soon as it exists: :func:`_release` stops exactly
+    these, whatever step failed."""
+
+    mount: OutputMount | None = None
+    producer: ChaosProducer | None = None
+    nodes: NodeSet | None = None
+    probe: ClusterProbe | None = None
+    monitor: Monitor | None = None
+
+
+def _prepare_run(seed: int, config: CampaignConfig, base: Path, token: str, say: Callable[[str], None]) -> _Run:
+    """A fresh ``base/seed-<seed>`` directory holding the seed's ``plan.json``, and the run's state;
+    announces the plan."""
     plan = config.plan(seed)
     directory = base / f"seed-{seed}"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     (directory / "plan.json").write_text(json.dumps(plan.to_json(), indent=2))
     run = _Run(plan, config, directory, token, say)
-    result = run.result
     say(f"seed {seed}: kinds {', '.join(plan.kinds)}; {len(plan.events)} fault(s): "
         + ", ".join(f"{e.kind}@{e.at_s:.0f}s" for e in plan.events))
-    producer: ChaosProducer | None = None
-    nodes: NodeSet | None = None
-    probe: ClusterProbe | None = None
-    monitor: Monitor | None = None
-    mount: OutputMount | None = None
-    output = directory / "output"
+    return run
+
+
+def _start_pipeline(run: _Run, stack: DevStack, started: _Started) -> tuple[FaultContext, Monitor]:
+    """The output mount (when planned), the first topic, the producer, the nodes, the probe and the
+    monitor, each recorded in ``started`` as soon as it is built; returns, once the nodes are ready,
+    what the faults may touch and the monitor."""
+    config, plan = run.config, run.plan
+    if plan.output_mount:
+        started.mount = OutputMount(run.output)
+        started.mount.mount()
+    assert stack.kafka is not None
+    replication = len(stack.kafka.brokers)
+    first = run.topics.name(0)
+    create_topic(stack.bootstrap, first, config.partitions, replication=replication)
+    run.topics.partitions[first] = config.partitions
+    run.result.topics = (first,)
+    producer = started.producer = ChaosProducer(
+        stack.bootstrap, config.rate, seed=plan.seed,
+        transactional_id=f"{run.prefix}-txn" if plan.transactional else None)
+    producer.add_partitions(first, config.partitions)
+    producer.start()
+    topic_arg = f"re:{run.prefix}\\..*" if plan.pattern else first
+    network = _network_factory(run, stack) if plan.network else None
+    node_argv = _node_flags(run, stack, run.output, topic_arg)
+    nodes = started.nodes = NodeSet(node_argv, run.dir / "logs", network)
+    for _ in range(config.node_count):
+        nodes.start()
+    probe = started.probe = ClusterProbe(stack.bootstrap, stack.zk_hosts, run.prefix)
+    monitor = started.monitor = Monitor(probe, nodes, run.note).start()
+    took = _wait_ready(run, probe, nodes)
+    run.note(f"{config.node_count} nodes ready in {took:.1f}s")
+    ctx = FaultContext(stack=stack, nodes=nodes, probe=probe, producer=producer, topics=run.topics,
+                       output=started.mount, session_timeout_s=config.session_timeout_ms / 1000.0,
+                       checkpoint_interval_s=config.checkpoint_interval_ms / 1000.0, source_identity="kafka",
+                       rng=random.Random(f"targets/{plan.seed}"), note=run.note, wait_until=run.wait_until,
+                       pipeline=run.prefix, output_dir=run.output, run_dir=run.dir,
+                       table_format=config.table_format.value, node_argv=node_argv)
+    return ctx, monitor
+
+
+def _inject_faults(run: _Run, ctx: FaultContext, monitor: Monitor) -> None:
+    """The plan's faults in order (the fault phase starts now), then a bounded wait for the last
+    one's recovery (a recovery that does not come is the monitor's to record, not an error)."""
+    run.phase_start = time.monotonic()
+    for event in run.plan.events:
+        fault = _apply(run, ctx, monitor, event)
+        run.say(f"seed {run.plan.seed}:   {event.kind} {fault.details} at {fault.injected_at_s}s")
+    with contextlib.suppress(ChaosError):
+        run.wait_until(lambda: monitor.pending() == 0, run.config.recovery_timeout_s, "the last fault's recovery")
+
+
+def _stop_production_and_catch_up(run: _Run, ctx: FaultContext, monitor: Monitor) -> None:
+    """Stop the producer, read every partition's final high watermark, and wait (bounded) until every
+    durable cursor reaches it: ``result.caught_up`` and ``catch_up_s``, or the lagging partitions as
+    evidence."""
+    result = run.result
+    ctx.producer.stop()
+    result.topics = tuple(sorted(run.topics.partitions))
+    finals: dict[str, int] = {}
+
+    def all_highs() -> bool:
+        finals.update(ctx.probe.high_watermarks(run.topics.all_partitions()))
+        return len(finals) == len(run.topics.all_partitions())
+
+    run.wait_until(all_highs, 60.0, "every partition's high watermark")
+    run.note(f"production stopped: {ctx.producer.acked_count} acknowledged; catching up")
+    caught = time.monotonic()
     try:
-        stack = pool.get(plan.brokers, plan.zk_servers, say)
-        if plan.output_mount:
-            mount = OutputMount(output)
-            mount.mount()
-        assert stack.kafka is not None
-        replication = len(stack.kafka.brokers)
-        first = run.topics.name(0)
-        create_topic(stack.bootstrap, first, config.partitions, replication=replication)
-        run.topics.partitions[first] = config.partitions
-        result.topics = (first,)
-        producer = ChaosProducer(stack.bootstrap, config.rate, seed=seed,
-                                 transactional_id=f"{run.prefix}-txn" if plan.transactional else None)
-        producer.add_partitions(first, config.partitions)
-        producer.start()
-        topic_arg = f"re:{run.prefix}\\..*" if plan.pattern else first
-        network = _network_factory(run, stack) if plan.network else None
-        node_argv = _node_flags(run, stack, output, topic_arg)
-        nodes = NodeSet(node_argv, directory / "logs", network)
-        for _ in range(config.node_count):
-            nodes.start()
-        probe = ClusterProbe(stack.bootstrap, stack.zk_hosts, run.prefix)
-        monitor = Monitor(probe, nodes, run.note).start()
-        took = _wait_ready(run, probe, nodes)
-        run.note(f"{config.node_count} nodes ready in {took:.1f}s")
-        ctx = FaultContext(stack=stack, nodes=nodes, probe=probe, producer=producer, topics=run.topics, output=mount,
-                           session_timeout_s=config.session_timeout_ms / 1000.0,
-                           checkpoint_interval_s=config.checkpoint_interval_ms / 1000.0, source_identity="kafka",
-                           rng=random.Random(f"targets/{seed}"), note=run.note, wait_until=run.wait_until,
-                           pipeline=run.prefix, output_dir=output, run_dir=directory,
-                           table_format=config.table_format.value, node_argv=node_argv)
-        run.phase_start = time.monotonic()
-        for event in plan.events:
-            fault = _apply(run, ctx, monitor, event)
-            say(f"seed {seed}:   {event.kind} {fault.details} at {fault.injected_at_s}s")
-        with contextlib.suppress(ChaosError):
-            run.wait_until(lambda: monitor.pending() == 0, config.recovery_timeout_s, "the last fault's recovery")
-        producer.stop()
-        result.topics = tuple(sorted(run.topics.partitions))
-        finals: dict[str, int] = {}
+        run.wait_until(lambda: all(monitor.durable.get(k, -1) >= v for k, v in finals.items()),
+                       run.config.catch_up_timeout_s, "catch-up (every durable cursor at its high watermark)")
+        result.caught_up = True
+        result.catch_up_s = round(time.monotonic() - caught, 2)
+    except ChaosError as exc:
+        lagging = {k: (monitor.durable.get(k), v) for k, v in finals.items() if monitor.durable.get(k, -1) < v}
+        result.evidence.append(
+            f"not caught up: (durable, high) per lagging partition {dict(list(lagging.items())[:8])}")
+        run.note(str(exc))
 
-        def all_highs() -> bool:
-            finals.update(probe.high_watermarks(run.topics.all_partitions()))  # type: ignore[union-attr]
-            return len(finals) == len(run.topics.all_partitions())
 
-        run.wait_until(all_highs, 60.0, "every partition's high watermark")
-        run.note(f"production stopped: {producer.acked_count} acknowledged; catching up")
-        caught = time.monotonic()
-        try:
-            run.wait_until(lambda: all(monitor.durable.get(k, -1) >= v for k, v in finals.items()),
-                           config.catch_up_timeout_s, "catch-up (every durable cursor at its high watermark)")
-            result.caught_up = True
-            result.catch_up_s = round(time.monotonic() - caught, 2)
-        except ChaosError as exc:
-            lagging = {k: (monitor.durable.get(k), v) for k, v in finals.items() if monitor.durable.get(k, -1) < v}
-            result.evidence.append(
-                f"not caught up: (durable, high) per lagging partition {dict(list(lagging.items())[:8])}")
-            run.note(str(exc))
-        _audit(run, producer, output, stack.bootstrap)
-    except Exception as exc:  # noqa: BLE001 - a run failure is a result, not a crash of the campaign
-        result.error = f"{type(exc).__name__}: {exc}"
-        logger.debug("seed %d failed", seed, exc_info=True)
-        with contextlib.suppress(Exception):
-            run.note(f"run error: {result.error}")
-    finally:
-        if monitor is not None:
-            monitor.stop()
-        if producer is not None:
-            with contextlib.suppress(Exception):
-                producer.stop()
-            result.acked = producer.acked_count
-            result.producer = {"produced": producer.produced, "acked": producer.acked_count, "failed": producer.failed,
-                               "uncertain": producer.uncertain, "transactions": dict(producer.transactions),
-                               "error": producer.error}
-        if nodes is not None:
-            result.node_exits = nodes.unexpected_exits()
-            nodes.stop_all()
-            if not result.ok:
-                result.evidence += _log_evidence(directory / "logs", result.node_exits)
-        if probe is not None:
-            probe.close()
-        result.elapsed_s = round(time.monotonic() - run.started, 1)
-        if mount is not None:
-            mount.unmount(save_to=None if result.ok else directory / "output-saved")
-        (directory / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
-        unexplained_exits = not plan.output_mount and any(e["while"] == "running" and not e.get("explained")
+def _release(run: _Run, started: _Started) -> None:
+    """Stop what the run started (monitor, producer, nodes, probe, then the output mount, saved when
+    the run failed), recording the producer's counts, the nodes' unexpected exits (and, for a failed
+    run, the first errors of their logs) and the run's elapsed time."""
+    result = run.result
+    if started.monitor is not None:
+        started.monitor.stop()
+    producer = started.producer
+    if producer is not None:
+        with contextlib.suppress(Exception):  # broad on purpose: a producer that fails to stop still has its counts
+            producer.stop()
+        result.acked = producer.acked_count
+        result.producer = {"produced": producer.produced, "acked": producer.acked_count, "failed": producer.failed,
+                           "uncertain": producer.uncertain, "transactions": dict(producer.transactions),
+                           "error": producer.error}
+    if started.nodes is not None:
+        result.node_exits = started.nodes.unexpected_exits()
+        started.nodes.stop_all()
+        if not result.ok:
+            result.evidence += _log_evidence(run.dir / "logs", result.node_exits)
+    if started.probe is not None:
+        started.probe.close()
+    result.elapsed_s = round(time.monotonic() - run.started, 1)
+    if started.mount is not None:
+        started.mount.unmount(save_to=None if result.ok else run.dir / "output-saved")
+
+
+def _file_result(run: _Run) -> None:
+    """Write ``result.json``; remove the run's directory when the run is OK, not to be kept and no
+    node exited by itself unexplained (in a run without output faults), else name it in ``workdir``."""
+    result = run.result
+    (run.dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    unexplained_exits = not run.plan.output_mount and any(e["while"] == "running" and not e.get("explained")
                                                           for e in result.node_exits)
-        if result.ok and not config.keep and not unexplained_exits:
-            shutil.rmtree(directory, ignore_errors=True)
-        else:
-            result.workdir = str(directory)
-    return result
+    if result.ok and not run.config.keep and not unexplained_exits:
+        shutil.rmtree(run.dir, ignore_errors=True)
+    else:
+        result.workdir = str(run.dir)
+
+
+def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, token: str,
+             say: Callable[[str], None]) -> RunResult:
+    """One seed's run, start to audit. Never raises for a run failure: the result carries it."""
+    run = _prepare_run(seed, config, base, token, say)
+    started = _Started()
+    try:
+        stack = pool.get(run.plan.brokers, run.plan.zk_servers, say)
+        ctx, monitor = _start_pipeline(run, stack, started)
+        _inject_faults(run, ctx, monitor)
+        _stop_production_and_catch_up(run, ctx, monitor)
+        _audit(run, ctx.producer, run.output, stack.bootstrap)
+    except Exception as exc:  # noqa: BLE001 - a run failure is a result, not a crash of the campaign
+        run.result.error = f"{type(exc).__name__}: {exc}"
+        logger.debug("seed %d failed", seed, exc_info=True)
+        with contextlib.suppress(OSError):  # the events log cannot be written: the result still says it
+            run.note(f"run error: {run.result.error}")
+    finally:
+        _release(run, started)
+        _file_result(run)
+    return run.result
 
 
 # --------------------------------------------------------------------------------------------------

@@ -156,9 +156,13 @@ class FaultEvent:
         value = self.param(name, ())
         return tuple(value) if isinstance(value, tuple) else ()
 
+    def params_json(self) -> dict[str, object]:
+        """``params`` as a JSON object (tuple values as lists)."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params}
+
     def to_json(self) -> dict[str, object]:
         return {"at_s": self.at_s, "kind": self.kind, "target": self.target, "hold_s": self.hold_s,
-                "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params}}
+                "params": self.params_json()}
 
 
 @dataclass(frozen=True)

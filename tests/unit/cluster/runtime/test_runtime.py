@@ -104,6 +104,40 @@ def make_runtime(tmp_path: Path, coordinator: FakeCoordinator, watermarks: Water
     return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, watermarks=watermarks)
 
 
+async def start_running(runtime: NodeRuntime, rows: int) -> asyncio.Task[None]:
+    """``runtime.run()`` in a task, returned once the runtime has written at least ``rows`` rows."""
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.rows_written >= rows)
+    return task
+
+
+async def stop_running(runtime: NodeRuntime, task: asyncio.Task[None]) -> None:
+    """Stop the runtime (not a planned leave) and wait for its run to end (5 s at most)."""
+    runtime.request_stop(planned_leave=False)
+    await asyncio.wait_for(task, 5)
+
+
+async def ack_of(coordinator: FakeCoordinator, epoch: int, version: int = 1) -> EpochAck:
+    """Open ``epoch`` at ``version``; returns the next ack the coordinator records."""
+    held = len(coordinator.acks)
+    coordinator.emit(EpochOpened(epoch, version))
+    await wait_for(lambda: len(coordinator.acks) > held)
+    return coordinator.acks[held]
+
+
+async def commit(runtime: NodeRuntime, coordinator: FakeCoordinator, ack: EpochAck) -> Manifest:
+    """Commit ``ack``'s epoch; returns its manifest once the runtime has counted one more commit."""
+    committed = runtime.epochs_committed
+    manifest = coordinator.commit(ack)
+    await wait_for(lambda: runtime.epochs_committed > committed)
+    return manifest
+
+
+def every_offset_below(cursors: dict[str, int]) -> dict[int, list[int]]:
+    """Partition -> every offset below its cursor: what the lake holds once ``cursors`` are published."""
+    return {p: list(range(cursors[f"t:{p}"])) for p in (0, 1)}
+
+
 def test_ack_cursors_route_every_partition_by_the_snapshot() -> None:
     partitions = {("t", p): 10 + p for p in range(40)}  # includes partitions added after start
     cp = SourceCheckpoint.from_partitions(partitions)
@@ -121,49 +155,35 @@ def test_ack_cursors_route_every_partition_by_the_snapshot() -> None:
 async def test_barrier_acks_exact_cursors_and_commit_publishes(tmp_path: Path) -> None:
     coordinator = FakeCoordinator()
     runtime = make_runtime(tmp_path, coordinator)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 50)
-    coordinator.emit(EpochOpened(1, 1))
-    await wait_for(lambda: coordinator.acks)
-    ack = coordinator.acks[0]
+    task = await start_running(runtime, rows=50)
+    ack = await ack_of(coordinator, epoch=1)
     assert ack.boot_id == "boot-1" and ack.epoch == 1 and ack.assignment_version == 1
     cursors = ack.cursors["src"]
     assert list_published(runtime.sink.fs, runtime.sink.root) == []  # not before the manifest
-    coordinator.commit(ack)
-    await wait_for(lambda: runtime.epochs_committed == 1)
-    assert published_offsets(runtime) == {p: list(range(cursors[f"t:{p}"])) for p in (0, 1)}
+    await commit(runtime, coordinator, ack)
+    assert published_offsets(runtime) == every_offset_below(cursors)
     assert FakeSource.generations[0].committed[0][1].offsets == cursors  # advisory commit after the manifest
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)
 
 
 async def test_restart_resumes_from_the_manifest_without_duplicates(tmp_path: Path) -> None:
     coordinator = FakeCoordinator()
     runtime = make_runtime(tmp_path, coordinator)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
-    coordinator.emit(EpochOpened(1, 1))
-    await wait_for(lambda: coordinator.acks)
-    manifest = coordinator.commit(coordinator.acks[0])
-    await wait_for(lambda: runtime.epochs_committed == 1)
-    runtime.request_stop(planned_leave=False)  # rows after epoch 1 are dropped at stop
-    await asyncio.wait_for(task, 5)
+    task = await start_running(runtime, rows=20)
+    manifest = await commit(runtime, coordinator, await ack_of(coordinator, epoch=1))
+    await stop_running(runtime, task)  # rows after epoch 1 are dropped at stop
 
     runtime = make_runtime(tmp_path, coordinator)  # a new process
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
+    task = await start_running(runtime, rows=20)
     start = FakeSource.generations[0].started_with
     assert isinstance(start.position, ResumePosition) and start.position.attempt.epoch == 1
     assert dict(start.position.checkpoint.offsets) == dict(manifest.cursors["src"])
-    coordinator.emit(EpochOpened(2, 1))
-    await wait_for(lambda: len(coordinator.acks) == 2)
-    coordinator.commit(coordinator.acks[1])
-    await wait_for(lambda: runtime.epochs_committed == 1)
+    second = await ack_of(coordinator, epoch=2)
+    await commit(runtime, coordinator, second)
     offsets = published_offsets(runtime)
-    final = coordinator.acks[1].cursors["src"]
-    assert offsets == {p: list(range(final[f"t:{p}"])) for p in (0, 1)}
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    final = second.cursors["src"]
+    assert offsets == every_offset_below(final)
+    await stop_running(runtime, task)
 
 
 async def test_suspended_session_admits_no_epoch_and_lost_rejoins(
@@ -171,8 +191,7 @@ async def test_suspended_session_admits_no_epoch_and_lost_rejoins(
 ) -> None:
     coordinator = FakeCoordinator()
     runtime = make_runtime(tmp_path, coordinator)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
+    task = await start_running(runtime, rows=20)
     caplog.set_level(logging.INFO, logger="laminar_kafka.cluster.runtime.epochs")
     coordinator.emit(SessionStateChanged(SessionState.SUSPENDED))
     coordinator.emit(EpochOpened(1, 1))
@@ -182,15 +201,12 @@ async def test_suspended_session_admits_no_epoch_and_lost_rejoins(
     await wait_for(lambda: coordinator.rejoins == 1 and len(FakeSource.generations) == 2 and runtime.rows_written > 0)
     assert FakeSource.generations[0].closed
     assert runtime.sink.boot_id == "boot-2"
-    coordinator.emit(EpochOpened(2, 1))
-    await wait_for(lambda: coordinator.acks)
-    assert coordinator.acks[0].boot_id == "boot-2"
-    coordinator.commit(coordinator.acks[0])
-    await wait_for(lambda: runtime.epochs_committed == 1)
-    final = coordinator.acks[0].cursors["src"]
-    assert published_offsets(runtime) == {p: list(range(final[f"t:{p}"])) for p in (0, 1)}
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    ack = await ack_of(coordinator, epoch=2)
+    assert ack.boot_id == "boot-2"
+    await commit(runtime, coordinator, ack)
+    final = ack.cursors["src"]
+    assert published_offsets(runtime) == every_offset_below(final)
+    await stop_running(runtime, task)
 
 
 class FlakyAckCoordinator(FakeCoordinator):
@@ -211,51 +227,40 @@ class FlakyAckCoordinator(FakeCoordinator):
 async def test_an_ack_that_fails_transiently_is_sent_again_unchanged(tmp_path: Path) -> None:
     coordinator = FlakyAckCoordinator(failures=2)
     runtime = make_runtime(tmp_path, coordinator)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
-    coordinator.emit(EpochOpened(1, 1))
-    await wait_for(lambda: coordinator.acks)
+    task = await start_running(runtime, rows=20)
+    ack = await ack_of(coordinator, epoch=1)
     assert len(coordinator.attempts) == 3
-    assert all(a == coordinator.acks[0] for a in coordinator.attempts)  # same cursors, same sealed files
-    assert coordinator.acks[0].outputs and len(FakeSource.generations) == 1
-    coordinator.commit(coordinator.acks[0])
-    await wait_for(lambda: runtime.epochs_committed == 1)
-    cursors = coordinator.acks[0].cursors["src"]
-    assert published_offsets(runtime) == {p: list(range(cursors[f"t:{p}"])) for p in (0, 1)}
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    assert all(a == ack for a in coordinator.attempts)  # same cursors, same sealed files
+    assert ack.outputs and len(FakeSource.generations) == 1
+    await commit(runtime, coordinator, ack)
+    cursors = ack.cursors["src"]
+    assert published_offsets(runtime) == every_offset_below(cursors)
+    await stop_running(runtime, task)
 
 
 async def test_a_lost_ack_answer_is_dropped_once_its_epoch_commits(tmp_path: Path) -> None:
     coordinator = FlakyAckCoordinator(failures=1000)
     runtime = make_runtime(tmp_path, coordinator)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
+    task = await start_running(runtime, rows=20)
     coordinator.emit(EpochOpened(1, 1))
     await wait_for(lambda: coordinator.attempts)
-    coordinator.commit(coordinator.attempts[0])  # it was recorded; only the answer was lost
-    await wait_for(lambda: runtime.epochs_committed == 1)
+    await commit(runtime, coordinator, coordinator.attempts[0])  # it was recorded; only the answer was lost
     assert runtime.epochs.unsent is None  # nothing left to send again
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)
 
 
 async def test_a_rejected_ack_restarts_the_generation_and_acks_the_epoch_again(tmp_path: Path) -> None:
     coordinator = FakeCoordinator()
     runtime = make_runtime(tmp_path, coordinator)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
-    coordinator.emit(EpochOpened(1, 1))
-    await wait_for(lambda: coordinator.acks)
-    rejected = coordinator.acks[0]
+    task = await start_running(runtime, rows=20)
+    rejected = await ack_of(coordinator, epoch=1)
     coordinator.emit(AckRejected(1, "cursor src/t:0 regresses"))
     await wait_for(lambda: len(coordinator.acks) == 2)
     assert len(FakeSource.generations) == 2 and FakeSource.generations[0].closed
     replacement = coordinator.acks[1]
     assert replacement.epoch == 1 and replacement.boot_id == rejected.boot_id
     assert set(replacement.outputs).isdisjoint(rejected.outputs)
-    coordinator.commit(replacement)
-    await wait_for(lambda: runtime.epochs_committed == 1)
+    await commit(runtime, coordinator, replacement)
     cursors = replacement.cursors["src"]  # the new generation acked from where it started
     expected = {p: list(range(cursors[f"t:{p}"])) for p in (0, 1) if cursors[f"t:{p}"]}
     assert published_offsets(runtime) == expected  # none of the rejected ack's rows
@@ -264,8 +269,7 @@ async def test_a_rejected_ack_restarts_the_generation_and_acks_the_epoch_again(t
     coordinator.emit(EpochOpened(2, 1))  # handled after the duplicate
     await wait_for(lambda: len(coordinator.acks) == 3)
     assert len(FakeSource.generations) == 2 and not FakeSource.generations[1].closed
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)
 
 
 def vnode_runtime(tmp_path: Path, coordinator: FakeCoordinator) -> NodeRuntime:
@@ -283,20 +287,16 @@ async def test_an_owner_of_vnodes_without_partitions_acks_empty_and_a_non_owner_
     runtime = vnode_runtime(tmp_path, coordinator)
     task = asyncio.create_task(runtime.run())
     await wait_for(lambda: runtime.assignment.snapshot is not None)
-    coordinator.emit(EpochOpened(1, 1))
-    await wait_for(lambda: coordinator.acks)
-    ack = coordinator.acks[0]
+    ack = await ack_of(coordinator, epoch=1)
     assert ack.cursors == {"src": {}} and ack.outputs == () and FakeSource.generations == []
-    coordinator.commit(ack)
-    await wait_for(lambda: runtime.epochs_committed == 1)
+    await commit(runtime, coordinator, ack)
     # a version where node 1 owns no vnode at all: the leader does not wait for it, no ack
     coordinator.emit(AssignmentChanged(coordinator.snapshot.next(2, [2, 2, 2, 2]), 1))
     coordinator.emit(EpochOpened(2, 2))
     coordinator.emit(EpochCommitted(Manifest(2, 2, {"src": {}})))  # handled after the EpochOpened
     await wait_for(lambda: runtime.epochs_committed == 2)
     assert len(coordinator.acks) == 1 and runtime.epochs.pending is None
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)
 
 
 async def test_a_failed_start_still_stops_the_coordinator(tmp_path: Path) -> None:
@@ -325,14 +325,12 @@ async def test_a_fenced_ack_rejoins_without_touching_the_retired_source(tmp_path
 
     coordinator = FencedOnce()
     runtime = make_runtime(tmp_path, coordinator)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
+    task = await start_running(runtime, rows=20)
     coordinator.emit(EpochOpened(1, 1))
     await wait_for(lambda: coordinator.rejoins == 1 and len(FakeSource.generations) == 2)
     assert runtime.metrics.generations_retired.labels(runtime.metrics.node)._value.get() == 0
     assert runtime.generations.failures == 0
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)
 
 
 async def test_a_failing_watermark_close_still_stops_source_and_coordinator(tmp_path: Path) -> None:
@@ -351,8 +349,7 @@ async def test_a_failing_watermark_close_still_stops_source_and_coordinator(tmp_
 
     coordinator = Recording()
     runtime = make_runtime(tmp_path, coordinator, Watermarks())
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
+    task = await start_running(runtime, rows=20)
     runtime.request_stop(planned_leave=False)
     with pytest.raises(RuntimeError, match="already closed"):
         await asyncio.wait_for(task, 5)
@@ -385,11 +382,9 @@ async def test_a_transient_metadata_failure_at_start_is_retried(tmp_path: Path) 
 
     runtime = make_runtime(tmp_path, coordinator)
     runtime.topology.read_topology = topology
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 10)
+    task = await start_running(runtime, rows=10)
     assert not failures
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)
 
 
 async def test_a_transient_source_failure_restarts_the_generation_without_counting(
@@ -412,12 +407,10 @@ async def test_a_transient_source_failure_restarts_the_generation_without_counti
     coordinator = FakeCoordinator()
     runtime = make_runtime(tmp_path, coordinator)
     runtime.generations._source_factory = RegistryDown
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 10)
+    task = await start_running(runtime, rows=10)
     assert not outages and len(FakeSource.generations) == 9 and runtime.generations.failures == 0
     assert all(g.closed for g in FakeSource.generations[:-1])
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)
 
 
 async def test_the_bad_record_limit_stops_the_node_at_once(tmp_path: Path) -> None:
@@ -442,8 +435,7 @@ async def test_new_topic_ids_that_cannot_be_pinned_now_are_tried_again(tmp_path:
     metadata read pins it."""
     coordinator = FakeCoordinator()
     runtime = make_runtime(tmp_path, coordinator)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 10)
+    task = await start_running(runtime, rows=10)
     grown = Topology.of(TopicInfo(TOPIC, "id-t", 2), TopicInfo("other", "id-o", 1))
     pin = coordinator.pin_topic_ids
     failures = [CoordinatorError("topic ids not confirmed: SessionExpiredError()")]
@@ -461,5 +453,4 @@ async def test_new_topic_ids_that_cannot_be_pinned_now_are_tried_again(tmp_path:
     generation.connector.add_partitions = lambda partitions: None  # type: ignore[method-assign]
     await runtime.topology.adopt(grown)  # the next metadata read
     assert coordinator.topic_ids["other"] == "id-o" and runtime.topology.topic_ids()["other"] == "id-o"
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)

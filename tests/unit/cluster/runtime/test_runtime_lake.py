@@ -2,7 +2,6 @@
 session expiring) is durable all the same; the node goes on, and a later publish finishes it."""
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,11 +9,10 @@ from laminar_kafka.cluster.lake.outputs import ParquetTree
 from laminar_kafka.cluster.lake.settings import PartitionGranularity
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
-from laminar_kafka.coordinator.base import EpochOpened
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from laminar_kafka.kafka_source.connector import ConnectorConfig
 from tests.unit.cluster.fakes import FakeCoordinator, wait_for
-from tests.unit.cluster.runtime.test_runtime import TOPOLOGY, FakeSource
+from tests.unit.cluster.runtime.test_runtime import TOPOLOGY, FakeSource, ack_of, commit, start_running, stop_running
 
 
 class ExpiringLake(ParquetTree):
@@ -39,22 +37,14 @@ async def test_a_publish_the_coordinator_cannot_answer_now_does_not_stop_the_nod
     lake = ExpiringLake(sink)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, lake=lake)
-    task = asyncio.create_task(runtime.run())
-    await wait_for(lambda: runtime.rows_written >= 20)
-    coordinator.emit(EpochOpened(1, 1))
-    await wait_for(lambda: coordinator.acks)
-    first = coordinator.commit(coordinator.acks[0])
-    await wait_for(lambda: runtime.epochs_committed == 1)
+    task = await start_running(runtime, rows=20)
+    first = await commit(runtime, coordinator, await ack_of(coordinator, epoch=1))
     assert lake.failures == 0 and not task.done()
     assert runtime.epochs.latest_committed_epoch == 1  # durable: the manifest says so
     assert list_published(sink.fs, sink.root) == []  # not visible yet
     await wait_for(lambda: runtime.rows_written >= 40)
-    coordinator.emit(EpochOpened(2, 1))
-    await wait_for(lambda: len(coordinator.acks) == 2)
-    coordinator.commit(coordinator.acks[1])
-    await wait_for(lambda: runtime.epochs_committed == 2)
+    await commit(runtime, coordinator, await ack_of(coordinator, epoch=2))
     await runtime.epochs.recover_sink()  # what every 10th epoch and every start do
     published = {p.rsplit("/", 1)[1] for p in list_published(sink.fs, sink.root)}
     assert {name.rsplit("/", 1)[1].replace("_staging/", "") for name in first.outputs} <= published
-    runtime.request_stop(planned_leave=False)
-    await asyncio.wait_for(task, 5)
+    await stop_running(runtime, task)

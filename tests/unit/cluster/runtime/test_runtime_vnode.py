@@ -98,6 +98,19 @@ class Cluster:
         self.coordinator.emit(RoundStarted(drain_id, tuple(target), int((time.time() + 30) * 1000)))
         return drain_id
 
+    async def drain_reported(self, target: list[int]) -> AssignmentDrainId:
+        """Start a round to ``target``; returns its id once this node has reported its drain ready."""
+        drain_id = self.start_round(target)
+        await wait_for(lambda: self.coordinator.drain_reports == [drain_id])
+        return drain_id
+
+    async def produce_past_the_cut(self) -> None:
+        """Five more records on t:0 (being drained: they stay behind its cut) and on t:1 (kept);
+        returns once the source has read t:1's."""
+        self.log.append(("t", 0), 5)
+        self.log.append(("t", 1), 5)
+        await wait_for(lambda: self.source.cursor[("t", 1)] == END + 5)
+
     def publish(self, target: list[int], manifest_epoch: int) -> None:
         self.coordinator.snapshot = self.coordinator.snapshot.next(self.coordinator.snapshot.version + 1, target)
         self.coordinator.emit(AssignmentChanged(self.coordinator.snapshot, manifest_epoch))
@@ -133,11 +146,8 @@ async def test_a_committed_round_hands_partitions_over_without_restarting_the_so
     cluster = Cluster(tmp_path, {0, 1})
     await cluster.start()
     target = owners({1, 2})  # node 1 loses t:0 and gains t:2
-    drain_id = cluster.start_round(target)
-    await wait_for(lambda: cluster.coordinator.drain_reports == [drain_id])
-    cluster.log.append(("t", 0), 5)
-    cluster.log.append(("t", 1), 5)
-    await wait_for(lambda: cluster.source.cursor[("t", 1)] == END + 5)  # kept partitions flow
+    drain_id = await cluster.drain_reported(target)
+    await cluster.produce_past_the_cut()  # kept partitions flow
     assert await cluster.commit(4, 1) == {key(0): END, key(1): END + 5}  # t:0 stopped at its cut
 
     cluster.coordinator.emit(RoundDecided(drain_id, RoundOutcome.COMMIT, 4))
@@ -155,11 +165,8 @@ async def test_a_committed_round_hands_partitions_over_without_restarting_the_so
 async def test_an_aborted_round_resumes_the_paused_partitions_at_their_cut(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, {0, 1})
     await cluster.start()
-    drain_id = cluster.start_round(owners({1}))
-    await wait_for(lambda: cluster.coordinator.drain_reports == [drain_id])
-    cluster.log.append(("t", 0), 5)
-    cluster.log.append(("t", 1), 5)
-    await wait_for(lambda: cluster.source.cursor[("t", 1)] == END + 5)
+    drain_id = await cluster.drain_reported(owners({1}))
+    await cluster.produce_past_the_cut()
     assert await cluster.commit(4, 1) == {key(0): END, key(1): END + 5}
 
     cluster.coordinator.emit(RoundDecided(drain_id, RoundOutcome.ABORT, 4))
@@ -227,8 +234,7 @@ async def test_a_cancelled_finish_drain_follows_the_cancellation_policy(tmp_path
     cluster = Cluster(tmp_path, {0, 1}, options, cancellation=policy)
     await cluster.start()
     first = cluster.source
-    drain_id = cluster.start_round(owners({1}))
-    await wait_for(lambda: cluster.coordinator.drain_reports == [drain_id])
+    drain_id = await cluster.drain_reported(owners({1}))
     await cluster.commit(4, 1)
     first.hang_finishes = 1  # the resolution hangs past its deadline
     cluster.coordinator.emit(RoundDecided(drain_id, RoundOutcome.ABORT, 4))
