@@ -47,6 +47,7 @@ from laminar_kafka.kafka_source import (  # noqa: E402
     SourceStart,
 )
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig  # noqa: E402
+from laminar_kafka.kafka_source.read.positions import watermarks  # noqa: E402
 
 PARTITIONS = 8
 RECORD_BYTES = 100
@@ -83,11 +84,8 @@ def topic_records(bootstrap: str, topic: str) -> int | None:
         info = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if info is None or info.error is not None:
             return None
-        total = 0
-        for partition in info.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            total += high - low
-        return total
+        bounds = watermarks(consumer, [(topic, partition) for partition in info.partitions], 10.0)
+        return sum(high - low for low, high in bounds.values())
     finally:
         consumer.close()
 

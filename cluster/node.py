@@ -38,7 +38,7 @@ from laminar_kafka.coordinator.base import Coordinator, CoordinatorConfig
 from laminar_kafka.coordinator.config import ZkCredentials
 from laminar_kafka.coordinator.layout import pipeline_path
 from laminar_kafka.coordinator.errors import ConfigurationError as CoordinatorConfigurationError
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.kafka_source.checkpoint import format_key
 from laminar_kafka.kafka_source.read.positions import high_watermarks
@@ -57,10 +57,10 @@ __all__ = ["NodeInputs", "make_coordinator", "preflight", "run_node", "topic_par
 
 @dataclass(frozen=True)
 class NodeInputs:
-    partitions: tuple[TopicPartition, ...]
+    partitions: tuple[TopicPartitionId, ...]
 
 
-def topic_partitions(kafka: KafkaTarget, topics: tuple[str, ...], timeout: float = 10.0) -> list[TopicPartition]:
+def topic_partitions(kafka: KafkaTarget, topics: tuple[str, ...], timeout: float = 10.0) -> list[TopicPartitionId]:
     """Every (topic, partition) of ``topics`` (names, or one ``re:<regex>``). Raises
     :class:`UsageError` when Kafka does not answer within ``timeout`` (naming the last error the
     client met: refused, authentication failed, untrusted certificate...), a client property is
@@ -195,7 +195,7 @@ def zk_credentials(settings: NodeSettings) -> ZkCredentials | None:
         raise UsageError(f"zk-auth: {exc}", cause=exc) from exc
 
 
-def expected_schemas(settings: NodeSettings, partitions: list[TopicPartition],
+def expected_schemas(settings: NodeSettings, partitions: list[TopicPartitionId],
                      registry: dict[str, pa.Schema]) -> dict[str, pa.Schema | None]:
     """Each present topic's batch schema, when it is known before the first record: the configured
     one (raw, json with json-schema), the registry's latest (``registry``), else None."""
@@ -206,7 +206,7 @@ def expected_schemas(settings: NodeSettings, partitions: list[TopicPartition],
     return {topic: registry.get(topic, known) for topic in sorted({t for t, _ in partitions})}
 
 
-def check_registry(settings: NodeSettings, partitions: list[TopicPartition]) -> dict[str, pa.Schema]:
+def check_registry(settings: NodeSettings, partitions: list[TopicPartitionId]) -> dict[str, pa.Schema]:
     """Registry formats: raise :class:`UsageError` unless the schema registry answers and accepts the
     credentials, and each topic's latest value schema (subject ``<topic>-value``) maps to Arrow; returns
     those schemas. A topic without a subject yet is only logged (its producers may start later)."""
@@ -264,7 +264,7 @@ class WatermarkReader:
     def __init__(self, kafka: KafkaClientConfig) -> None:
         self._consumer = make_consumer(kafka, "laminar-watermarks")
 
-    def __call__(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    def __call__(self, partitions: list[TopicPartitionId]) -> dict[TopicPartitionId, int]:
         return high_watermarks(self._consumer, partitions, 5.0)
 
     def close(self) -> None:

@@ -87,7 +87,7 @@ from laminar_kafka.coordinator.vnodes.rounds import (
     round_id,
 )
 from laminar_kafka.coordinator.vnodes.routing import (
-    TopicPartition,
+    TopicPartitionId,
     owned_partitions,
     partition_vnode,
     partitions_by_vnode,
@@ -130,7 +130,7 @@ __all__ = [
     "SessionLostError",
     "SessionState",
     "SessionStateChanged",
-    "TopicPartition",
+    "TopicPartitionId",
     "UNASSIGNED",
     "VnodeRegistry",
     "balanced",

@@ -22,7 +22,7 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from laminar_kafka.coordinator.errors import CodecError
 
@@ -30,8 +30,10 @@ __all__ = [
     "U64_MAX",
     "OFFSET_MAX",
     "PARTITION_MAX",
+    "PartitionKey",
     "Cursors",
     "CodecError",
+    "is_int",
     "loads",
     "dumps",
     "expect_object",
@@ -51,8 +53,12 @@ U64_MAX: int = 2**64 - 1
 OFFSET_MAX: int = 2**63 - 1
 PARTITION_MAX: int = 2**31 - 1
 
+#: ``"topic:partition"``, a cursor key (:func:`format_partition_key`); the same partition as a tuple
+#: is :data:`laminar_kafka.coordinator.vnodes.routing.TopicPartitionId`
+PartitionKey = str
+
 #: source identity -> "topic:partition" -> next offset to read
-Cursors = Mapping[str, Mapping[str, int]]
+Cursors = Mapping[str, Mapping[PartitionKey, int]]
 
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,9}")
@@ -112,6 +118,13 @@ def dumps(value: Any) -> bytes:
 # ---- primitives ----------------------------------------------------------------------------------
 
 
+def is_int(value: object) -> TypeGuard[int]:
+    """True iff ``value`` is an int and not a bool (JSON and Python both let ``True`` pass for 1).
+
+    The one integer test of the project's strict checks (codecs, routing, placement, checkpoints)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def expect_object(
     value: object, what: str, required: Iterable[str], optional: Iterable[str] = ()
 ) -> dict[str, Any]:
@@ -129,7 +142,7 @@ def expect_object(
 
 def expect_int(value: object, what: str, minimum: int = 0, maximum: int = U64_MAX) -> int:
     """``value`` as an int (never a bool) in ``minimum..maximum`` (default: a u64)."""
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not is_int(value):
         raise CodecError(f"{what} = {value!r} must be an integer")
     if not minimum <= value <= maximum:
         raise CodecError(f"{what} = {value} is out of range {minimum}..{maximum}")
@@ -170,7 +183,7 @@ def is_topic_name(topic: object) -> bool:
 KEY_CACHE_SIZE = 1 << 16
 
 
-def format_partition_key(topic: str, partition: int) -> str:
+def format_partition_key(topic: str, partition: int) -> PartitionKey:
     """The cursor key ``"topic:partition"``. Pre: a legal Kafka topic name, ``0 <= partition < 2**31``
     (CodecError otherwise). Valid keys are remembered (:data:`KEY_CACHE_SIZE`)."""
     if type(topic) is str and type(partition) is int:  # exact types: a bool is no partition
@@ -194,7 +207,7 @@ def _valid_key(topic: str, partition: int) -> str:
 def _checked_key(topic: object, partition: object) -> str:
     if not is_topic_name(topic):
         raise CodecError(f"invalid topic name {topic!r}")
-    if not isinstance(partition, int) or isinstance(partition, bool) or not 0 <= partition <= PARTITION_MAX:
+    if not is_int(partition) or not 0 <= partition <= PARTITION_MAX:
         raise CodecError(f"invalid partition {partition!r} for topic {topic!r}")
     return f"{topic}:{partition}"
 

@@ -11,7 +11,9 @@ decisions, rejection markers, pins, vnode loads) and offers exactly the operatio
   creates the step's intents (a decision is create-once), or raises :class:`FencedError` and changes
   nothing;
 - the nodes' side: versioned reads of the register and of manifests, the writes of acks and drain
-  receipts, and the create-once pins.
+  receipts, and the create-once pins;
+- an observer's side (``laminar-kafka status``, which never joins the pipeline): the live members,
+  the elected leader, and a manifest with the time it was stored. These only read.
 
 Three adapters: :class:`laminar_kafka.coordinator.zk.store.ZooKeeperStore` (kazoo), :class:`laminar_kafka.coordinator.local.store.
 LocalStore` (files with fsync, one process) and :class:`laminar_kafka.coordinator.local.memory_store.MemoryStore` (ZooKeeper's
@@ -27,9 +29,9 @@ from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.engine.steps import Step, View
-from laminar_kafka.coordinator.values import EpochAck, Manifest
+from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
 
-__all__ = ["Leadership", "EpochGone", "ControlStore"]
+__all__ = ["Leadership", "EpochGone", "StoredManifest", "ControlStore"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,15 @@ class Leadership:
 
 class EpochGone(FencedError):
     """An ack was written for an epoch whose records no longer exist (committed and collected)."""
+
+
+@dataclass(frozen=True)
+class StoredManifest:
+    """A manifest as the store holds it, and when it was written there: seconds since the epoch
+    (ZooKeeper's modification time of its node, a file's mtime), None when the store keeps no time."""
+
+    manifest: Manifest
+    written_at: float | None
 
 
 class ControlStore(ABC):
@@ -106,6 +117,28 @@ class ControlStore(ABC):
     @abstractmethod
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         """Replace the vnode load (placement input)."""
+
+    # ---- an observer's side (read only) ---------------------------------------------------------
+
+    @abstractmethod
+    def read_members(self) -> dict[int, Member]:
+        """The members with a live session, by node id (an ended session's entry is gone); empty
+        before the first member joined."""
+
+    @abstractmethod
+    def read_leader(self) -> int | None:
+        """The node id of the elected leader: the lowest election candidate. None when nobody
+        stands, or when that candidate's entry vanished or is malformed while it was read."""
+
+    @abstractmethod
+    def read_stored_manifest(self, epoch: int) -> StoredManifest | None:
+        """Manifest ``epoch`` (0: the pinned initial manifest) as stored now, with its write time;
+        None when absent. Strict, for an observer: where :meth:`read_manifest` answers None for a
+        chunked manifest whose chunks do not match its header (being written), this raises
+        :class:`~laminar_kafka.coordinator.layout.ChunkPending` (a committed manifest is never being
+        written: the commit that names it publishes its header). CodecError when malformed."""
+
+    # ---- recovery -------------------------------------------------------------------------------
 
     @abstractmethod
     def reset(self, seed: Manifest) -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from laminar_kafka.coordinator.stop_signals import run_until_stopped
 from laminar_kafka.devstack.errors import ServerStartError
 from laminar_kafka.devstack.processes import REPO_ROOT, free_port, log_tail, pid_alive, pid_cmdline, port_accepts, terminate_pid
 
@@ -160,7 +161,7 @@ def start_s3_server(
         _wait_answering(process, server, timeout)
         for bucket in buckets:
             create_bucket(server, bucket)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - an interrupted start too: the server is stopped, then it re-raises
         terminate_pid(process.pid, 5)
         raise
     logger.info("S3 server (moto) ready at %s after %.1fs", server.endpoint, time.monotonic() - started)
@@ -220,10 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     print("export AWS_SECRET_ACCESS_KEY=<any non-empty value: moto checks no signature>")
     print(f"# bucket {DEV_BUCKET}; pyarrow URI {server.uri(DEV_BUCKET, 'lake')}  (Ctrl-C stops it)", flush=True)
     try:
-        while server.running():
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
+        run_until_stopped(server.running)
     finally:
         server.stop()
 

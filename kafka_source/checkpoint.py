@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, loads, parse_partition_key
+from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, is_int, loads, parse_partition_key
 from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.errors import CheckpointError
 
 __all__ = [
     "CHECKPOINT_FORMAT_VERSION",
     "CONNECTOR_NAME",
     "SourceCheckpoint",
-    "TopicPartitionKey",
     "format_key",
     "parse_key",
 ]
@@ -39,14 +39,6 @@ __all__ = [
 CONNECTOR_NAME: str = "kafka"
 CHECKPOINT_FORMAT_VERSION: int = 1
 _KEYS: frozenset[str] = frozenset({"connector", "format_version", "assignment_version", "offsets"})
-
-#: ``(topic, partition)``
-TopicPartitionKey = tuple[str, int]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
 
 def format_key(topic: str, partition: int) -> str:
     """The checkpoint key ``"topic:partition"``. Pre: valid Kafka topic name, 0 <= partition < 2**31.
@@ -60,7 +52,7 @@ def format_key(topic: str, partition: int) -> str:
         raise CheckpointError(exc.message, cause=exc) from exc
 
 
-def parse_key(key: str) -> TopicPartitionKey:
+def parse_key(key: str) -> TopicPartitionId:
     """Inverse of :func:`format_key`; raises :class:`CheckpointError` on any non-canonical key."""
     try:
         return parse_partition_key(key)
@@ -86,15 +78,15 @@ class SourceCheckpoint:
     def __post_init__(self) -> None:
         if self.connector != CONNECTOR_NAME:
             raise CheckpointError(f"checkpoint belongs to connector {self.connector!r}, not 'kafka'")
-        if not _is_int(self.format_version) or self.format_version != CHECKPOINT_FORMAT_VERSION:
+        if not is_int(self.format_version) or self.format_version != CHECKPOINT_FORMAT_VERSION:
             raise CheckpointError(f"unsupported checkpoint format_version {self.format_version!r}")
-        if not _is_int(self.assignment_version) or not 0 <= self.assignment_version <= U64_MAX:
+        if not is_int(self.assignment_version) or not 0 <= self.assignment_version <= U64_MAX:
             raise CheckpointError(f"invalid assignment_version {self.assignment_version!r}")
         if not isinstance(self.offsets, Mapping):
             raise CheckpointError("checkpoint offsets must be a mapping")
         for key, offset in self.offsets.items():
             parse_key(key)
-            if not _is_int(offset) or not 0 <= offset <= OFFSET_MAX:
+            if not is_int(offset) or not 0 <= offset <= OFFSET_MAX:
                 raise CheckpointError(f"invalid offset {offset!r} for {key!r}")
         object.__setattr__(self, "offsets", MappingProxyType(dict(sorted(self.offsets.items()))))
 
@@ -110,7 +102,7 @@ class SourceCheckpoint:
 
     @classmethod
     def from_partitions(
-        cls, offsets: Mapping[TopicPartitionKey, int], assignment_version: int = 0
+        cls, offsets: Mapping[TopicPartitionId, int], assignment_version: int = 0
     ) -> SourceCheckpoint:
         """Build from ``{(topic, partition): next_offset}``."""
         return cls({format_key(t, p): o for (t, p), o in offsets.items()}, assignment_version)
@@ -121,7 +113,7 @@ class SourceCheckpoint:
     def is_empty(self) -> bool:
         return not self.offsets
 
-    def partitions(self) -> dict[TopicPartitionKey, int]:
+    def partitions(self) -> dict[TopicPartitionId, int]:
         """``{(topic, partition): next_offset}`` (a fresh dict)."""
         return {parse_key(k): o for k, o in self.offsets.items()}
 
@@ -129,7 +121,7 @@ class SourceCheckpoint:
         """The next offset to read for one partition, or ``None`` if the checkpoint lacks it."""
         return self.offsets.get(format_key(topic, partition))
 
-    def __iter__(self) -> Iterator[tuple[TopicPartitionKey, int]]:
+    def __iter__(self) -> Iterator[tuple[TopicPartitionId, int]]:
         return iter(self.partitions().items())
 
     # -- codec ----------------------------------------------------------------------------------
@@ -161,9 +153,9 @@ class SourceCheckpoint:
             raise CheckpointError(f"checkpoint keys mismatch: unknown={unknown} missing={missing}")
         if not isinstance(data["connector"], str):
             raise CheckpointError("checkpoint 'connector' must be a string")
-        if not _is_int(data["format_version"]):
+        if not is_int(data["format_version"]):
             raise CheckpointError("checkpoint 'format_version' must be an integer")
-        if not _is_int(data["assignment_version"]):
+        if not is_int(data["assignment_version"]):
             raise CheckpointError("checkpoint 'assignment_version' must be an integer")
         offsets = data["offsets"]
         if not isinstance(offsets, dict):

@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.errors import ConnectorError, TransientError
 from laminar_kafka.kafka_source.metrics import SourceMetrics
@@ -41,7 +41,7 @@ class AdvisoryCommits:
         self._metrics = metrics
         self._request_timeout_s = request_timeout_s
         #: Highest offset known committed to the group per partition.
-        self.committed: dict[TopicPartition, int] = {}
+        self.committed: dict[TopicPartitionId, int] = {}
         #: Whether :attr:`committed` was read from the group for every partition read now.
         self.loaded = False
         self._lock = asyncio.Lock()
@@ -53,7 +53,7 @@ class AdvisoryCommits:
         pending = self.pending
         return pending is not None and not pending.done()
 
-    def load(self, consumer: Consumer, partitions: Iterable[TopicPartition]) -> None:
+    def load(self, consumer: Consumer, partitions: Iterable[TopicPartitionId]) -> None:
         """Read the group's committed offsets of ``partitions`` (blocking client call)."""
         committed = consumer.committed(
             [KafkaTopicPartition(t, p) for t, p in partitions], timeout=self._request_timeout_s
@@ -64,7 +64,7 @@ class AdvisoryCommits:
                 self.committed[key] = max(self.committed.get(key, -1), tp.offset)
         self.loaded = True
 
-    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+    def forget(self, partitions: Iterable[TopicPartitionId]) -> None:
         """Another node may have committed past what we knew for ``partitions`` (acquired again):
         read the group before the next commit."""
         for tp in partitions:
@@ -77,8 +77,8 @@ class AdvisoryCommits:
         checkpoint: SourceCheckpoint,
         reader: Reader,
         *,
-        readable: Callable[[], Collection[TopicPartition]],
-        moved_since: Callable[[int], frozenset[TopicPartition]],
+        readable: Callable[[], Collection[TopicPartitionId]],
+        moved_since: Callable[[int], frozenset[TopicPartitionId]],
         closed: Callable[[], bool],
     ) -> None:
         """Commit ``checkpoint``'s offsets of the partitions in ``readable()`` not in

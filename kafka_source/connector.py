@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.errors import ConfigurationError
 from laminar_kafka.kafka_source.tasks import ConnectorTaskTracker
@@ -346,7 +346,7 @@ class SourceConnector(abc.ABC):
             "source advertises splittable placement but does not implement vnode assignment"
         )
 
-    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartition]] | None:
+    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartitionId]] | None:
         """``(published version, partitions)`` while reconciling with the published version needs
         explicit start cursors (:meth:`acquire_partitions`) for these partitions, else ``None``.
 
@@ -399,7 +399,7 @@ class SourceConnector(abc.ABC):
             "assignment-scoped source does not implement provider drain resolution"
         )
 
-    def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+    def add_partitions(self, partitions: Iterable[TopicPartitionId]) -> None:
         """The input's topology grew: ``partitions`` (``(topic, partition)``) exist now.
 
         A source that follows topology changes reads each new partition it owns from its first

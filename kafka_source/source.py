@@ -25,7 +25,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
@@ -88,7 +88,7 @@ class KafkaSource(SourceConnector):
         self._decode_failures: DecodeFailures | None = None
         self._request_timeout_s = request_timeout_s
         self._close_timeout_s = close_timeout_s
-        self._cursor: dict[TopicPartition, int] = {}
+        self._cursor: dict[TopicPartitionId, int] = {}
         self._fifo: ByteBoundedFifo | None = None
         self._reader: Reader | None = None
         self._event = asyncio.Event()
@@ -206,7 +206,7 @@ class KafkaSource(SourceConnector):
             f", assignment version {self._vnode.version}" if self._vnode is not None else "",
         )
 
-    def _start_reader(self, consumer: Consumer, config: KafkaSourceConfig, offsets: dict[TopicPartition, int]) -> None:
+    def _start_reader(self, consumer: Consumer, config: KafkaSourceConfig, offsets: dict[TopicPartitionId, int]) -> None:
         self._reader = build_reader(
             consumer, config, offsets, event=self._event, delivery=self._delivery, vnode_mode=self._vnode is not None,
             metadata_timeout_s=self._request_timeout_s, metrics=self.metrics,
@@ -401,7 +401,7 @@ class KafkaSource(SourceConnector):
             return
         self._vnode.drive()
 
-    def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+    def add_partitions(self, partitions: Iterable[TopicPartitionId]) -> None:
         """The topology grew: ``partitions`` exist now (added to a topic, or of a new topic the
         pattern matches). Never blocks; idempotent; known partitions and unselected topics are
         ignored; a no-op before :meth:`start` (which lists the partitions) and after :meth:`close`.
@@ -425,7 +425,7 @@ class KafkaSource(SourceConnector):
         """Offer explicit start cursors for ``version`` (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.acquire_partitions`)."""
         self._require_vnode().acquire_partitions(cursors, version)
 
-    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartition]] | None:
+    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartitionId]] | None:
         """What reconciliation waits for (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.acquisition_needed`)."""
         if self._vnode is None or self._failure is not None:
             return None

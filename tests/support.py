@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from laminar_kafka.devstack.producers import partition_count, produce, producer
 from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.kafka_source.read import positions
 
 __all__ = [
     "admin", "create_topic", "delete_topic", "high_watermarks", "partition_count", "produce", "producer", "read_all", "values",
@@ -38,10 +39,8 @@ def high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
     """Partition -> high watermark (offset after the last record)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks", "enable.auto.commit": False})
     try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partition_count(bootstrap, topic))
-        }
+        wanted = [(topic, p) for p in range(partition_count(bootstrap, topic))]
+        return {p: high for (_topic, p), high in positions.high_watermarks(consumer, wanted, 10.0).items()}
     finally:
         consumer.close()
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from laminar_kafka.cluster.ops.status import PipelineStatus
+from laminar_kafka.coordinator.codec import is_int
 
 __all__ = [
     "DEFAULT_ROUND_GRACE", "DEFAULT_STALE_AFTER", "Health", "HealthCode", "assess", "partition_rates",
@@ -109,7 +110,7 @@ def _round_stuck(status: PipelineStatus, grace: float) -> str | None:
     if not status.round or not status.observed_at:
         return None
     deadline_ms = status.round.get("deadline_ms")
-    if not isinstance(deadline_ms, int) or isinstance(deadline_ms, bool):
+    if not is_int(deadline_ms):
         return None
     overdue = status.observed_at - deadline_ms / 1000.0
     if overdue <= grace:

@@ -1,11 +1,13 @@
 """`laminar-kafka status`: a read-only view of a pipeline.
 
 :func:`build_status` is pure (members, leader, assignment, the latest manifest and the topic's high
-watermarks in; a :class:`PipelineStatus` out). :func:`collect_status` reads those inputs from
-ZooKeeper (never joins the pipeline, never writes) or from an embedded node's state directory, and
-the high watermarks from Kafka through the pipeline's shared client configuration
-(:class:`~laminar_kafka.kafka_source.clients.KafkaClientConfig`: SASL/SSL settings included). The health verdict
-(exit codes 0/1/2) is :func:`laminar_kafka.cluster.ops.health.assess`.
+watermarks in; a :class:`PipelineStatus` out). :func:`collect_status` reads those inputs through the
+coordinator's store (:class:`~laminar_kafka.coordinator.store.ControlStore`, its observer's reads:
+:func:`read_control` on ZooKeeper, which never joins the pipeline and never writes; an embedded
+node's state directory through :class:`~laminar_kafka.coordinator.local.store.LocalStore`), and the
+high watermarks from Kafka (:func:`read_kafka`) through the pipeline's shared client configuration
+(:class:`~laminar_kafka.kafka_source.clients.KafkaClientConfig`: SASL/SSL settings included). The
+health verdict (exit codes 0/1/2) is :func:`laminar_kafka.cluster.ops.health.assess`.
 """
 from __future__ import annotations
 
@@ -20,15 +22,17 @@ from confluent_kafka import KafkaException
 from laminar_kafka.cluster.errors import ClusterError, UsageError
 from laminar_kafka.cluster.lake.settings import LakeTarget
 from laminar_kafka.cluster.ops.lake_state import LakeState, read_lake_state
+from laminar_kafka.coordinator.codec import format_partition_key
 from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
-from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partitions_by_vnode
 from laminar_kafka.coordinator.values import Manifest, Member
-from laminar_kafka.kafka_source.read.positions import high_watermarks as partition_ends
+from laminar_kafka.kafka_source.read import positions
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_consumer
 
 if TYPE_CHECKING:
     from laminar_kafka.coordinator.config import ZkCredentials
+    from laminar_kafka.coordinator.store import ControlStore
 
 #: The ZooKeeper root pipelines live under unless configured otherwise.
 DEFAULT_ROOT: str = CoordinatorConfig.root
@@ -38,10 +42,8 @@ _WATERMARK_ATTEMPTS = 8
 
 __all__ = [
     "DEFAULT_ROOT", "ControlView", "NodeStatus", "PartitionStatus", "PipelineStatus", "build_status",
-    "collect_status", "high_watermarks", "partition_ranges", "read_control", "read_zookeeper",
+    "collect_status", "partition_ranges", "read_control", "read_kafka", "read_zookeeper",
 ]
-
-TP = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,9 @@ def partition_ranges(keys: Sequence[str], width: int | None = None) -> str:
 
 
 def _partition_key(key: str) -> tuple[str, int]:
+    """``(topic, partition)`` of a displayed ``topic:partition`` key: what precedes the last colon is
+    the topic. Lenient on purpose (it only orders and groups text for display); the strict decoder
+    of durable keys is :func:`laminar_kafka.coordinator.codec.parse_partition_key`."""
     topic, _, partition = key.rpartition(":")
     return topic, int(partition)
 
@@ -183,7 +188,7 @@ def build_status(
     leader: int | None,
     snapshot: AssignmentSnapshot,
     manifest: Manifest | None,
-    high_watermarks: Mapping[TP, int],
+    high_watermarks: Mapping[TopicPartitionId, int],
     round_info: Mapping[str, object] | None = None,
     observed_at: float = 0.0,
     manifest_written_at: float | None = None,
@@ -196,7 +201,7 @@ def build_status(
     for vnode, tps in by_vnode.items():
         owner = snapshot.owners[vnode]
         for topic, partition in tps:
-            key = f"{topic}:{partition}"
+            key = format_partition_key(topic, partition)
             per_node.setdefault(owner, []).append(key)
             partitions.append(PartitionStatus(key, owner, vnode, cursors.get(key), high_watermarks[(topic, partition)]))
     partitions.sort(key=lambda p: _partition_key(p.partition))
@@ -227,16 +232,18 @@ def build_status(
     )
 
 
-def high_watermarks(kafka: KafkaClientConfig, topics: Sequence[str], timeout: float = 10.0) -> dict[TP, int]:
-    """The high watermark of every partition of ``topics``; UsageError (one line, no secret) when Kafka
-    does not answer or a topic does not exist."""
+def read_kafka(kafka: KafkaClientConfig, topics: Sequence[str], timeout: float = 10.0) -> dict[TopicPartitionId, int]:
+    """The high watermark of every partition of ``topics``
+    (:func:`~laminar_kafka.kafka_source.read.positions.high_watermarks`, asked again while a partition
+    has no leader yet); UsageError (one line, no secret) when Kafka does not answer or a topic does
+    not exist, ClusterError when the watermarks stay unavailable."""
     consumer = make_consumer(kafka, "laminar-status")
     try:
         try:
             metadata = consumer.list_topics(timeout=timeout)
         except KafkaException as exc:
             raise UsageError(f"cannot reach Kafka at {kafka.bootstrap} within {timeout:.0f}s", cause=exc) from exc
-        wanted: list[TP] = []
+        wanted: list[TopicPartitionId] = []
         for topic in topics:
             info = metadata.topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
@@ -245,7 +252,7 @@ def high_watermarks(kafka: KafkaClientConfig, topics: Sequence[str], timeout: fl
         attempts = 0
         while True:
             try:
-                return partition_ends(consumer, wanted, timeout)
+                return positions.high_watermarks(consumer, wanted, timeout)
             except KafkaException as exc:  # e.g. a new partition whose leader is not elected yet
                 attempts += 1
                 if attempts == _WATERMARK_ATTEMPTS:
@@ -269,20 +276,22 @@ class ControlView:
 
 def read_control(hosts: str, pipeline: str, timeout: float, root: str,
                  credentials: ZkCredentials | None = None, *, absent_ok: bool = False) -> ControlView:
-    """Read the pipeline under ``<root>/<pipeline>`` (the layout of :mod:`laminar_kafka.coordinator.layout`);
-    manifests through the checked chunk codec (a truncated or mismatching chunk set is an error).
-    ``credentials``: the pipeline's ZooKeeper digest identity (its subtree is unreadable without)."""
-    from kazoo.exceptions import AuthFailedError, NoAuthError, NoNodeError
+    """Read the pipeline under ``<root>/<pipeline>`` through the coordinator's ZooKeeper store
+    (:class:`~laminar_kafka.coordinator.zk.store.ZooKeeperStore`, its observer's reads only: nothing
+    is written, the pipeline is not joined); the manifest through the checked chunk codec (a truncated
+    or mismatching chunk set is an error). ``credentials``: the pipeline's ZooKeeper digest identity
+    (its subtree is unreadable without). ``absent_ok``: a pipeline that does not exist reads as
+    empty instead of an error."""
+    from kazoo.exceptions import AuthFailedError, NoAuthError
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from laminar_kafka.coordinator import layout
-    from laminar_kafka.coordinator.errors import CodecError, ConfigurationError
-    from laminar_kafka.coordinator.state import ControlState
+    from laminar_kafka.coordinator.engine.events import CoordinatorMetrics
+    from laminar_kafka.coordinator.errors import CodecError, ConfigurationError, CoordinatorError
     from laminar_kafka.coordinator.zk.auth import open_client
-    from laminar_kafka.coordinator.zk.chunks import read_value
+    from laminar_kafka.coordinator.zk.store import ZooKeeperStore
 
     try:
-        base = layout.pipeline_path(CoordinatorConfig(pipeline=pipeline, hosts=hosts, root=root))
+        config = CoordinatorConfig(pipeline=pipeline, hosts=hosts, root=root, session_timeout=timeout)
     except ConfigurationError as exc:
         raise UsageError(exc.message, cause=exc) from exc
     client = open_client(hosts, timeout, credentials, read_only=True)
@@ -290,54 +299,48 @@ def read_control(hosts: str, pipeline: str, timeout: float, root: str,
         client.start(timeout=timeout)
     except KazooTimeoutError as exc:
         raise UsageError(f"cannot reach ZooKeeper at {hosts} within {timeout:.0f}s", cause=exc) from exc
-
-    def path(relative: str) -> str:
-        return f"{base}/{relative}"
-
+    store = ZooKeeperStore(client, config, CoordinatorMetrics())
     try:
-        if client.exists(base) is None:
+        if not store.exists():
             if absent_ok:  # the lake is read too: it says where a node starting now resumes
                 return ControlView((), None, None, None, None)
             raise UsageError(f"pipeline {pipeline!r} does not exist in ZooKeeper at {hosts} (under {root})")
-        members = []
-        for name in client.get_children(path(layout.MEMBERS)) if client.exists(path(layout.MEMBERS)) else []:
-            try:
-                members.append(Member.from_json(int(name), client.get(path(layout.member_path(int(name))))[0]))
-            except NoNodeError:
-                continue
-        leader = None
-        folder = path(layout.LEADER)
-        candidates = sorted(client.get_children(folder)) if client.exists(folder) else []
-        if candidates:
-            try:
-                leader = layout.parse_candidate(client.get(path(layout.candidate_path(candidates[0])))[0])[0]
-            except (NoNodeError, CodecError):
-                leader = None
-        snapshot = manifest = None
-        written_at = None
-        round_info: Mapping[str, object] | None = None
-        if client.exists(path(layout.ASSIGNMENT)):
-            control = ControlState.from_json(client.get(path(layout.ASSIGNMENT))[0])
-            snapshot = control.snapshot
-            if control.round is not None:
-                round_info = control.round.to_dict()
-            # before the first commit: the pinned initial manifest (epoch 0), if any
-            checkpoint = path(layout.checkpoint_path(control.last_epoch))
-            try:
-                raw, stat = client.get(checkpoint)
-                manifest = Manifest.from_json(read_value(client, checkpoint, raw, timeout))
-                written_at = stat.mtime / 1000.0
-            except NoNodeError:
-                manifest = None
-        return ControlView(tuple(members), leader, snapshot, manifest, round_info, written_at)
+        return _control_view(store)
     except (NoAuthError, AuthFailedError) as exc:
         raise UsageError(f"ZooKeeper denied access to pipeline {pipeline!r} under {root}: credentials missing "
                          "or wrong", cause=exc) from exc
     except CodecError as exc:
         raise UsageError(f"pipeline {pipeline!r} holds a malformed record: {exc.message}", cause=exc) from exc
+    except CoordinatorError as exc:
+        raise UsageError(f"pipeline {pipeline!r} cannot be read: {exc.message}", cause=exc) from exc
     finally:
         client.stop()
         client.close()
+
+
+def _control_view(store: ControlStore, *, one_process: bool = False) -> ControlView:
+    """Members, leader, the register and the manifest of its last epoch (before the first commit: the
+    pinned initial manifest, epoch 0) with its write time, read from ``store``.
+
+    ``one_process``: an embedded pipeline read from another process, whose members live in that
+    process's memory: the register's owners stand for the members (whether the process still runs,
+    status cannot tell without a process table), the first of them for the leader."""
+    if one_process:
+        control = store.read_register()
+        members = tuple(Member(n, b) for n, b in control.boots) if control is not None else ()
+        leader = members[0].node_id if members else None
+    else:
+        found = store.read_members()
+        members = tuple(found[n] for n in sorted(found))
+        leader = store.read_leader()
+        control = store.read_register()
+    if control is None:
+        return ControlView(members, leader, None, None, None)
+    stored = store.read_stored_manifest(control.last_epoch)
+    return ControlView(
+        members, leader, control.snapshot, None if stored is None else stored.manifest,
+        None if control.round is None else control.round.to_dict(), None if stored is None else stored.written_at,
+    )
 
 
 def read_zookeeper(hosts: str, pipeline: str, timeout: float, root: str,
@@ -371,14 +374,15 @@ def collect_status(
     pipeline's ZooKeeper identity. ``root``: the ZooKeeper root the pipeline lives under (a chroot in ``zk`` applies first).
     ``lake``: also read the lake's account and compare it with the control state's (:mod:`laminar_kafka.cluster.ops.lake_state`).
     """
-    if kafka is None and isinstance(bootstrap, KafkaClientConfig):
-        kafka = bootstrap
-    elif kafka is None:
-        if not bootstrap:
+    if kafka is None:
+        if isinstance(bootstrap, KafkaClientConfig):
+            kafka = bootstrap
+        elif bootstrap:
+            kafka = KafkaClientConfig(bootstrap)
+        else:
             raise UsageError("status needs the Kafka bootstrap servers")
-        kafka = KafkaClientConfig(bootstrap)
     observed_at = time.time()
-    highs = high_watermarks(kafka, topics, timeout)
+    highs = read_kafka(kafka, topics, timeout)
     if zk:
         view = read_control(zk, pipeline, timeout, root, credentials, absent_ok=lake is not None)
     else:
@@ -396,27 +400,20 @@ def collect_status(
 
 
 def _read_state_dir(state_dir: str) -> ControlView:
-    """An embedded pipeline (`LocalCoordinator` files): ``state.json`` and the newest ``manifest-*.json``."""
+    """An embedded pipeline (`LocalCoordinator` files) through its store, read only
+    (:meth:`~laminar_kafka.coordinator.local.store.LocalStore.load`): the register of ``state.json``
+    and the newest manifest file (the commit point, which the register adopts)."""
     from pathlib import Path
 
     from laminar_kafka.coordinator.errors import CoordinatorError
     from laminar_kafka.coordinator.local.store import LocalStore
-    from laminar_kafka.coordinator.state import ControlState
 
     directory = Path(state_dir)
     if not (directory / "state.json").is_file():
         raise UsageError(f"{state_dir!r} holds no embedded pipeline state (state.json)")
-    written_at = None
+    store = LocalStore(directory)
     try:
-        control = ControlState.from_json((directory / "state.json").read_bytes())
-        store = LocalStore(directory)
-        epochs = store.manifest_epochs()
-        manifest = store.read_manifest(epochs[-1]) if epochs else None
-        if epochs:
-            written_at = store.manifest_path(epochs[-1]).stat().st_mtime
+        store.load()
+        return _control_view(store, one_process=True)
     except (OSError, CoordinatorError) as exc:
         raise UsageError(f"cannot read the embedded pipeline state in {state_dir!r}: {exc}", cause=exc) from exc
-    # One process: the owner is the member (when it runs; status cannot tell without a process table).
-    members = tuple(Member(n, b) for n, b in control.boots)
-    leader = members[0].node_id if members else None
-    return ControlView(members, leader, control.snapshot, manifest, None, written_at)

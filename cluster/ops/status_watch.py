@@ -13,7 +13,6 @@ unreachable).
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from typing import Any, TextIO
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.ops.health import DEFAULT_STALE_AFTER, Health, assess, partition_rates, unreachable
 from laminar_kafka.cluster.ops.status import PipelineStatus, node_state
+from laminar_kafka.coordinator.stop_signals import stop_on_signals
 
 __all__ = ["Observation", "Watcher", "render_rich", "render_text", "watch"]
 
@@ -130,51 +130,31 @@ def watch(
     if interval <= 0:
         raise UsageError(f"--interval must be positive, got {interval:g}")
     watcher = Watcher(observe, stale_after)
-    stop = stop or threading.Event()
-    restore = _stop_on_signals(stop)
     last = 2
     count = 0
-    live_view = None
-    if live and not as_json:
-        from rich.console import Console
-        from rich.live import Live
+    with stop_on_signals(stop) as stopping:
+        live_view = None
+        if live and not as_json:
+            from rich.console import Console
+            from rich.live import Live
 
-        live_view = Live(console=Console(file=out), auto_refresh=False, transient=False)
-        live_view.start()
-    try:
-        while True:
-            observation = watcher.step()
-            last = int(observation.health.code)
-            count += 1
+            live_view = Live(console=Console(file=out), auto_refresh=False, transient=False)
+            live_view.start()
+        try:
+            while True:
+                observation = watcher.step()
+                last = int(observation.health.code)
+                count += 1
+                if live_view is not None:
+                    live_view.update(render_rich(observation), refresh=True)
+                else:
+                    out.write(json.dumps(observation.to_json()) + "\n" if as_json else render_text(observation) + "\n")
+                    out.flush()
+                if max_observations is not None and count >= max_observations:
+                    break
+                if stopping.wait(interval):
+                    break
+        finally:
             if live_view is not None:
-                live_view.update(render_rich(observation), refresh=True)
-            else:
-                out.write(json.dumps(observation.to_json()) + "\n" if as_json else render_text(observation) + "\n")
-                out.flush()
-            if max_observations is not None and count >= max_observations:
-                break
-            if stop.wait(interval):
-                break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        restore()
-        if live_view is not None:
-            live_view.stop()
+                live_view.stop()
     return last
-
-
-def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
-    """Ctrl-C (SIGINT) and SIGTERM set ``stop`` (also where the parent ignores SIGINT, as for a
-    background job); returns the function that restores the previous handlers. Main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    for signum in previous:
-        signal.signal(signum, lambda _signum, _frame: stop.set())
-
-    def restore() -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-    return restore

@@ -19,7 +19,7 @@ from laminar_kafka.coordinator.base import Manifest, RoundStarted
 from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition, owned_partitions
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, owned_partitions
 
 logger = logging.getLogger(__name__)
 
@@ -36,24 +36,24 @@ class AssignmentFollower:
         self._context = context
         self.snapshot: AssignmentSnapshot | None = None
         #: the partitions this node owns at :attr:`snapshot`; None: it reads everything (embedded)
-        self.owned: frozenset[TopicPartition] | None = None
+        self.owned: frozenset[TopicPartitionId] | None = None
         #: the epoch of the manifest partitions acquired without a drain start from, at this version
         self.manifest_epoch = 0
         #: the mirror of the published assignment that source generations read (vnode mode)
         self.registry = VnodeRegistry(1)
         self._registry_ready = False
         #: the last cursor offer: (version, partitions it was for)
-        self._offered: tuple[int, frozenset[TopicPartition]] | None = None
+        self._offered: tuple[int, frozenset[TopicPartitionId]] | None = None
 
     # -- the published assignment -----------------------------------------------------------------
 
-    def owned_at(self, snapshot: AssignmentSnapshot, partitions: Iterable[TopicPartition]) -> frozenset[TopicPartition] | None:
+    def owned_at(self, snapshot: AssignmentSnapshot, partitions: Iterable[TopicPartitionId]) -> frozenset[TopicPartitionId] | None:
         options = self._context.options
         if not options.vnode_mode:
             return None if snapshot.vnodes_of(options.node_id) else frozenset()
         return owned_partitions(options.source_identity, partitions, snapshot, options.node_id)
 
-    def adopt(self, snapshot: AssignmentSnapshot, manifest_epoch: int, partitions: Iterable[TopicPartition]) -> None:
+    def adopt(self, snapshot: AssignmentSnapshot, manifest_epoch: int, partitions: Iterable[TopicPartitionId]) -> None:
         """Take ``snapshot`` as published: mirror it for the sources, compute the owned set."""
         self.snapshot = snapshot
         self.manifest_epoch = manifest_epoch
@@ -63,7 +63,7 @@ class AssignmentFollower:
             self._mirror(snapshot)
         self.owned = self.owned_at(snapshot, partitions)
 
-    def topology_grew(self, partitions: Iterable[TopicPartition]) -> None:
+    def topology_grew(self, partitions: Iterable[TopicPartitionId]) -> None:
         """Partitions were added: route them by the current snapshot."""
         if self.snapshot is not None:
             self.owned = self.owned_at(self.snapshot, partitions)

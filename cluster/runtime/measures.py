@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.state import HandoffRecord
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.checkpoint import format_key
 from laminar_kafka.kafka_source.connector import SourceConnector
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["HandoffClock", "LagExporter", "Watermarks", "partitions_present"]
 
 #: reads the high watermark of each partition (blocking)
-Watermarks = Callable[[list[TopicPartition]], dict[TopicPartition, int]]
+Watermarks = Callable[[list[TopicPartitionId]], dict[TopicPartitionId, int]]
 
 
 class HandoffClock:
@@ -39,7 +39,7 @@ class HandoffClock:
         self.awaiting_first_row: dict[str, float] = {}
         self.handoffs: list[HandoffRecord] = []
 
-    def start(self, partitions: Iterable[TopicPartition], round_started: float) -> None:
+    def start(self, partitions: Iterable[TopicPartitionId], round_started: float) -> None:
         for tp in partitions:
             self.awaiting_first_row.setdefault(format_key(*tp), round_started)
 
@@ -87,7 +87,7 @@ class LagExporter:
     async def run(
         self,
         connector: Callable[[], SourceConnector | None],
-        partitions: Callable[[], list[TopicPartition]],
+        partitions: Callable[[], list[TopicPartitionId]],
         durable: Callable[[], dict[str, int]],
         period_s: float = 5.0,
     ) -> None:

@@ -69,7 +69,7 @@ from laminar_kafka.coordinator.base import (
     SessionStateChanged,
 )
 from laminar_kafka.coordinator.errors import ControlStateLost, CoordinatorError
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.connector import SourceConnector
 from laminar_kafka.kafka_source.errors import ConnectorError, FatalError, TransientError
@@ -272,7 +272,7 @@ class NodeRuntime:
         self.handoff_clock.note_rows(records)
         return True
 
-    def _lag_partitions(self) -> list[TopicPartition]:
+    def _lag_partitions(self) -> list[TopicPartitionId]:
         owned = self.assignment.owned
         return sorted(owned) if owned is not None else sorted(self.topology.partitions)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from laminar_kafka.cluster.errors import ClusterError
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 __all__ = [
     "MISSING_OBSERVATIONS", "TopicInfo", "Topology", "TopologyChange", "TopologyError", "TopologyView",
@@ -31,8 +32,6 @@ __all__ = [
 
 #: consecutive observations without a selected topic before it counts as deleted
 MISSING_OBSERVATIONS = 3
-
-TP = tuple[str, int]
 
 
 class TopologyError(ClusterError):
@@ -61,7 +60,7 @@ class Topology:
     def of(cls, *topics: TopicInfo) -> Topology:
         return cls({t.name: t for t in topics})
 
-    def partitions(self) -> frozenset[TP]:
+    def partitions(self) -> frozenset[TopicPartitionId]:
         """Every (topic, partition) of every selected topic."""
         return frozenset((t.name, p) for t in self.topics.values() for p in range(t.partitions))
 
@@ -83,7 +82,7 @@ class TopologyChange:
     absent from the new observation.
     """
 
-    new_partitions: frozenset[TP] = frozenset()
+    new_partitions: frozenset[TopicPartitionId] = frozenset()
     new_topics: Mapping[str, str] = field(default_factory=dict)
     missing: frozenset[str] = frozenset()
 

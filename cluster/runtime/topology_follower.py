@@ -24,7 +24,7 @@ from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.topology import MISSING_OBSERVATIONS, Topology, TopologyChange, TopologyError, TopologyView
 from laminar_kafka.coordinator.base import Coordinator, Manifest
 from laminar_kafka.coordinator.errors import CoordinatorError
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition, vnode_loads
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, vnode_loads
 from laminar_kafka.kafka_source.checkpoint import format_key
 from laminar_kafka.kafka_source.errors import ConnectorError
 
@@ -58,7 +58,7 @@ class TopologyFollower:
         self._view = TopologyView()
         self._observed: Topology | None = None
         #: every selected partition, sorted
-        self.partitions: list[TopicPartition] = []
+        self.partitions: list[TopicPartitionId] = []
 
     async def first(self) -> Topology:
         """The topology at start; a transient failure (a controller failover, a broker restarting)

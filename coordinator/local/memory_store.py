@@ -17,7 +17,7 @@ from laminar_kafka.coordinator.errors import FencedError, RoundError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.engine.steps import MemberFence, Step, View
-from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership
+from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership, StoredManifest
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
 
 __all__ = ["MemoryStore"]
@@ -196,6 +196,21 @@ class MemoryStore(ControlStore):
         with self.lock:
             node = self.nodes.get(layout.rejection_path(epoch, name))
         return None if node is None else layout.parse_rejection(node[0])
+
+    # ---- an observer's side (read only) ---------------------------------------------------------
+
+    def read_members(self) -> dict[int, Member]:
+        with self.lock:
+            return dict(self.members)
+
+    def read_leader(self) -> int | None:
+        with self.lock:
+            return self.candidates[min(self.candidates)][0] if self.candidates else None
+
+    def read_stored_manifest(self, epoch: int) -> StoredManifest | None:
+        """As :meth:`read_manifest`; this store keeps no write time (``written_at`` None)."""
+        manifest = self.read_manifest(epoch)
+        return None if manifest is None else StoredManifest(manifest, None)
 
     def create(self, path: str, data: bytes, overwrite: bool = False) -> None:
         """A non-leader write: FencedError if the parent is gone, or if it exists unless ``overwrite``."""

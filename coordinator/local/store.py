@@ -31,7 +31,7 @@ from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.engine.steps import MemberFence, Step
-from laminar_kafka.coordinator.store import Leadership
+from laminar_kafka.coordinator.store import Leadership, StoredManifest
 from laminar_kafka.coordinator.values import Manifest
 
 __all__ = ["LocalStore", "write_durable"]
@@ -87,12 +87,19 @@ class LocalStore(MemoryStore):
         return sorted(epochs)
 
     def recover(self) -> None:
-        """Load the register from the files (see the module docstring); the open epoch and the round
-        in progress died with the previous process."""
+        """Remove the leftover temporary files, then :meth:`load` (see the module docstring)."""
         with self.lock:
             self.directory.mkdir(parents=True, exist_ok=True)
             for tmp in self.directory.glob("*.tmp"):
                 tmp.unlink()
+            self.load()
+
+    def load(self) -> None:
+        """Load the register from the files, writing nothing (an observer in another process, such as
+        ``status``, reads the directory this way): a manifest newer than the register's ``last_epoch``
+        is adopted (the manifest is the commit point); the open epoch and the round in progress died
+        with the process that wrote them. No register when ``state.json`` does not exist."""
+        with self.lock:
             state = self.directory / "state.json"
             control = ControlState.from_json(state.read_bytes()) if state.exists() else None
             epochs = self.manifest_epochs()
@@ -140,6 +147,16 @@ class LocalStore(MemoryStore):
                 return None
             self._manifests[epoch] = manifest
             return manifest
+
+    def read_stored_manifest(self, epoch: int) -> StoredManifest | None:
+        """Manifest ``epoch``'s file as it is now, with its mtime (never the cache: the time is the file's)."""
+        path = self.manifest_path(epoch)
+        try:
+            data = path.read_bytes()
+            written_at = path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        return StoredManifest(Manifest.from_json(data), written_at)
 
     def pin_initial(self, manifest: Manifest) -> Manifest:
         """``manifest-00000000000000000000.json``, create-once."""

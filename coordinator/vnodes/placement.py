@@ -49,6 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import xxhash
 
+from laminar_kafka.coordinator.codec import is_int
 from laminar_kafka.coordinator.errors import PlacementError
 from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, NodeId
 
@@ -58,15 +59,11 @@ STRATEGIES: tuple[str, ...] = ("balanced", "rendezvous")
 DEFAULT_STRATEGY: str = "balanced"
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _live_nodes(nodes: Iterable[NodeId]) -> list[NodeId]:
     """Sorted distinct node ids; every id must be a positive u64."""
     result = set()
     for node in nodes:
-        if not _is_int(node) or not 1 <= node < 2**64:
+        if not is_int(node) or not 1 <= node < 2**64:
             raise PlacementError(f"node id {node!r} must be an int in 1..2**64-1 (0 means unassigned)")
         result.add(node)
     return sorted(result)
@@ -82,7 +79,7 @@ def rendezvous(vnode_count: int, nodes: Iterable[NodeId]) -> tuple[NodeId, ...]:
     Pre: ``vnode_count >= 1``, node ids positive. Post: ``len(result) == vnode_count``; every entry is
     one of ``nodes``, or :data:`UNASSIGNED` everywhere if ``nodes`` is empty.
     """
-    if not _is_int(vnode_count) or vnode_count < 1:
+    if not is_int(vnode_count) or vnode_count < 1:
         raise PlacementError(f"vnode_count {vnode_count!r} must be an int >= 1")
     live = _live_nodes(nodes)
     if not live:
@@ -153,12 +150,12 @@ def balanced(
     if vnode_count < 1:
         raise PlacementError("current owner map must cover at least one vnode")
     for vnode, owner in enumerate(owners):
-        if not _is_int(owner) or owner < 0:
+        if not is_int(owner) or owner < 0:
             raise PlacementError(f"current[{vnode}] = {owner!r} is not a node id (int >= 0)")
     for vnode, weight in vnode_load.items():
-        if not _is_int(vnode) or not 0 <= vnode < vnode_count:
+        if not is_int(vnode) or not 0 <= vnode < vnode_count:
             raise PlacementError(f"vnode_load key {vnode!r} outside 0..{vnode_count - 1}")
-        if not _is_int(weight) or weight < 0:
+        if not is_int(weight) or weight < 0:
             raise PlacementError(f"vnode_load[{vnode}] = {weight!r} must be an int >= 0")
     live = _live_nodes(nodes)
     if not live:

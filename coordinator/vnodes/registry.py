@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from laminar_kafka.coordinator.codec import is_int
 from laminar_kafka.coordinator.errors import RegistryError, RoundError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
@@ -44,7 +45,7 @@ def _validate_owners(owners: Sequence[int], vnode_count: int | None, what: str) 
     if vnode_count is not None and len(result) != vnode_count:
         raise RegistryError(f"{what} has {len(result)} entries, expected {vnode_count} vnodes")
     for vnode, owner in enumerate(result):
-        if not isinstance(owner, int) or isinstance(owner, bool) or owner < 0:
+        if not is_int(owner) or owner < 0:
             raise RegistryError(f"{what}[{vnode}] = {owner!r} is not a node id (int >= 0)")
     return result
 
@@ -68,7 +69,7 @@ class AssignmentSnapshot:
     changed_at: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.version, int) or isinstance(self.version, bool) or self.version < 0:
+        if not is_int(self.version) or self.version < 0:
             raise RegistryError(f"snapshot version {self.version!r} must be an int >= 0")
         if not isinstance(self.owners, tuple) or not isinstance(self.changed_at, tuple):
             raise RegistryError("snapshot owners and changed_at must be tuples")
@@ -80,13 +81,13 @@ class AssignmentSnapshot:
             )
         _validate_owners(self.owners, None, "owners")
         for vnode, at in enumerate(self.changed_at):
-            if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= self.version:
+            if not is_int(at) or not 0 <= at <= self.version:
                 raise RegistryError(f"changed_at[{vnode}] = {at!r} is outside 0..{self.version}")
 
     @classmethod
     def initial(cls, vnode_count: int = DEFAULT_VNODE_COUNT) -> AssignmentSnapshot:
         """Version 0: every vnode unassigned, nothing ever changed."""
-        if not isinstance(vnode_count, int) or isinstance(vnode_count, bool) or vnode_count < 1:
+        if not is_int(vnode_count) or vnode_count < 1:
             raise RegistryError(f"vnode_count {vnode_count!r} must be an int >= 1")
         return cls(0, (UNASSIGNED,) * vnode_count, (0,) * vnode_count)
 
@@ -116,7 +117,7 @@ class AssignmentSnapshot:
         :class:`RegistryError`. Post: ``changed_at[v] == version`` where the owner differs from this
         snapshot's, and is inherited otherwise.
         """
-        if not isinstance(version, int) or isinstance(version, bool) or version <= self.version:
+        if not is_int(version) or version <= self.version:
             raise RegistryError(f"version {version!r} must be greater than the published {self.version}")
         new_owners = _validate_owners(owners, self.vnode_count, "owners")
         changed_at = tuple(

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import xxhash
 
+from laminar_kafka.coordinator.codec import U64_MAX, is_int
 from laminar_kafka.coordinator.errors import RoundError
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "parse_round_id",
 ]
 
-U64_MAX: int = 2**64 - 1
 DRAIN_DIGEST_DOMAIN: bytes = b"laminar.coordinator.drain-digest.v1\0"
 #: Width of a round id: enough decimal digits for any u64, so names sort like the numbers they hold.
 ROUND_ID_WIDTH: int = 20
@@ -53,7 +53,7 @@ _ROUND_ID_RE = re.compile(r"[0-9]{%d}" % ROUND_ID_WIDTH)
 
 
 def _is_u64(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= U64_MAX
+    return is_int(value) and 0 <= value <= U64_MAX
 
 
 def _pack_owners(owners: Sequence[int], what: str) -> bytes:

@@ -22,13 +22,13 @@ from collections.abc import Iterable
 
 import xxhash
 
+from laminar_kafka.coordinator.codec import PARTITION_MAX, is_int
 from laminar_kafka.coordinator.errors import RoutingError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
 
 __all__ = [
     "ROUTE_DOMAIN",
-    "MAX_PARTITION",
-    "TopicPartition",
+    "TopicPartitionId",
     "partition_vnode",
     "partitions_by_vnode",
     "vnode_loads",
@@ -36,17 +36,14 @@ __all__ = [
 ]
 
 ROUTE_DOMAIN: bytes = b"laminardb.kafka.partition-route.v1\0"
-MAX_PARTITION: int = 2**31 - 1
 
-TopicPartition = tuple[str, int]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+#: one Kafka partition as ``(topic, partition)``: the project's one name for it (confluent-kafka's
+#: ``TopicPartition`` is the client's own class, which carries an offset and an error besides)
+TopicPartitionId = tuple[str, int]
 
 
 def _check_vnode_count(vnode_count: int) -> None:
-    if not _is_int(vnode_count) or vnode_count < 1:
+    if not is_int(vnode_count) or vnode_count < 1:
         raise RoutingError(f"vnode_count {vnode_count!r} must be an int >= 1")
 
 
@@ -71,8 +68,8 @@ def _route_prefix(source_identity: str, topic: str) -> bytes:
 
 
 def _route(prefix: bytes, partition: int, vnode_count: int) -> int:
-    if not _is_int(partition) or not 0 <= partition <= MAX_PARTITION:
-        raise RoutingError(f"partition {partition!r} must be an int in 0..{MAX_PARTITION}")
+    if not is_int(partition) or not 0 <= partition <= PARTITION_MAX:
+        raise RoutingError(f"partition {partition!r} must be an int in 0..{PARTITION_MAX}")
     return xxhash.xxh3_64_intdigest(prefix + struct.pack("<I", partition)) % vnode_count
 
 
@@ -87,8 +84,8 @@ def partition_vnode(source_identity: str, topic: str, partition: int, vnode_coun
 
 
 def partitions_by_vnode(
-    source_identity: str, topic_partitions: Iterable[TopicPartition], vnode_count: int
-) -> dict[int, tuple[TopicPartition, ...]]:
+    source_identity: str, topic_partitions: Iterable[TopicPartitionId], vnode_count: int
+) -> dict[int, tuple[TopicPartitionId, ...]]:
     """Group partitions by vnode: ``{vnode: ((topic, partition), ...)}``.
 
     Only vnodes that carry at least one partition appear. Duplicate inputs count once; each tuple is
@@ -96,7 +93,7 @@ def partitions_by_vnode(
     """
     _check_vnode_count(vnode_count)
     prefixes: dict[str, bytes] = {}
-    groups: dict[int, set[TopicPartition]] = {}
+    groups: dict[int, set[TopicPartitionId]] = {}
     for topic, partition in topic_partitions:
         prefix = prefixes.get(topic)
         if prefix is None:
@@ -107,7 +104,7 @@ def partitions_by_vnode(
 
 
 def vnode_loads(
-    source_identity: str, topic_partitions: Iterable[TopicPartition], vnode_count: int
+    source_identity: str, topic_partitions: Iterable[TopicPartitionId], vnode_count: int
 ) -> dict[int, int]:
     """``{vnode: number of distinct partitions routed to it}`` (only loaded vnodes): placement's input."""
     return {
@@ -118,10 +115,10 @@ def vnode_loads(
 
 def owned_partitions(
     source_identity: str,
-    topic_partitions: Iterable[TopicPartition],
+    topic_partitions: Iterable[TopicPartitionId],
     snapshot: AssignmentSnapshot,
     node_id: NodeId,
-) -> frozenset[TopicPartition]:
+) -> frozenset[TopicPartitionId]:
     """The partitions among ``topic_partitions`` whose vnode ``node_id`` owns in ``snapshot``.
 
     For a fixed snapshot, the sets of distinct owners partition the input: each partition is owned by

@@ -27,6 +27,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.layout import PENDING, ChunkPending, chunk_name, checkpoint_path, join_chunks, parse_header, \
     split_chunks
+from laminar_kafka.coordinator.store import StoredManifest
 from laminar_kafka.coordinator.values import Manifest
 
 logger = logging.getLogger(__name__)
@@ -183,16 +184,26 @@ class ManifestStore:
             cached = self._cache.get(epoch)
         if cached is not None:
             return cached
+        try:
+            stored = self.read_stored(epoch)
+        except ChunkPending:
+            return None
+        return None if stored is None else stored.manifest
+
+    def read_stored(self, epoch: int) -> StoredManifest | None:
+        """Manifest ``epoch`` as stored now (never the cache, which it fills) with its node's
+        modification time; None when absent. ChunkPending while it is being written or when its
+        chunks do not match its header; CoordinatorError (CodecError) when malformed."""
         path = f"{self._base}/{checkpoint_path(epoch)}"
         try:
-            data = read_value(self._client, path, self._client.get(path)[0], self._timeout)
-        except (NoNodeError, ChunkPending):
+            raw, stat = self._client.get(path)
+        except NoNodeError:
             return None
-        manifest = Manifest.from_json(data)
+        manifest = Manifest.from_json(read_value(self._client, path, raw, self._timeout))
         if manifest.epoch != epoch and epoch != 0:  # slot 0 holds the pinned start, or a seed (reset)
             raise CoordinatorError(f"{path} holds manifest {manifest.epoch}")
         self.remember(manifest)
-        return manifest
+        return StoredManifest(manifest, stat.mtime / 1000.0)
 
     def remember(self, manifest: Manifest) -> None:
         """Cache ``manifest`` (written by this process); old entries are dropped, never epoch 0."""

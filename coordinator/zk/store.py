@@ -36,7 +36,7 @@ from laminar_kafka.coordinator.engine.events import CoordinatorMetrics
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.engine.steps import MemberFence, Step, View
-from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership
+from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership, StoredManifest
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
 from laminar_kafka.coordinator.zk.chunks import (  # read_value is re-exported (cluster tools read manifests with it)
     ChunkPending,
@@ -153,7 +153,7 @@ class ZooKeeperStore(ControlStore):
             except NoNodeError:
                 pass
         if control is not None and control.last_epoch:
-            latest = self._manifests.read(control.last_epoch)
+            latest: Manifest | None = self._manifests.read(control.last_epoch)
         else:
             latest = self._manifests.find(0)  # the pinned initial manifest, if any
         with self._lock:  # acks of closed epochs are never read again
@@ -324,8 +324,28 @@ class ZooKeeperStore(ControlStore):
             return None
         return ControlState.from_json(data)
 
+    def read_manifest(self, epoch: int) -> Manifest | None:
+        return self._manifests.find(epoch)
+
+    def read_rejection(self, epoch: int, name: str) -> str | None:
+        try:
+            raw, _ = self._client.get(self.path(layout.rejection_path(epoch, name)))
+        except NoNodeError:
+            return None
+        return layout.parse_rejection(raw)
+
+    # ---- an observer's side (read only) ---------------------------------------------------------
+
+    def exists(self) -> bool:
+        """Whether the pipeline's subtree exists (an observer asks first: no pipeline is no error
+        of a read below, which would only find nothing)."""
+        return self._client.exists(self.base) is not None
+
     def read_members(self) -> dict[int, Member]:
-        names = self._client.get_children(self.path(layout.MEMBERS))
+        try:
+            names = self._client.get_children(self.path(layout.MEMBERS))
+        except NoNodeError:
+            return {}
         pending = {int(n): self._client.get_async(self.path(layout.member_path(int(n))))
                    for n in names if n.isdigit()}
         result: dict[int, Member] = {}
@@ -337,15 +357,18 @@ class ZooKeeperStore(ControlStore):
             result[node] = Member.from_json(node, data)
         return result
 
-    def read_manifest(self, epoch: int) -> Manifest | None:
-        return self._manifests.find(epoch)
-
-    def read_rejection(self, epoch: int, name: str) -> str | None:
+    def read_leader(self) -> int | None:
         try:
-            raw, _ = self._client.get(self.path(layout.rejection_path(epoch, name)))
-        except NoNodeError:
+            candidates = sorted(c for c in self._client.get_children(self.path(layout.LEADER))
+                                if c.startswith(layout.CANDIDATE_PREFIX))
+            if not candidates:
+                return None
+            return layout.parse_candidate(self._client.get(self.path(layout.candidate_path(candidates[0])))[0])[0]
+        except (NoNodeError, CodecError):
             return None
-        return layout.parse_rejection(raw)
+
+    def read_stored_manifest(self, epoch: int) -> StoredManifest | None:
+        return self._manifests.read_stored(epoch)
 
     def write_ack(self, ack: EpochAck) -> None:
         """Create or overwrite the ack node. Over MANIFEST_CHUNK_BYTES: replace it by PENDING +

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from laminar_kafka.coordinator.stop_signals import run_until_stopped
 from laminar_kafka.devstack.containers.engine import DOCKER_DIR, ContainerError, engine_url
 
 COMPOSE_FILE = DOCKER_DIR / "compose.yaml"
@@ -151,13 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     if not (shutil.which("podman") and is_podman(client)):
         print("the engine runs healthchecks itself: nothing to drive")
         return 0
-    stop = threading.Event()
     with HealthcheckDriver(client, ComposeProject(args.project), args.interval):
         print(f"driving the healthchecks of compose project {args.project!r} every {args.interval:g} s (Ctrl-C stops)")
-        try:
-            stop.wait()
-        except KeyboardInterrupt:
-            pass
+        run_until_stopped()
     return 0
 
 

@@ -12,6 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from laminar_kafka.coordinator.stop_signals import run_until_stopped
 from laminar_kafka.devstack.errors import ArtifactError
 from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S, JvmServer
 
@@ -70,7 +71,7 @@ class HttpJvmService:
         self.server.start()
         try:
             waited = self.server.wait_healthy(timeout)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - an interrupted start too: the process is stopped, then it re-raises
             self.server.stop()
             raise
         logger.info("%s ready on port %d after %.1fs", self.server.name, self.port, waited)
@@ -87,22 +88,11 @@ class HttpJvmService:
 def run_in_foreground(service: HttpJvmService, banner: str, base_dir: Path) -> None:
     """Start ``service``, print ``banner``, run until Ctrl-C or SIGTERM, then stop it and remove
     ``base_dir`` (the ``python -m laminar_kafka.devstack.jvm.<service>`` entry points)."""
-    import signal
-    import time
-
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     service.start()
     print(f"{banner}  (log: {service.log_path}; Ctrl-C stops it)", flush=True)
-
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
     try:
-        while service.running():
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
+        run_until_stopped(service.running)
     finally:
         service.stop()
         shutil.rmtree(base_dir, ignore_errors=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, BuiltBatch
 from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.connector import DeliveryGuarantee
@@ -54,7 +54,7 @@ class FifoTake:
     count: int = 0
     spans: list[tuple[RecordChunk, int]] = field(default_factory=list)
     done: list[FifoItem] = field(default_factory=list)
-    assigned: dict[TopicPartition, int] = field(default_factory=dict)
+    assigned: dict[TopicPartitionId, int] = field(default_factory=dict)
     failure: ConnectorError | None = None
 
     def records(self) -> Records | None:
@@ -105,7 +105,7 @@ def take_items(
     return take
 
 
-def advance(cursor: Mapping[TopicPartition, int], records: Records) -> dict[TopicPartition, int]:
+def advance(cursor: Mapping[TopicPartitionId, int], records: Records) -> dict[TopicPartitionId, int]:
     """``cursor`` moved past ``records`` (client order): last offset per partition + 1. Always a
     new dict."""
     if isinstance(records.topics, str):
@@ -121,10 +121,10 @@ def advance(cursor: Mapping[TopicPartition, int], records: Records) -> dict[Topi
 
 
 def with_positions(
-    cursor: dict[TopicPartition, int],
+    cursor: dict[TopicPartitionId, int],
     spans: list[tuple[RecordChunk, int]],
-    dropping: frozenset[TopicPartition],
-) -> dict[TopicPartition, int]:
+    dropping: frozenset[TopicPartitionId],
+) -> dict[TopicPartitionId, int]:
     """``cursor`` moved to the consumer positions of every chunk fully emitted by this poll
     (positions may lie past transaction markers). Partitions in ``dropping`` or not in the cursor
     keep theirs: released, or acquired again, their old positions are void. Returns ``cursor``
@@ -145,12 +145,12 @@ def with_positions(
 
 def build_batch(
     take: FifoTake,
-    cursor: dict[TopicPartition, int],
-    dropping: frozenset[TopicPartition],
+    cursor: dict[TopicPartitionId, int],
+    dropping: frozenset[TopicPartitionId],
     builder: BatchBuilder,
     decode_failures: DecodeFailures,
     metrics: SourceMetrics,
-) -> tuple[dict[TopicPartition, int], pa.RecordBatch | None, pa.RecordBatch | None]:
+) -> tuple[dict[TopicPartitionId, int], pa.RecordBatch | None, pa.RecordBatch | None]:
     """The cursor after ``take``, the batch of its records (``None`` if it has none) and the
     batch of its rejected records (``None`` if none was skipped; see :meth:`DecodeFailures.check`).
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.errors import ConnectorError, FatalError
 from laminar_kafka.kafka_source.decode.records import Records
 
@@ -45,7 +45,7 @@ class RecordChunk:
     """
 
     records: Records
-    positions: Mapping[TopicPartition, int]
+    positions: Mapping[TopicPartitionId, int]
     nbytes: int
     taken: int = 0
 
@@ -62,7 +62,7 @@ class ControlItem:
 class PartitionsAssigned(ControlItem):
     """Partitions added to the consumer at these next-offsets; later chunks may carry them."""
 
-    offsets: Mapping[TopicPartition, int]
+    offsets: Mapping[TopicPartitionId, int]
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class DrainBoundary(ControlItem):
     """
 
     round: AssignmentDrainId
-    positions: Mapping[TopicPartition, int]
+    positions: Mapping[TopicPartitionId, int]
 
 
 @dataclass(frozen=True)
@@ -91,9 +91,9 @@ class AssignmentApplied(ControlItem):
     source operation that asked for it."""
 
     op_id: int
-    released: frozenset[TopicPartition]
-    acquired: Mapping[TopicPartition, int]
-    resumed: Mapping[TopicPartition, int]
+    released: frozenset[TopicPartitionId]
+    acquired: Mapping[TopicPartitionId, int]
+    resumed: Mapping[TopicPartitionId, int]
 
 
 FifoItem = RecordChunk | ControlItem

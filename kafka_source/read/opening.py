@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.connector import DeliveryGuarantee, InitialPosition, ResumePosition, SourcePosition
@@ -77,7 +77,7 @@ def start_offsets(
 def build_reader(
     consumer: Consumer,
     config: KafkaSourceConfig,
-    offsets: dict[TopicPartition, int],
+    offsets: dict[TopicPartitionId, int],
     *,
     event: asyncio.Event,
     delivery: DeliveryGuarantee,

@@ -1,6 +1,10 @@
 """Blocking client calls about partitions' positions: the watermarks of many partitions in one
 batched request, a partition's first offset, and where to read on after the broker answered a
-fetch with "offset out of range" (the last two on the reader thread, between two ``consume`` calls)."""
+fetch with "offset out of range" (the last two on the reader thread, between two ``consume`` calls).
+
+The one home of watermark reads: the node's lag metrics, ``status``, the chaos probe and the test
+and bench helpers all call :func:`high_watermarks` (every partition or an error) or
+:func:`answered_high_watermarks` (those that answer)."""
 from __future__ import annotations
 
 import time
@@ -9,10 +13,13 @@ from collections.abc import Callable, Iterable
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 
-__all__ = ["OutOfRangeResolver", "high_watermarks", "low_watermark", "read_on_after_out_of_range", "watermarks"]
+__all__ = [
+    "OutOfRangeResolver", "answered_high_watermarks", "high_watermarks", "low_watermark", "read_on_after_out_of_range",
+    "watermarks",
+]
 
 #: ListOffsets' special timestamps: the first offset, and the end (the high watermark, or the last
 #: stable offset under ``isolation.level=read_committed``, as ``get_watermark_offsets`` answers)
@@ -20,12 +27,12 @@ EARLIEST, LATEST = -2, -1
 
 #: ``(tp, read offset, low, high) -> the offset to read on at``, or raises :class:`OffsetOutOfRangeError`
 #: (:func:`laminar_kafka.kafka_source.read.startup.resolve_out_of_range`)
-OutOfRangeResolver = Callable[[TopicPartition, int, int, int], int]
+OutOfRangeResolver = Callable[[TopicPartitionId, int, int, int], int]
 
 
 def watermarks(
-    consumer: Consumer, partitions: Iterable[TopicPartition], timeout_s: float
-) -> dict[TopicPartition, tuple[int, int]]:
+    consumer: Consumer, partitions: Iterable[TopicPartitionId], timeout_s: float
+) -> dict[TopicPartitionId, tuple[int, int]]:
     """``{tp: (low, high)}`` of ``partitions`` in two requests per leader broker (``offsets_for_times``
     at :data:`EARLIEST` and :data:`LATEST`), where ``get_watermark_offsets`` takes a round trip per
     partition (512 partitions on loopback: 7 ms instead of 260 ms; on a real cluster each round trip
@@ -40,18 +47,34 @@ def watermarks(
 
 
 def high_watermarks(
-    consumer: Consumer, partitions: Iterable[TopicPartition], timeout_s: float
-) -> dict[TopicPartition, int]:
+    consumer: Consumer, partitions: Iterable[TopicPartitionId], timeout_s: float
+) -> dict[TopicPartitionId, int]:
     """``{tp: high}`` of ``partitions`` in one request per leader broker (see :func:`watermarks`)."""
     wanted = sorted(set(partitions))
     return _offsets_at(consumer, wanted, LATEST, timeout_s) if wanted else {}
 
 
+def answered_high_watermarks(
+    consumer: Consumer, partitions: Iterable[TopicPartitionId], timeout_s: float
+) -> dict[TopicPartitionId, int]:
+    """``{tp: high}`` of the partitions of ``partitions`` that answer; one that fails (no leader now, a
+    broker away, unknown after ``timeout_s``) is left out, never raised. One request per partition:
+    a batched request (:func:`high_watermarks`) fails whole when a single partition has no leader,
+    so an observer of a cluster under faults (the chaos probe) reads them one by one."""
+    result: dict[TopicPartitionId, int] = {}
+    for tp in sorted(set(partitions)):
+        try:
+            result[tp] = _partition_watermarks(consumer, tp, timeout_s)[1]
+        except KafkaException:
+            continue
+    return result
+
+
 def _offsets_at(
-    consumer: Consumer, wanted: list[TopicPartition], spec: int, timeout_s: float
-) -> dict[TopicPartition, int]:
+    consumer: Consumer, wanted: list[TopicPartitionId], spec: int, timeout_s: float
+) -> dict[TopicPartitionId, int]:
     answered = consumer.offsets_for_times([KafkaTopicPartition(t, p, spec) for t, p in wanted], timeout=timeout_s)
-    offsets: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartitionId, int] = {}
     for tp in answered:
         if tp.error is not None:
             raise KafkaException(KafkaError(tp.error.code(), f"{tp.topic}:{tp.partition}: {tp.error.str()}"))
@@ -59,15 +82,21 @@ def _offsets_at(
     return offsets
 
 
-def low_watermark(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> int:
-    """The partition's first offset. A partition added to its topic moments ago may be unknown
-    to the client's metadata cache ("Local: Unknown partition"): the topic's metadata is read
-    again until it is known, within ``timeout_s``."""
+def low_watermark(consumer: Consumer, tp: TopicPartitionId, timeout_s: float) -> int:
+    """The partition's first offset (see :func:`_partition_watermarks`)."""
+    return _partition_watermarks(consumer, tp, timeout_s)[0]
+
+
+def _partition_watermarks(consumer: Consumer, tp: TopicPartitionId, timeout_s: float) -> tuple[int, int]:
+    """``(low, high)`` of one partition, asked of its leader (never the client's cache). A partition
+    added to its topic moments ago may be unknown to the client's metadata cache ("Local: Unknown
+    partition"): the topic's metadata is read again until it is known, within ``timeout_s``. Raises
+    ``KafkaException`` otherwise."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=timeout_s, cached=False)
-            return low
+            low, high = consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=timeout_s, cached=False)
+            return low, high
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
                 raise
@@ -76,7 +105,7 @@ def low_watermark(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> i
 
 
 def read_on_after_out_of_range(
-    consumer: Consumer, tp: TopicPartition, offset: int, timeout_s: float, resolve: OutOfRangeResolver | None,
+    consumer: Consumer, tp: TopicPartitionId, offset: int, timeout_s: float, resolve: OutOfRangeResolver | None,
     answer: KafkaError,
 ) -> int:
     """The broker answered a fetch of ``tp`` at ``offset`` with "out of range" (``answer``), which

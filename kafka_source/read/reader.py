@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, KafkaError, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.errors import FatalError, OffsetOutOfRangeError
 from laminar_kafka.kafka_source.read.positions import OutOfRangeResolver, low_watermark, read_on_after_out_of_range
 from laminar_kafka.kafka_source.read.fifo import (
@@ -90,7 +90,7 @@ class Reader:
         fifo: ByteBoundedFifo,
         *,
         selector: TopicSelector,
-        assigned: Mapping[TopicPartition, int],
+        assigned: Mapping[TopicPartitionId, int],
         chunk_records: int,
         discovery_interval_s: float,
         metadata_timeout_s: float = 5.0,
@@ -122,18 +122,18 @@ class Reader:
         self.callbacks_pending = callbacks_pending or (lambda: False)
         #: until this monotonic time, consume with :data:`FRESH_CONSUME_TIMEOUT_S`
         self.fresh_until = 0.0
-        self._assigned: dict[TopicPartition, KafkaTopicPartition] = {tp: KafkaTopicPartition(*tp) for tp in assigned}
-        self._positions: dict[TopicPartition, int] = dict(assigned)
+        self._assigned: dict[TopicPartitionId, KafkaTopicPartition] = {tp: KafkaTopicPartition(*tp) for tp in assigned}
+        self._positions: dict[TopicPartitionId, int] = dict(assigned)
         #: positions moved without a record (reading resumed past an out-of-range offset), reported
         #: with the next chunk
-        self._jumps: dict[TopicPartition, int] = {}
+        self._jumps: dict[TopicPartitionId, int] = {}
         self._commands: collections.deque[_Command] = collections.deque()
         #: Guards ``_accepting`` with the append in :meth:`submit`, so a command is either run or
         #: cancelled by the thread, never left behind by its exit.
         self._commands_lock = threading.Lock()
         self._accepting = False
         #: Partitions whose records are dropped and positions not reported (paused for a drain).
-        self._blocked: frozenset[TopicPartition] = frozenset()
+        self._blocked: frozenset[TopicPartitionId] = frozenset()
         self._stop = threading.Event()
         self._failed = False
         self._thread = threading.Thread(target=self._run, name="kafka-source-reader", daemon=True)
@@ -167,7 +167,7 @@ class Reader:
         return command.future
 
     def pause_for_drain(
-        self, round: AssignmentDrainId, revoked: frozenset[TopicPartition]
+        self, round: AssignmentDrainId, revoked: frozenset[TopicPartitionId]
     ) -> concurrent.futures.Future[DrainBoundary]:
         """On the reader thread: pause ``revoked``, block them, then put a :class:`DrainBoundary`.
 
@@ -191,9 +191,9 @@ class Reader:
         self,
         op_id: int,
         *,
-        release: frozenset[TopicPartition] = frozenset(),
-        acquire: Mapping[TopicPartition, int | None] | None = None,
-        resume: Mapping[TopicPartition, int] | None = None,
+        release: frozenset[TopicPartitionId] = frozenset(),
+        acquire: Mapping[TopicPartitionId, int | None] | None = None,
+        resume: Mapping[TopicPartitionId, int] | None = None,
         cancelled: threading.Event | None = None,
     ) -> concurrent.futures.Future[AssignmentApplied]:
         """On the reader thread: unassign ``release``; seek each partition of ``resume`` to its
@@ -226,7 +226,7 @@ class Reader:
                 self._positions.update(resume)
                 self._blocked = self._blocked - frozenset(resume)
                 self._note_fresh()
-            offsets: dict[TopicPartition, int] = {}
+            offsets: dict[TopicPartitionId, int] = {}
             for tp, offset in sorted(acquire.items()):
                 if offset is None:
                     offset = low_watermark(self.consumer, tp, self.metadata_timeout_s)
@@ -358,10 +358,10 @@ class Reader:
             self.prefetch(records)
         self.fifo.put_chunk(RecordChunk(records, positions, nbytes), self._stop, over_cap=over_cap)
 
-    def _moved_positions(self) -> dict[TopicPartition, int]:
+    def _moved_positions(self) -> dict[TopicPartitionId, int]:
         if not self._assigned:
             return {}
-        moved: dict[TopicPartition, int] = {}
+        moved: dict[TopicPartitionId, int] = {}
         blocked = self._blocked
         for tp in self.consumer.position(list(self._assigned.values())):
             if tp.offset < 0:
@@ -398,7 +398,7 @@ class Reader:
         else:
             logger.warning("kafka consumer reported %s (retrying)", error.str())
 
-    def _read_on_after(self, tp: TopicPartition, offset: int, answer: KafkaError) -> None:
+    def _read_on_after(self, tp: TopicPartitionId, offset: int, answer: KafkaError) -> None:
         """A fetch of ``tp`` at ``offset`` was answered "out of range": read on where
         :attr:`out_of_range` says (the move reported with the next chunk), or raise
         :class:`OffsetOutOfRangeError` (always for a partition paused for a drain)."""
@@ -411,23 +411,23 @@ class Reader:
 
     def _discover(self) -> None:
         try:
-            found: list[TopicPartition] = []
+            found: list[TopicPartitionId] = []
             for topic, info in selected_topics(self.consumer, self.selector, self.metadata_timeout_s).items():
                 found.extend((topic, p) for p in info.partitions if (topic, p) not in self._assigned)
             self._assign_new(found)
         except Exception:  # noqa: BLE001 - discovery retries at the next interval
             logger.warning("partition discovery failed; retrying later", exc_info=True)
 
-    def assign_new(self, partitions: Iterable[TopicPartition]) -> concurrent.futures.Future[Any]:
+    def assign_new(self, partitions: Iterable[TopicPartitionId]) -> concurrent.futures.Future[Any]:
         """Assign ``partitions`` not held yet at their low watermark (on the reader thread), as
         discovery does; the future's result is ``{tp: offset}`` of those assigned."""
         wanted = sorted(set(partitions))
         return self.submit(lambda _consumer: self._assign_new(wanted))
 
-    def _assign_new(self, found: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def _assign_new(self, found: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
         """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
         announce it with a :class:`PartitionsAssigned` marker."""
-        offsets: dict[TopicPartition, int] = {}
+        offsets: dict[TopicPartitionId, int] = {}
         for topic, partition in sorted(set(found) - set(self._assigned)):
             offsets[(topic, partition)] = low_watermark(self.consumer, (topic, partition), self.metadata_timeout_s)
         if not offsets:

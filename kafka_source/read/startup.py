@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.read.positions import watermarks
@@ -47,8 +47,8 @@ class BrokerFacts:
     """``watermarks[(topic, partition)] = (low, high)`` for every partition of the topics;
     ``time_offsets`` only for ``startup.mode=timestamp`` (``None`` = no record at/after it)."""
 
-    watermarks: Mapping[TopicPartition, tuple[int, int]]
-    time_offsets: Mapping[TopicPartition, int | None] = field(default_factory=dict)
+    watermarks: Mapping[TopicPartitionId, tuple[int, int]]
+    time_offsets: Mapping[TopicPartitionId, int | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -56,13 +56,13 @@ class StartupPlan:
     """Exact next-offsets for every partition to read, how many were reset to the low watermark
     (best-effort, or ``fail.on.data.loss=false``), and how many offsets below it those skipped."""
 
-    offsets: Mapping[TopicPartition, int]
+    offsets: Mapping[TopicPartitionId, int]
     resets: int = 0
     lost: int = 0
 
 
 def _below_low(
-    tp: TopicPartition, offset: int, low: int, high: int, delivery: DeliveryGuarantee, what: str,
+    tp: TopicPartitionId, offset: int, low: int, high: int, delivery: DeliveryGuarantee, what: str,
     config: KafkaSourceConfig,
 ) -> int:
     """The offset to start at when ``offset`` lies below the low watermark: an error under
@@ -104,7 +104,7 @@ def resolve_initial(
     delivery and is reset to the low watermark under best-effort.
     """
     mode = config.startup_mode
-    offsets: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartitionId, int] = {}
     resets = lost = 0
     for tp, (low, high) in sorted(facts.watermarks.items()):
         if mode is StartupMode.EARLIEST:
@@ -149,7 +149,7 @@ def resolve_resume(
     (counted in ``resets``) under best-effort.
     """
     cursor = checkpoint.partitions()
-    offsets: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartitionId, int] = {}
     resets = lost = 0
     for tp in cursor:
         if not config.selector.matches(tp[0]):
@@ -184,7 +184,7 @@ def resolve_resume(
 
 
 def resolve_out_of_range(
-    tp: TopicPartition, position: int, low: int, high: int, delivery: DeliveryGuarantee, config: KafkaSourceConfig
+    tp: TopicPartitionId, position: int, low: int, high: int, delivery: DeliveryGuarantee, config: KafkaSourceConfig
 ) -> int:
     """Where to read on after the broker answered a running fetch at ``position`` with "offset out
     of range" (guaranteed delivery only: best-effort lets the client reset to the earliest offset).
@@ -351,7 +351,7 @@ def resolve_start_offsets(
     retry_for_s: float = START_RETRY_FOR_S,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> dict[TopicPartition, int]:
+) -> dict[TopicPartitionId, int]:
     """Resolve ``config``'s startup mode once to exact next-offsets of every selected partition,
     with a short-lived consumer (blocking). Used to pin a pipeline's start durably before any node
     reads (DESIGN section 10.2).
@@ -393,7 +393,7 @@ def query_broker_facts(
         partitions = [(t, p) for t, info in selected.items() for p in info.partitions]
         step = f"cannot read the watermarks of {len(partitions)} partition(s)"
         bounds = watermarks(consumer, partitions, timeout_s)
-        time_offsets: dict[TopicPartition, int | None] = {}
+        time_offsets: dict[TopicPartitionId, int | None] = {}
         if config.startup_mode is StartupMode.TIMESTAMP:
             assert config.startup_timestamp_ms is not None
             step = f"cannot look up the offsets at startup.timestamp.ms={config.startup_timestamp_ms}"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.vnode.drain import DrainPhase, FinishPlan
 from laminar_kafka.kafka_source.errors import ConfigurationError, FatalError
@@ -79,7 +79,7 @@ class _DrainPause:
     future: concurrent.futures.Future[DrainBoundary]
 
 
-def cursor_offsets(cursors: Mapping[str, int] | SourceCheckpoint) -> dict[TopicPartition, int]:
+def cursor_offsets(cursors: Mapping[str, int] | SourceCheckpoint) -> dict[TopicPartitionId, int]:
     """``"topic:partition" -> offset`` cursors (or a checkpoint) as ``{(topic, partition): offset}``."""
     if isinstance(cursors, SourceCheckpoint):
         return cursors.partitions()
@@ -97,7 +97,7 @@ class AssignmentExecutor:
         self,
         binding: VnodeBinding,
         metrics: SourceMetrics,
-        cursor: Callable[[], Mapping[TopicPartition, int]],
+        cursor: Callable[[], Mapping[TopicPartitionId, int]],
         adopt: Callable[[AssignmentApplied], None],
     ) -> None:
         self.binding = binding
@@ -110,13 +110,13 @@ class AssignmentExecutor:
         self._change: _AssignmentChange | None = None
         self._change_ids = itertools.count(1)
         #: Explicit start cursors offered for one published version (acquire_partitions).
-        self._offer: tuple[int, dict[TopicPartition, int]] | None = None
+        self._offer: tuple[int, dict[TopicPartitionId, int]] | None = None
         #: Partitions announced by add_partitions that wait to join the routing table.
-        self._unrouted: frozenset[TopicPartition] = frozenset()
+        self._unrouted: frozenset[TopicPartitionId] = frozenset()
         self._pause: _DrainPause | None = None
         #: Partitions whose records still in the FIFO must not be emitted (released, or acquired
         #: again at an explicit cursor); cleared when their AssignmentApplied marker is consumed.
-        self.dropping: frozenset[TopicPartition] = frozenset()
+        self.dropping: frozenset[TopicPartitionId] = frozenset()
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -164,9 +164,9 @@ class AssignmentExecutor:
         self,
         plan: Reconcile | FinishPlan,
         *,
-        release: frozenset[TopicPartition],
-        acquire: Mapping[TopicPartition, int | None],
-        resume: Mapping[TopicPartition, int] | None = None,
+        release: frozenset[TopicPartitionId],
+        acquire: Mapping[TopicPartitionId, int | None],
+        resume: Mapping[TopicPartitionId, int] | None = None,
     ) -> _AssignmentChange:
         reader = self._running_reader("an assignment change")
         assert self._change is None
@@ -195,7 +195,7 @@ class AssignmentExecutor:
         else:
             self._set_own(own.finished(change.plan, marker.acquired))
 
-    def _pause_for_drain(self, reader: Reader, round: AssignmentDrainId, revoked: frozenset[TopicPartition]) -> None:
+    def _pause_for_drain(self, reader: Reader, round: AssignmentDrainId, revoked: frozenset[TopicPartitionId]) -> None:
         """Have the reader pause ``revoked`` and put ``round``'s boundary (nothing to pause: none)."""
         self._pause = _DrainPause(round, reader.pause_for_drain(round, revoked)) if revoked else None
 
@@ -259,9 +259,9 @@ class AssignmentExecutor:
 
     def check_cursor(
         self,
-        before: Mapping[TopicPartition, int],
-        after: Mapping[TopicPartition, int],
-        assigned: Mapping[TopicPartition, int],
+        before: Mapping[TopicPartitionId, int],
+        after: Mapping[TopicPartitionId, int],
+        assigned: Mapping[TopicPartitionId, int],
     ) -> None:
         """A poll is about to move the cursor from ``before`` to ``after``: fail the generation if
         it gained partitions this source does not read, or moved a revoked partition past its cut."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.connector import SourceDrainOutcome
 from laminar_kafka.kafka_source.errors import DrainError, FatalError
 
@@ -45,9 +45,9 @@ class FinishPlan:
     """
 
     outcome: SourceDrainOutcome
-    release: frozenset[TopicPartition] = frozenset()
-    acquire: Mapping[TopicPartition, int | None] = field(default_factory=dict)
-    resume: Mapping[TopicPartition, int] = field(default_factory=dict)
+    release: frozenset[TopicPartitionId] = frozenset()
+    acquire: Mapping[TopicPartitionId, int | None] = field(default_factory=dict)
+    resume: Mapping[TopicPartitionId, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,10 @@ class DrainProgress:
     round: AssignmentDrainId
     deadline: float
     phase: DrainPhase
-    revoked: frozenset[TopicPartition]
-    target_owned: frozenset[TopicPartition]
-    boundary: Mapping[TopicPartition, int] | None = None
-    cut: Mapping[TopicPartition, int] = field(default_factory=dict)
+    revoked: frozenset[TopicPartitionId]
+    target_owned: frozenset[TopicPartitionId]
+    boundary: Mapping[TopicPartitionId, int] | None = None
+    cut: Mapping[TopicPartitionId, int] = field(default_factory=dict)
     outcome: SourceDrainOutcome | None = None
 
     @classmethod
@@ -75,8 +75,8 @@ class DrainProgress:
         cls,
         round: AssignmentDrainId,
         deadline: float,
-        owned: frozenset[TopicPartition],
-        target_owned: frozenset[TopicPartition],
+        owned: frozenset[TopicPartitionId],
+        target_owned: frozenset[TopicPartitionId],
     ) -> DrainProgress:
         """``DRAINING`` if the round revokes any of ``owned``, else ``READY`` with an empty cut."""
         revoked = owned - target_owned
@@ -93,7 +93,7 @@ class DrainProgress:
         """Still ``DRAINING`` after the deadline (the boundary came too late)."""
         return self.phase is DrainPhase.DRAINING and now > self.deadline
 
-    def paused_at(self, positions: Mapping[TopicPartition, int]) -> DrainProgress:
+    def paused_at(self, positions: Mapping[TopicPartitionId, int]) -> DrainProgress:
         """Record the reader's positions of the revoked partitions at the pause (for an abort that
         arrives before the boundary is consumed). Idempotent; FatalError if the reader paused
         other partitions."""
@@ -105,7 +105,7 @@ class DrainProgress:
             )
         return replace(self, boundary=MappingProxyType(dict(positions)))
 
-    def cut_at(self, cursor: Mapping[TopicPartition, int]) -> DrainProgress:
+    def cut_at(self, cursor: Mapping[TopicPartitionId, int]) -> DrainProgress:
         """Fix the cut from ``cursor`` (every record before the boundary was emitted): ``READY``.
 
         Pre: ``DRAINING``. FatalError if a revoked partition has no cursor or the cut differs from
@@ -121,7 +121,7 @@ class DrainProgress:
             )
         return replace(self, phase=DrainPhase.READY, cut=MappingProxyType(cut))
 
-    def check_cut(self, cursor: Mapping[TopicPartition, int]) -> None:
+    def check_cut(self, cursor: Mapping[TopicPartitionId, int]) -> None:
         """FatalError if a revoked partition's cursor moved after the cut was fixed (``READY``)."""
         if self.phase is not DrainPhase.READY:
             return
@@ -135,10 +135,10 @@ class DrainProgress:
     def plan_finish(
         self,
         outcome: SourceDrainOutcome,
-        owned: frozenset[TopicPartition],
+        owned: frozenset[TopicPartitionId],
         now: float,
         deadline: float,
-        handoff: Mapping[TopicPartition, int] | None,
+        handoff: Mapping[TopicPartitionId, int] | None,
     ) -> FinishPlan | None:
         """What resolving this round with ``outcome`` takes (``owned``: the partitions owned now);
         ``None`` if it was already resolved the same way.
@@ -166,7 +166,7 @@ class DrainProgress:
         if self.phase is not DrainPhase.READY:
             raise FatalError(f"commit of drain {self.round} arrived before the drain was ready")
         gained = self.target_owned - owned
-        acquire: dict[TopicPartition, int | None] = {}
+        acquire: dict[TopicPartitionId, int | None] = {}
         if handoff is not None:
             missing = sorted(gained - set(handoff))
             if missing:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.vnode.assignment import AssignmentExecutor, VnodeBinding, cursor_offsets
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.connector import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
@@ -42,7 +42,7 @@ class VnodeDriver(AssignmentExecutor):
 
     # -- start ----------------------------------------------------------------------------------
 
-    def pin(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def pin(self, offsets: Mapping[TopicPartitionId, int]) -> dict[TopicPartitionId, int]:
         """Pin to the published snapshot; the start ``offsets`` of the partitions owned there.
 
         Raises :class:`~laminar_kafka.kafka_source.errors.UnassignedVnodeError` for an invalid owner map.
@@ -54,7 +54,7 @@ class VnodeDriver(AssignmentExecutor):
         self.own = own.started(frozenset(owned))
         return owned
 
-    def adopt_running(self, cursor: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def adopt_running(self, cursor: Mapping[TopicPartitionId, int]) -> dict[TopicPartitionId, int]:
         """Vnode mode set after start: pin with ``cursor``'s partitions live; the partitions not
         owned stop being emitted at once (and are released by :meth:`drive`). Returns the
         cursor restricted to the owned partitions."""
@@ -132,7 +132,7 @@ class VnodeDriver(AssignmentExecutor):
         except Exception as exc:  # noqa: BLE001 - a reader-thread failure; surfaced as terminal
             self.fail(f"reconciliation failed: {exc!r}")
 
-    def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+    def add_partitions(self, partitions: Iterable[TopicPartitionId]) -> None:
         """New partitions (selected, not read yet) join the routing table.
 
         The ones whose vnode this node owns become owned and pending: :meth:`is_ready` turns
@@ -182,7 +182,7 @@ class VnodeDriver(AssignmentExecutor):
             raise DrainError(f"cursors for version {version!r} are stale (pinned to {own.version})")
         self._offer = (version, cursor_offsets(cursors))
 
-    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartition]] | None:
+    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartitionId]] | None:
         """``(published version, partitions)`` when reconciling needs explicit cursors
         (:meth:`acquire_partitions`) for these partitions, else ``None``."""
         own = self.own
@@ -197,7 +197,7 @@ class VnodeDriver(AssignmentExecutor):
             return None
         return plan.version, frozenset(plan.acquire)
 
-    def moved_since(self, version: int) -> frozenset[TopicPartition]:
+    def moved_since(self, version: int) -> frozenset[TopicPartitionId]:
         """Partitions whose vnode changed owner after assignment ``version``: a checkpoint taken
         under ``version`` no longer speaks for them (another node may have read further)."""
         own = self.own

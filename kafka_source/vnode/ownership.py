@@ -5,7 +5,7 @@ snapshots they read. :class:`Ownership` is an immutable value; every transition 
 or raises. The vnode driver (:mod:`laminar_kafka.kafka_source.vnode.driver`) executes what a transition asks for (pause,
 release, acquire, rewind) on its reader thread and feeds the outcome back.
 
-Vocabulary (``TopicPartition`` = ``(topic, partition)``):
+Vocabulary (``TopicPartitionId`` = ``(topic, partition)``):
 
 - ``version``: the assignment version the source is *pinned* to. Checkpoints carry it, and the
   source never emits records of a partition it does not own under it.
@@ -40,7 +40,7 @@ from types import MappingProxyType
 
 from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, AssignmentSnapshot, PendingTarget
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition, partition_vnode
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
 from laminar_kafka.kafka_source.connector import SourceDrainOutcome, SourceDrainResolution
 from laminar_kafka.kafka_source.vnode.drain import DrainPhase, DrainProgress, FinishPlan
 from laminar_kafka.kafka_source.errors import DrainError, FatalError, UnassignedVnodeError
@@ -55,20 +55,20 @@ __all__ = [
 ]
 
 
-def _frozen(mapping: Mapping[TopicPartition, int | None]) -> Mapping[TopicPartition, int | None]:
+def _frozen(mapping: Mapping[TopicPartitionId, int | None]) -> Mapping[TopicPartitionId, int | None]:
     return MappingProxyType(dict(sorted(mapping.items())))
 
 
 def route_partitions(
-    source_identity: str, partitions: frozenset[TopicPartition] | set[TopicPartition] | list[TopicPartition], vnode_count: int
-) -> Mapping[TopicPartition, int]:
+    source_identity: str, partitions: frozenset[TopicPartitionId] | set[TopicPartitionId] | list[TopicPartitionId], vnode_count: int
+) -> Mapping[TopicPartitionId, int]:
     """``{tp: vnode}`` for every partition (routing ABI v1 of :mod:`laminar_kafka.coordinator.vnodes.routing`)."""
     return MappingProxyType(
         {tp: partition_vnode(source_identity, tp[0], tp[1], vnode_count) for tp in sorted(partitions)}
     )
 
 
-def unassigned_vnodes(routes: Mapping[TopicPartition, int], owners: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+def unassigned_vnodes(routes: Mapping[TopicPartitionId, int], owners: tuple[int, ...] | list[int]) -> tuple[int, ...]:
     """The vnodes of ``routes`` that ``owners`` leaves unassigned while it assigns some vnode.
 
     Empty for a map that assigns every routed vnode, and for a map that assigns no vnode at all
@@ -79,7 +79,7 @@ def unassigned_vnodes(routes: Mapping[TopicPartition, int], owners: tuple[int, .
     return tuple(sorted({vnode for vnode in routes.values() if owners[vnode] == UNASSIGNED}))
 
 
-def _require_assigned(routes: Mapping[TopicPartition, int], snapshot: AssignmentSnapshot) -> None:
+def _require_assigned(routes: Mapping[TopicPartitionId, int], snapshot: AssignmentSnapshot) -> None:
     vnodes = unassigned_vnodes(routes, snapshot.owners)
     if vnodes:
         raise UnassignedVnodeError(
@@ -96,9 +96,9 @@ class Reconcile:
     rule as a Resume checkpoint that lacks a partition). An empty plan only moves the pin."""
 
     version: int
-    owned: frozenset[TopicPartition]
-    release: frozenset[TopicPartition] = frozenset()
-    acquire: Mapping[TopicPartition, int | None] = field(default_factory=dict)
+    owned: frozenset[TopicPartitionId]
+    release: frozenset[TopicPartitionId] = frozenset()
+    acquire: Mapping[TopicPartitionId, int | None] = field(default_factory=dict)
 
     @property
     def needs_consumer(self) -> bool:
@@ -114,17 +114,17 @@ class Ownership:
     """
 
     self_id: int
-    routes: Mapping[TopicPartition, int]
+    routes: Mapping[TopicPartitionId, int]
     version: int
-    owned: frozenset[TopicPartition]
-    live: frozenset[TopicPartition] = frozenset()
+    owned: frozenset[TopicPartitionId]
+    live: frozenset[TopicPartitionId] = frozenset()
     drain: DrainProgress | None = None
     failure: str | None = None
 
     # -- construction and queries ------------------------------------------------------------------
 
     @classmethod
-    def at(cls, self_id: int, routes: Mapping[TopicPartition, int], snapshot: AssignmentSnapshot) -> Ownership:
+    def at(cls, self_id: int, routes: Mapping[TopicPartitionId, int], snapshot: AssignmentSnapshot) -> Ownership:
         """Pinned to ``snapshot`` with nothing live yet (the state before the consumer starts).
 
         Raises :class:`UnassignedVnodeError` if ``snapshot`` leaves a routed vnode unassigned
@@ -134,7 +134,7 @@ class Ownership:
         state = cls(self_id, MappingProxyType(dict(routes)), snapshot.version, frozenset())
         return replace(state, owned=state.owned_at(snapshot.owners))
 
-    def owned_at(self, owners: tuple[int, ...] | list[int]) -> frozenset[TopicPartition]:
+    def owned_at(self, owners: tuple[int, ...] | list[int]) -> frozenset[TopicPartitionId]:
         """The known partitions whose vnode ``self_id`` owns in ``owners``."""
         me = self.self_id
         return frozenset(tp for tp, vnode in self.routes.items() if owners[vnode] == me)
@@ -146,7 +146,7 @@ class Ownership:
         return DrainPhase.IDLE if self.drain is None else self.drain.phase
 
     @property
-    def pending(self) -> frozenset[TopicPartition]:
+    def pending(self) -> frozenset[TopicPartitionId]:
         """Owned partitions the consumer does not hold yet (waiting for explicit cursors)."""
         return self.owned - self.live
 
@@ -251,7 +251,7 @@ class Ownership:
             raise DrainError(f"unknown or stale drain {round} (current: {current})")
         return drain
 
-    def boundary_paused(self, round: AssignmentDrainId, positions: Mapping[TopicPartition, int]) -> Ownership:
+    def boundary_paused(self, round: AssignmentDrainId, positions: Mapping[TopicPartitionId, int]) -> Ownership:
         """Record the reader's positions of the revoked partitions at the pause (for an abort
         that arrives before the boundary is consumed); fails the generation on a mismatch."""
         drain = self._active(round)
@@ -261,7 +261,7 @@ class Ownership:
             return self.fail(str(exc))
 
     def boundary_consumed(
-        self, round: AssignmentDrainId, cursor: Mapping[TopicPartition, int], now: float
+        self, round: AssignmentDrainId, cursor: Mapping[TopicPartitionId, int], now: float
     ) -> Ownership:
         """Every record fetched before ``round``'s boundary was emitted: fix the cut from ``cursor``.
 
@@ -280,7 +280,7 @@ class Ownership:
         except FatalError as exc:
             return state.fail(str(exc))
 
-    def check_cut(self, cursor: Mapping[TopicPartition, int]) -> Ownership:
+    def check_cut(self, cursor: Mapping[TopicPartitionId, int]) -> Ownership:
         """Fail the generation if a revoked partition's cursor moved after the cut was fixed."""
         if self.failure is not None or self.drain is None:
             return self
@@ -302,7 +302,7 @@ class Ownership:
         resolution: SourceDrainResolution,
         now: float,
         deadline: float,
-        handoff: Mapping[TopicPartition, int] | None,
+        handoff: Mapping[TopicPartitionId, int] | None,
     ) -> FinishPlan | None:
         """What resolving the active round takes; ``None`` if it was already resolved the same way.
 
@@ -315,7 +315,7 @@ class Ownership:
         drain = self._active(resolution.round)
         return drain.plan_finish(resolution.outcome, self.owned, now, deadline, handoff)
 
-    def finished(self, plan: FinishPlan, acquired: Mapping[TopicPartition, int]) -> Ownership:
+    def finished(self, plan: FinishPlan, acquired: Mapping[TopicPartitionId, int]) -> Ownership:
         """Apply a :class:`FinishPlan` the consumer executed (``acquired``: partitions assigned)."""
         drain = self.drain
         assert drain is not None and drain.active
@@ -333,7 +333,7 @@ class Ownership:
     # -- reconciliation outside drains --------------------------------------------------------------
 
     def plan_reconcile(
-        self, snapshot: AssignmentSnapshot, offer: tuple[int, Mapping[TopicPartition, int]] | None
+        self, snapshot: AssignmentSnapshot, offer: tuple[int, Mapping[TopicPartitionId, int]] | None
     ) -> Reconcile | None:
         """The next step toward ``snapshot``, or ``None`` when there is nothing to do now.
 
@@ -363,7 +363,7 @@ class Ownership:
         keep = (self.live & new_owned) - stale
         release = self.live - keep
         need = new_owned - keep
-        acquire: dict[TopicPartition, int | None] = {}
+        acquire: dict[TopicPartitionId, int | None] = {}
         if need and offer is not None and offer[0] == snapshot.version:
             cursors = offer[1]
             acquire = {tp: cursors.get(tp) for tp in sorted(need)}
@@ -371,7 +371,7 @@ class Ownership:
             return None
         return Reconcile(snapshot.version, new_owned, release, _frozen(acquire))
 
-    def reconciled(self, plan: Reconcile, acquired: Mapping[TopicPartition, int]) -> Ownership:
+    def reconciled(self, plan: Reconcile, acquired: Mapping[TopicPartitionId, int]) -> Ownership:
         """Apply a :class:`Reconcile` the consumer executed (``acquired``: partitions assigned)."""
         return replace(
             self,
@@ -392,7 +392,7 @@ class Ownership:
             and self.version == snapshot.version
         )
 
-    def with_partitions(self, routes: Mapping[TopicPartition, int], snapshot: AssignmentSnapshot) -> Ownership:
+    def with_partitions(self, routes: Mapping[TopicPartitionId, int], snapshot: AssignmentSnapshot) -> Ownership:
         """Add partitions that appeared in the topology (``{tp: vnode}``; known ones are ignored).
 
         Pre: :meth:`can_route_more` (else :class:`DrainError`, state unchanged). Post: the new
@@ -417,6 +417,6 @@ class Ownership:
             owned=self.owned | mine,
         )
 
-    def started(self, live: frozenset[TopicPartition]) -> Ownership:
+    def started(self, live: frozenset[TopicPartitionId]) -> Ownership:
         """The consumer was started holding ``live`` (a subset of ``owned``)."""
         return replace(self, live=frozenset(live))

@@ -49,7 +49,8 @@ from pathlib import Path
 import numpy as np
 
 from laminar_kafka.cluster.lake.settings import TableFormat
-from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount, tp_key
+from laminar_kafka.coordinator.codec import format_partition_key
+from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount
 from laminar_kafka.chaos.faults import FAULTS, FaultContext, TopicBook
 from laminar_kafka.chaos.monitor import Monitor, StackPool
 from laminar_kafka.chaos.nodes import NodeSet
@@ -187,7 +188,7 @@ def _network_factory(run: _Run, stack: DevStack) -> Callable[[int], object]:
 
 def _wait_ready(run: _Run, probe: ClusterProbe, nodes: NodeSet) -> float:
     """Until the base nodes own every partition of the first topic and a manifest holds all its cursors."""
-    expected = {tp_key(t, p) for t, p in run.topics.all_partitions()}
+    expected = {format_partition_key(t, p) for t, p in run.topics.all_partitions()}
 
     def ready() -> bool:
         looping = nodes.crash_looping()
@@ -217,7 +218,7 @@ def _apply(run: _Run, ctx: FaultContext, monitor: Monitor, event: FaultEvent) ->
         raise
     result.injected_at_s = round(injection.at - run.phase_start, 2)
     result.details = injection.details
-    grown = {tp_key(t, p): 1 for t, p in injection.new_partitions}
+    grown = {format_partition_key(t, p): 1 for t, p in injection.new_partitions}
     if not (injection.heal is not None and injection.targets_at_heal):
         monitor.watch(result, {**injection.targets, **grown}, injection.at)
     if injection.heal is not None:
@@ -260,13 +261,13 @@ def _audit(run: _Run, producer: ChaosProducer, output: Path, bootstrap: str) -> 
         result.order_violations += len(report.order_violations)
         for partition, present in ((p, np.unique(scan.offsets.get(p, np.empty(0, np.int64))))
                                    for p in range(run.topics.partitions[topic])):
-            acked = np.asarray(producer.acked.get(tp_key(topic, partition), []), dtype=np.int64)
+            acked = np.asarray(producer.acked.get(format_partition_key(topic, partition), []), dtype=np.int64)
             lost = acked[~np.isin(acked, present)]
             if lost.size:
                 result.acked_lost += int(lost.size)
                 result.evidence.append(f"{topic}:{partition}: {lost.size} acknowledged record(s) not in the output, "
                                        f"first offsets {lost[:5].tolist()}")
-            aborted = np.asarray(producer.aborted.get(tp_key(topic, partition), []), dtype=np.int64)
+            aborted = np.asarray(producer.aborted.get(format_partition_key(topic, partition), []), dtype=np.int64)
             leaked = aborted[np.isin(aborted, present)]
             if leaked.size:
                 result.aborted_in_output += int(leaked.size)

@@ -13,9 +13,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from laminar_kafka.coordinator.codec import PartitionKey, format_partition_key
 from laminar_kafka.kafka_source.clients import client_config, make_producer
 
-from laminar_kafka.chaos.servers import ChaosError, TPKey, tp_key
+from laminar_kafka.chaos.servers import ChaosError
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +49,9 @@ class ChaosProducer:
         self._thread = threading.Thread(target=self._run, name="chaos-producer", daemon=True)
         self._producer = self._new_producer()
         self._abort_requests = 0
-        self._pending: dict[TPKey, list[int]] = {}
-        self.acked: dict[TPKey, list[int]] = {}
-        self.aborted: dict[TPKey, list[int]] = {}
+        self._pending: dict[PartitionKey, list[int]] = {}
+        self.acked: dict[PartitionKey, list[int]] = {}
+        self.aborted: dict[PartitionKey, list[int]] = {}
         self.produced = 0
         self.failed = 0
         self.uncertain = 0
@@ -104,7 +105,7 @@ class ChaosProducer:
             return sum(len(v) for v in self.acked.values())
 
     def _delivered(self, err: KafkaError | None, msg: Any) -> None:
-        key = tp_key(msg.topic(), msg.partition())
+        key = format_partition_key(msg.topic(), msg.partition())
         with self._lock:
             if err is not None:
                 self.failed += 1

@@ -20,25 +20,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
-
 from laminar_kafka.devstack.errors import DevStackError
+from laminar_kafka.coordinator.codec import PartitionKey, format_partition_key
 from laminar_kafka.coordinator.engine.model import ControlState
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.clients import client_config, make_consumer
+from laminar_kafka.kafka_source.read.positions import answered_high_watermarks
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ChaosError", "ClusterProbe", "OutputMount", "TPKey", "expire_session", "tp_key", "zk_session_password"]
-
-TPKey = str  # "topic:partition", the manifest's cursor key
+__all__ = ["ChaosError", "ClusterProbe", "OutputMount", "expire_session", "zk_session_password"]
 
 
 class ChaosError(DevStackError):
     """A chaos run could not set up or apply a fault (not an exactly-once verdict)."""
-
-
-def tp_key(topic: str, partition: int) -> TPKey:
-    return f"{topic}:{partition}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -51,6 +46,7 @@ class ClusterProbe:
     a server does not answer (the caller polls again)."""
 
     def __init__(self, bootstrap: str, zk_hosts: str, pipeline: str, source_identity: str = "kafka") -> None:
+        self._pipeline = pipeline
         self._base = f"/laminar/{pipeline}"
         self._source = source_identity
         self._hosts = zk_hosts
@@ -58,7 +54,7 @@ class ClusterProbe:
         self._consumer = make_consumer(client_config(bootstrap), "laminar-chaos-probe", {"log_level": 0})
         self._lock = threading.Lock()
         self._manifest_key: tuple[int, int] = (-1, -1)
-        self._cursors: dict[TPKey, int] = {}
+        self._cursors: dict[PartitionKey, int] = {}
 
     @property
     def base(self) -> str:
@@ -86,10 +82,18 @@ class ClusterProbe:
             old.stop()
             old.close()
 
+    def _store(self) -> Any:
+        """The coordinator's store over the current session, for its observer's reads (read only)."""
+        from laminar_kafka.coordinator.config import CoordinatorConfig
+        from laminar_kafka.coordinator.engine.events import CoordinatorMetrics
+        from laminar_kafka.coordinator.zk.store import ZooKeeperStore
+
+        return ZooKeeperStore(self._zk, CoordinatorConfig(pipeline=self._pipeline), CoordinatorMetrics())
+
     def control(self) -> ControlState | None:
         try:
-            return ControlState.from_json(self._zk.get(f"{self._base}/assignment")[0])
-        except Exception:  # noqa: BLE001 - not created yet, ZooKeeper unreachable: poll again
+            return self._store().read_register()  # type: ignore[no-any-return]
+        except Exception:  # noqa: BLE001 - malformed, ZooKeeper unreachable: poll again
             return None
 
     def watch_register(self, callback: Callable[[ControlState], bool]) -> None:
@@ -105,7 +109,7 @@ class ClusterProbe:
                 return False
         self._zk.DataWatch(f"{self._base}/assignment", on_data)
 
-    def durable(self) -> dict[TPKey, int] | None:
+    def durable(self) -> dict[PartitionKey, int] | None:
         """The latest committed manifest's cursors (``topic:partition`` -> next offset to read)."""
         from laminar_kafka.coordinator.base import Manifest
         from laminar_kafka.coordinator.engine.model import epoch_name
@@ -135,13 +139,9 @@ class ClusterProbe:
             return dict(self._cursors)
 
     def leader(self) -> int | None:
-        import json
-
         try:
-            candidates = sorted(self._zk.get_children(f"{self._base}/leader"))
-            return int(json.loads(self._zk.get(f"{self._base}/leader/{candidates[0]}")[0])["node_id"]) \
-                if candidates else None
-        except Exception:  # noqa: BLE001
+            return self._store().read_leader()  # type: ignore[no-any-return]
+        except Exception:  # noqa: BLE001 - ZooKeeper unreachable: no leader seen, poll again
             return None
 
     def members(self) -> dict[int, int]:
@@ -153,24 +153,15 @@ class ClusterProbe:
                 if stat is not None and name.isdigit():
                     result[int(name)] = stat.ephemeralOwner
             return result
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - not created yet, ZooKeeper unreachable: poll again
             return {}
 
-    def high_watermarks(self, partitions: Sequence[tuple[str, int]], timeout: float = 10.0) -> dict[TPKey, int]:
-        """High watermarks now; a partition whose leader does not answer in time is left out."""
-        result: dict[TPKey, int] = {}
+    def high_watermarks(self, partitions: Sequence[TopicPartitionId], timeout: float = 10.0) -> dict[PartitionKey, int]:
+        """High watermarks now, by cursor key; a partition whose leader does not answer in time is
+        left out (:func:`~laminar_kafka.kafka_source.read.positions.answered_high_watermarks`)."""
         with self._lock:
-            for topic, partition in partitions:
-                for attempt in range(2):
-                    try:
-                        result[tp_key(topic, partition)] = self._consumer.get_watermark_offsets(
-                            TopicPartition(topic, partition), timeout=timeout, cached=False)[1]
-                        break
-                    except KafkaException:
-                        if attempt == 0:  # a partition added after the client's last metadata: refresh
-                            with contextlib.suppress(KafkaException):
-                                self._consumer.list_topics(topic, timeout=5)
-        return result
+            answered = answered_high_watermarks(self._consumer, partitions, timeout)
+        return {format_partition_key(topic, partition): high for (topic, partition), high in answered.items()}
 
     def broker_leaders(self, topics: Sequence[str]) -> dict[int, int]:
         """broker id -> how many partitions of ``topics`` it leads."""
@@ -228,7 +219,7 @@ def expire_session(zk_hosts: str, session_id: int, timeout: float = 10.0) -> Non
             raise ChaosError(f"could not attach to session 0x{session_id:x} (got a different session)")
     except ChaosError:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure to attach (refused, timed out) is the fault's failure
         raise ChaosError(f"could not attach to session 0x{session_id:x}: {exc!r}") from exc
     finally:
         with contextlib.suppress(Exception):

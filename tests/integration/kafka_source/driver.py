@@ -26,7 +26,7 @@ from confluent_kafka import Producer
 from laminar_kafka.coordinator.vnodes.placement import balanced
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition, partition_vnode
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
 from laminar_kafka.kafka_source import (
     CheckpointAttempt,
     ConnectorConfig,
@@ -210,7 +210,7 @@ class Producing:
 class RoundReport:
     drain_id: AssignmentDrainId
     outcome: SourceDrainOutcome
-    moved: dict[TopicPartition, tuple[int, int]]  # partition -> (old owner, new owner)
+    moved: dict[TopicPartitionId, tuple[int, int]]  # partition -> (old owner, new owner)
     cut: dict[str, int]
     drain_s: float
     #: monotonic times of the round's steps: began, ready (every node drained), durable (the
@@ -240,10 +240,10 @@ class Driver:
             load[vnode] = load.get(vnode, 0) + 1
         return load
 
-    def owner_of(self, tp: TopicPartition, owners: Sequence[int] | None = None) -> int:
+    def owner_of(self, tp: TopicPartitionId, owners: Sequence[int] | None = None) -> int:
         return (owners or self.snapshot.owners)[self.routes[tp]]
 
-    def owned(self, node_id: int, owners: Sequence[int] | None = None) -> set[TopicPartition]:
+    def owned(self, node_id: int, owners: Sequence[int] | None = None) -> set[TopicPartitionId]:
         return {tp for tp in self.partitions if self.owner_of(tp, owners) == node_id}
 
     def place(self, nodes: Sequence[int]) -> tuple[int, ...]:

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartition, partition_vnode
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint, parse_key
 from laminar_kafka.kafka_source.connector import (
     ConnectorCancellationPolicy,
@@ -50,17 +50,17 @@ SCHEMA = pa.schema([("_topic", pa.string()), ("_partition", pa.int32()), ("_offs
 class MemoryLog:
     """The input: per (topic, partition), the values of its records in offset order."""
 
-    records: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    records: dict[TopicPartitionId, list[int]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, topic: str, partitions: int, records: int) -> MemoryLog:
         return cls({(topic, p): list(range(records)) for p in range(partitions)})
 
-    def append(self, tp: TopicPartition, count: int) -> None:
+    def append(self, tp: TopicPartitionId, count: int) -> None:
         values = self.records[tp]
         values.extend(range(len(values), len(values) + count))
 
-    def end(self, tp: TopicPartition) -> int:
+    def end(self, tp: TopicPartitionId) -> int:
         return len(self.records[tp])
 
 
@@ -68,9 +68,9 @@ class MemoryLog:
 class _Drain:
     round: AssignmentDrainId
     #: partitions lost under the target: paused at their cut
-    revoked: frozenset[TopicPartition]
+    revoked: frozenset[TopicPartitionId]
     #: partitions owned under the target
-    target_owned: frozenset[TopicPartition]
+    target_owned: frozenset[TopicPartitionId]
     resolved: SourceDrainOutcome | None = None
 
 
@@ -89,7 +89,7 @@ class MemorySource(SourceConnector):
         self._cancellation = cancellation
         self._unavailable = unavailable
         self._tracker = ConnectorTaskTracker([tracked_thread]) if tracked_thread is not None else None
-        self.cursor: dict[TopicPartition, int] = {}
+        self.cursor: dict[TopicPartitionId, int] = {}
         self.started_with: SourceStart | None = None
         self.closed = False
         self.committed: list[tuple[int, SourceCheckpoint]] = []
@@ -105,7 +105,7 @@ class MemorySource(SourceConnector):
         self._registry: VnodeRegistry | None = None
         self._self_id = 0
         self.version = 0
-        self._offer: tuple[int, dict[TopicPartition, int]] | None = None
+        self._offer: tuple[int, dict[TopicPartitionId, int]] | None = None
         self.drain: _Drain | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -187,13 +187,13 @@ class MemorySource(SourceConnector):
             raise ConfigurationError("set_vnode_assignment was already called")
         self._identity, self._registry, self._self_id = source_identity, registry, self_id
 
-    def _owned_at(self, owners: tuple[int, ...]) -> frozenset[TopicPartition]:
+    def _owned_at(self, owners: tuple[int, ...]) -> frozenset[TopicPartitionId]:
         return frozenset(
             tp for tp in self.log.records
             if owners[partition_vnode(self._identity, tp[0], tp[1], len(owners))] == self._self_id
         )
 
-    def _reconcile_plan(self) -> tuple[int, frozenset[TopicPartition], frozenset[TopicPartition]] | None:
+    def _reconcile_plan(self) -> tuple[int, frozenset[TopicPartitionId], frozenset[TopicPartitionId]] | None:
         """``(published version, released, gained)`` when the pin is behind the published version."""
         if self._registry is None or self.closed or (self.drain is not None and self.drain.resolved is None):
             return None
@@ -231,7 +231,7 @@ class MemorySource(SourceConnector):
             self.cursor[tp] = offer.get(tp, 0)
         self.version = version
 
-    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartition]] | None:
+    def acquisition_needed(self) -> tuple[int, frozenset[TopicPartitionId]] | None:
         plan = self._reconcile_plan()
         if plan is None or not plan[2]:
             return None
@@ -248,7 +248,7 @@ class MemorySource(SourceConnector):
         self._offer = (version, offsets)
         self.acquired.append((version, {f"{t}:{p}": o for (t, p), o in offsets.items()}))
 
-    def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+    def add_partitions(self, partitions: Iterable[TopicPartitionId]) -> None:
         raise ConfigurationError("the memory source has a fixed set of partitions")
 
     # -- drains -----------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ class MemorySource(SourceConnector):
             self.drain = _Drain(drain.round, drain.revoked, drain.target_owned, SourceDrainOutcome.ABORT)
             return  # the paused partitions resume at their cut: their cursor never moved
         gained = drain.target_owned - frozenset(self.cursor)
-        handoff: dict[TopicPartition, int] | None = None
+        handoff: dict[TopicPartitionId, int] | None = None
         if handoff_cursors is not None:
             handoff = handoff_cursors.partitions() if isinstance(handoff_cursors, SourceCheckpoint) else {
                 parse_key(k): o for k, o in handoff_cursors.items()

@@ -223,3 +223,10 @@ def test_remembered_keys_are_never_a_way_around_validation() -> None:
         with pytest.raises(CodecError):
             parse_partition_key(key)
     assert format_partition_key("t", 1) == "t:1" and parse_partition_key("t:1") == ("t", 1)  # still there
+
+
+def test_is_int_takes_ints_and_never_a_bool_or_a_number_of_another_kind() -> None:
+    from laminar_kafka.coordinator.codec import is_int
+
+    assert all(is_int(v) for v in (0, -1, 2**70))
+    assert not any(is_int(v) for v in (True, False, 1.0, "1", None, 1j))

@@ -7,10 +7,10 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from laminar_kafka.coordinator.codec import PARTITION_MAX
 from laminar_kafka.coordinator.errors import RoutingError
 from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import (
-    MAX_PARTITION,
     owned_partitions,
     partition_vnode,
     partitions_by_vnode,
@@ -21,7 +21,7 @@ GOLDEN = [106, 108, 234, 55, 225, 196, 217, 62]
 
 identities = st.text(min_size=1, max_size=20)
 topics = st.text(min_size=1, max_size=20)
-partitions = st.integers(min_value=0, max_value=MAX_PARTITION)
+partitions = st.integers(min_value=0, max_value=PARTITION_MAX)
 vnode_counts = st.integers(min_value=1, max_value=4096)
 
 
@@ -93,7 +93,7 @@ def test_one_vnode_routes_everything_to_zero() -> None:
     ("source", "topic", "partition", "vnodes"),
     [
         ("s", "t", -1, 256),
-        ("s", "t", MAX_PARTITION + 1, 256),
+        ("s", "t", PARTITION_MAX + 1, 256),
         ("s", "t", True, 256),
         ("s", "t", 1.0, 256),
         ("s", "t", 0, 0),
@@ -113,7 +113,7 @@ def test_invalid_inputs_are_rejected(source: object, topic: object, partition: o
 
 def test_boundary_partitions_are_accepted() -> None:
     assert 0 <= partition_vnode("s", "t", 0, 7) < 7
-    assert 0 <= partition_vnode("s", "t", MAX_PARTITION, 7) < 7
+    assert 0 <= partition_vnode("s", "t", PARTITION_MAX, 7) < 7
 
 
 tp_lists = st.lists(st.tuples(st.sampled_from(["a", "b.v1", "ç"]), st.integers(0, 200)), max_size=60)

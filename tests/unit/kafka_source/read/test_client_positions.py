@@ -1,6 +1,6 @@
 """Watermarks of many partitions in batched ListOffsets requests (``offsets_for_times`` at the
 special timestamps earliest = -2 and latest = -1), with per-partition errors raised naming the
-partition."""
+partition; and the high watermarks of the partitions that answer, read one by one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from laminar_kafka.kafka_source.read.positions import EARLIEST, LATEST, high_watermarks, watermarks
+from laminar_kafka.kafka_source.read.positions import EARLIEST, LATEST, answered_high_watermarks, high_watermarks, watermarks
 
 
 @dataclass
@@ -64,3 +64,26 @@ def test_a_partition_in_error_raises_naming_it() -> None:
         watermarks(ListOffsetsConsumer(LOGS), [("t", 0), ("t", 9)], 5.0)  # type: ignore[arg-type]
     assert info.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
     assert info.value.args[0].str() == "t:9: Local: Unknown partition"
+
+
+class OnePartitionAtATime:
+    """``get_watermark_offsets`` from ``logs``; a partition outside them has no leader (it times out)."""
+
+    def __init__(self, logs: dict[tuple[str, int], tuple[int, int]]) -> None:
+        self.logs = logs
+        self.asked: list[tuple[str, int]] = []
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        assert not cached
+        self.asked.append((tp.topic, tp.partition))
+        bounds = self.logs.get((tp.topic, tp.partition))
+        if bounds is None:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Local: Timed out"))
+        return bounds
+
+
+def test_answered_high_watermarks_leave_out_a_partition_that_does_not_answer() -> None:
+    consumer = OnePartitionAtATime(LOGS)
+    assert answered_high_watermarks(consumer, [("u", 0), ("t", 9), ("t", 0), ("u", 0)], 5.0) == {  # type: ignore[arg-type]
+        ("t", 0): 10, ("u", 0): 3}
+    assert consumer.asked == [("t", 0), ("t", 9), ("u", 0)]  # one request each, in order
