@@ -32,7 +32,7 @@ from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, table_name_of
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
-from laminar_kafka.kafka_source.config.source_config import Format
+from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.errors import ConfigurationError as ConnectorConfigurationError
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 
@@ -124,10 +124,7 @@ class NodeSettings:
         object.__setattr__(self, "kafka", MappingProxyType(dict(self.kafka)))
         object.__setattr__(self, "schema_registry", MappingProxyType(dict(self.schema_registry)))
         object.__setattr__(self, "iceberg", MappingProxyType(dict(self.iceberg)))
-        if "bootstrap.servers" in self.kafka:
-            raise ConfigError("set the bootstrap servers with 'bootstrap', not as kafka.bootstrap.servers")
-        if not self.bootstrap:
-            raise ConfigError("bootstrap is required (--bootstrap, LAMINAR_BOOTSTRAP or 'bootstrap' in the config file)")
+        _kafka_client(self.bootstrap, self.kafka)  # the bootstrap servers and the [kafka] table
         if not self.topics or not all(self.topics):
             raise ConfigError("topic is required (--topic, LAMINAR_TOPIC or 'topic' in the config file)")
         if not self.output:
@@ -240,18 +237,25 @@ class NodeSettings:
         return str(Path(root) / "_coordinator")
 
     def kafka_client(self) -> KafkaClientConfig:
-        """The client configuration every Kafka client of this node uses."""
+        """The client configuration every Kafka client of this node uses, the source's included
+        (checked when the settings were made)."""
         return KafkaClientConfig(self.bootstrap, self.kafka)
+
+    def source_config(self, json_schema: str = "") -> KafkaSourceConfig:
+        """The source's typed configuration: :meth:`source_properties` parsed once, with
+        :meth:`kafka_client` given as a value. Raises the source's ``ConfigurationError``."""
+        return KafkaSourceConfig.from_properties(self.source_properties(json_schema), self.kafka_client())
 
     def source_properties(self, json_schema: str = "") -> dict[str, str]:
         """The KafkaSource properties (metadata columns `_topic`, `_partition`, `_offset`, `_timestamp`
         always on; `_key`, `_headers` with include-key / include-headers). ``json_schema`` is the
-        pipeline's pinned schema when ``json-schema`` is not set (format=json)."""
+        pipeline's pinned schema when ``json-schema`` is not set (format=json). The Kafka client
+        configuration is not among them: the source receives :meth:`kafka_client` as a value
+        (:meth:`source_config`)."""
         metadata = ["_topic", "_partition", "_offset", "_timestamp"]
         metadata += ["_key"] if self.include_key else []
         metadata += ["_headers"] if self.include_headers else []
         props = {
-            "bootstrap.servers": self.bootstrap,
             "topic": ",".join(self.topics),
             "group.id": self.effective_group_id,
             "format": self.format,
@@ -280,8 +284,6 @@ class NodeSettings:
             props["schema.registry.url"] = self.schema_registry_url
         for key, value in self.schema_registry.items():
             props[f"schema.registry.{key}"] = str(value)
-        for key, value in self.kafka.items():
-            props[f"kafka.{key}"] = str(value)
         return props
 
 
@@ -351,18 +353,24 @@ def _canonical(name: str, origin: str) -> str:
     return canonical
 
 
+def _kafka_client(bootstrap: str, kafka: Mapping[str, str]) -> KafkaClientConfig:
+    """The Kafka client configuration of the ``bootstrap`` setting and the ``[kafka]`` table;
+    :class:`KafkaClientConfig` checks them, its error raised as a :class:`ConfigError` naming where
+    the setting is given."""
+    try:
+        return KafkaClientConfig(bootstrap, kafka)
+    except ConnectorConfigurationError as exc:
+        raise ConfigError(f"{exc} (--bootstrap, LAMINAR_BOOTSTRAP or 'bootstrap' in the config file)") from None
+
+
 def kafka_client_from(config_file: str | Path | None, env: Mapping[str, str], bootstrap: str | None) -> KafkaClientConfig:
     """The Kafka client configuration of a command that is not a node (``status``, ``verify``):
     ``bootstrap`` (the flag) or the file's / environment's ``bootstrap``, plus the ``[kafka]`` table
     and ``LAMINAR_KAFKA__*``. Other settings in the file are ignored here (they configure ``run``)."""
     file_values = read_config_file(config_file)
     kafka = passthrough_tables(file_values, env).kafka
-    chosen = bootstrap or env.get(env_name("bootstrap")) or file_values.get("bootstrap") or ""
-    if not chosen:
-        raise ConfigError("bootstrap is required (--bootstrap, LAMINAR_BOOTSTRAP or 'bootstrap' in the config file)")
-    if "bootstrap.servers" in kafka:
-        raise ConfigError("set the bootstrap servers with 'bootstrap', not as kafka.bootstrap.servers")
-    return KafkaClientConfig(as_str("bootstrap", chosen), kafka)
+    bootstrap = bootstrap or env.get(env_name("bootstrap")) or file_values.get("bootstrap") or ""
+    return _kafka_client(as_str("bootstrap", bootstrap), kafka)
 
 
 def settings_from(

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 
 import pyarrow as pa
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from laminar_kafka.cluster.config import NodeSettings
 from laminar_kafka.cluster.errors import RuntimeFailure, SinkError, UsageError
@@ -40,7 +40,7 @@ from laminar_kafka.coordinator.layout import pipeline_path
 from laminar_kafka.coordinator.errors import ConfigurationError as CoordinatorConfigurationError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source import KafkaSource
-from laminar_kafka.kafka_source.checkpoint import format_key
+from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, format_key
 from laminar_kafka.kafka_source.read.positions import high_watermarks
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
@@ -81,7 +81,7 @@ def topic_partitions(kafka: KafkaTarget, topics: tuple[str, ...], timeout: float
 def client_error_text(exc: KafkaException) -> str:
     """The one-line text of a client error (librdkafka's own, without the ``KafkaError{...}`` dump)."""
     error = exc.args[0] if exc.args else None
-    text = error.str() if hasattr(error, "str") else str(exc)
+    text = error.str() if isinstance(error, KafkaError) else str(exc)
     return " ".join(str(text).split())
 
 
@@ -151,7 +151,8 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
             check_topic(topic)
         except SinkError as exc:
             raise UsageError(f"topic {topic!r} cannot be landed: {exc}", cause=exc) from exc
-    schemas = expected_schemas(settings, partitions, check_registry(settings, partitions))
+    source_config = settings.source_config()
+    schemas = expected_schemas(source_config, partitions, check_registry(source_config, partitions))
     if settings.zk:
         check_zookeeper(settings.zk, timeout, zk_credentials(settings), pipeline_path(coordinator_config(settings)))
     sink = ParquetSink(settings.output, node_id=settings.node_id, boot_id="preflight", filesystem=None)
@@ -195,22 +196,20 @@ def zk_credentials(settings: NodeSettings) -> ZkCredentials | None:
         raise UsageError(f"zk-auth: {exc}", cause=exc) from exc
 
 
-def expected_schemas(settings: NodeSettings, partitions: list[TopicPartitionId],
+def expected_schemas(config: KafkaSourceConfig, partitions: list[TopicPartitionId],
                      registry: dict[str, pa.Schema]) -> dict[str, pa.Schema | None]:
     """Each present topic's batch schema, when it is known before the first record: the configured
     one (raw, json with json-schema), the registry's latest (``registry``), else None."""
-    config = KafkaSourceConfig.from_properties(settings.source_properties())
     known: pa.Schema | None = None
     if not config.format.uses_registry and (config.format is not Format.JSON or config.json_schema is not None):
         known = configured_schema(config, None)
     return {topic: registry.get(topic, known) for topic in sorted({t for t, _ in partitions})}
 
 
-def check_registry(settings: NodeSettings, partitions: list[TopicPartitionId]) -> dict[str, pa.Schema]:
+def check_registry(config: KafkaSourceConfig, partitions: list[TopicPartitionId]) -> dict[str, pa.Schema]:
     """Registry formats: raise :class:`UsageError` unless the schema registry answers and accepts the
     credentials, and each topic's latest value schema (subject ``<topic>-value``) maps to Arrow; returns
     those schemas. A topic without a subject yet is only logged (its producers may start later)."""
-    config = KafkaSourceConfig.from_properties(settings.source_properties())
     schemas: dict[str, pa.Schema] = {}
     if not config.format.uses_registry:
         return schemas
@@ -222,7 +221,7 @@ def check_registry(settings: NodeSettings, partitions: list[TopicPartitionId]) -
         try:
             schema = registry_subject_schema(config, topic)
         except TransientError as exc:
-            raise UsageError(f"cannot reach the schema registry at {safe_url(settings.schema_registry_url)}: {exc}",
+            raise UsageError(f"cannot reach the schema registry at {safe_url(config.schema_registry_url or '')}: {exc}",
                              cause=exc) from exc
         except ConnectorConfigurationError as exc:
             if isinstance(exc.__context__, UnknownSchemaError):
@@ -272,8 +271,11 @@ class WatermarkReader:
 
 
 def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: NodeMetrics) -> NodeRuntime:
-    connector = ConnectorConfig("kafka", settings.source_properties())
-    source_config = KafkaSourceConfig.from_properties(connector.properties)
+    """The node's runtime. The source is built with its typed configuration (the node's Kafka client
+    configuration in it, as a value); each generation's start request carries the source
+    properties without client settings, the pinned ones laid over them (:class:`RuntimeOptions`)."""
+    source_config = settings.source_config()
+    connector = ConnectorConfig(CONNECTOR_NAME, settings.source_properties())
     schema_pin: JsonSchemaPin | None = None
     if source_config.format is Format.JSON and source_config.json_schema is None:
         schema_pin = JsonSchemaPin(lambda: discover_json_schema(source_config, timeout_s=10.0))
@@ -298,7 +300,8 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         pipeline=settings.pipeline,
         on_lake_behind=OnLakeBehind(settings.on_lake_behind),
     )
-    topology = TopologyReader(settings.kafka_client(), settings.selector)
+    kafka = source_config.kafka  # the one client configuration of every Kafka client of the node
+    topology = TopologyReader(kafka, settings.selector)
 
     def resolve_start() -> dict[str, int]:
         try:
@@ -308,7 +311,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         return {format_key(*tp): offset for tp, offset in offsets.items()}
 
     def new_source() -> KafkaSource:
-        source = KafkaSource(connector)
+        source = KafkaSource(source_config)
         source.metrics.on_offsets_lost = metrics.offsets_lost.labels(metrics.node).inc
         return source
 
@@ -320,7 +323,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         topology=topology.read,
         options=options,
         metrics=metrics,
-        watermarks=WatermarkReader(settings.kafka_client()),
+        watermarks=WatermarkReader(kafka),
         resolve_start=resolve_start,
         # the pipeline's settings first: a node that disagrees stops before the schema pin samples
         pin_settings=chain_pins(pins, schema_pin),

@@ -11,6 +11,7 @@ def __getattr__(name: str) -> str:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.kafka_source.config.source_config import Format, IsolationLevel, KafkaSourceConfig, StartupMode
 from laminar_kafka.kafka_source.connector import (
     CheckpointAttempt,
@@ -63,6 +64,7 @@ __all__ = [
     "Format",
     "InitialPosition",
     "IsolationLevel",
+    "KafkaClientConfig",
     "KafkaSource",
     "KafkaSourceConfig",
     "OffsetOutOfRangeError",

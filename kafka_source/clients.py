@@ -31,6 +31,7 @@ __all__ = [
     "KafkaTarget",
     "LIBRDKAFKA_LOGGER",
     "client_config",
+    "consumer_properties",
     "is_secret_key",
     "make_admin",
     "make_consumer",
@@ -60,19 +61,25 @@ def redact(properties: Mapping[str, Any]) -> dict[str, Any]:
 class KafkaClientConfig:
     """The bootstrap servers and shared librdkafka ``properties`` of every client of a pipeline.
 
-    ``properties`` may not set ``bootstrap.servers`` (that is :attr:`bootstrap`). Values are strings
-    (librdkafka's own spelling). The ``repr`` shows no secret.
+    ``bootstrap`` is required (surrounding blanks are dropped); ``properties`` may not set
+    ``bootstrap.servers`` (that is :attr:`bootstrap`): both raise :class:`ConfigurationError`, here
+    and nowhere else. Values are strings (librdkafka's own spelling). The ``repr`` shows no secret.
     """
 
     bootstrap: str
     properties: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # The one place the bootstrap servers are checked: every entry point (flag, file,
+        # environment, the source's bootstrap.servers property) builds this value and adds to a
+        # ConfigurationError only where the setting is given.
+        object.__setattr__(self, "bootstrap", str(self.bootstrap).strip())
         object.__setattr__(self, "properties", MappingProxyType({str(k): str(v) for k, v in self.properties.items()}))
         if not self.bootstrap:
-            raise ConfigurationError("bootstrap servers are required")
+            raise ConfigurationError("bootstrap is required")
         if "bootstrap.servers" in self.properties:
-            raise ConfigurationError("set the bootstrap servers once (bootstrap), not as a kafka property")
+            raise ConfigurationError("set the bootstrap servers once, as bootstrap, not as the client property "
+                                     "bootstrap.servers")
 
     def __repr__(self) -> str:
         return f"KafkaClientConfig(bootstrap={self.bootstrap!r}, properties={self.redacted()!r})"
@@ -94,10 +101,13 @@ class KafkaClientConfig:
         """The properties with secrets replaced by ``***``."""
         return redact(self.properties)
 
-    def client_properties(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The librdkafka configuration of one client: bootstrap, the shared properties, then
-        ``overrides`` (librdkafka keys, e.g. ``{"group.id": ...}``) on top."""
-        return {"bootstrap.servers": self.bootstrap, **self.properties, **dict(overrides or {})}
+    def client_properties(
+        self, overrides: Mapping[str, Any] | None = None, *, defaults: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The librdkafka configuration of one client, later layers winning: ``defaults`` (a
+        client's own choices the shared properties may change), bootstrap, the shared properties,
+        then ``overrides`` (librdkafka keys the client owns, e.g. ``{"group.id": ...}``)."""
+        return {**dict(defaults or {}), "bootstrap.servers": self.bootstrap, **self.properties, **dict(overrides or {})}
 
 
 #: What a helper that talks to Kafka accepts: bootstrap servers alone (a plain cluster) or a whole
@@ -110,15 +120,36 @@ def client_config(target: KafkaTarget) -> KafkaClientConfig:
     return target if isinstance(target, KafkaClientConfig) else KafkaClientConfig(target)
 
 
-def make_consumer(config: KafkaClientConfig, group_id: str, overrides: Mapping[str, Any] | None = None) -> Consumer:
-    """A consumer in ``group_id`` that never commits on its own (``enable.auto.commit=false``)."""
-    settings = {"group.id": group_id, "enable.auto.commit": False, **dict(overrides or {})}
-    return Consumer(config.client_properties(settings), logger=LIBRDKAFKA_LOGGER)
+def consumer_properties(
+    config: KafkaClientConfig,
+    group_id: str,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The librdkafka configuration :func:`make_consumer` gives its consumer (pure): ``defaults``
+    below the shared properties; ``group.id``, ``enable.auto.commit=false`` and ``overrides`` above."""
+    owned = {"group.id": group_id, "enable.auto.commit": False, **dict(overrides or {})}
+    return config.client_properties(owned, defaults=defaults)
+
+
+def make_consumer(
+    config: KafkaClientConfig,
+    group_id: str,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+) -> Consumer:
+    """A consumer in ``group_id`` that never commits on its own (``enable.auto.commit=false``), its
+    configuration :func:`consumer_properties`. Raises ``KafkaException`` when the client rejects it."""
+    return Consumer(consumer_properties(config, group_id, overrides, defaults=defaults), logger=LIBRDKAFKA_LOGGER)
 
 
 def make_admin(config: KafkaClientConfig, overrides: Mapping[str, Any] | None = None) -> AdminClient:
+    """An admin client of ``config`` with ``overrides`` on top."""
     return AdminClient(config.client_properties(overrides), logger=LIBRDKAFKA_LOGGER)
 
 
 def make_producer(config: KafkaClientConfig, overrides: Mapping[str, Any] | None = None) -> Producer:
+    """A producer of ``config`` with ``overrides`` on top."""
     return Producer(config.client_properties(overrides), logger=LIBRDKAFKA_LOGGER)

@@ -28,7 +28,8 @@ from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, SourceCheckpoint
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
 from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
 from laminar_kafka.kafka_source.connector import (
@@ -69,6 +70,14 @@ class KafkaSource(SourceConnector):
     :meth:`start`'s request config is authoritative. One instance is one generation: after
     :meth:`close` or a fatal error it cannot be restarted.
 
+    Kafka client configuration: a typed :class:`KafkaSourceConfig` given here (what a node does)
+    brings its :attr:`~KafkaSourceConfig.kafka` as a value, and properties parsed later (the request
+    of :meth:`start`, :meth:`discover_schema`, :meth:`contract`...) that set no ``bootstrap.servers``
+    use it (they may not set ``kafka.*`` then). Properties that set ``bootstrap.servers`` carry their
+    own (a library user's ``SourceStart(ConnectorConfig("kafka", {...}))``). Properties are parsed
+    once: the ones parsed last (e.g. the constructor's, then :meth:`contract`'s and :meth:`start`'s)
+    give the value parsed then.
+
     Policies: ``HOLD_INTAKE`` (no poll while :meth:`try_checkpoint` is ``None``) and
     ``RETIRE_CONNECTOR`` (a cancelled :meth:`finish_drain` may leave a consumer change running on
     the reader thread, so a cancelled generation is closed and replaced, never reused).
@@ -81,7 +90,11 @@ class KafkaSource(SourceConnector):
         request_timeout_s: float = 10.0,
         close_timeout_s: float = 10.0,
     ) -> None:
-        self._config: KafkaSourceConfig | None = None if config is None else as_kafka_config(config)
+        #: the client configuration of properties that carry none (see the class docstring)
+        self._kafka: KafkaClientConfig | None = config.kafka if isinstance(config, KafkaSourceConfig) else None
+        #: the last properties parsed (with the connector type) and their typed value
+        self._parsed: tuple[tuple[str, dict[str, str]], KafkaSourceConfig] | None = None
+        self._config: KafkaSourceConfig | None = None if config is None else self._typed(config)
         self._json_schema: pa.Schema | None = None
         self._builder: BatchBuilder | None = None
         self._delivery = DeliveryGuarantee.AT_LEAST_ONCE
@@ -103,6 +116,22 @@ class KafkaSource(SourceConnector):
 
     # -- configuration, schema and policies -----------------------------------------------------
 
+    def _typed(self, config: ConnectorConfig | KafkaSourceConfig | Mapping[str, str]) -> KafkaSourceConfig:
+        """``config`` as a typed configuration (:func:`as_kafka_config` with the client given at
+        construction); the properties parsed last give their earlier value without a second parse.
+        Raises :class:`ConfigurationError` for an invalid one."""
+        if isinstance(config, KafkaSourceConfig):
+            return config
+        if isinstance(config, ConnectorConfig):
+            key = (config.connector_type, dict(config.properties))
+        else:
+            key = (CONNECTOR_NAME, dict(config))
+        if self._parsed is not None and self._parsed[0] == key:
+            return self._parsed[1]
+        typed = as_kafka_config(config, self._kafka)
+        self._parsed = (key, typed)
+        return typed
+
     @property
     def config(self) -> KafkaSourceConfig:
         if self._config is None:
@@ -118,14 +147,14 @@ class KafkaSource(SourceConnector):
         """Resolve the schema; ``format=json`` without ``json.schema``: inferred from records
         sampled from the topics' start (:func:`laminar_kafka.kafka_source.decode.schema.discover_json_schema`).
         Post: :meth:`schema` returns it. Raises :class:`ConfigurationError` without a sample."""
-        config = as_kafka_config(properties)
+        config = self._typed(properties)
         self._config = config
         if config.format is Format.JSON and config.json_schema is None:
             discover = functools.partial(discover_json_schema, config, self._request_timeout_s)
             self._json_schema = await self._blocking("kafka-source-schema", discover)
 
     def contract(self, config: ConnectorConfig) -> SourceContract:
-        as_kafka_config(config)
+        self._typed(config)
         return SourceContract(
             replayable=True,
             topology=SourceTopology.SPLITTABLE,
@@ -136,7 +165,7 @@ class KafkaSource(SourceConnector):
     def recovery_identity_options(self, config: ConnectorConfig) -> dict[str, str] | None:
         """Topics, format, schema and startup options; no endpoints, group or credentials (the
         checkpoint binds every partition by topic name)."""
-        return as_kafka_config(config).identity_options()
+        return self._typed(config).identity_options()
 
     def cancellation_policy(self) -> ConnectorCancellationPolicy:
         """``RETIRE_CONNECTOR``: after a cancelled lifecycle coroutine this generation is closed."""
@@ -170,7 +199,7 @@ class KafkaSource(SourceConnector):
         if self._started or self._closed:
             raise FatalError("a KafkaSource generation can be started only once")
         config_in, position, delivery = request.into_parts()
-        config = as_kafka_config(config_in)
+        config = self._typed(config_in)
         if config.format is Format.JSON and config.json_schema is None:
             if self._json_schema is None or self._config is None or self._config.topics != config.topics:
                 raise ConfigurationError("format=json needs json.schema or discover_schema() first")
@@ -193,7 +222,7 @@ class KafkaSource(SourceConnector):
                 offsets = self._vnode.pin(offsets)
             assignment = [KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()]
             await self._blocking("kafka-source-assign", functools.partial(consumer.assign, assignment))
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - any exit, cancellation included, closes the consumer; re-raised
             self._closed = True
             await self._blocking("kafka-source-close", consumer.close)
             raise

@@ -4,6 +4,7 @@ the property. :mod:`laminar_kafka.kafka_source.config.source_config` assembles t
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -17,15 +18,20 @@ __all__ = [
     "parse_json_schema", "specific_offsets",
 ]
 
+#: an enumeration of the configuration's closed choices (:mod:`laminar_kafka.kafka_source.config.choices`)
+E = TypeVar("E", bound=enum.Enum)
+
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 
 
-def enum_value(cls: type[enum.Enum], key: str, value: str) -> enum.Enum:
+def enum_value(cls: type[E], key: str, value: str) -> E:
+    """The member of ``cls`` whose value is ``value`` (blanks and case ignored); raises
+    :class:`ConfigurationError` naming ``key`` and the allowed values otherwise."""
     try:
         return cls(value.strip().lower())
     except ValueError:
-        allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
+        allowed = ", ".join(str(member.value) for member in cls)
         raise ConfigurationError(f"{key}={value!r}: expected one of {allowed}") from None
 
 

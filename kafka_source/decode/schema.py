@@ -9,17 +9,20 @@ from __future__ import annotations
 import io
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.json as pa_json
-from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, metadata_fields
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.errors import ConfigurationError
 from laminar_kafka.kafka_source.schema_registry.arrow_types import UnsupportedSchemaError, payload_fields
-from laminar_kafka.kafka_source.read.startup import query_broker_facts
+from laminar_kafka.kafka_source.read.startup import query_broker_facts, source_consumer
+
+if TYPE_CHECKING:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def discover_json_schema(config: KafkaSourceConfig, timeout_s: float) -> pa.Sche
 
 def sample_values(config: KafkaSourceConfig, limit: int, timeout_s: float) -> list[bytes]:
     """Up to ``limit`` values from the start of the topics, within ``timeout_s`` (blocking)."""
-    consumer = Consumer(config.consumer_config(guaranteed=False), logger=logger)
+    consumer = source_consumer(config, guaranteed=False)
     try:
         facts = query_broker_facts(consumer, config, timeout_s)
         assignment = [
@@ -84,8 +87,9 @@ def sample_values(config: KafkaSourceConfig, limit: int, timeout_s: float) -> li
         deadline = time.monotonic() + timeout_s
         while len(values) < limit and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=limit - len(values), timeout=0.2):
-                if message.error() is None and message.value() is not None:
-                    values.append(message.value())
+                value = message.value()
+                if message.error() is None and value is not None:
+                    values.append(value)
             if values and len(values) >= min(limit, sum(h - l for l, h in facts.watermarks.values())):
                 break
         return values
@@ -93,7 +97,9 @@ def sample_values(config: KafkaSourceConfig, limit: int, timeout_s: float) -> li
         consumer.close()
 
 
-def registry_subject_schema(config: KafkaSourceConfig, topic: str, registry: object | None = None) -> pa.Schema:
+def registry_subject_schema(
+    config: KafkaSourceConfig, topic: str, registry: SchemaRegistryClient | None = None
+) -> pa.Schema:
     """The batch schema that records written with the latest schema of subject ``<topic>-value``
     (the default TopicNameStrategy) will have: a start-time check and preview (blocking).
 
@@ -106,13 +112,15 @@ def registry_subject_schema(config: KafkaSourceConfig, topic: str, registry: obj
 
     if not config.format.uses_registry or config.schema_registry_url is None:
         raise ConfigurationError(f"format {config.format.value} does not use the schema registry")
-    client = registry or registry_client(config.schema_registry_url, config.schema_registry_properties)
+    client = registry if registry is not None else registry_client(
+        config.schema_registry_url, config.schema_registry_properties
+    )
     subject = f"{topic}-value"
-    schemas = WriterSchemas(client, SCHEMA_TYPES[config.format.value])  # type: ignore[arg-type]
+    schemas = WriterSchemas(client, SCHEMA_TYPES[config.format.value])
     try:
         latest = schemas.latest(subject)
         payload = payload_fields(writer_type(schemas.get(latest)), "value")
     except (UnknownSchemaError, UnsupportedSchemaError) as exc:
         raise ConfigurationError(f"subject {subject!r}: {exc}") from None
-    builder = BatchBuilder(config, registry=client)  # type: ignore[arg-type]
+    builder = BatchBuilder(config, registry=client)
     return pa.schema(payload + list(builder.schema))

@@ -23,7 +23,7 @@ from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.reader import Reader
 from laminar_kafka.kafka_source.decode.records import RecordFields, Records
 from laminar_kafka.kafka_source.read.startup import (
-    StartupPlan, query_broker_facts, resolve_initial, resolve_out_of_range, resolve_resume,
+    StartupPlan, query_broker_facts, resolve_initial, resolve_out_of_range, resolve_resume, source_consumer,
 )
 
 logger = logging.getLogger(__name__)
@@ -36,16 +36,14 @@ CONSUME_TIMEOUT_S = 0.02
 
 
 def create_consumer(config: KafkaSourceConfig, delivery: DeliveryGuarantee, commits: AdvisoryCommits) -> Consumer:
-    """A consumer for ``config`` whose commit results go to ``commits``; no I/O yet.
+    """The source's consumer for ``config`` (:func:`~laminar_kafka.kafka_source.read.startup.source_consumer`)
+    whose commit results go to ``commits``; no I/O yet.
 
     Raises :class:`ConfigurationError` when the client rejects the configuration (e.g. an unknown
     ``kafka.*`` pass-through property).
     """
     try:
-        return Consumer(
-            {**config.consumer_config(guaranteed=delivery.is_guaranteed), "on_commit": commits.on_commit},
-            logger=logger,
-        )
+        return source_consumer(config, guaranteed=delivery.is_guaranteed, on_commit=commits.on_commit)
     except KafkaException as exc:
         raise ConfigurationError(f"the Kafka client rejects the configuration: {exc}", cause=exc) from exc
 

@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import TopicMetadata
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.clients import make_consumer
 from laminar_kafka.kafka_source.read.positions import watermarks
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig, StartupMode
 from laminar_kafka.kafka_source.connector import DeliveryGuarantee
@@ -36,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "BrokerFacts", "StartupPlan", "is_retriable", "query_broker_facts", "resolve_initial", "resolve_resume",
-    "resolve_out_of_range", "resolve_start_offsets", "retry_transient", "selected_topics",
+    "resolve_out_of_range", "resolve_start_offsets", "retry_transient", "selected_topics", "source_consumer",
 ]
 
 T = TypeVar("T")
@@ -209,6 +211,20 @@ def resolve_out_of_range(
     return position
 
 
+def source_consumer(
+    config: KafkaSourceConfig, *, guaranteed: bool, on_commit: Callable[[Any, Any], None] | None = None
+) -> Consumer:
+    """A consumer of the source (no I/O yet), built by :func:`~laminar_kafka.kafka_source.clients.make_consumer`
+    from ``config.kafka`` with the source's defaults and owned keys
+    (:meth:`~laminar_kafka.kafka_source.config.source_config.KafkaSourceConfig.consumer_config`); its commit
+    results go to ``on_commit`` when given. Raises ``KafkaException`` when the client rejects the
+    configuration (e.g. an unknown librdkafka property)."""
+    overrides: dict[str, Any] = dict(config.consumer_overrides(guaranteed=guaranteed))
+    if on_commit is not None:
+        overrides["on_commit"] = on_commit
+    return make_consumer(config.kafka, config.group_id, overrides, defaults=config.consumer_defaults())
+
+
 def selected_topics(consumer: Consumer, selector: TopicSelector, timeout_s: float) -> dict[str, Any]:
     """``{topic: TopicMetadata}`` of the selected topics (blocking). Raises :class:`ConfigurationError`
     when a named topic is missing, has an error or has no partitions (``cause``: the metadata's
@@ -228,13 +244,13 @@ def selected_topics(consumer: Consumer, selector: TopicSelector, timeout_s: floa
     return found
 
 
-def _topic_error(info: Any) -> KafkaError:
+def _topic_error(info: TopicMetadata | None) -> KafkaError:
     """Why a named topic's metadata ``info`` (``None``: absent) cannot be used: its error, else a
     local one (unknown topic, or no partitions)."""
     if info is None:
         return KafkaError(KafkaError._UNKNOWN_TOPIC, "not in the broker's metadata")
     if info.error is not None:
-        return info.error  # type: ignore[no-any-return]
+        return info.error
     return KafkaError(KafkaError._UNKNOWN_PARTITION, "no partitions")
 
 
@@ -364,7 +380,7 @@ def resolve_start_offsets(
     topic still not available; :class:`TransientError` when the broker still fails past the bound.
     """
     try:
-        consumer = Consumer(config.consumer_config(guaranteed=delivery.is_guaranteed), logger=logger)
+        consumer = source_consumer(config, guaranteed=delivery.is_guaranteed)
     except KafkaException as exc:
         raise ConfigurationError(f"the Kafka client rejects the configuration: {exc}", cause=exc) from exc
     try:

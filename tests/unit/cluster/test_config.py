@@ -17,7 +17,9 @@ def test_defaults_and_derived_values() -> None:
     assert s.effective_group_id == "laminar-default"
     assert s.effective_state_dir == "/tmp/out/_coordinator"
     props = s.source_properties()
-    assert props["bootstrap.servers"] == "k:9092" and "_offset" in props["include.metadata"]
+    assert "_offset" in props["include.metadata"]
+    assert "bootstrap.servers" not in props  # the client configuration reaches the source as a value
+    assert s.source_config().kafka == s.kafka_client() and s.kafka_client().bootstrap == "k:9092"
     assert props["max.fetched.bytes"] == str(32 * 1024 * 1024)
 
 
@@ -39,7 +41,8 @@ def test_precedence_file_then_env_then_flags() -> None:
 def test_kafka_passthrough_from_file_and_env() -> None:
     s = settings_from({**BASE, "kafka": {"fetch.min.bytes": 1}}, {"LAMINAR_KAFKA__SECURITY_PROTOCOL": "SSL"}, {})
     assert s.kafka == {"fetch.min.bytes": "1", "security.protocol": "SSL"}
-    assert s.source_properties()["kafka.security.protocol"] == "SSL"
+    assert s.source_config().kafka.properties["security.protocol"] == "SSL"
+    assert not any(key.startswith("kafka.") for key in s.source_properties())
 
 
 def test_topics_list_and_comma_string() -> None:

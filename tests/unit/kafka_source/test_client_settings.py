@@ -10,7 +10,8 @@ from laminar_kafka.cluster.config import kafka_client_from, settings_from
 from laminar_kafka.cluster.config_file import passthrough_tables
 from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.logs import JsonFormatter, RepeatFilter
-from laminar_kafka.kafka_source.clients import KafkaClientConfig, client_config, is_secret_key, redact
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, client_config, consumer_properties, is_secret_key, redact
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.errors import ConfigurationError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
@@ -24,8 +25,11 @@ def test_the_kafka_table_and_environment_reach_the_client_and_the_source() -> No
     client = s.kafka_client()
     assert client.bootstrap == "k:9092"
     assert client.properties == {**SECURE, "sasl.password": "from-env", "ssl.key.location": "/k.pem"}
-    props = s.source_properties()
-    assert props["kafka.sasl.password"] == "from-env" and props["kafka.security.protocol"] == "SASL_SSL"
+    source = s.source_config()
+    assert source.kafka == client  # one value, never written out as properties and parsed back
+    consumer = source.consumer_config(guaranteed=True)
+    assert consumer["sasl.password"] == "from-env" and consumer["security.protocol"] == "SASL_SSL"
+    assert consumer["bootstrap.servers"] == "k:9092"
 
 
 def test_status_and_verify_build_the_same_client_from_the_file(tmp_path: Path) -> None:
@@ -46,6 +50,30 @@ def test_bootstrap_servers_may_not_hide_in_the_kafka_table() -> None:
         settings_from({**BASE, "kafka": {"bootstrap.servers": "other:1"}}, {}, {})
     with pytest.raises(ConfigurationError):
         KafkaClientConfig("a:1", {"bootstrap.servers": "b:2"})
+
+
+def test_the_bootstrap_servers_are_checked_by_the_client_configuration_alone() -> None:
+    with pytest.raises(ConfigurationError, match="bootstrap is required"):
+        KafkaClientConfig("  ")
+    assert KafkaClientConfig(" a:1 ").bootstrap == "a:1"
+    with pytest.raises(ConfigError, match=r"bootstrap is required \(--bootstrap, LAMINAR_BOOTSTRAP"):
+        settings_from({**BASE, "bootstrap": ""}, {}, {})
+    with pytest.raises(ConfigurationError, match=r"bootstrap is required \(property 'bootstrap.servers'\)"):
+        KafkaSourceConfig.from_properties({"topic": "t", "group.id": "g"})
+
+
+def test_a_source_given_its_client_configuration_takes_no_client_properties() -> None:
+    client = KafkaClientConfig("k:1", {"security.protocol": "SSL"})
+    config = KafkaSourceConfig.from_properties({"topic": "t", "group.id": "g"}, client)
+    assert config.kafka is client
+    with pytest.raises(ConfigurationError, match="kafka.fetch.min.bytes goes with bootstrap.servers"):
+        KafkaSourceConfig.from_properties({"topic": "t", "group.id": "g", "kafka.fetch.min.bytes": "1"}, client)
+    own = KafkaSourceConfig.from_properties({"bootstrap.servers": "b:2", "topic": "t", "group.id": "g"}, client)
+    assert own.kafka == KafkaClientConfig("b:2")  # properties that carry a client configuration are authoritative
+    with pytest.raises(ConfigurationError, match="kafka.group.id is owned by the source"):
+        KafkaSourceConfig.from_properties({"topic": "t", "group.id": "g"}, KafkaClientConfig("k:1", {"group.id": "x"}))
+    with pytest.raises(ConfigurationError, match="enable.auto.commit cannot be enabled"):
+        settings_from({**BASE, "kafka": {"enable.auto.commit": "true"}}, {}, {}).source_config()
 
 
 def test_registry_table_and_environment() -> None:
@@ -73,6 +101,14 @@ def test_no_secret_in_repr_of_settings_or_client() -> None:
     for text in (repr(s), str(s), repr(s.kafka_client())):
         assert "s3cret-pw" not in text and "zk-pw" not in text and "reg-pw" not in text
         assert "alice" in text or "KafkaClientConfig" in text
+
+
+def test_a_consumer_layers_its_defaults_the_shared_properties_and_what_it_owns() -> None:
+    client = KafkaClientConfig("a:1", {"auto.offset.reset": "latest", "enable.auto.commit": "true"})
+    layered = consumer_properties(client, "g", {"isolation.level": "read_committed"},
+                                  defaults={"auto.offset.reset": "earliest", "fetch.wait.max.ms": 5})
+    assert layered == {"fetch.wait.max.ms": 5, "bootstrap.servers": "a:1", "auto.offset.reset": "latest",
+                       "enable.auto.commit": False, "group.id": "g", "isolation.level": "read_committed"}
 
 
 def test_client_config_of_a_plain_bootstrap() -> None:

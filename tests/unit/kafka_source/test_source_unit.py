@@ -8,15 +8,17 @@ import time
 import types
 
 import pytest
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.connector import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
 from laminar_kafka.kafka_source.errors import ConfigurationError, FatalError
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, RecordChunk
+from laminar_kafka.kafka_source.read import startup
 from laminar_kafka.kafka_source.read.reader import Reader
 
 from tests.unit.kafka_source.wiring import records_of
@@ -103,6 +105,36 @@ async def test_client_rejected_property_is_a_configuration_error() -> None:
         await source.start(request)
     with pytest.raises(FatalError):  # the generation is retired
         await source.start(request)
+
+
+async def test_a_typed_config_gives_the_source_its_client_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node builds the source with its typed configuration: the start request carries no client
+    property, and the consumer is built by the one factory from the client configuration value."""
+    built: list[KafkaClientConfig] = []
+
+    def make_consumer(kafka: KafkaClientConfig, group_id: str, overrides: object = None, *, defaults: object = None) -> None:
+        built.append(kafka)
+        raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "no client in a unit test"))
+
+    monkeypatch.setattr(startup, "make_consumer", make_consumer)
+    client = KafkaClientConfig("k:1", {"security.protocol": "SSL"})
+    properties = {k: v for k, v in PROPS.items() if k != "bootstrap.servers"}
+    source = KafkaSource(KafkaSourceConfig.from_properties(properties, client))
+    request = SourceStart(ConnectorConfig("kafka", properties), InitialPosition(), DeliveryGuarantee.EXACTLY_ONCE)
+    with pytest.raises(ConfigurationError, match="the Kafka client rejects the configuration"):
+        await source.start(request)
+    assert built == [client]
+
+
+def test_the_same_properties_are_parsed_once() -> None:
+    config = ConnectorConfig("kafka", PROPS)
+    source = KafkaSource(config)
+    assert source._typed(ConnectorConfig("kafka", dict(PROPS))) is source.config
+    assert source._typed(PROPS) is source.config
+    other = source._typed({**PROPS, "max.error.rate": "0.5"})
+    assert other is not source.config and other.max_error_rate == 0.5
+    with pytest.raises(ConfigurationError, match="connector type"):
+        source.contract(ConnectorConfig("other", PROPS))
 
 
 class _IdleConsumer:

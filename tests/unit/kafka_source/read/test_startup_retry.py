@@ -107,7 +107,7 @@ def clock() -> FakeClock:
 def resolve(monkeypatch: pytest.MonkeyPatch, consumer: FakeConsumer, clock: FakeClock,
             cfg: KafkaSourceConfig | None = None, **kwargs: Any) -> dict[tuple[str, int], int]:
     """:func:`resolve_start_offsets` with ``consumer`` as its client and ``clock``'s time."""
-    monkeypatch.setattr(startup, "Consumer", lambda conf, logger: consumer)
+    monkeypatch.setattr(startup, "make_consumer", lambda *args, **kwargs: consumer)
     return resolve_start_offsets(cfg or config(), ALO, sleep=clock.sleep, clock=clock.clock, **kwargs)
 
 
