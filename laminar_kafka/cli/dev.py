@@ -19,6 +19,11 @@ kinds. Containers are found by their stack label, so a lost state file leaves no
 `dev up --secure` adds SASL_SSL (SCRAM-SHA-512) and mTLS listeners to Kafka, with TLS material
 generated for this stack; it prints the client settings as a TOML `[kafka]` table without the
 password, which is only in the file it names (`<stack>/client.toml`, mode 0600).
+
+`dev up --s3` adds SeaweedFS (`laminar_kafka.devstack.objectstore.seaweedfs`): an S3 endpoint with the
+bucket `laminar-dev` and an Iceberg REST catalog, recorded in `<state file>.s3.json`; it prints the
+`AWS_*` variables as `export` lines and the catalog URI with the `[iceberg]` properties it needs
+(in `--json`: under `"s3"`). `dev status` shows it, `dev down` stops it and removes its data.
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.lake.settings import TableFormat
 
 if TYPE_CHECKING:
+    from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
     from laminar_kafka.devstack.stack import RecordedStack
 
 __all__ = ["add_chaos_command", "add_dev_commands", "cmd_chaos"]
@@ -44,7 +50,7 @@ CONTAINER_STACK = "laminar-dev"
 
 
 # What `pip install 'laminar-kafka[dev]'` brings: the dev stack's modules and its extra dependencies.
-DEV_TOOLING_MODULES = ("laminar_kafka.devstack", "docker", "moto")
+DEV_TOOLING_MODULES = ("laminar_kafka.devstack", "docker")
 
 
 def missing_dev_tooling() -> list[str]:
@@ -103,8 +109,8 @@ def add_dev_commands(subparsers: argparse._SubParsersAction[Parser]) -> None:
                     help="also listen with SASL_SSL (SCRAM-SHA-512) and mTLS; writes the client settings to "
                          "<stack>/client.toml and client-mtls.toml")
     up.add_argument("--s3", action="store_true",
-                    help="also run an S3-compatible server (moto) on 127.0.0.1 with the bucket laminar-dev; "
-                         "prints the AWS_* variables that reach it")
+                    help="also run SeaweedFS on 127.0.0.1: an S3 endpoint with the bucket laminar-dev and an "
+                         "Iceberg REST catalog; prints the AWS_* variables and the catalog URI")
     up.set_defaults(handler=_dev_tool("dev up", dev_up))
     status = actions.add_parser("status", help="show the recorded stack and whether each process is alive")
     status.add_argument("--json", action="store_true", help="print the state as JSON")
@@ -253,8 +259,8 @@ def dev_up(args: argparse.Namespace) -> int:
     if getattr(args, "timeout", None) is None:
         args.timeout = DEFAULT_START_TIMEOUT_S
     if getattr(args, "containers", False):
-        if getattr(args, "secure", False):
-            raise UsageError("dev up --secure runs local processes; it cannot be combined with --containers")
+        if getattr(args, "secure", False) or getattr(args, "s3", False):
+            raise UsageError("dev up --secure and --s3 run local processes; they cannot be combined with --containers")
         return dev_up_containers(args)
     from laminar_kafka.devstack.errors import DevStackStateError
     from laminar_kafka.devstack.stack import DevStack, read_state, tear_down_recorded, write_state
@@ -269,12 +275,12 @@ def dev_up(args: argparse.Namespace) -> int:
     secure = bool(getattr(args, "secure", False))
     if recorded is not None:
         if recorded.healthy and (recorded.secure is not None or not secure):
-            print("dev stack already running")
-            _print_stack({"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
-                          "startup_seconds": recorded.startup_seconds,
-                          "secure": dict(recorded.secure) if recorded.secure else None}, args.json)
-            if getattr(args, "s3", False):
-                _s3_up(state_file)
+            if not args.json:
+                print("dev stack already running")
+            state: dict[str, object] = {"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
+                                        "startup_seconds": recorded.startup_seconds, "already_running": True,
+                                        "secure": dict(recorded.secure) if recorded.secure else None}
+            _print_stack_and_s3(state, state_file, args)
             return 0
         if recorded.healthy:
             print("a dev stack without --secure is running; stop it first (laminar-kafka dev down)")
@@ -289,22 +295,57 @@ def dev_up(args: argparse.Namespace) -> int:
             secure=secure,
         )
     write_state(state_file, stack)
-    _print_stack(stack.to_state(), args.json)
-    if getattr(args, "s3", False):
-        _s3_up(state_file)
+    _print_stack_and_s3(stack.to_state(), state_file, args)
     return 0
 
 
-def _s3_up(state_file: Path) -> None:
-    """``dev up --s3``: start (or find) the recorded S3 server and print how to reach it."""
-    from laminar_kafka.devstack.s3 import DEV_BUCKET, record_dev_server, recorded_dev_server, start_for_dev
+def _print_stack_and_s3(state: dict[str, object], state_file: Path, args: argparse.Namespace) -> None:
+    """Print the stack, and with ``--s3`` start (or find) SeaweedFS first: one JSON document with
+    ``--json``, else the stack's lines then SeaweedFS's."""
+    server = _s3_up(state_file) if getattr(args, "s3", False) else None
+    if args.json:
+        print(json.dumps({**state, "s3": _s3_state(server)} if server is not None else state, indent=2))
+        return
+    _print_stack(state, as_json=False)
+    if server is not None:
+        _print_s3(server)
+
+
+def _s3_up(state_file: Path) -> SeaweedServer:
+    """``dev up --s3``: the recorded SeaweedFS when it still runs, else a new one (recorded). A record
+    whose server is gone is stopped (its sockets) and its data removed first."""
+    from laminar_kafka.devstack.objectstore.seaweedfs import record_dev_server, recorded_dev_server, start_for_dev, stop_dev_server
 
     server = recorded_dev_server(state_file)
-    if server is None or not server.running():
-        server = start_for_dev(state_file.parent / f"{state_file.stem}-s3")
-        record_dev_server(server, state_file)
-    print(f"s3 (moto)          {server.endpoint}  bucket {DEV_BUCKET}  (output = \"s3://{DEV_BUCKET}/<prefix>\")")
+    if server is not None and server.running():
+        return server
+    stop_dev_server(state_file)
+    server = start_for_dev(state_file.parent / f"{state_file.stem}-s3")
+    record_dev_server(server, state_file)
+    return server
+
+
+def _s3_state(server: SeaweedServer) -> dict[str, object]:
+    """What ``--json`` shows of SeaweedFS: the endpoint, the bucket, the environment, the catalog and
+    its ``[iceberg]`` properties (the development credentials: loopback only)."""
+    from laminar_kafka.devstack.objectstore.seaweedfs import DEV_BUCKET
+
+    return {"endpoint": server.endpoint, "bucket": DEV_BUCKET, "env": server.env(),
+            "catalog_uri": server.catalog_uri, "iceberg": server.catalog_properties(),
+            "pid": server.pid, "log": str(server.log_path), "running": server.running()}
+
+
+def _print_s3(server: SeaweedServer) -> None:
+    """SeaweedFS as shell lines: the ``AWS_*`` exports, then the catalog URI and its ``[iceberg]``
+    properties as a comment (a REST catalog SeaweedFS serves: tables live in its table bucket)."""
+    from laminar_kafka.devstack.objectstore.seaweedfs import DEV_BUCKET
+
+    properties = server.catalog_properties()
+    print(f"s3 (SeaweedFS)     {server.endpoint}  bucket {DEV_BUCKET}  (output = \"s3://{DEV_BUCKET}/<prefix>\")")
+    print(f"iceberg catalog    {server.catalog_uri}  (REST; table bucket {properties['warehouse']})")
     print("".join(f"export {name}={value}\n" for name, value in server.env().items()), end="")
+    print(f"# iceberg catalog: catalog-uri = \"{server.catalog_uri}\"; [iceberg] "
+          + ", ".join(f"{name} = \"{value}\"" for name, value in properties.items()))
 
 
 def dev_status(args: argparse.Namespace) -> int:
@@ -334,12 +375,17 @@ def dev_status(args: argparse.Namespace) -> int:
 
 
 def dev_status_processes(args: argparse.Namespace, recorded: RecordedStack) -> int:
+    """The recorded processes (and SeaweedFS when ``dev up --s3`` recorded it): exit 0 when all live."""
+    from laminar_kafka.devstack.objectstore.seaweedfs import recorded_dev_server
+
+    s3 = recorded_dev_server(_state_file(args))
     if args.json:
         print(json.dumps({
             "bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts, "healthy": recorded.healthy,
             "secure": dict(recorded.secure) if recorded.secure else None,
             "processes": [{"name": p.name, "pid": p.pid, "port": p.port, "alive": p.alive, "log": p.log}
                           for p in recorded.processes],
+            "s3": _s3_state(s3) if s3 is not None else None,
         }, indent=2))
     else:
         print(f"bootstrap.servers  {recorded.bootstrap}")
@@ -349,24 +395,28 @@ def dev_status_processes(args: argparse.Namespace, recorded: RecordedStack) -> i
             print(f"SSL (mTLS)         {recorded.secure['ssl_bootstrap']}  config {recorded.secure['mtls_client_config']}")
         for process in recorded.processes:
             print(f"{process.name:<18} pid {process.pid:<8} port {process.port:<6} {'alive' if process.alive else 'GONE'}")
-        from laminar_kafka.devstack.s3 import recorded_dev_server
-
-        s3 = recorded_dev_server(_state_file(args))
         if s3 is not None:
-            print(f"{'s3':<18} pid {s3.pid:<8} port {s3.port:<6} {'alive' if s3.running() else 'GONE'}")
-    return 0 if recorded.healthy else 1
+            alive = "alive" if s3.running() else "GONE"
+            print(f"{'s3 (SeaweedFS)':<18} pid {s3.pid:<8} port {s3.port:<6} {alive}  catalog {s3.catalog_uri}")
+    return 0 if recorded.healthy and (s3 is None or s3.running()) else 1
 
 
 def dev_down(args: argparse.Namespace) -> int:
+    """Stop what `dev up` recorded (processes, containers, SeaweedFS) and remove its data."""
+    from laminar_kafka.devstack.objectstore.seaweedfs import stop_dev_server
+
+    state_file = _state_file(args)
+    object_store = ["s3 (SeaweedFS)"] if stop_dev_server(state_file) else []
     if _containers_state_file(args).exists() or getattr(args, "containers", False):
         removed = _containers_down(args)
         print(f"removed containers: {', '.join(removed) or 'none were left'}")
-        if not _state_file(args).exists():
+        if not state_file.exists():
+            if object_store:
+                print(f"stopped: {', '.join(object_store)}")
             return 0
     from laminar_kafka.devstack.errors import DevStackStateError
     from laminar_kafka.devstack.stack import read_state, tear_down_recorded
 
-    state_file = _state_file(args)
     try:
         recorded = read_state(state_file)
     except DevStackStateError as exc:
@@ -374,13 +424,9 @@ def dev_down(args: argparse.Namespace) -> int:
         state_file.unlink(missing_ok=True)
         return 0
     if recorded is None:
-        print("no dev stack recorded")
+        print(f"stopped: {', '.join(object_store)}" if object_store else "no dev stack recorded")
         return 0
-    stopped = tear_down_recorded(recorded, state_file)
-    from laminar_kafka.devstack.s3 import stop_dev_server
-
-    if stop_dev_server(state_file):
-        stopped.append("s3")
+    stopped = tear_down_recorded(recorded, state_file) + object_store
     print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
     return 0
 

@@ -89,10 +89,14 @@ def test_dev_up_secure_prints_the_client_settings_but_never_the_password(
     assert not config.exists()
 
 
-def test_dev_up_s3_serves_a_bucket_and_down_stops_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import pyarrow.fs as pafs
+def test_dev_up_s3_serves_a_bucket_and_a_catalog_and_down_stops_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
 
-    from laminar_kafka.devstack.s3 import DEV_BUCKET, recorded_dev_server
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from laminar_kafka.devstack.objectstore.seaweedfs import DEV_BUCKET, recorded_dev_server
 
     state_file = tmp_path / "state.json"
     assert _run(state_file, "up", "--s3") == 0
@@ -100,15 +104,31 @@ def test_dev_up_s3_serves_a_bucket_and_down_stops_it(tmp_path: Path, capsys: pyt
     server = recorded_dev_server(state_file)
     try:
         assert server is not None and server.running()
-        assert f"export AWS_ENDPOINT_URL={server.endpoint}" in printed and DEV_BUCKET in printed
-        fs, root = pafs.FileSystem.from_uri(server.uri(DEV_BUCKET, "probe"))
+        lines = printed.splitlines()
+        assert f"export AWS_ENDPOINT_URL={server.endpoint}" in lines and DEV_BUCKET in printed
+        assert any("catalog" in line and server.catalog_uri in line and line.startswith("#") for line in lines)
+        fs, root = server.access.filesystem(), f"{DEV_BUCKET}/probe"  # SeaweedFS checks signatures
         with fs.open_output_stream(f"{root}/x.txt") as stream:
             stream.write(b"ok")
         assert fs.get_file_info(f"{root}/x.txt").size == 2
+        # the catalog answers with the printed properties
+        catalog = RestCatalog("dev", uri=server.catalog_uri, **server.catalog_properties(),
+                              **{"s3.endpoint": server.endpoint, "s3.region": server.region})
+        catalog.create_namespace_if_not_exists("probe")
+        assert ("probe",) in catalog.list_namespaces()
         assert _run(state_file, "status") == 0
         assert f"port {server.port}" in capsys.readouterr().out
+        # up again: the same server, everything in one JSON document
+        assert _run(state_file, "up", "--s3", "--json") == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["already_running"] and shown["s3"]["catalog_uri"] == server.catalog_uri
+        assert shown["s3"]["env"]["AWS_ENDPOINT_URL"] == server.endpoint and shown["s3"]["pid"] == server.pid
+        assert _run(state_file, "status", "--json") == 0
+        assert json.loads(capsys.readouterr().out)["s3"]["running"]
     finally:
         assert _run(state_file, "down") == 0
-    assert "s3" in capsys.readouterr().out
+    assert "s3 (SeaweedFS)" in capsys.readouterr().out
     assert server is not None and not pid_alive(server.pid)
     assert recorded_dev_server(state_file) is None
+    assert not server.workdir.exists()
+    assert not any(socket.exists() for socket in server.ports.grpc_sockets())

@@ -1,4 +1,4 @@
-"""An Iceberg table on S3 (the session's real moto server), through the CLI: an embedded node lands a
+"""An Iceberg table on S3 (the session's SeaweedFS), through the CLI: an embedded node lands a
 topic with `--output s3://... --table-format iceberg` (data and table metadata on S3 through
 pyarrow.fs and pyiceberg's FileIO; the catalog in a local SQLite file), is SIGKILLed and restarted,
 and the table is exact; `verify` reads it from S3."""
@@ -14,7 +14,7 @@ from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
 from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.lake.parquet.sink import open_output
-from laminar_kafka.devstack.s3 import S3Server
+from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
 from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.harness import PARTITIONS, assert_exact
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
 def test_iceberg_table_on_s3_is_exact_across_a_kill(
-    s3_server: S3Server, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
+    s3_server: SeaweedServer, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
 ) -> None:
     name = unique("s3-ice")
     create_topic(kafka.bootstrap, name, PARTITIONS)
@@ -67,7 +67,7 @@ def test_iceberg_table_on_s3_is_exact_across_a_kill(
         pipeline.stop_all()
 
 
-def test_iceberg_on_s3_without_a_catalog_uri_is_one_line(s3_server: S3Server, tmp_path: Path) -> None:
+def test_iceberg_on_s3_without_a_catalog_uri_is_one_line(s3_server: SeaweedServer, tmp_path: Path) -> None:
     result = cli("run", "--bootstrap", "127.0.0.1:9", "--topic", "t", "--output", f"s3://{TEST_BUCKET}/x",
                  "--state-dir", str(tmp_path), "--table-format", "iceberg")
     assert result.returncode == 2

@@ -1,4 +1,4 @@
-"""The exactly-once Parquet sink on a real S3-compatible server (moto on loopback, `s3_server`).
+"""The exactly-once Parquet sink on a real S3-compatible server (SeaweedFS on loopback, `s3_server`).
 
 S3 has no rename: pyarrow's ``move`` is a copy then a delete. These tests drive the public sink
 functions (ParquetSink, publish, recover, list_published, final_path) against the server and check,
@@ -28,7 +28,7 @@ import pytest
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.parquet.sink import STAGING_DIR, ParquetSink, final_path, list_published, open_output, publish, recover
 from laminar_kafka.devstack.processes import REPO_ROOT, free_port, node_environment
-from laminar_kafka.devstack.s3 import S3Server
+from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
 from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact
@@ -60,7 +60,7 @@ def unique_prefix(label: str) -> str:
     return f"{label}-{uuid.uuid4().hex[:10]}"
 
 
-def sink_on(server: S3Server, prefix: str, boot_id: str = "b00t", node_id: int = 1, **kwargs: int) -> ParquetSink:
+def sink_on(server: SeaweedServer, prefix: str, boot_id: str = "b00t", node_id: int = 1, **kwargs: int) -> ParquetSink:
     return ParquetSink(server.uri(TEST_BUCKET, prefix), node_id=node_id, boot_id=boot_id, **kwargs)
 
 
@@ -93,7 +93,7 @@ def assert_readers_see(fs: pafs.FileSystem, root: str, expected_files: list[str]
     assert offsets == sorted(expected_offsets)  # every row once: no partial, no duplicate file
 
 
-def test_write_seal_publish_and_read_back_on_s3(s3_server: S3Server) -> None:
+def test_write_seal_publish_and_read_back_on_s3(s3_server: SeaweedServer) -> None:
     prefix = unique_prefix("publish")
     sink = sink_on(s3_server, prefix, row_group_rows=40)
     sink.check_writable()
@@ -122,7 +122,7 @@ def test_write_seal_publish_and_read_back_on_s3(s3_server: S3Server) -> None:
     assert_readers_see(env_fs, env_root, finals, range(100))
 
 
-def test_recover_publishes_listed_and_deletes_unlisted_on_s3(s3_server: S3Server) -> None:
+def test_recover_publishes_listed_and_deletes_unlisted_on_s3(s3_server: SeaweedServer) -> None:
     prefix = unique_prefix("recover")
     listed_sink = sink_on(s3_server, prefix, boot_id="listed", node_id=1)
     unlisted_sink = sink_on(s3_server, prefix, boot_id="unlisted", node_id=2)
@@ -162,7 +162,7 @@ os._exit(9)  # a SIGKILL-like death: no close, no publish, no cleanup
 """
 
 
-def test_node_killed_between_staging_and_publishing_on_s3(s3_server: S3Server) -> None:
+def test_node_killed_between_staging_and_publishing_on_s3(s3_server: SeaweedServer) -> None:
     prefix = unique_prefix("killed")
     uri = s3_server.uri(TEST_BUCKET, prefix)
     child = subprocess.run(
@@ -188,7 +188,7 @@ def test_node_killed_between_staging_and_publishing_on_s3(s3_server: S3Server) -
     assert_readers_see(fs, root, finals, range(100))
 
 
-def test_interrupted_copy_move_is_finished_without_duplicates_on_s3(s3_server: S3Server) -> None:
+def test_interrupted_copy_move_is_finished_without_duplicates_on_s3(s3_server: SeaweedServer) -> None:
     prefix = unique_prefix("copy-move")
     sink = sink_on(s3_server, prefix, row_group_rows=20, max_file_bytes=1)  # a file per row group
     sink.write(batch(0, 80))
@@ -210,7 +210,7 @@ def test_interrupted_copy_move_is_finished_without_duplicates_on_s3(s3_server: S
     assert_readers_see(fs, root, finals, range(80))
 
 
-def one_line_sink_error(sink: ParquetSink, server: S3Server) -> str:
+def one_line_sink_error(sink: ParquetSink, server: SeaweedServer) -> str:
     with pytest.raises(SinkError) as raised:
         sink.check_writable()
     message = str(raised.value)
@@ -219,14 +219,14 @@ def one_line_sink_error(sink: ParquetSink, server: S3Server) -> str:
     return message
 
 
-def test_unreachable_endpoint_fails_check_writable_in_one_line(s3_server: S3Server) -> None:
+def test_unreachable_endpoint_fails_check_writable_in_one_line(s3_server: SeaweedServer) -> None:
     closed_port = free_port()  # nothing listens there
     uri = f"s3://{TEST_BUCKET}/unreachable?endpoint_override=127.0.0.1:{closed_port}&scheme=http&region=us-east-1"
     message = one_line_sink_error(ParquetSink(uri, node_id=1, boot_id="b"), s3_server)
     assert f"127.0.0.1:{closed_port}" in message or "connect" in message.lower()
 
 
-def test_missing_bucket_fails_check_writable_in_one_line(s3_server: S3Server) -> None:
+def test_missing_bucket_fails_check_writable_in_one_line(s3_server: SeaweedServer) -> None:
     bucket = f"missing-{uuid.uuid4().hex[:12]}"
     message = one_line_sink_error(ParquetSink(s3_server.uri(bucket, "lake"), node_id=1, boot_id="b"), s3_server)
     assert bucket in message
@@ -246,7 +246,7 @@ class S3Pipeline(Pipeline):
 
 
 def test_embedded_node_lands_on_s3_exactly_once_across_a_kill(
-    s3_server: S3Server, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
+    s3_server: SeaweedServer, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
 ) -> None:
     name = unique("s3-node")
     create_topic(kafka.bootstrap, name, PARTITIONS)
@@ -271,7 +271,7 @@ def test_embedded_node_lands_on_s3_exactly_once_across_a_kill(
 
 
 def test_embedded_node_on_s3_whose_local_state_dir_is_lost_resumes_from_the_lake(
-    s3_server: S3Server, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
+    s3_server: SeaweedServer, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
 ) -> None:
     """The documented S3 set-up keeps the state directory on local disk, which a container restart
     wipes: the node resumes from the lake's records on S3 instead of landing everything again."""

@@ -1,0 +1,150 @@
+"""Iceberg on S3 through SeaweedFS's own Iceberg REST catalog (the session's `s3_server`).
+
+An embedded node lands a topic with ``--output s3://laminar-test/... --table-format iceberg
+--catalog-uri http://<SeaweedFS catalog>`` and the catalog's properties in the config file's
+``[iceberg]`` table (``credential``, ``warehouse``, ``oauth2-server-uri``); it is SIGKILLed and
+restarted; `verify` (the CLI, with the same config file) finds the table exact, and pyiceberg reads
+it independently through the catalog.
+
+What SeaweedFS's catalog cannot do: hold a table at the location the lake gives it. A table's
+location must lie in the catalog's table bucket, and that bucket's S3 door takes objects only under
+``<namespace>/<table>/{metadata,data,_<name>}/``, while the lake keeps ``dt=`` directories right
+under ``<output>/<topic>`` and ``_staging/`` beside it. So the second test shows a node whose table
+does not exist stop at start with one line, and the first one pre-creates the table (no location:
+SeaweedFS places it in its table bucket) with just ``_timestamp`` and the day partitioning; the
+node checks it, evolves its schema on the first commit and adds its data files from the plain bucket
+(a catalog accepts data files anywhere).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.table import Table
+
+from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
+from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of, load_table_or_none, partition_spec_of
+from laminar_kafka.cluster.lake.settings import LakeTarget, PartitionGranularity, TableFormat, table_name_of
+from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
+from laminar_kafka.devstack.topics import create_topic
+from tests.conftest import KafkaHandle
+from tests.integration.cluster.harness import PARTITIONS, assert_exact
+from tests.integration.cluster.test_cli_commands import cli
+from tests.integration.cluster.test_s3_sink import S3Pipeline
+from tests.s3_fixtures import TEST_BUCKET, TEST_TABLE_BUCKET
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@dataclass
+class CatalogPipeline(S3Pipeline):
+    """An S3 pipeline whose Iceberg catalog needs properties (the `[iceberg]` table of ``config``)."""
+
+    iceberg_properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def lake(self) -> LakeTarget:
+        lake = super().lake
+        assert lake.iceberg is not None
+        return replace(lake, iceberg=replace(lake.iceberg, properties=dict(self.iceberg_properties)))
+
+    @property
+    def identifier(self) -> tuple[str, str]:
+        return (table_name_of(self.pipeline), table_name_of(self.topic))
+
+
+def write_config(path: Path, properties: dict[str, str]) -> Path:
+    """A node's TOML config file holding only the ``[iceberg]`` table."""
+    path.write_text("[iceberg]\n" + "".join(f'"{key}" = "{value}"\n' for key, value in properties.items()))
+    return path
+
+
+def seaweed_catalog(server: SeaweedServer) -> Catalog:
+    """pyiceberg's own client of SeaweedFS's catalog (independent of the node's)."""
+    return RestCatalog("independent", uri=server.catalog_uri, **server.catalog_properties(),
+                       **{"s3.endpoint": server.endpoint, "s3.region": server.region})
+
+
+def precreate_table(catalog: Catalog, identifier: tuple[str, str]) -> Table:
+    """The table as a catalog that places tables itself needs it: created by the catalog (no
+    location), with the partition column only; the node's first commit adds the other columns."""
+    schema = iceberg_schema_of(pa.schema([pa.field("_timestamp", pa.timestamp("ms"))]))
+    catalog.create_namespace_if_not_exists(identifier[0])
+    return catalog.create_table(identifier, schema=schema,
+                                partition_spec=partition_spec_of(PartitionGranularity.DAY, schema))
+
+
+def test_node_lands_iceberg_on_s3_through_seaweedfs_catalog_exactly_once(
+    s3_server: SeaweedServer, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
+) -> None:
+    name = unique("sw-cat")
+    create_topic(kafka.bootstrap, name, PARTITIONS)
+    output = f"s3://{TEST_BUCKET}/{name}"
+    config = write_config(tmp_path / "node.toml", s3_server.catalog_properties())
+    pipeline = CatalogPipeline(bootstrap=kafka.bootstrap, zk=None, topic=name, pipeline=name, base=tmp_path,
+                               s3_output=output, iceberg_properties=s3_server.catalog_properties())
+    pipeline.table_format, pipeline.catalog_uri = TableFormat.ICEBERG, s3_server.catalog_uri
+    catalog = seaweed_catalog(s3_server)
+    created = precreate_table(catalog, pipeline.identifier)
+    assert created.location().startswith(f"s3://{TEST_TABLE_BUCKET}/")
+
+    def committed() -> int:
+        table = load_table_or_none(catalog, pipeline.identifier)
+        return 0 if table is None else committed_epoch(table, name)
+
+    flags = ("--state-dir", str(tmp_path / "state"), "--config", str(config))
+    try:
+        node = pipeline.launch(1, *flags)
+        pipeline.produce(rate=1500)
+        pipeline.wait_until(lambda: committed() >= 3, 90, "three epochs committed through SeaweedFS's catalog")
+        node.kill()
+        node = pipeline.launch(1, *flags)
+        before = committed()
+        pipeline.wait_until(lambda: committed() > before + 2, 90, "epochs committed after the restart")
+        report = pipeline.finish()
+        assert_exact(report, pipeline)
+        node.terminate()
+        assert node.wait(60) == 0, node.log_text()[-3000:]
+        assert "Traceback" not in node.log_text()
+
+        verify = cli("verify", "--output", output, "--bootstrap", kafka.bootstrap, "--topic", name, "--config",
+                     str(config), "--table-format", "iceberg", "--pipeline", name,
+                     "--catalog-uri", s3_server.catalog_uri, "--json")
+        assert verify.returncode == 0, verify.stderr
+        audit = json.loads(verify.stdout)
+        assert audit["ok"] and audit["missing"] == 0 and audit["duplicated"] == 0, verify.stdout
+
+        # pyiceberg, through a client of its own: every expected row once, the files in the plain bucket
+        table = seaweed_catalog(s3_server).load_table(pipeline.identifier)
+        rows = table.scan(selected_fields=("_partition", "_offset")).to_arrow()
+        expected = sum(p.expected for p in report.partitions)
+        assert rows.num_rows == expected
+        keys = pc.add(pc.multiply(rows.column("_partition").cast(pa.int64()), 1 << 40), rows.column("_offset"))
+        assert len(pc.unique(keys)) == expected
+        assert table.location().startswith(f"s3://{TEST_TABLE_BUCKET}/")
+        assert all(task.file.file_path.startswith(f"{output}/{name}/dt=") for task in table.scan().plan_files())
+        assert {f.name for f in table.schema().fields} >= {"_topic", "_partition", "_offset", "_timestamp"}
+    finally:
+        pipeline.stop_all()
+
+
+def test_a_table_the_lake_would_place_is_refused_by_seaweedfs_catalog_in_one_line(
+    s3_server: SeaweedServer, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
+) -> None:
+    name = unique("sw-own")
+    create_topic(kafka.bootstrap, name, 1)
+    config = write_config(tmp_path / "node.toml", s3_server.catalog_properties())
+    result = cli("run", "--bootstrap", kafka.bootstrap, "--topic", name, "--pipeline", name,
+                 "--output", f"s3://{TEST_BUCKET}/{name}", "--state-dir", str(tmp_path / "state"),
+                 "--table-format", "iceberg", "--catalog-uri", s3_server.catalog_uri, "--config", str(config))
+    assert result.returncode == 2, result.stderr
+    error = result.stderr.strip().splitlines()[-1]  # after the node's log lines
+    assert error.startswith("error: iceberg catalog check failed"), result.stderr
+    assert f"table location must be within bucket {TEST_TABLE_BUCKET}" in error and "Traceback" not in result.stderr
