@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable
 
 from laminar_kafka.cluster.config_file import (
-    ENV_PREFIX, ICEBERG_ENV_PREFIX, KAFKA_ENV_PREFIX, REGISTRY_ENV_PREFIX, as_bool, as_float, as_int, as_str,
-    as_topics, passthrough_tables, read_config_file,
+    AUTO, ENV_PREFIX, ICEBERG_ENV_PREFIX, KAFKA_ENV_PREFIX, REGISTRY_ENV_PREFIX, as_bool, as_float, as_int,
+    as_node_id, as_str, as_topics, passthrough_tables, read_config_file,
 )
 from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, table_name_of
@@ -67,6 +67,11 @@ class NodeSettings:
 
     ``zk`` empty means embedded mode (a :class:`~laminar_kafka.coordinator.local.coordinator.LocalCoordinator` whose state
     lives in ``state_dir``, default ``<output>/_coordinator`` for a local output).
+
+    ``node_id_auto`` (``node-id = auto``): the node chooses its id at start
+    (:func:`laminar_kafka.cluster.auto_node_id.choose_node_id`); ``node_id`` is 0 until then and the
+    chosen id after (:meth:`with_node_id`). In ZooKeeper mode ``state_dir`` is then where the node
+    records its identity and id.
     """
 
     bootstrap: str
@@ -75,6 +80,7 @@ class NodeSettings:
     zk: str = ""
     pipeline: str = "default"
     node_id: int = 1
+    node_id_auto: bool = False
     group_id: str = ""
     metrics_port: int = 0
     checkpoint_interval_ms: int = 2000
@@ -131,7 +137,10 @@ class NodeSettings:
             raise ConfigError("output is required (--output, LAMINAR_OUTPUT or 'output' in the config file)")
         if not self.pipeline or "/" in self.pipeline:
             raise ConfigError(f"pipeline {self.pipeline!r} must be non-empty and contain no '/'")
-        _positive("node-id", self.node_id)
+        if not self.node_id_auto:
+            _positive("node-id", self.node_id)
+        elif self.node_id < 0:
+            raise ConfigError(f"node-id must be >= 1 (or auto), got {self.node_id}")
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics-port must be 0..65535, got {self.metrics_port}")
         for name in ("checkpoint_interval_ms", "max_file_bytes", "row_group_rows", "max_batch_records", "max_fetched_bytes",
@@ -189,6 +198,13 @@ class NodeSettings:
             raise ConfigError("table-format=iceberg with a remote output needs catalog-uri "
                               "(sqlite:///<local path> or an http(s):// REST catalog)")
         self.iceberg_settings()  # validates the names and the catalog URI
+
+    def with_node_id(self, node_id: int) -> NodeSettings:
+        """These settings with the id ``node-id auto`` chose (``node_id_auto`` stays True)."""
+        if not self.node_id_auto:
+            raise ConfigError("with_node_id: node-id is not auto")
+        _positive("node-id", node_id)
+        return replace(self, node_id=node_id)
 
     @property
     def granularity(self) -> PartitionGranularity:
@@ -294,7 +310,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "output": ("output", as_str),
     "zk": ("zk", as_str),
     "pipeline": ("pipeline", as_str),
-    "node-id": ("node_id", as_int),
+    "node-id": ("node_id", as_node_id),
     "group-id": ("group_id", as_str),
     "metrics-port": ("metrics_port", as_int),
     "checkpoint-interval-ms": ("checkpoint_interval_ms", as_int),
@@ -410,6 +426,8 @@ def settings_from(
     for name, value in merged.items():
         attr, convert = _CONVERTERS[name]
         kwargs[attr] = convert(name, value)
+    if kwargs.get("node_id") == AUTO:
+        kwargs["node_id"], kwargs["node_id_auto"] = 0, True
     for required in ("bootstrap", "topics", "output"):
         kwargs.setdefault(required, "" if required != "topics" else ())
     return NodeSettings(**kwargs)

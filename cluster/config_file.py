@@ -14,8 +14,8 @@ from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX
 
 __all__ = [
-    "ICEBERG_ENV_PREFIX", "KAFKA_ENV_PREFIX", "PassthroughTables", "REGISTRY_ENV_PREFIX", "as_bool", "as_float",
-    "as_int", "as_str", "as_topics", "passthrough_tables", "read_config_file",
+    "AUTO", "ICEBERG_ENV_PREFIX", "KAFKA_ENV_PREFIX", "PassthroughTables", "REGISTRY_ENV_PREFIX", "as_bool",
+    "as_float", "as_int", "as_node_id", "as_str", "as_topics", "passthrough_tables", "read_config_file",
 ]
 
 ENV_PREFIX = "LAMINAR_"
@@ -43,6 +43,20 @@ def as_int(name: str, value: Any) -> int:
         return int(str(value).strip())
     except ValueError:
         raise ConfigError(f"{name}={value!r} is not an integer") from None
+
+
+#: ``node-id = "auto"``: the node chooses its id at start (:mod:`laminar_kafka.cluster.node_identity`)
+AUTO = "auto"
+
+
+def as_node_id(name: str, value: Any) -> int | str:
+    """An integer, or :data:`AUTO` (``auto`` in any case: flag, file or environment)."""
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return as_int(name, value)
+    except ConfigError:
+        raise ConfigError(f"{name}={value!r} is not an integer (or auto)") from None
 
 
 def as_float(name: str, value: Any) -> float:

@@ -245,13 +245,14 @@ def coordinator_config(settings: NodeSettings) -> CoordinatorConfig:
     )
 
 
-def make_coordinator(settings: NodeSettings, endpoint: str = "") -> Coordinator:
-    """ZooKeeper mode when ``settings.zk`` is set, else the embedded local coordinator."""
+def make_coordinator(settings: NodeSettings, endpoint: str = "", id_origin: str = "") -> Coordinator:
+    """ZooKeeper mode when ``settings.zk`` is set, else the embedded local coordinator. ``id_origin``:
+    how ``node-id auto`` chose the id (the refusal of a twin names it)."""
     config = coordinator_config(settings)
     if settings.zk:
         from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 
-        return ZooKeeperCoordinator(config, settings.node_id, endpoint)
+        return ZooKeeperCoordinator(config, settings.node_id, endpoint, id_origin=id_origin)
     from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 
     return LocalCoordinator(config, settings.effective_state_dir, settings.node_id, endpoint)
@@ -332,12 +333,16 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
     )
 
 
-async def run_node(settings: NodeSettings) -> int:
-    """Run one node until it is stopped; returns the process exit code (0 after a clean stop)."""
+async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
+    """Run one node until it is stopped; returns the process exit code (0 after a clean stop).
+    ``settings.node_id`` is chosen (``node-id auto``: see :mod:`laminar_kafka.cluster.auto_node_id`,
+    which says how in ``id_origin``)."""
+    if settings.node_id < 1:
+        raise UsageError("node-id auto: run_node needs the chosen id (choose_node_id, then settings.with_node_id)")
     metrics = NodeMetrics(settings.node_id)
     stop_metrics = metrics.serve(settings.metrics_port, settings.metrics_address) if settings.metrics_port else None
     endpoint = f"metrics:{settings.metrics_port}" if settings.metrics_port else ""
-    coordinator = make_coordinator(settings, endpoint)
+    coordinator = make_coordinator(settings, endpoint, id_origin)
     runtime = build_runtime(settings, coordinator, metrics)
     loop = asyncio.get_running_loop()
     signals = {"count": 0}

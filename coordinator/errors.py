@@ -20,6 +20,7 @@ __all__ = [
     "CodecError",
     "CoordinatorUnavailable",
     "ControlStateLost",
+    "NodeIdTaken",
 ]
 
 
@@ -67,6 +68,12 @@ class ControlStateLost(CoordinatorError):
     """The pipeline's control state is gone or went back under a running node (its ZooKeeper subtree
     deleted, the ensemble replaced or restored from an older copy): nothing the node holds is valid
     any more. The node stops; started again, it reconciles with the lake."""
+
+
+class NodeIdTaken(CoordinatorError):
+    """A node id is held by a live member that is not this node: another process joined as that id
+    (refused after waiting out a previous run's session), or, with ``node-id auto``, another identity's
+    node runs as the id a host name's ordinal gives (refused at once)."""
 
 
 class CoordinatorUnavailable(CoordinatorError):

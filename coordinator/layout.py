@@ -17,10 +17,15 @@ All paths are relative to the pipeline's subtree ``<root>/<pipeline>`` (:func:`p
     checkpoints/<epoch>               Manifest JSON (chunked when large); epoch 0 is the pinned
                                       initial manifest (create-once under locks/pin)
     topics/<topic>                    create-once: the topic's Kafka topic id (UTF-8)
+    node-ids/ids/<node_id>            ``node-id auto``: the claim of an id, {"identity": i, "host": h}
+    node-ids/identities/<identity>    ``node-id auto``: the id of an identity, {"node_id": n}; created,
+                                      moved and deleted with its claim, in one transaction
 
 Names: epochs and rounds are 20 zero-padded digits (they sort like numbers); acks and drain receipts
 are ``<node>.<boot>`` (one per boot, so a zombie never blocks its successor); rejection markers
-``<node>.<boot>.<xxh3 hex of the ack's JSON>`` (keyed by content).
+``<node>.<boot>.<xxh3 hex of the ack's JSON>`` (keyed by content). A node identity
+(:func:`is_node_identity`) is ``<kind>:<name>``, lower case: ``host:<host name>`` or
+``dir:<token of the node's state file>``.
 
 Chunks: a value larger than :data:`MANIFEST_CHUNK_BYTES` is a node whose data is a header
 ``{"chunked": true, "chunks": n, "size": s, "xxh3": h}`` with children ``chunk-0000`` .. holding
@@ -57,6 +62,8 @@ __all__ = [
     "topic_path", "fence_checks", "intent_records", "candidate_data", "parse_candidate", "rejection_data",
     "parse_rejection", "ChunkPending", "ChunkHeader", "chunk_name", "split_chunks", "parse_header",
     "join_chunks", "vnode_load_data", "parse_vnode_load", "candidate_seq", "round_record",
+    "NODE_IDS", "NODE_ID_CLAIMS", "NODE_IDENTITIES", "NodeIdClaim", "is_node_identity", "node_id_claim_path",
+    "node_identity_path", "node_id_claim_data", "parse_node_id_claim", "node_identity_data", "parse_node_identity",
 ]
 
 #: A value larger than this is stored as a header plus chunk children (ZooKeeper nodes stay < 1 MB).
@@ -79,11 +86,17 @@ TOPICS = "topics"
 #: create-once pipeline-wide settings every node must share (e.g. a discovered record schema)
 SETTINGS = "settings"
 PIN_LOCK = "locks/pin"
+#: ``node-id auto``: the claims of ids (``ids/<n>``) and their index by identity (``identities/<identity>``)
+NODE_IDS = "node-ids"
+NODE_ID_CLAIMS = f"{NODE_IDS}/ids"
+NODE_IDENTITIES = f"{NODE_IDS}/identities"
 #: The folders a coordinator creates on start.
 FOLDERS: tuple[str, ...] = (MEMBERS, LEADER, ROUNDS, EPOCHS, CHECKPOINTS)
 
 _ACK_NAME = re.compile(r"([1-9][0-9]*)\.([^./]+)")
 _DIGEST = re.compile(r"[0-9a-f]{16}")
+#: ``<kind>:<name>``: a path-safe znode name (no ``/``, never ``.`` or ``..``), at most 260 characters
+_NODE_IDENTITY = re.compile(r"[a-z]{1,6}:[a-z0-9][a-z0-9._-]{0,252}")
 
 
 def pipeline_path(config: CoordinatorConfig) -> str:
@@ -190,6 +203,23 @@ def setting_path(name: str) -> str:
     return f"{SETTINGS}/{name}"
 
 
+def is_node_identity(identity: object) -> bool:
+    """Whether ``identity`` is ``<kind>:<name>`` (lower-case letters; a name of lower-case letters,
+    digits, ``.``, ``_`` and ``-`` starting with a letter or digit), usable as a znode name."""
+    return isinstance(identity, str) and _NODE_IDENTITY.fullmatch(identity) is not None
+
+
+def node_id_claim_path(node_id: NodeId) -> str:
+    return f"{NODE_ID_CLAIMS}/{node_id}"
+
+
+def node_identity_path(identity: str) -> str:
+    """CodecError unless ``identity`` is a node identity (:func:`is_node_identity`)."""
+    if not is_node_identity(identity):
+        raise CodecError(f"malformed node identity {identity!r}: expected <kind>:<name>, lower case")
+    return f"{NODE_IDENTITIES}/{identity}"
+
+
 # ---- records ---------------------------------------------------------------------------------------
 
 
@@ -247,6 +277,42 @@ def parse_rejection(raw: bytes) -> str:
     """The reason recorded in a rejection marker; CodecError when malformed."""
     data = expect_object(loads(raw, "rejection marker"), "rejection marker", ("reason",))
     return expect_str(data["reason"], "rejection marker: reason")
+
+
+@dataclass(frozen=True)
+class NodeIdClaim:
+    """Who claimed a node id with ``node-id auto``: the node's identity, and its host name (for people)."""
+
+    identity: str
+    host: str
+
+
+def node_id_claim_data(claim: NodeIdClaim) -> bytes:
+    """The data of ``node-ids/ids/<n>``; CodecError for a malformed identity."""
+    node_identity_path(claim.identity)
+    return dumps({"identity": claim.identity, "host": claim.host})
+
+
+def parse_node_id_claim(node_id: NodeId, raw: bytes) -> NodeIdClaim:
+    """Strict inverse of :func:`node_id_claim_data`; CodecError when malformed."""
+    what = f"claim of node id {node_id}"
+    data = expect_object(loads(raw, what), what, ("identity", "host"))
+    identity = expect_str(data["identity"], f"{what}: identity")
+    if not is_node_identity(identity):
+        raise CodecError(f"{what}: identity = {identity!r} is not <kind>:<name>")
+    return NodeIdClaim(identity, expect_str(data["host"], f"{what}: host"))
+
+
+def node_identity_data(node_id: NodeId) -> bytes:
+    """The data of ``node-ids/identities/<identity>``."""
+    return dumps({"node_id": node_id})
+
+
+def parse_node_identity(identity: str, raw: bytes) -> NodeId:
+    """The node id an identity record holds; CodecError when malformed."""
+    what = f"node id of identity {identity}"
+    data = expect_object(loads(raw, what), what, ("node_id",))
+    return expect_int(data["node_id"], f"{what}: node_id", minimum=1)
 
 
 # ---- chunks -------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from laminar_kafka.coordinator.errors import (
     ConfigurationError,
     ControlStateLost,
     CoordinatorError,
+    NodeIdTaken,
     SessionLostError,
 )
 from laminar_kafka.coordinator.engine.events import CoordinatorMetrics, SessionState
@@ -104,9 +105,13 @@ def went_back(seen: ControlState | None, data: bytes | None, exists: bool) -> st
 
 
 class ZooKeeperCoordinator(EngineCoordinator):
-    """See the module docstring. Thread-safe; methods block on ZooKeeper (call them off the loop)."""
+    """See the module docstring. Thread-safe; methods block on ZooKeeper (call them off the loop).
 
-    def __init__(self, config: CoordinatorConfig, node_id: NodeId, endpoint: str = "") -> None:
+    ``id_origin``: how the node id was chosen when not given by hand (``--node-id auto``: the host
+    name's ordinal, or an id allocated to the node's identity); the refusal of a twin names it.
+    """
+
+    def __init__(self, config: CoordinatorConfig, node_id: NodeId, endpoint: str = "", *, id_origin: str = "") -> None:
         if not config.hosts:
             raise ConfigurationError("ZooKeeperCoordinator needs config.hosts")
         client = open_client(config.hosts, config.session_timeout, config.credentials)
@@ -129,6 +134,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
         self._control_lost = ""  # why the register this node followed is gone or went back ("": it is not)
         self._suspensions = 0  # SUSPENDED transitions so far (a suspension's watchdog acts on its own only)
         self._dispatcher.on_observed = self._watch_rejections
+        self._id_origin = id_origin
 
     # ---- properties ---------------------------------------------------------------------------------
 
@@ -254,7 +260,8 @@ class ZooKeeperCoordinator(EngineCoordinator):
     def _register(self, timeout: float) -> None:
         """Create this node's ephemeral member entry; wait out a dead session's stale entry (it ends
         within a session timeout), saying so once, for at most ``timeout`` or 2 x session timeout +
-        10 s, whichever is longer; then an entry still held means another process runs as this node."""
+        10 s, whichever is longer; then an entry still held means another process runs as this node:
+        :class:`NodeIdTaken` (the twin refusal; it names ``id_origin``)."""
         path = self._zk_store.path(layout.member_path(self.node_id))
         member = Member(self.node_id, self._boot_id, self._endpoint, self._leaving)
         bound = max(timeout, 2 * self.config.session_timeout + 10.0)
@@ -284,9 +291,10 @@ class ZooKeeperCoordinator(EngineCoordinator):
                                    "process running as node %d)", self.node_id, holder, bound, self.node_id)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not gone.wait(remaining):
-                    raise CoordinatorError(
+                    origin = f" ({self._id_origin})" if self._id_origin else ""
+                    raise NodeIdTaken(
                         f"node id {self.node_id} is held by a live session ({holder}) after {bound:.0f}s: another "
-                        f"process runs as node {self.node_id}; stop it or choose another --node-id"
+                        f"process runs as node {self.node_id}{origin}; stop it or choose another --node-id"
                     )
         self._session_id = self._client.client_id[0]
 

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Sequence
@@ -43,7 +44,10 @@ _RUN_HELP = {
     "output": "output directory or URI (file://, s3://, ...)",
     "zk": "ZooKeeper hosts (host:port,...); without it the node runs embedded (one node, local manifests)",
     "pipeline": "pipeline name (ZooKeeper subtree, default group id); default 'default'",
-    "node-id": "this node's id (integer >= 1, unique in the pipeline); default 1",
+    "node-id": "this node's id (integer >= 1, unique in the pipeline; default 1), or auto: embedded, 1; a host "
+               "name ending in an ordinal -<n> (a StatefulSet's pod-0, pod-1...), n + 1; otherwise an id "
+               "claimed in ZooKeeper for this node, kept across restarts (by its state-dir file, else its "
+               "host name)",
     "group-id": "consumer group for advisory offset commits; default laminar-<pipeline>",
     "metrics-port": "serve Prometheus /metrics on this port (0 = off)",
     "checkpoint-interval-ms": "epoch interval in ms (default 2000)",
@@ -62,7 +66,8 @@ _RUN_HELP = {
     "drain-timeout-ms": "deadline of a rebalance drain in ms (default 10000)",
     "vnode-count": "number of vnodes of a new pipeline (default 256)",
     "source-identity": "source identity used for partition routing (default 'kafka')",
-    "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator)",
+    "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator); ZooKeeper mode with "
+                 "node-id auto: this node's own directory, where it records its identity and id",
     "metrics-address": "address /metrics binds to (default 0.0.0.0, every interface; 127.0.0.1 for this host only)",
     "json-schema": "format=json: the record schema, name:type,... (pyarrow types: int64, string, double, "
                    "timestamp[ms]...); without it a schema is inferred once from a sample and pinned for the pipeline",
@@ -225,12 +230,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     configure_command_logging(args, args.log_file)
     if args.connect_timeout <= 0:
         raise UsageError(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
+    id_origin = ""
     with quiet_clients(args.debug):  # an unreachable Kafka or ZooKeeper is reported in one line
         _interruptible(preflight, settings, args.connect_timeout)
+        if settings.node_id_auto:
+            from laminar_kafka.cluster.auto_node_id import choose_node_id
+
+            choice = _interruptible(choose_node_id, settings, socket.gethostname(), args.connect_timeout)
+            settings, id_origin = settings.with_node_id(choice.node_id), choice.origin()
     # Everything imported and set up so far lives as long as the node: moved out of the garbage
     # collector's reach, full collections walk only what the pipeline allocates afterwards.
     gc.freeze()
-    return asyncio.run(run_node(settings))
+    return asyncio.run(run_node(settings, id_origin=id_origin))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
