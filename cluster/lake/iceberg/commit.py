@@ -107,7 +107,9 @@ TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
 
 def without_blind_retries(table: Table) -> Table:
     """``table``, after a property-only commit setting :data:`TABLE_PROPERTIES` when it lacks them
-    (a table created by someone else). A property-only commit is never retried by pyiceberg."""
+    (a table created by someone else). A property-only commit is never retried by pyiceberg. After
+    such a commit ``table`` is the catalog's current table, which may hold commits made since it was
+    loaded: a caller re-checks what it decided on the older one."""
     missing = {k: v for k, v in TABLE_PROPERTIES.items() if table.properties.get(k) != v}
     if not missing:
         return table
@@ -354,6 +356,11 @@ class IcebergOutput:
             self._check_takes(table, schema, source=f"file {relative}", error=SinkError)
         unified = _unify(schemas, name)
         table = without_blind_retries(table)
+        if committed_epoch(table, self.pipeline) >= epoch:
+            # a property-only commit answers with the table as it is now, which may hold this epoch
+            # already (another node committed it meanwhile): adding the files on top would duplicate
+            # them. Lost race: the retry reloads the table and finds the epoch done.
+            raise CommitFailedException(f"epoch {epoch} of {name} was committed by another node meanwhile")
         paths = [absolute_path(self.fs, self.root, relative) for relative in published]
         summary = {"laminar.pipeline": self.pipeline, "laminar.epoch": str(epoch)}
         record = self.record_of(epoch)

@@ -318,12 +318,24 @@ def publish(fs: pafs.FileSystem, root: str, staged: Iterable[str]) -> int:
                     renamed += 1
             elif not _exists(fs, target):
                 raise SinkError(f"committed output {relative!r} is neither staged nor published")
-        except FileNotFoundError:
-            if not _exists(fs, target):  # another node's move raced ours and lost the file?
-                raise SinkError(f"committed output {relative!r} vanished while publishing") from None
         except (OSError, pa.ArrowException) as exc:
+            if _moved_by_another(fs, source, target):
+                continue  # another node published it between our check and our move: done
+            if isinstance(exc, FileNotFoundError):
+                raise SinkError(f"committed output {relative!r} vanished while publishing") from None
             raise SinkError(f"cannot publish {relative!r}: {exc}", cause=exc) from exc
     return renamed
+
+
+def _moved_by_another(fs: pafs.FileSystem, source: str, target: str) -> bool:
+    """Whether a failed move of ``source`` lost a race to another node's move of the same file: the
+    source is gone and the target is there. Every node of an Iceberg pipeline publishes every file
+    of an epoch; on an object store a move is a copy then a delete, and a copy whose source another
+    node deleted meanwhile fails with ``NoSuchKey`` (an ``OSError``, not ``FileNotFoundError``)."""
+    try:
+        return not _exists(fs, source) and _exists(fs, target)
+    except (OSError, pa.ArrowException):
+        return False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ node checks it, evolves its schema on the first commit and adds its data files f
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,8 +35,9 @@ from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of, load_ta
 from laminar_kafka.cluster.lake.settings import LakeTarget, PartitionGranularity, TableFormat, table_name_of
 from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
 from laminar_kafka.devstack.topics import create_topic
-from tests.conftest import KafkaHandle
-from tests.integration.cluster.harness import PARTITIONS, assert_exact
+from laminar_kafka.devstack.processes import free_port
+from tests.conftest import KafkaHandle, ZooKeeperHandle
+from tests.integration.cluster.harness import PARTITIONS, assert_exact, scrape
 from tests.integration.cluster.test_cli_commands import cli
 from tests.integration.cluster.test_s3_sink import S3Pipeline
 from tests.s3_fixtures import TEST_BUCKET, TEST_TABLE_BUCKET
@@ -148,3 +150,49 @@ def test_a_table_the_lake_would_place_is_refused_by_seaweedfs_catalog_in_one_lin
     error = result.stderr.strip().splitlines()[-1]  # after the node's log lines
     assert error.startswith("error: iceberg catalog check failed"), result.stderr
     assert f"table location must be within bucket {TEST_TABLE_BUCKET}" in error and "Traceback" not in result.stderr
+
+
+def lake_commits(metrics_port: int) -> int:
+    """``laminar_lake_commits_total`` of the node whose metrics are on ``metrics_port``."""
+    found = re.search(r"^laminar_lake_commits_total\{[^}]*\} ([0-9.e+]+)$", scrape(metrics_port), re.MULTILINE)
+    assert found is not None, "no laminar_lake_commits_total"
+    return int(float(found.group(1)))
+
+
+def test_three_zookeeper_nodes_commit_each_epoch_once_through_seaweedfs_catalog(
+    s3_server: SeaweedServer, kafka: KafkaHandle, zookeeper: ZooKeeperHandle, unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """Every node tries every epoch's commit into the one table; the catalog's conditional commits
+    (409 on a stale base) and the table property let exactly one land per epoch."""
+    name = unique("sw-zk")
+    create_topic(kafka.bootstrap, name, PARTITIONS)
+    output = f"s3://{TEST_BUCKET}/{name}"
+    config = write_config(tmp_path / "node.toml", s3_server.catalog_properties())
+    pipeline = CatalogPipeline(bootstrap=kafka.bootstrap, zk=zookeeper.hosts, topic=name, pipeline=name,
+                               base=tmp_path, s3_output=output, iceberg_properties=s3_server.catalog_properties())
+    pipeline.table_format, pipeline.catalog_uri = TableFormat.ICEBERG, s3_server.catalog_uri
+    catalog = seaweed_catalog(s3_server)
+    precreate_table(catalog, pipeline.identifier)
+    metrics = {node_id: free_port() for node_id in (1, 2, 3)}
+    try:
+        for node_id, port in metrics.items():
+            pipeline.launch(node_id, "--config", str(config), "--metrics-port", str(port))
+        pipeline.produce(rate=1500)
+        pipeline.wait_spread(3, timeout=90)
+        pipeline.wait_until(lambda: committed_epoch(catalog.load_table(pipeline.identifier), name) >= 8, 120,
+                            "eight epochs committed by three nodes")
+        assert_exact(pipeline.finish(), pipeline)
+        table = catalog.load_table(pipeline.identifier)
+        epochs = [s.summary.get("laminar.epoch") for s in table.snapshots() if s.summary is not None]
+        landed = [int(epoch) for epoch in epochs if epoch]
+        assert len(landed) == len(set(landed)) > 0  # each epoch's files in exactly one snapshot
+        assert landed == sorted(landed)  # in epoch order
+        # each landed epoch counted once, by the node that made it (a node counts after its publish returns)
+        pipeline.wait_until(lambda: sum(lake_commits(port) for port in metrics.values()) == len(landed), 10,
+                            f"the nodes' laminar_lake_commits adding up to the {len(landed)} epoch snapshots")
+        for node in pipeline.nodes.values():
+            node.terminate()
+        assert all(node.wait(60) == 0 for node in pipeline.nodes.values()), pipeline.tail_logs()
+    finally:
+        pipeline.stop_all()

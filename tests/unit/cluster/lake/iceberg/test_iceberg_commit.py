@@ -133,6 +133,37 @@ def test_a_commit_that_loses_the_race_retries_and_adds_nothing_twice(
         [("orders", 0, o) for o in range(8)] + [("orders", 1, o) for o in range(2)])
 
 
+def test_a_first_commit_into_a_table_created_elsewhere_adds_nothing_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A table created by someone else (a catalog that places tables itself needs one) lacks
+    commit.retry.num-retries=0: a node's first commit sets it in a property-only commit, whose answer
+    is the table as it is now. When another node committed the epoch meanwhile, the node must see it
+    there and add nothing (found by three nodes on SeaweedFS's catalog)."""
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(4)), node=1)
+    lake.stage(1, rows("orders", 1, range(2)), node=2)
+    catalog = lake.output().catalog
+    catalog.create_namespace("pipe")
+    catalog.create_table(("pipe", "orders"), schema=iceberg_schema_of(rows("orders", 0, [0]).schema),
+                         location=f"{lake.root}/orders")
+    slow, fast = lake.output(), lake.output()
+    original = IcebergOutput._commit_epoch
+    raced: list[int] = []
+
+    def commit_after_the_other_node(self, table, topic, epoch, files):  # type: ignore[no-untyped-def]
+        if self is slow and not raced:  # `table` was loaded before the other node's commit
+            raced.append(lake.publish(fast, 1))
+        return original(self, table, topic, epoch, files)
+
+    monkeypatch.setattr(IcebergOutput, "_commit_epoch", commit_after_the_other_node)
+    assert lake.publish(slow, 1) == 0
+    assert raced == [1]
+    assert epochs_of_snapshots(slow) == ["1"]
+    assert offsets_of(read_offsets(slow.table("orders"))) == sorted(
+        [("orders", 0, o) for o in range(4)] + [("orders", 1, o) for o in range(2)])
+
+
 def test_files_already_published_before_a_crash_are_committed(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     staged = lake.stage(1, rows("orders", 0, range(3)))

@@ -5,6 +5,7 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
@@ -137,6 +138,70 @@ def test_publish_finishes_an_interrupted_copy(tmp_path: Path) -> None:
     (root / final_path(staged)).parent.mkdir(parents=True)
     (root / final_path(staged)).write_bytes((root / staged).read_bytes())  # copy done, delete not
     assert publish(sink.fs, sink.root, [staged]) == 0
+    assert not (root / staged).exists() and (root / final_path(staged)).exists()
+
+
+class _RacedMoves(pafs.FileSystemHandler):
+    """A local filesystem whose ``move`` loses every race as on an object store: another node's
+    copy-then-delete of the same file lands first, and our copy fails with S3's ``NoSuchKey``."""
+
+    def __init__(self) -> None:
+        self.local = pafs.LocalFileSystem()
+
+    def get_type_name(self) -> str:
+        return "raced"
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return self.local.get_file_info(paths)
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        return self.local.get_file_info(selector)
+
+    def create_dir(self, path: str, recursive: bool) -> None:
+        self.local.create_dir(path, recursive=recursive)
+
+    def delete_dir(self, path: str) -> None:
+        self.local.delete_dir(path)
+
+    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
+        self.local.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+
+    def delete_root_dir_contents(self) -> None:
+        raise NotImplementedError
+
+    def delete_file(self, path: str) -> None:
+        self.local.delete_file(path)
+
+    def move(self, src: str, dest: str) -> None:
+        self.local.move(src, dest)  # the other node's move
+        raise OSError(f"When copying key {src!r}: AWS Error NO_SUCH_KEY during CopyObject operation")
+
+    def copy_file(self, src: str, dest: str) -> None:
+        self.local.copy_file(src, dest)
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        return self.local.open_input_stream(path)
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        return self.local.open_input_file(path)
+
+    def open_output_stream(self, path: str, metadata: dict[str, str] | None = None) -> pa.NativeFile:
+        return self.local.open_output_stream(path, metadata=metadata)
+
+    def open_append_stream(self, path: str, metadata: dict[str, str] | None = None) -> pa.NativeFile:
+        return self.local.open_append_stream(path, metadata=metadata)
+
+
+def test_publish_that_loses_the_move_to_another_node_succeeds(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    sink.write(batch(0, 0, 5))
+    (staged,) = sink.seal(1)
+    raced = pafs.PyFileSystem(_RacedMoves())
+    assert publish(raced, sink.root, [staged]) == 0  # the other node renamed it
+    root = Path(sink.root)
     assert not (root / staged).exists() and (root / final_path(staged)).exists()
 
 
