@@ -32,7 +32,7 @@ from laminar_kafka.devstack.processes import free_port
 from laminar_kafka.devstack.jvm.servers import KafkaCluster, ZooKeeperEnsemble
 from laminar_kafka.devstack.stack import DevStack
 from tests.s3_fixtures import moto_s3_server, s3_server  # noqa: F401
-from tests.rest_catalog_fixtures import rest_catalog  # noqa: F401
+from tests.rest_catalog_fixtures import rest_catalog, rest_catalog_on_s3  # noqa: F401
 
 _RUN_TOKEN = uuid.uuid4().hex[:8]
 _counter = itertools.count(1)

@@ -18,6 +18,14 @@ The server takes its settings from ``CATALOG_*`` environment variables (``CATALO
 `new_rest_catalog` makes a server on a free port; `start` waits until ``GET <uri>/v1/config``
 answers.
 
+With ``s3=`` (an :class:`~laminar_kafka.devstack.objectstore.access.S3Access`, SeaweedFS's in the
+tests) the server also writes the metadata of tables at ``s3://`` locations to that endpoint:
+``rest-catalog-s3-pom.xml`` adds Iceberg's S3FileIO and the AWS SDK bundle (about 65 MB, resolved on
+first use by `ensure_rest_catalog_s3_build`), ``io-impl`` becomes ``ResolvingFileIO`` (S3FileIO for
+``s3://``, HadoopFileIO for the rest) with the endpoint, path-style access and the region as catalog
+properties, and the credentials reach the AWS SDK as ``AWS_*`` variables (never as catalog
+properties, which the server logs).
+
 Run ``python -m laminar_kafka.devstack.jvm.rest_catalog`` to start one in the foreground (Ctrl-C stops it).
 """
 from __future__ import annotations
@@ -30,6 +38,7 @@ from pathlib import Path
 
 from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, default_cache_dir
 from laminar_kafka.devstack.errors import ArtifactError
+from laminar_kafka.devstack.objectstore.access import S3Access
 from laminar_kafka.devstack.processes import free_port
 from laminar_kafka.devstack.jvm.services import SMALL_JVM_OPTIONS, HttpJvmService, answers_json, pom_property, run_in_foreground
 from laminar_kafka.devstack.jvm.servers import JvmServer
@@ -37,13 +46,15 @@ from laminar_kafka.devstack.jvm.servers import JvmServer
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "REST_CATALOG_POM_PATH", "RestCatalogServer", "ensure_rest_catalog_build", "new_rest_catalog",
-    "pinned_iceberg_version", "rest_catalog_answers",
+    "REST_CATALOG_POM_PATH", "REST_CATALOG_S3_POM_PATH", "RestCatalogServer", "ensure_rest_catalog_build",
+    "ensure_rest_catalog_s3_build", "new_rest_catalog", "pinned_iceberg_version", "rest_catalog_answers",
 ]
 
 REST_CATALOG_POM_PATH = Path(__file__).with_name("rest-catalog-pom.xml")
+REST_CATALOG_S3_POM_PATH = Path(__file__).with_name("rest-catalog-s3-pom.xml")
 MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 _SERVER_JAR_GLOB = "*iceberg-open-api-*-test-fixtures.jar"
+_S3_JAR_GLOB = "*iceberg-aws-bundle-*.jar"
 
 # On the classpath ahead of the jars: Hadoop's raw local file system, so that writing the metadata
 # leaves no `.crc` side files in the lake.
@@ -85,6 +96,44 @@ def ensure_rest_catalog_build(cache_dir: Path | None = None) -> Path:
     )
 
 
+def ensure_rest_catalog_s3_build(cache_dir: Path | None = None) -> Path:
+    """Resolve the S3 add-on (iceberg-aws, iceberg-aws-bundle, failsafe; no transitive jars: the server's
+    own build has the rest) into the cache once; return its directory. Raises as
+    :func:`ensure_rest_catalog_build`."""
+    cache = cache_dir or default_cache_dir()
+    version = pom_property(REST_CATALOG_S3_POM_PATH, "iceberg.version")
+    if version != pinned_iceberg_version():
+        raise ArtifactError(f"{REST_CATALOG_S3_POM_PATH.name} pins Iceberg {version}, the server {pinned_iceberg_version()}")
+
+    def resolved(staging: Path) -> Path:
+        if not any(staging.glob(_S3_JAR_GLOB)):
+            raise ArtifactError(f"Maven resolved no iceberg-aws-bundle {version} jar")
+        return staging
+
+    return cached_maven_build(
+        cache / f"iceberg-rest-catalog-s3-{version}",
+        f"iceberg-aws={version}\n",
+        f"resolve Iceberg's S3FileIO and the AWS SDK bundle (Iceberg {version}, about 65 MB)",
+        lambda staging: ["-f", str(REST_CATALOG_S3_POM_PATH), "dependency:copy-dependencies",
+                         f"-DoutputDirectory={staging}", "-DincludeScope=runtime", "-DexcludeTransitive=true",
+                         "-Dmdep.prependGroupId=true"],
+        resolved,
+    )
+
+
+def s3_catalog_settings(access: S3Access) -> tuple[dict[str, str], dict[str, str]]:
+    """(the ``CATALOG_*`` variables, the AWS SDK's variables) that make the server write ``s3://``
+    metadata to ``access``'s endpoint. The secret is only in the second (the server logs the first)."""
+    catalog = {
+        "CATALOG_IO__IMPL": "org.apache.iceberg.io.ResolvingFileIO",
+        "CATALOG_S3_ENDPOINT": access.endpoint,
+        "CATALOG_S3_PATH__STYLE__ACCESS": "true",
+        "CATALOG_CLIENT_REGION": access.region,
+    }
+    sdk = {key: value for key, value in access.env().items() if key != "AWS_ENDPOINT_URL"}
+    return catalog, sdk
+
+
 def rest_catalog_answers(uri: str, timeout: float = 2.0) -> bool:
     """Whether the REST catalog at `uri` answers ``GET /v1/config`` (HTTP 200 with a JSON object)."""
     return answers_json(f"{uri}/v1/config", dict, timeout)
@@ -119,15 +168,22 @@ class RestCatalogServer(HttpJvmService):
 
 
 def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir: Path | None = None,
-                     port: int | None = None) -> RestCatalogServer:
+                     port: int | None = None, s3: S3Access | None = None) -> RestCatalogServer:
     """A REST catalog server (not started) working in ``<base_dir>/rest-catalog``, on `port` or a
     free port.
 
     `warehouse` (a ``file:`` URI or an absolute path) is where tables created without a location
-    go; default ``<base_dir>/rest-catalog/warehouse``. Resolves the jars into the cache first when
-    needed (see `ensure_rest_catalog_build`).
+    go; default ``<base_dir>/rest-catalog/warehouse``. With `s3`, tables at ``s3://`` locations
+    work too (their metadata goes to that endpoint). Resolves the jars into the cache first when
+    needed (see `ensure_rest_catalog_build`, `ensure_rest_catalog_s3_build`).
     """
     jars = ensure_rest_catalog_build(cache_dir)
+    classpath_jars = [f"{jars}/*"]
+    s3_environment: dict[str, str] = {}
+    if s3 is not None:
+        classpath_jars.append(f"{ensure_rest_catalog_s3_build(cache_dir)}/*")
+        catalog_settings, sdk_settings = s3_catalog_settings(s3)
+        s3_environment = {**sdk_settings, **catalog_settings}
     workdir = base_dir / "rest-catalog"
     site = workdir / "hadoop-site"
     site.mkdir(parents=True, exist_ok=True)
@@ -140,7 +196,7 @@ def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir:
         main_class=MAIN_CLASS,
         args=[],
         workdir=workdir,
-        classpath=f"{site}:{jars}/*",
+        classpath=":".join([str(site), *classpath_jars]),
         port=chosen_port,
         health=lambda: rest_catalog_answers(uri),
         jvm_options=list(SMALL_JVM_OPTIONS),
@@ -148,6 +204,7 @@ def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir:
             "CATALOG_URI": f"jdbc:sqlite:{workdir / 'catalog.db'}",
             "CATALOG_WAREHOUSE": chosen_warehouse,
             "CATALOG_REST_PORT": str(chosen_port),
+            **s3_environment,
         },
     )
     return RestCatalogServer(server, chosen_warehouse)

@@ -1,19 +1,21 @@
-"""Iceberg on S3 through SeaweedFS's own Iceberg REST catalog (the session's `s3_server`).
+"""Iceberg on S3 (the session's SeaweedFS, `s3_server`) through a REST catalog.
 
 An embedded node lands a topic with ``--output s3://laminar-test/... --table-format iceberg
---catalog-uri http://<SeaweedFS catalog>`` and the catalog's properties in the config file's
-``[iceberg]`` table (``credential``, ``warehouse``, ``oauth2-server-uri``); it is SIGKILLed and
-restarted; `verify` (the CLI, with the same config file) finds the table exact, and pyiceberg reads
-it independently through the catalog.
+--catalog-uri http://...`` and the catalog's properties in the config file's ``[iceberg]`` table; it
+is SIGKILLed and restarted; `verify` (the CLI, with the same config file) finds the table exact, and
+pyiceberg reads it independently through the catalog. Two catalogs:
 
-What SeaweedFS's catalog cannot do: hold a table at the location the lake gives it. A table's
-location must lie in the catalog's table bucket, and that bucket's S3 door takes objects only under
-``<namespace>/<table>/{metadata,data,_<name>}/``, while the lake keeps ``dt=`` directories right
-under ``<output>/<topic>`` and ``_staging/`` beside it. So the second test shows a node whose table
-does not exist stop at start with one line, and the first one pre-creates the table (no location:
-SeaweedFS places it in its table bucket) with just ``_timestamp`` and the day partitioning; the
-node checks it, evolves its schema on the first commit and adds its data files from the plain bucket
-(a catalog accepts data files anywhere).
+- SeaweedFS's own (``credential``, ``warehouse``, ``oauth2-server-uri`` in ``[iceberg]``). What it
+  cannot do: hold a table at the location the lake gives it. A table's location must lie in the
+  catalog's table bucket, and that bucket's S3 door takes objects only under
+  ``<namespace>/<table>/{metadata,data,_<name>}/``, while the lake keeps ``dt=`` directories right under
+  ``<output>/<topic>`` and ``_staging/`` beside it. So one test shows a node whose table does not exist
+  stop at start with one line, and the others pre-create the table (no location: SeaweedFS places it in
+  its table bucket) with just ``_timestamp`` and the day partitioning; the node checks it, evolves its
+  schema on the first commit and adds its data files from the plain bucket (a catalog accepts data
+  files anywhere). Three ZooKeeper-mode nodes commit to one such table.
+- Iceberg's RESTCatalogServer writing its metadata to SeaweedFS's S3 (`rest_catalog_on_s3`): the
+  lake's own layout, the node creating its table at ``<output>/<topic>``.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pytest
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
@@ -83,56 +86,89 @@ def precreate_table(catalog: Catalog, identifier: tuple[str, str]) -> Table:
                                 partition_spec=partition_spec_of(PartitionGranularity.DAY, schema))
 
 
-def test_node_lands_iceberg_on_s3_through_seaweedfs_catalog_exactly_once(
-    s3_server: SeaweedServer, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
-) -> None:
-    name = unique("sw-cat")
+def catalog_pipeline(kafka: KafkaHandle, name: str, base: Path, catalog_uri: str, properties: dict[str, str],
+                     zk: str | None = None) -> CatalogPipeline:
+    """An Iceberg pipeline landing ``name`` into ``s3://TEST_BUCKET/<name>`` through ``catalog_uri``."""
     create_topic(kafka.bootstrap, name, PARTITIONS)
-    output = f"s3://{TEST_BUCKET}/{name}"
-    config = write_config(tmp_path / "node.toml", s3_server.catalog_properties())
-    pipeline = CatalogPipeline(bootstrap=kafka.bootstrap, zk=None, topic=name, pipeline=name, base=tmp_path,
-                               s3_output=output, iceberg_properties=s3_server.catalog_properties())
-    pipeline.table_format, pipeline.catalog_uri = TableFormat.ICEBERG, s3_server.catalog_uri
-    catalog = seaweed_catalog(s3_server)
-    created = precreate_table(catalog, pipeline.identifier)
-    assert created.location().startswith(f"s3://{TEST_TABLE_BUCKET}/")
+    pipeline = CatalogPipeline(bootstrap=kafka.bootstrap, zk=zk, topic=name, pipeline=name, base=base,
+                               s3_output=f"s3://{TEST_BUCKET}/{name}", iceberg_properties=properties)
+    pipeline.table_format, pipeline.catalog_uri = TableFormat.ICEBERG, catalog_uri
+    return pipeline
+
+
+def land_across_a_kill_and_audit(pipeline: CatalogPipeline, catalog: Catalog, config: Path) -> Table:
+    """One embedded node lands the topic, is SIGKILLed after three epochs and restarted; the table is
+    exact (the harness's audit, then `laminar-kafka verify` with the node's config file) and pyiceberg
+    reads every expected row once through ``catalog``, a client of its own. Returns the table."""
+    name, catalog_uri = pipeline.topic, pipeline.catalog_uri
+    assert catalog_uri is not None
 
     def committed() -> int:
         table = load_table_or_none(catalog, pipeline.identifier)
         return 0 if table is None else committed_epoch(table, name)
 
-    flags = ("--state-dir", str(tmp_path / "state"), "--config", str(config))
+    flags = ("--state-dir", str(pipeline.base / "state"), "--config", str(config))
+    node = pipeline.launch(1, *flags)
+    pipeline.produce(rate=1500)
+    pipeline.wait_until(lambda: committed() >= 3, 90, "three epochs committed through the REST catalog")
+    node.kill()
+    node = pipeline.launch(1, *flags)
+    before = committed()
+    pipeline.wait_until(lambda: committed() > before + 2, 90, "epochs committed after the restart")
+    report = pipeline.finish()
+    assert_exact(report, pipeline)
+    node.terminate()
+    assert node.wait(60) == 0, node.log_text()[-3000:]
+    assert "Traceback" not in node.log_text()
+
+    verify = cli("verify", "--output", pipeline.output, "--bootstrap", pipeline.bootstrap, "--topic", name,
+                 "--config", str(config), "--table-format", "iceberg", "--pipeline", name,
+                 "--catalog-uri", catalog_uri, "--json")
+    assert verify.returncode == 0, verify.stderr
+    audit = json.loads(verify.stdout)
+    assert audit["ok"] and audit["missing"] == 0 and audit["duplicated"] == 0, verify.stdout
+
+    table = catalog.load_table(pipeline.identifier)
+    rows = table.scan(selected_fields=("_partition", "_offset")).to_arrow()
+    expected = sum(p.expected for p in report.partitions)
+    assert rows.num_rows == expected
+    keys = pc.add(pc.multiply(rows.column("_partition").cast(pa.int64()), 1 << 40), rows.column("_offset"))
+    assert len(pc.unique(keys)) == expected
+    assert all(task.file.file_path.startswith(f"{pipeline.output}/{name}/dt=") for task in table.scan().plan_files())
+    assert {f.name for f in table.schema().fields} >= {"_topic", "_partition", "_offset", "_timestamp"}
+    return table
+
+
+def test_node_lands_iceberg_on_s3_through_seaweedfs_catalog_exactly_once(
+    s3_server: SeaweedServer, kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path,
+) -> None:
+    properties = s3_server.catalog_properties()
+    pipeline = catalog_pipeline(kafka, unique("sw-cat"), tmp_path, s3_server.catalog_uri, properties)
+    catalog = seaweed_catalog(s3_server)
+    created = precreate_table(catalog, pipeline.identifier)
+    assert created.location().startswith(f"s3://{TEST_TABLE_BUCKET}/")
     try:
-        node = pipeline.launch(1, *flags)
-        pipeline.produce(rate=1500)
-        pipeline.wait_until(lambda: committed() >= 3, 90, "three epochs committed through SeaweedFS's catalog")
-        node.kill()
-        node = pipeline.launch(1, *flags)
-        before = committed()
-        pipeline.wait_until(lambda: committed() > before + 2, 90, "epochs committed after the restart")
-        report = pipeline.finish()
-        assert_exact(report, pipeline)
-        node.terminate()
-        assert node.wait(60) == 0, node.log_text()[-3000:]
-        assert "Traceback" not in node.log_text()
+        table = land_across_a_kill_and_audit(pipeline, catalog, write_config(tmp_path / "node.toml", properties))
+        assert table.location() == created.location()  # the catalog's place; the data files in the plain bucket
+    finally:
+        pipeline.stop_all()
 
-        verify = cli("verify", "--output", output, "--bootstrap", kafka.bootstrap, "--topic", name, "--config",
-                     str(config), "--table-format", "iceberg", "--pipeline", name,
-                     "--catalog-uri", s3_server.catalog_uri, "--json")
-        assert verify.returncode == 0, verify.stderr
-        audit = json.loads(verify.stdout)
-        assert audit["ok"] and audit["missing"] == 0 and audit["duplicated"] == 0, verify.stdout
 
-        # pyiceberg, through a client of its own: every expected row once, the files in the plain bucket
-        table = seaweed_catalog(s3_server).load_table(pipeline.identifier)
-        rows = table.scan(selected_fields=("_partition", "_offset")).to_arrow()
-        expected = sum(p.expected for p in report.partitions)
-        assert rows.num_rows == expected
-        keys = pc.add(pc.multiply(rows.column("_partition").cast(pa.int64()), 1 << 40), rows.column("_offset"))
-        assert len(pc.unique(keys)) == expected
-        assert table.location().startswith(f"s3://{TEST_TABLE_BUCKET}/")
-        assert all(task.file.file_path.startswith(f"{output}/{name}/dt=") for task in table.scan().plan_files())
-        assert {f.name for f in table.schema().fields} >= {"_topic", "_partition", "_offset", "_timestamp"}
+def test_node_lands_iceberg_at_its_own_s3_location_through_icebergs_rest_catalog(
+    s3_server: SeaweedServer, rest_catalog_on_s3: str, kafka: KafkaHandle, unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """The lake's own layout (the node creates the table at ``<output>/<topic>``) through a REST
+    catalog over SeaweedFS's S3: Iceberg's RESTCatalogServer writing its metadata with S3FileIO."""
+    pipeline = catalog_pipeline(kafka, unique("jvm-cat"), tmp_path, rest_catalog_on_s3, {})
+    catalog = RestCatalog("independent", uri=rest_catalog_on_s3,
+                          **{"s3.endpoint": s3_server.endpoint, "s3.region": s3_server.region})
+    try:
+        table = land_across_a_kill_and_audit(pipeline, catalog, write_config(tmp_path / "node.toml", {}))
+        assert table.location() == f"{pipeline.output}/{pipeline.topic}"
+        assert table.metadata_location.startswith(f"{pipeline.output}/{pipeline.topic}/metadata/")
+        fs, root = s3_server.access.filesystem(), f"{TEST_BUCKET}/{pipeline.topic}/{pipeline.topic}/metadata"
+        assert fs.get_file_info(root).type == pafs.FileType.Directory  # written to SeaweedFS by the JVM
     finally:
         pipeline.stop_all()
 
