@@ -1,7 +1,7 @@
 """How a client reaches an S3-compatible server on loopback: one value, :class:`S3Access`.
 
 Both dev object stores (SeaweedFS, :mod:`laminar_kafka.devstack.objectstore.seaweedfs`, and moto,
-:mod:`laminar_kafka.devstack.s3`) hand one out, so the ``AWS_*`` environment, the pyarrow URI, the
+:mod:`laminar_kafka.devstack.objectstore.moto`) hand one out, so the ``AWS_*`` environment, the pyarrow URI, the
 bucket creation and the "does it answer" probe exist once.
 
 - :meth:`S3Access.env`: the ``AWS_*`` variables a child process needs so that pyarrow's
