@@ -31,6 +31,7 @@ import argparse
 import functools
 import importlib.util
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -205,7 +206,7 @@ def dev_up_containers(args: argparse.Namespace) -> int:
     if running or state_file.exists():
         removed = remove_stack(client, name)
         state_file.unlink(missing_ok=True)
-        print(f"cleaned a stale container stack (removed: {', '.join(removed) or 'nothing'})")
+        print(f"cleaned a stale container stack (removed: {', '.join(removed) or 'nothing'})", file=sys.stderr)
     try:
         stack = ContainerStack.launch(client, name, timeout=args.timeout)
     except containers.ContainerError as exc:
@@ -269,14 +270,14 @@ def dev_up(args: argparse.Namespace) -> int:
     try:
         recorded = read_state(state_file)
     except DevStackStateError as exc:
-        print(f"warning: {exc}; discarding it")
+        print(f"warning: {exc}; discarding it", file=sys.stderr)
         state_file.unlink(missing_ok=True)
         recorded = None
     secure = bool(getattr(args, "secure", False))
     if recorded is not None:
         if recorded.healthy and (recorded.secure is not None or not secure):
             if not args.json:
-                print("dev stack already running")
+                print("dev stack already running", file=sys.stderr)
             state: dict[str, object] = {"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
                                         "startup_seconds": recorded.startup_seconds, "already_running": True,
                                         "secure": dict(recorded.secure) if recorded.secure else None}
@@ -286,7 +287,7 @@ def dev_up(args: argparse.Namespace) -> int:
             print("a dev stack without --secure is running; stop it first (laminar-kafka dev down)")
             return 2
         stopped = tear_down_recorded(recorded, state_file)
-        print(f"cleaned a stale state file from a crashed dev up (stopped: {', '.join(stopped) or 'nothing'})")
+        print(f"cleaned a stale state file from a crashed dev up (stopped: {', '.join(stopped) or 'nothing'})", file=sys.stderr)
     from laminar_kafka.cluster.ops.progress import terminal_progress
 
     with terminal_progress("starting Kafka and ZooKeeper"):
@@ -420,7 +421,7 @@ def dev_down(args: argparse.Namespace) -> int:
     try:
         recorded = read_state(state_file)
     except DevStackStateError as exc:
-        print(f"warning: {exc}; removing it")
+        print(f"warning: {exc}; removing it", file=sys.stderr)
         state_file.unlink(missing_ok=True)
         return 0
     if recorded is None:

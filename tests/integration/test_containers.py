@@ -85,7 +85,7 @@ def test_dev_up_containers_status_down(tmp_path: Path, capsys: pytest.CaptureFix
         kafka.kill()  # a crashed server: status says so, up cleans the stack and starts a new one
         assert _dev(state_file, "status") == 1
         assert _dev(state_file, "up", "--containers") == 0
-        assert "stale container stack" in capsys.readouterr().out
+        assert "stale container stack" in capsys.readouterr().err
         assert _dev(state_file, "status") == 0
     finally:
         assert _dev(state_file, "down") == 0

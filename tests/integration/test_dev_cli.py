@@ -30,13 +30,13 @@ def test_dev_up_status_down_leaves_no_process(tmp_path: Path, capsys: pytest.Cap
     pids = [p.pid for p in recorded.processes]
     try:
         assert _run(state_file, "up") == 0
-        assert "already running" in capsys.readouterr().out
+        assert "already running" in capsys.readouterr().err  # notes go to stderr: --json output stays JSON
         assert _run(state_file, "status") == 0
         # A crash of one server makes the recording stale: status says so, up cleans and restarts.
         terminate_pid(pids[-1], timeout=0)
         assert _run(state_file, "status") == 1
         assert _run(state_file, "up") == 0
-        assert "stale state file" in capsys.readouterr().out
+        assert "stale state file" in capsys.readouterr().err
         recorded = read_state(state_file)
         assert recorded is not None and recorded.healthy
         pids += [p.pid for p in recorded.processes]
@@ -80,8 +80,9 @@ def test_dev_up_secure_prints_the_client_settings_but_never_the_password(
         assert _run(state_file, "status") == 0
         assert _run(state_file, "up", "--secure") == 0
         assert _run(state_file, "status", "--json") == 0
-        again = capsys.readouterr().out
-        assert "already running" in again and recorded.secure["ssl_bootstrap"] in again
+        captured = capsys.readouterr()
+        again = captured.out + captured.err
+        assert "already running" in captured.err and recorded.secure["ssl_bootstrap"] in captured.out
         for text in (printed, again, state_file.read_text()):
             assert not any(secret in text for secret in secrets)
     finally:
