@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _module(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "laminar_kafka.devstack.containers.engine", *args], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "laminar_kafka.devstack.containers", *args], cwd=REPO, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=900)
 
 
