@@ -28,7 +28,8 @@ from laminar_kafka.cluster.logs import quiet_clients
 from laminar_kafka.cli.common import (
     PROG, Parser, add_common, add_kafka_client, configure_command_logging, kafka_client_of,
 )
-from laminar_kafka.cli.dev import add_chaos_command, add_demo_command, add_dev_commands
+from laminar_kafka.cli.dev import add_dev_commands
+from laminar_kafka.cli.tools import add_chaos_command, add_demo_command
 from laminar_kafka.cli.lake import add_lake_commands, lake_target
 from laminar_kafka.kafka_source.config.source_config import Format
 
