@@ -14,6 +14,7 @@ Every import counts, at module level or inside a function, under ``TYPE_CHECKING
 from __future__ import annotations
 
 import ast
+import os
 import re
 import tomllib
 from collections import defaultdict
@@ -188,3 +189,18 @@ BARE = re.compile(rf"^\s*(?:from|import)\s+(?:{'|'.join(MAPPED)})(?:[.\s]|$)", r
 def test_nothing_imports_a_bare_top_level_name(folder: str) -> None:
     offenders = [str(path.relative_to(ROOT)) for path in (ROOT / folder).rglob("*.py") if BARE.search(path.read_text())]
     assert not offenders, f"import through {NS}. (issue 27): {offenders}"
+
+
+@pytest.mark.parametrize("folder", [NS, *MAPPED, "tests", "bench", "docker"])
+def test_no_symbolic_link_in_the_tree(folder: str) -> None:
+    """The node image copies these folders and the wheel packs them: a stray link (one into its own
+    folder broke `make images` on CI once) must fail here, in seconds, not there."""
+    links = [str(path.relative_to(ROOT)) for path in _walk(ROOT / folder) if path.is_symlink()]
+    assert not links, f"symbolic links in the tree: {links}"
+
+
+def _walk(top: Path) -> list[Path]:
+    found: list[Path] = []
+    for directory, subdirectories, names in os.walk(top):  # does not follow links to directories
+        found += [Path(directory, name) for name in (*subdirectories, *names)]
+    return found
