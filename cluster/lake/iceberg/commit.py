@@ -53,7 +53,7 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
 from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
 from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
-from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat
+from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat, TableLocation
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.parquet.names import final_path
 
@@ -205,7 +205,10 @@ class IcebergOutput:
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - a catalog failure at start is one line
-            raise ConfigError(f"iceberg catalog check failed for namespace {namespace}: {describe_error(exc)}",
+            reason = describe_error(exc)
+            if "location" in reason.lower() and self.settings.table_location is TableLocation.OUTPUT:
+                reason += " (a catalog that places its tables itself: set table-location=catalog)"
+            raise ConfigError(f"iceberg catalog check failed for namespace {namespace}: {reason}",
                               cause=exc) from None
 
     def _create(self, topic: str, schema: pa.Schema) -> Table:
@@ -213,8 +216,10 @@ class IcebergOutput:
         iceberg_schema = iceberg_schema_of(schema)
         spec = partition_spec_of(self.granularity, iceberg_schema)
         identifier = self.identifier(topic)
-        location = table_location(self.fs, self.root, topic)
-        logger.info("creating iceberg table %s at %s", ".".join(identifier), location)
+        location: str | None = None  # TableLocation.CATALOG: the catalog places it
+        if self.settings.table_location is TableLocation.OUTPUT:
+            location = table_location(self.fs, self.root, topic)
+        logger.info("creating iceberg table %s at %s", ".".join(identifier), location or "the catalog's place")
         ensure_namespace(self.catalog, self.settings.namespace)
         return self.catalog.create_table_if_not_exists(
             identifier, schema=iceberg_schema, location=location, partition_spec=spec,

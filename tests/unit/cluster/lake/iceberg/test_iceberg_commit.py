@@ -11,7 +11,7 @@ import pytest
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, committed_epoch, epoch_property
 from laminar_kafka.cluster.lake.iceberg.tables import data_file_count, iceberg_schema_of, load_table_or_none, read_offsets
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableLocation
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, offsets_of, rows
 
@@ -346,3 +346,17 @@ def test_a_timestamp_past_year_9999_in_a_payload_column_is_one_clear_sink_error(
     lake.stage(1, rows("orders", 0, range(2), seen_at=pa.array([253_402_300_800_000] * 2, pa.timestamp("ms"))))
     with pytest.raises(SinkError, match=r"iceberg table pipe\.orders: OverflowError.*outside years 1-9999"):
         lake.publish(lake.output(), 1)
+
+
+def test_a_table_the_catalog_places_keeps_the_lakes_data_files(tmp_path: Path) -> None:
+    """``table-location=catalog``: the node creates the table without a location (the SQL catalog
+    puts it in its warehouse, ``<warehouse>/<namespace>/<table>``); the data files stay the lake's."""
+    lake = Lake(tmp_path, settings=IcebergSettings(namespace="pipe", table_location=TableLocation.CATALOG))
+    lake.stage(1, rows("orders", 0, range(3)))
+    lake.stage(2, rows("orders", 1, range(2)))
+    output = lake.output()
+    assert lake.publish(output, 2) == 2
+    table = output.table("orders")
+    assert table.location() == f"{lake.root}/pipe/orders"
+    assert all(task.file.file_path.startswith(f"{lake.root}/orders/dt=") for task in table.scan().plan_files())
+    assert offsets_of(read_offsets(table)) == sorted([("orders", 0, o) for o in range(3)] + [("orders", 1, o) for o in range(2)])
