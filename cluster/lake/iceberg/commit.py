@@ -255,20 +255,26 @@ class IcebergOutput:
         staged: tuple[str, ...],
         manifest_outputs: ManifestOutputs,
         oldest_epoch: int,
+        *,
+        tables_through: int | None = None,
     ) -> int:
         """Publish committed epoch ``epoch`` (``staged``: manifest ``epoch``'s staged paths) into the
         tables, catching up earlier epochs of each table first; files outside any table (``_rejected/``)
-        are published as plain files. Idempotent; returns how many Iceberg commits this call made.
-        Raises :class:`SinkError`."""
+        are published as plain files. With ``tables_through``, the tables are committed only up to
+        that epoch (another node's turn for the later ones). Idempotent; returns how many Iceberg
+        commits this call made. Raises :class:`SinkError`."""
         self._outputs[epoch] = self._files_by_topic(staged)
         for old in [e for e in self._outputs if e < oldest_epoch - 1]:
             del self._outputs[old]
         outside = [relative for relative in staged if self._final_path_of(relative).startswith("_")]
         if outside:  # rejected records: published as files, never part of a table
             self._publish_files(self.fs, self.root, outside)
+        through = epoch if tables_through is None else min(epoch, tables_through)
         commits = 0
+        if through < 1:
+            return commits
         for topic in sorted(set(self._outputs[epoch]) | set(self._topics) | set(self._through)):
-            commits += self._publish_table(topic, epoch, manifest_outputs, oldest_epoch)
+            commits += self._publish_table(topic, through, manifest_outputs, oldest_epoch)
         return commits
 
     def _files_by_topic(self, staged: Iterable[str]) -> dict[str, list[str]]:

@@ -360,3 +360,32 @@ def test_a_table_the_catalog_places_keeps_the_lakes_data_files(tmp_path: Path) -
     assert table.location() == f"{lake.root}/pipe/orders"
     assert all(task.file.file_path.startswith(f"{lake.root}/orders/dt=") for task in table.scan().plan_files())
     assert offsets_of(read_offsets(table)) == sorted([("orders", 0, o) for o in range(3)] + [("orders", 1, o) for o in range(2)])
+
+
+def test_a_node_whose_turn_it_is_not_commits_only_up_to_the_epoch_before(tmp_path: Path) -> None:
+    """Taking turns: node A has epoch 2's turn, node B (``tables_through=1``) commits epoch 1 only,
+    which its committer had not (it died first, say): B catches it up one epoch late. A commits 2 in
+    its turn, B 3 in its own; A, through 2, has nothing left to do: no race, each epoch one commit."""
+    lake = Lake(tmp_path)
+    for epoch in (1, 2, 3):
+        lake.stage(epoch, rows("orders", 0, [epoch]))
+    a, b = lake.output(), lake.output()
+    heard_a, heard_b = Heard(), Heard()
+    a.commit_listener, b.commit_listener = heard_a, heard_b
+    assert b.publish(2, lake.manifests[2], lake.manifest_outputs, 1, tables_through=1) == 1
+    assert epochs_of_snapshots(b) == ["1"]
+    assert a.publish(2, lake.manifests[2], lake.manifest_outputs, 1) == 1  # its turn: epoch 2
+    assert b.publish(3, lake.manifests[3], lake.manifest_outputs, 1) == 1  # its turn: epoch 3
+    assert a.publish(3, lake.manifests[3], lake.manifest_outputs, 1, tables_through=2) == 0  # knows 2 is in
+    assert epochs_of_snapshots(a) == ["1", "2", "3"]
+    assert heard_a == Heard(commits=["pipe.orders"])
+    assert heard_b == Heard(commits=["pipe.orders", "pipe.orders"])
+    assert offsets_of(read_offsets(a.table("orders"))) == [("orders", 0, 1), ("orders", 0, 2), ("orders", 0, 3)]
+
+
+def test_tables_through_before_the_first_epoch_commits_nothing(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, [1]))
+    output = lake.output()
+    assert output.publish(1, lake.manifests[1], lake.manifest_outputs, 1, tables_through=0) == 0
+    assert load_table_or_none(output.catalog, output.identifier("orders")) is None
