@@ -266,18 +266,20 @@ class EpochBarriers:
 
     async def recover_periodically(self, epoch: int) -> None:
         """After every 10th committed epoch: :meth:`recover_sink` (postponed to the next time while
-        the coordinator cannot answer)."""
+        the coordinator cannot answer), its tables committed in turn (the nodes reach this epoch
+        together: all of them committing the latest epoch at once would race to the catalog)."""
         if epoch % RECOVER_EVERY_EPOCHS:
             return
         try:
-            await self.recover_sink()
+            await self.recover_sink(in_turn=True)
         except CoordinatorUnavailable as exc:
             logger.warning("sink recovery postponed: %s", exc)
 
-    async def recover_sink(self) -> None:
+    async def recover_sink(self, *, in_turn: bool = False) -> None:
         """Publish what committed manifests list and delete the staged files nothing will list;
-        then bring the lake up to the latest manifest (an Iceberg commit a crash left undone).
-        Raises :class:`CoordinatorUnavailable` when the coordinator cannot answer now."""
+        then bring the lake up to the latest manifest (an Iceberg commit a crash left undone; with
+        ``in_turn``, see :meth:`publish`). Raises :class:`CoordinatorUnavailable` when the
+        coordinator cannot answer now."""
         context = self._context
         coordinator, in_control = context.coordinator, context.executors.in_control
         latest = await in_control(coordinator.latest_manifest)
@@ -290,4 +292,4 @@ class EpochBarriers:
             latest_epoch=latest.epoch if latest else 0, manifest_outputs=self._manifest_outputs, live_boots=live,
         ))
         if latest is not None and latest.epoch > 0:
-            await self.publish(latest)
+            await self.publish(latest, in_turn=in_turn)
