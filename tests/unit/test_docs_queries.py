@@ -66,3 +66,20 @@ def test_the_installed_duckdb_is_the_pinned_one() -> None:
     pins = re.findall(r'"(duckdb(?:-extension-[a-z-]+)?)==([0-9.]+)"', (ROOT / "pyproject.toml").read_text())
     assert {name for name, _ in pins} == {"duckdb", *(f"duckdb-extension-{n.replace('_', '-')}" for n in EXTENSIONS)}
     assert {version for _, version in pins} == {duckdb.__version__}
+
+
+def test_the_docs_setup_block_loads_the_extensions_without_downloads() -> None:
+    """docs/lake.md's Python block, run as written: the extensions loaded, auto-install off and locked."""
+    text = (ROOT / "docs" / "lake.md").read_text()
+    section = text[text.index("## Query the lake"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None, "docs/lake.md lost its DuckDB setup block"
+    namespace: dict[str, object] = {}
+    exec(compile(block.group(1), "docs/lake.md", "exec"), namespace)  # noqa: S102 - our own docs
+    con = namespace["con"]
+    assert isinstance(con, duckdb.DuckDBPyConnection)
+    loaded = con.execute("SELECT extension_name FROM duckdb_extensions() WHERE loaded AND extension_name IN "
+                         "('avro', 'httpfs', 'iceberg') ORDER BY 1").fetchall()
+    assert loaded == [("avro",), ("httpfs",), ("iceberg",)]
+    assert con.execute("SELECT current_setting('autoinstall_known_extensions'), "
+                       "current_setting('lock_configuration')").fetchall() == [(False, True)]

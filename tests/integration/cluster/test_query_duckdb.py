@@ -149,11 +149,22 @@ def globbed(connection: duckdb.DuckDBPyConnection, template: str, **values: str)
     return [row[0] for row in q.run(connection, template, **values)]
 
 
-def test_read_parquet_over_the_tree_is_exactly_the_topic(pipeline: Pipeline, tmp_path: Path) -> None:
+@pytest.fixture
+def zookeeper_pipeline(kafka: KafkaHandle, zookeeper: ZooKeeperHandle, unique: Callable[[str], str],
+                       tmp_path: Path) -> Iterator[Pipeline]:
+    """A ZooKeeper-mode pipeline on a fresh 8-partition topic; every node is stopped afterwards."""
+    landing = make_pipeline(kafka.bootstrap, zookeeper.hosts, unique("duck-tree"), tmp_path)
+    try:
+        yield landing
+    finally:
+        landing.stop_all()
+
+
+def test_read_parquet_over_the_tree_is_exactly_the_topic(zookeeper_pipeline: Pipeline, tmp_path: Path) -> None:
     """Two ZooKeeper nodes land JSON records (every 37th bad, skipped to ``_rejected/``); the topic's
     glob reads exactly the topic's good records, the published files and nothing else, while a glob
     over the whole output lists staged and rejected files too."""
-    connection = duck(tmp_path, q.PARQUET_TREE)
+    pipeline, connection = zookeeper_pipeline, duck(tmp_path, q.PARQUET_TREE)
     output, topic = pipeline.output, pipeline.topic
     for node_id in (1, 2):
         pipeline.launch(node_id, *BAD_RECORD_FLAGS)
@@ -343,7 +354,8 @@ def test_iceberg_of_the_embedded_sqlite_catalog(kafka: KafkaHandle, unique: Call
 
     def landed_node(values: list[bytes]) -> NodeProcess:
         node = NodeProcess.launch(1, bootstrap=kafka.bootstrap, topic=topic, output=output, zk=None, pipeline=pipeline,
-                                  log_dir=tmp_path, extra=["--checkpoint-interval-ms", "300", "--table-format", "iceberg"])
+                                  log_dir=tmp_path,
+                                  extra=["--checkpoint-interval-ms", "300", "--table-format", "iceberg"])
         support.produce(kafka.bootstrap, topic, values)
         assert wait_caught_up(kafka.bootstrap, topic, output, 60, lake=lake).ok, node.log_text()[-3000:]
         return node
