@@ -66,6 +66,8 @@ bench: artifacts
 	$(PY) bench/bench_lake.py throughput
 	$(PY) bench/bench_handoff.py
 	$(PY) bench/bench_landing.py
+	$(PY) bench/bench_deployment.py landing
+	$(PY) bench/bench_deployment.py committers
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

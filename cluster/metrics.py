@@ -15,7 +15,7 @@ from prometheus_client import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NodeMetrics"]
+__all__ = ["LakeCommitMetrics", "NodeMetrics"]
 
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -124,7 +124,8 @@ class NodeMetrics:
         )
 
     def _register_lake(self) -> None:
-        """The lake: publish durations, Iceberg commits, start-up reconciliations, the lake's epoch."""
+        """The lake: publish durations, Iceberg commits (their durations, conflicts and no-ops), start-up
+        reconciliations, the lake's epoch."""
         r = self.registry
         self.publish_seconds = Histogram(
             "laminar_publish_seconds", "Publishing a committed epoch into the lake (renames; Iceberg: "
@@ -133,6 +134,18 @@ class NodeMetrics:
         self.lake_commits = Counter(
             "laminar_lake_commits", "Iceberg commits this node made (an epoch another node committed "
             "first counts on that node only)", ["node"], registry=r,
+        )
+        self.lake_commit_seconds = Histogram(
+            "laminar_lake_commit_seconds", "One Iceberg table commit this node made (the catalog transaction, "
+            "with its manifest writes)", ["node"], buckets=_DURATION_BUCKETS, registry=r,
+        )
+        self.lake_commit_conflicts = Counter(
+            "laminar_lake_commit_conflicts", "Iceberg commits this node lost to a concurrent committer "
+            "(the catalog refused them; retried from a reload of the table)", ["node"], registry=r,
+        )
+        self.lake_commits_found_done = Counter(
+            "laminar_lake_commits_found_done", "Iceberg table epochs this node came to commit and found "
+            "already committed by another node (no-op)", ["node"], registry=r,
         )
         self.lake_reconciliations = Counter(
             "laminar_lake_reconciliations", "Start-up reconciliations of the control state with the lake, by "
@@ -148,7 +161,8 @@ class NodeMetrics:
         """Every per-node family is exported from the start (0 until something happens); families
         labelled per partition, outcome or state appear with their first value."""
         for family in (
-            self.publish_seconds, self.lake_commits, self.lake_epoch,
+            self.publish_seconds, self.lake_commits, self.lake_epoch, self.lake_commit_seconds,
+            self.lake_commit_conflicts, self.lake_commits_found_done,
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
             self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
             self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
@@ -184,3 +198,22 @@ class NodeMetrics:
             thread.join(timeout=5)
 
         return stop
+
+
+class LakeCommitMetrics:
+    """The node's :class:`~laminar_kafka.cluster.lake.commits.CommitListener`: each table commit,
+    lost race and no-op counted in ``metrics`` (prometheus_client's families are thread-safe)."""
+
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self._seconds = metrics.lake_commit_seconds.labels(metrics.node)
+        self._conflicts = metrics.lake_commit_conflicts.labels(metrics.node)
+        self._found_done = metrics.lake_commits_found_done.labels(metrics.node)
+
+    def committed(self, table: str, seconds: float) -> None:
+        self._seconds.observe(seconds)
+
+    def lost_race(self, table: str) -> None:
+        self._conflicts.inc()
+
+    def found_done(self, table: str) -> None:
+        self._found_done.inc()

@@ -23,6 +23,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
 from laminar_kafka.cluster.lake.record import LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.parquet.records import drop_records_after, read_parquet_facts, write_record
 from laminar_kafka.cluster.lake.settings import PartitionGranularity, TableFormat
@@ -41,6 +42,8 @@ class LakeOutput(Protocol):
     table_format: TableFormat
     #: the record each published epoch leaves (set by the runtime; blocking, called from publish)
     record_of: RecordOf
+    #: hears each table commit, lost race and no-op (set by the runtime; a format without tables never calls it)
+    commit_listener: CommitListener
 
     def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
         """At start: raise a ``UsageError`` subclass (one line) when the output cannot take
@@ -70,6 +73,7 @@ class ParquetTree:
     def __init__(self, fs: pafs.FileSystem, root: str) -> None:
         self.fs, self.root = fs, root
         self.record_of: RecordOf = no_records
+        self.commit_listener: CommitListener = IgnoreCommits()  # no tables, nothing to hear
         #: records up to this epoch are known to be written (a cache: each publish checks from here)
         self._recorded_through = 0
 

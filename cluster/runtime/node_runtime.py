@@ -42,7 +42,7 @@ from laminar_kafka.cluster.runtime.generation import CallCancelled, Generations,
 from laminar_kafka.cluster.runtime.inbox import Inbox
 from laminar_kafka.cluster.lake.outputs import LakeOutput, ParquetTree
 from laminar_kafka.cluster.lake.startup import reconcile_before_join
-from laminar_kafka.cluster.metrics import NodeMetrics
+from laminar_kafka.cluster.metrics import LakeCommitMetrics, NodeMetrics
 from laminar_kafka.cluster.runtime.context import RuntimeContext, RuntimeExecutors
 from laminar_kafka.cluster.runtime.measures import HandoffClock, LagExporter, Watermarks
 from laminar_kafka.cluster.runtime.state import (
@@ -125,6 +125,7 @@ class NodeRuntime:
                                          pin_settings)
         self.epochs.topic_ids = self.topology.topic_ids
         lake.record_of = self.epochs.lake_record
+        lake.commit_listener = LakeCommitMetrics(context.metrics)
         self._tasks: list[asyncio.Task[None]] = []
         self._inbox: Inbox | None = None
         self.rows_written = 0

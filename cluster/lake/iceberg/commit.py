@@ -52,6 +52,7 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
 )
 from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
 from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
+from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
 from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.parquet.names import final_path
@@ -159,6 +160,7 @@ class IcebergOutput:
         self._catalog: Catalog | None = None
         self._topics: tuple[str, ...] = ()
         self.record_of: RecordOf = no_records
+        self.commit_listener: CommitListener = IgnoreCommits()
         #: manifest outputs grouped by topic, per epoch (a cache: manifests never change)
         self._outputs: dict[int, dict[str, list[str]]] = {}
         #: per topic, an epoch through which its table is known to hold every listed file
@@ -320,6 +322,8 @@ class IcebergOutput:
                 done = committed_epoch(table, self.pipeline) if table is not None else 0
                 if done >= epoch:
                     self._through[topic] = done
+                    if commits == 0:
+                        self.commit_listener.found_done(name)
                     return commits
                 if pending is None:
                     pending = self._pending(topic, max(done, oldest_epoch - 1), epoch, manifest_outputs)
@@ -341,6 +345,7 @@ class IcebergOutput:
                         f"attempt(s) in {elapsed:.1f}s: {describe_error(exc)}", cause=exc,
                     ) from None
                 logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
+                self.commit_listener.lost_race(name)
                 time.sleep(self.retry.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -366,6 +371,7 @@ class IcebergOutput:
         record = self.record_of(epoch)
         if record is not None:  # where the pipeline stands, in the same catalog commit as the rows
             summary[RECORD_SUMMARY_KEY] = record.only_topic(topic).to_json().decode()
+        started = time.monotonic()
         try:
             with table.transaction() as transaction:
                 if evolves(table.schema(), unified):
@@ -381,6 +387,7 @@ class IcebergOutput:
             hint = " (a timestamp or date column holds a value outside years 1-9999)" if isinstance(exc, OverflowError) else ""
             raise SinkError(f"cannot add epoch {epoch}'s files to iceberg table {name}: {describe_error(exc)}{hint}",
                             cause=exc) from None
+        self.commit_listener.committed(name, time.monotonic() - started)
         logger.debug("iceberg table %s: epoch %d committed (%d file(s))", name, epoch, len(paths))
         return table
 

@@ -188,11 +188,16 @@ def test_a_table_the_lake_would_place_is_refused_by_seaweedfs_catalog_in_one_lin
     assert f"table location must be within bucket {TEST_TABLE_BUCKET}" in error and "Traceback" not in result.stderr
 
 
-def lake_commits(metrics_port: int) -> int:
-    """``laminar_lake_commits_total`` of the node whose metrics are on ``metrics_port``."""
-    found = re.search(r"^laminar_lake_commits_total\{[^}]*\} ([0-9.e+]+)$", scrape(metrics_port), re.MULTILINE)
-    assert found is not None, "no laminar_lake_commits_total"
+def node_metric(metrics_port: int, name: str) -> int:
+    """The per-node sample ``name`` (a counter with ``_total``, or a histogram's ``_count``) of the
+    node whose metrics are on ``metrics_port``."""
+    found = re.search(rf"^{name}\{{[^}}]*\}} ([0-9.e+]+)$", scrape(metrics_port), re.MULTILINE)
+    assert found is not None, f"no {name}"
     return int(float(found.group(1)))
+
+
+def lake_commits(metrics_port: int) -> int:
+    return node_metric(metrics_port, "laminar_lake_commits_total")
 
 
 def test_three_zookeeper_nodes_commit_each_epoch_once_through_seaweedfs_catalog(
@@ -227,6 +232,10 @@ def test_three_zookeeper_nodes_commit_each_epoch_once_through_seaweedfs_catalog(
         # each landed epoch counted once, by the node that made it (a node counts after its publish returns)
         pipeline.wait_until(lambda: sum(lake_commits(port) for port in metrics.values()) == len(landed), 10,
                             f"the nodes' laminar_lake_commits adding up to the {len(landed)} epoch snapshots")
+        timed = sum(node_metric(port, "laminar_lake_commit_seconds_count") for port in metrics.values())
+        no_ops = sum(node_metric(port, "laminar_lake_commits_found_done_total") for port in metrics.values())
+        assert timed == len(landed)  # every commit measured
+        assert no_ops > 0  # the other nodes found epochs committed (each node publishes every epoch)
         for node in pipeline.nodes.values():
             node.terminate()
         assert all(node.wait(60) == 0 for node in pipeline.nodes.values()), pipeline.tail_logs()

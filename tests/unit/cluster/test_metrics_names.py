@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from laminar_kafka.cluster.metrics import NodeMetrics
+from laminar_kafka.cluster.lake.commits import CommitListener
+from laminar_kafka.cluster.metrics import LakeCommitMetrics, NodeMetrics
 
 SETTINGS_DOC = Path(__file__).resolve().parents[3] / "docs" / "settings.md"
 
@@ -25,3 +26,19 @@ def documented_names() -> set[str]:
 
 def test_the_settings_doc_lists_exactly_the_exported_metric_families() -> None:
     assert documented_names() == exported_names()
+
+
+def test_the_lake_commit_listener_counts_commits_conflicts_and_no_ops() -> None:
+    metrics = NodeMetrics(7)
+    listener: CommitListener = LakeCommitMetrics(metrics)
+    listener.committed("pipe.orders", 0.2)
+    listener.committed("pipe.orders", 3.0)
+    listener.lost_race("pipe.orders")
+    for _ in range(3):
+        listener.found_done("pipe.orders")
+    sample = metrics.registry.get_sample_value
+    assert sample("laminar_lake_commit_seconds_count", {"node": "7"}) == 2
+    assert sample("laminar_lake_commit_seconds_sum", {"node": "7"}) == 3.2
+    assert sample("laminar_lake_commit_seconds_bucket", {"node": "7", "le": "0.25"}) == 1
+    assert sample("laminar_lake_commit_conflicts_total", {"node": "7"}) == 1
+    assert sample("laminar_lake_commits_found_done_total", {"node": "7"}) == 3

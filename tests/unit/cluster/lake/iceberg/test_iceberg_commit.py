@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,13 +46,36 @@ def test_an_epoch_with_files_of_two_nodes_is_one_commit(tmp_path: Path, caplog: 
     assert not any("dictionary type" in record.getMessage() for record in caplog.records)
 
 
+@dataclass
+class Heard:
+    """A CommitListener that remembers what it heard, by table (durations are checked, then dropped)."""
+
+    commits: list[str] = field(default_factory=list)
+    lost_races: list[str] = field(default_factory=list)
+    no_ops: list[str] = field(default_factory=list)
+
+    def committed(self, table: str, seconds: float) -> None:
+        assert 0 <= seconds < 60
+        self.commits.append(table)
+
+    def lost_race(self, table: str) -> None:
+        self.lost_races.append(table)
+
+    def found_done(self, table: str) -> None:
+        self.no_ops.append(table)
+
+
 def test_publishing_again_from_any_node_commits_nothing(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     lake.stage(1, rows("orders", 0, range(3)))
     first, second = lake.output(), lake.output()
+    heard_first, heard_second = Heard(), Heard()
+    first.commit_listener, second.commit_listener = heard_first, heard_second
     assert lake.publish(first, 1) == 1
-    assert lake.publish(first, 1) == 0
+    assert lake.publish(first, 1) == 0  # known done: the catalog is not even asked
     assert lake.publish(second, 1) == 0
+    assert heard_first == Heard(commits=["pipe.orders"])
+    assert heard_second == Heard(no_ops=["pipe.orders"])  # the other node's no-op
     table = first.table("orders")
     assert len(table.snapshots()) == 1
     assert len(read_offsets(table)) == 3
@@ -116,6 +140,8 @@ def test_a_commit_that_loses_the_race_retries_and_adds_nothing_twice(
     lake.stage(2, rows("orders", 0, range(4, 8)), node=1)
     lake.stage(2, rows("orders", 1, range(0, 2)), node=2)
     slow, fast = lake.output(), lake.output()
+    heard_slow, heard_fast = Heard(), Heard()
+    slow.commit_listener, fast.commit_listener = heard_slow, heard_fast
     original = IcebergOutput._commit_epoch
     raced: list[int] = []
 
@@ -127,6 +153,8 @@ def test_a_commit_that_loses_the_race_retries_and_adds_nothing_twice(
     monkeypatch.setattr(IcebergOutput, "_commit_epoch", commit_after_the_other_node)
     assert lake.publish(slow, 2) == 0  # its commit failed, the retry saw epoch 2 committed
     assert raced == [1]
+    assert heard_slow == Heard(lost_races=["pipe.orders"], no_ops=["pipe.orders"])
+    assert heard_fast == Heard(commits=["pipe.orders"])
     table = slow.table("orders")
     assert epochs_of_snapshots(slow) == ["1", "2"]
     assert offsets_of(read_offsets(table)) == sorted(
