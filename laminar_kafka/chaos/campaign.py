@@ -5,31 +5,35 @@ One run per seed (:func:`run_seed`):
 1. plan (:mod:`laminar_kafka.chaos.plan`, pure): the seed's fault kinds and their schedule;
 2. stack: a 3-broker Kafka (replication 3, min.insync.replicas 2) when the plan kills brokers, a
    3-server ZooKeeper ensemble when it kills ZooKeeper servers, else one of each; a stack of the
-   same shape is reused by the next run (each run has its own topics, pipeline and output);
+   same shape is reused by the next run (each run has its own topics, pipeline and output); with the
+   ``s3-rest`` lake also SeaweedFS and Iceberg's REST catalog behind their fault proxies
+   (:class:`laminar_kafka.chaos.lake.LakeServices`, started once, repaired between runs);
 3. a topic ``<prefix>.t0``, a producer (idempotent, ``acks=all``; transactional with aborted
    transactions when the plan has ``transactions``), ``node_count`` ``laminar-kafka run`` processes
    (``--topic re:<prefix>\\..*`` when the plan grows topics; each in its own network namespace when
-   it has network faults; the output on a tmpfs of its own when it has output faults);
+   it has network faults; the output on a tmpfs of its own when it has output faults; with the
+   ``s3-rest`` lake each in a working directory of its own with its own ``--state-dir``, the output
+   ``s3://laminar-chaos/<prefix>``, the tables committed through the REST catalog);
 4. the faults (:mod:`laminar_kafka.chaos.faults`), in order, each no earlier than its ``at_s`` and after the
    previous one recovered (bounded); a monitor thread measures each fault's recovery (defined in
    :mod:`laminar_kafka.chaos.report`) and supervises the nodes (an unexpected exit is recorded and the node
    restarted, as a service manager would);
 5. production stops; catch-up: every partition's durable cursor reaches its final high watermark
-   (bounded); then the exactly-once audit (:mod:`laminar_kafka.cluster.ops.verify`) of every topic, plus the producer's
-   own view: every acknowledged offset is in the output, no aborted one is.
+   (bounded); then the exactly-once audit (:func:`laminar_kafka.chaos.evidence.audit_run`) of every
+   topic, reading the lake as users do (Iceberg: each table's current snapshot through the catalog),
+   plus the producer's own view: every acknowledged offset is in the output, no aborted one is.
 
 A run's directory (node logs, ``events.log``, ``plan.json``, ``result.json``) is removed when the run
 is OK and kept (its path printed) otherwise, or when a node exited by itself in a run without output
 faults and no state fault explains the exit (not an exactly-once violation, but worth reading). The
-command (`laminar-kafka chaos`, in :mod:`laminar_kafka.cli.dev`) exits 0 only when every run ended exact and
-caught up.
+command (`laminar-kafka chaos`, in :mod:`laminar_kafka.cli.tools`) exits 0 only when every run ended
+exact and caught up.
 
-Modules: ``chaos_plan`` (the pure schedule), ``chaos_faults`` (the registry; kinds in
-``chaos_faults_nodes``, ``chaos_faults_infra`` and ``chaos_faults_state``, shared types in
-``chaos_fault_api``),
-``chaos_nodes`` (processes, supervision), ``chaos_producer``, ``chaos_cluster`` (probe, session
-expiry, output mount), ``chaos_monitor`` (stack reuse, recovery), ``chaos_report`` (results, table),
-``chaos_evidence`` (first evidence of a violation); the command is in ``laminar_kafka/cli/dev.py``.
+Modules: ``kinds`` (the fault kinds and the lakes), ``plan`` (the pure schedule), ``faults`` (the
+registry; kinds in ``faults_nodes``, ``faults_infra`` and ``faults_state``, shared types in
+``fault_api``), ``lake`` (the run's lake and the s3-rest lake's services), ``nodes`` (processes,
+supervision), ``producer``, ``servers`` (probe, session expiry, output mount), ``monitor`` (stack
+reuse, recovery), ``report`` (results, table), ``evidence`` (the audit, first evidence of a violation).
 """
 from __future__ import annotations
 
