@@ -244,9 +244,20 @@ class OutputFault(Fault):
 # The object store and the catalog (the s3-rest lake)
 
 
-def _services(ctx: FaultContext, kind: str) -> LakeServices:
+#: how long after a lake fault's heal a node's one-line failure is explained by it
+LAKE_EXPLAINED_WINDOW_S = 30.0
+#: the start of the one line a node fails with (a traceback's last line does not start so)
+_ONE_LINE = "error: "
+
+
+def _services(ctx: FaultContext, kind: str, hold_s: float) -> LakeServices:
+    """The run's lake services; declares the exits the fault may cause by design: a node that cannot
+    reach the object store (or the catalog) past its retries fails in one line (exit 1), and one
+    restarted meanwhile refuses to start in one line (exit 2); the supervisor restarts both."""
     if ctx.services is None:
         raise ChaosError(f"{kind} needs the s3-rest lake (laminar-kafka chaos --lake s3-rest)")
+    for code in (1, 2):
+        ctx.nodes.expect_exits(kind, code, _ONE_LINE, hold_s + LAKE_EXPLAINED_WINDOW_S)
     return ctx.services
 
 
@@ -260,7 +271,7 @@ class LakeServiceRestart(Fault):
         self.role = "object store" if kind == "store-restart" else "catalog"
 
     def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
-        services = _services(ctx, self.kind)
+        services = _services(ctx, self.kind, event.number("down_s", 0.0))
         hard = event.param("signal") == "kill"
         down_s = event.number("down_s", 0.0)
         targets = ctx.highs()
@@ -283,7 +294,7 @@ class LakeServiceCut(Fault):
         self.role = "object store" if kind == "store-unreachable" else "catalog"
 
     def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
-        services = _services(ctx, self.kind)
+        services = _services(ctx, self.kind, event.hold_s)
         proxy = services.store_proxy if self.kind == "store-unreachable" else services.catalog_proxy
         mode = str(event.param("mode", "blackhole"))
         targets = ctx.highs()
@@ -302,7 +313,7 @@ class CatalogSlow(Fault):
     kind, role = "catalog-slow", "catalog"
 
     def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
-        proxy = _services(ctx, self.kind).catalog_proxy
+        proxy = _services(ctx, self.kind, event.hold_s).catalog_proxy
         latency = event.number("latency_ms", 250.0)
         targets = ctx.highs()
         proxy.set_latency(latency)
