@@ -8,8 +8,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES
@@ -116,13 +116,17 @@ def node_environment() -> dict[str, str]:
 
 @dataclass
 class NodeProcess:
-    """One `laminar-kafka run` process; its output goes to ``log``."""
+    """One `laminar-kafka run` process; its output goes to ``log``. ``cwd``: its working directory
+    (default: ours); ``env``: variables added to :func:`node_environment` (an object store's
+    ``AWS_*``, say)."""
 
     node_id: int
     args: list[str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def launch(
@@ -150,7 +154,8 @@ class NodeProcess:
         """Start (or start again) the process, appending to its log."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as handle:
-            self.process = subprocess.Popen(self.args, stdout=handle, stderr=subprocess.STDOUT, env=node_environment())
+            self.process = subprocess.Popen(self.args, stdout=handle, stderr=subprocess.STDOUT, cwd=self.cwd,
+                                            env={**node_environment(), **self.env})
         self.started_at = time.monotonic()
 
     @property

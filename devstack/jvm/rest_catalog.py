@@ -54,6 +54,16 @@ REST_CATALOG_POM_PATH = Path(__file__).with_name("rest-catalog-pom.xml")
 REST_CATALOG_S3_POM_PATH = Path(__file__).with_name("rest-catalog-s3-pom.xml")
 MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 _SERVER_JAR_GLOB = "*iceberg-open-api-*-test-fixtures.jar"
+#: how long a statement waits for SQLite's lock before the server answers 500
+_BUSY_TIMEOUT_MS = 10_000
+#: The server's JDBC connections to its SQLite file: ONE. Started on a catalog file that already
+#: holds its tables (a restart), the server leaves a read open on one pooled connection (it holds
+#: SQLite's shared lock from then on: an outside ``BEGIN EXCLUSIVE`` is refused). With several
+#: connections, every commit through another one then fails with "database is locked" (500), and in
+#: WAL mode that connection's reads stay at the snapshot of that moment: a stale table, its later
+#: commits unseen (the chaos campaign's ``catalog-restart``: nodes failing to commit for minutes, an
+#: audit missing committed epochs). With one connection its own reads and writes always agree.
+_JDBC_CONNECTIONS = 1
 _S3_JAR_GLOB = "*iceberg-aws-bundle-*.jar"
 
 # On the classpath ahead of the jars: Hadoop's raw local file system, so that writing the metadata
@@ -134,6 +144,12 @@ def s3_catalog_settings(access: S3Access) -> tuple[dict[str, str], dict[str, str
     return catalog, sdk
 
 
+def catalog_jdbc_uri(path: Path) -> str:
+    """The server's JDBC URI of its SQLite catalog at ``path``, with a busy timeout (a pragma in the
+    URI, as sqlite-jdbc reads it). Pure."""
+    return f"jdbc:sqlite:{path}?busy_timeout={_BUSY_TIMEOUT_MS}"
+
+
 def rest_catalog_answers(uri: str, timeout: float = 2.0) -> bool:
     """Whether the REST catalog at `uri` answers ``GET /v1/config`` (HTTP 200 with a JSON object)."""
     return answers_json(f"{uri}/v1/config", dict, timeout)
@@ -201,7 +217,8 @@ def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir:
         health=lambda: rest_catalog_answers(uri),
         jvm_options=list(SMALL_JVM_OPTIONS),
         environment={
-            "CATALOG_URI": f"jdbc:sqlite:{workdir / 'catalog.db'}",
+            "CATALOG_URI": catalog_jdbc_uri(workdir / "catalog.db"),
+            "CATALOG_CLIENTS": str(_JDBC_CONNECTIONS),
             "CATALOG_WAREHOUSE": chosen_warehouse,
             "CATALOG_REST_PORT": str(chosen_port),
             **s3_environment,

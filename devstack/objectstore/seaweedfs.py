@@ -50,6 +50,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -193,6 +194,21 @@ class SeaweedServer:
         if not self.running():
             _remove_sockets(self.ports)
 
+    def kill(self) -> None:
+        """SIGKILL (a crash: no orderly shutdown), wait until the process is gone, remove the gRPC
+        sockets it left under /tmp. No-op on a process that is gone or not ours."""
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10.0
+            while self.running() and time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.pid, os.WNOHANG)
+                time.sleep(0.05)
+            logger.info("SeaweedFS on port %d killed", self.ports.s3)
+        if not self.running():
+            _remove_sockets(self.ports)
+
     def to_state(self) -> dict[str, object]:
         """What a state file records (no secret: the credentials are the development values)."""
         return {"name": "seaweedfs", "pid": self.pid, "ports": asdict(self.ports), "workdir": str(self.workdir),
@@ -271,10 +287,15 @@ def _command(binary: Path, workdir: Path, ports: SeaweedPorts, table_bucket: str
 
 def start_seaweed_server(
     workdir: Path, *, buckets: Iterable[str] = (), table_bucket: str = DEV_TABLE_BUCKET, timeout: float = 60.0,
+    ports: SeaweedPorts | None = None,
 ) -> SeaweedServer:
     """Launch ``weed mini`` (detached in its own session) working in ``workdir``, with the table
     bucket ``table_bucket``; wait until its S3 endpoint and its catalog answer, and create ``buckets``.
     The caller stops it with :meth:`SeaweedServer.stop`.
+
+    ``ports``: listen on these (default: free ports chosen now). A stopped server started again with
+    its ``workdir`` and its ``ports`` is the same server at the same addresses with every bucket and
+    object it held (its data is in ``<workdir>/data``).
 
     Raises ToolMissingError without the binary, ServerStartError (one line naming the log) when it
     exits or ``timeout`` passes first (the process is stopped then).
@@ -283,7 +304,7 @@ def start_seaweed_server(
     workdir = workdir.resolve()
     for directory in (workdir, workdir / "data", workdir / "logs"):
         directory.mkdir(parents=True, exist_ok=True)
-    ports = SeaweedPorts.free()
+    ports = ports or SeaweedPorts.free()
     _write_identities(workdir / _IDENTITIES_NAME, S3Access(ports.s3))
     started = time.monotonic()
     with open(workdir / _LOG_NAME, "ab") as log:

@@ -5,31 +5,35 @@ One run per seed (:func:`run_seed`):
 1. plan (:mod:`laminar_kafka.chaos.plan`, pure): the seed's fault kinds and their schedule;
 2. stack: a 3-broker Kafka (replication 3, min.insync.replicas 2) when the plan kills brokers, a
    3-server ZooKeeper ensemble when it kills ZooKeeper servers, else one of each; a stack of the
-   same shape is reused by the next run (each run has its own topics, pipeline and output);
+   same shape is reused by the next run (each run has its own topics, pipeline and output); with the
+   ``s3-rest`` lake also SeaweedFS and Iceberg's REST catalog behind their fault proxies
+   (:class:`laminar_kafka.chaos.lake.LakeServices`, started once, repaired between runs);
 3. a topic ``<prefix>.t0``, a producer (idempotent, ``acks=all``; transactional with aborted
    transactions when the plan has ``transactions``), ``node_count`` ``laminar-kafka run`` processes
    (``--topic re:<prefix>\\..*`` when the plan grows topics; each in its own network namespace when
-   it has network faults; the output on a tmpfs of its own when it has output faults);
+   it has network faults; the output on a tmpfs of its own when it has output faults; with the
+   ``s3-rest`` lake each in a working directory of its own with its own ``--state-dir``, the output
+   ``s3://laminar-chaos/<prefix>``, the tables committed through the REST catalog);
 4. the faults (:mod:`laminar_kafka.chaos.faults`), in order, each no earlier than its ``at_s`` and after the
    previous one recovered (bounded); a monitor thread measures each fault's recovery (defined in
    :mod:`laminar_kafka.chaos.report`) and supervises the nodes (an unexpected exit is recorded and the node
    restarted, as a service manager would);
 5. production stops; catch-up: every partition's durable cursor reaches its final high watermark
-   (bounded); then the exactly-once audit (:mod:`laminar_kafka.cluster.ops.verify`) of every topic, plus the producer's
-   own view: every acknowledged offset is in the output, no aborted one is.
+   (bounded); then the exactly-once audit (:func:`laminar_kafka.chaos.evidence.audit_run`) of every
+   topic, reading the lake as users do (Iceberg: each table's current snapshot through the catalog),
+   plus the producer's own view: every acknowledged offset is in the output, no aborted one is.
 
 A run's directory (node logs, ``events.log``, ``plan.json``, ``result.json``) is removed when the run
 is OK and kept (its path printed) otherwise, or when a node exited by itself in a run without output
 faults and no state fault explains the exit (not an exactly-once violation, but worth reading). The
-command (`laminar-kafka chaos`, in :mod:`laminar_kafka.cli.dev`) exits 0 only when every run ended exact and
-caught up.
+command (`laminar-kafka chaos`, in :mod:`laminar_kafka.cli.tools`) exits 0 only when every run ended
+exact and caught up.
 
-Modules: ``chaos_plan`` (the pure schedule), ``chaos_faults`` (the registry; kinds in
-``chaos_faults_nodes``, ``chaos_faults_infra`` and ``chaos_faults_state``, shared types in
-``chaos_fault_api``),
-``chaos_nodes`` (processes, supervision), ``chaos_producer``, ``chaos_cluster`` (probe, session
-expiry, output mount), ``chaos_monitor`` (stack reuse, recovery), ``chaos_report`` (results, table),
-``chaos_evidence`` (first evidence of a violation); the command is in ``laminar_kafka/cli/dev.py``.
+Modules: ``kinds`` (the fault kinds and the lakes), ``plan`` (the pure schedule), ``faults`` (the
+registry; kinds in ``faults_nodes``, ``faults_infra`` and ``faults_state``, shared types in
+``fault_api``), ``lake`` (the run's lake and the s3-rest lake's services), ``nodes`` (processes,
+supervision), ``producer``, ``servers`` (probe, session expiry, output mount), ``monitor`` (stack
+reuse, recovery), ``report`` (results, table), ``evidence`` (the audit, first evidence of a violation).
 """
 from __future__ import annotations
 
@@ -46,15 +50,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.coordinator.codec import format_partition_key
+from laminar_kafka.chaos.evidence import audit_run
 from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount
 from laminar_kafka.chaos.faults import FAULTS, FaultContext, TopicBook
+from laminar_kafka.chaos.lake import LakeServices, local_lake
 from laminar_kafka.chaos.monitor import Monitor, StackPool
 from laminar_kafka.chaos.nodes import NodeSet
-from laminar_kafka.chaos.plan import KINDS, FaultEvent, RunPlan, plan_run
+from laminar_kafka.chaos.plan import KINDS, LAKES, SPECS, FaultEvent, RunPlan, kinds_of_lake, plan_run
 from laminar_kafka.chaos.producer import ChaosProducer
 from laminar_kafka.chaos.report import FaultResult, RunResult
 from laminar_kafka.devstack.errors import WaitTimeout
@@ -91,11 +95,24 @@ class CampaignConfig:
     catch_up_timeout_s: float = 150.0
     #: what the nodes land into: a Parquet tree, or Iceberg tables (embedded SQLite catalog)
     table_format: TableFormat = TableFormat.PARQUET
+    #: ``local`` (one output directory the nodes share) or ``s3-rest`` (each node in its own
+    #: directory, Iceberg on SeaweedFS S3 through a REST catalog: :mod:`laminar_kafka.chaos.lake`)
+    lake: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.lake not in LAKES:
+            raise ValueError(f"unknown lake {self.lake!r} (lakes: {', '.join(LAKES)})")
+        if self.lake == "s3-rest" and self.table_format is not TableFormat.ICEBERG:
+            raise ValueError("the s3-rest lake lands Iceberg tables (table_format iceberg)")
+        foreign = [k for k in self.kinds if k not in kinds_of_lake(self.lake)]
+        if foreign:
+            raise ValueError(f"kinds {foreign} do not apply to the {self.lake} lake")
 
     def plan(self, seed: int) -> RunPlan:
         return plan_run(seed, self.duration_s, self.kinds, self.node_count,
                         session_timeout_s=self.session_timeout_ms / 1000.0,
-                        kinds_per_run=self.kinds_per_run, max_extras=self.max_extras)
+                        kinds_per_run=self.kinds_per_run, max_extras=self.max_extras,
+                        epoch_s=self.checkpoint_interval_ms / 1000.0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -106,7 +123,7 @@ class _Run:
     """The state of one seed's run (see the module docstring for the sequence)."""
 
     def __init__(self, plan: RunPlan, config: CampaignConfig, directory: Path, token: str,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], services: LakeServices | None = None) -> None:
         self.plan = plan
         self.config = config
         self.dir = directory
@@ -116,8 +133,12 @@ class _Run:
         self.result = RunResult(seed=plan.seed, kinds=plan.kinds)
         self.started = time.monotonic()
         self.phase_start = 0.0
-        #: where the nodes land (a tmpfs of its own when the plan has output faults)
+        #: where the nodes of a local lake land (a tmpfs of its own when the plan has output faults)
         self.output = directory / "output"
+        self.services = services
+        #: the run's lake: the local output, or the deployment shape's object store and catalog
+        self.lake = (services.run_lake(directory, self.prefix) if services is not None
+                     else local_lake(directory, self.output, config.table_format, self.prefix))
         self._events_log = directory / "events.log"
 
     def note(self, line: str) -> None:
@@ -134,33 +155,25 @@ class _Run:
             raise ChaosError(str(exc)) from exc
 
 
-def _node_flags(run: _Run, stack: DevStack, output: Path, topic_arg: str) -> Callable[[int], list[str]]:
+def _node_flags(run: _Run, stack: DevStack, topic_arg: str) -> Callable[[int], list[str]]:
+    """A node's argv by id: the run's servers, topics and pipeline, its lake's flags
+    (:meth:`RunLake.node_flags`), the campaign's timings."""
     from laminar_kafka.cluster.config import SETTING_NAMES
 
     config = run.config
     extra = ["--checkpoint-interval-ms", str(config.checkpoint_interval_ms),
              "--session-timeout-ms", str(config.session_timeout_ms),
-             "--drain-timeout-ms", str(config.drain_timeout_ms), "--table-format", config.table_format.value]
-    if config.table_format is TableFormat.ICEBERG:
-        extra += ["--catalog-uri", _catalog_uri(run)]
+             "--drain-timeout-ms", str(config.drain_timeout_ms)]
     if run.plan.pattern and "topology-interval-ms" in SETTING_NAMES:
         extra += ["--topology-interval-ms", "1000"]
 
     def argv(node_id: int) -> list[str]:
         return node_command([
             "--bootstrap", stack.bootstrap, "--zk", stack.zk_hosts,
-            "--topic", topic_arg, "--output", str(output), "--pipeline", run.prefix,
-            "--node-id", str(node_id), *extra,
+            "--topic", topic_arg, "--pipeline", run.prefix, "--node-id", str(node_id),
+            *run.lake.node_flags(node_id), *extra,
         ])
     return argv
-
-
-def _catalog_uri(run: _Run) -> str:
-    """An Iceberg run's catalog: a SQLite file beside the output mount, not on it (the output faults
-    remount or fill the output; a catalog is a service of its own in production)."""
-    directory = run.dir / "catalog"
-    directory.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{directory}/catalog.db"
 
 
 _namespace_counter = 0
@@ -175,6 +188,8 @@ def _network_factory(run: _Run, stack: DevStack) -> Callable[[int], object]:
         raise ChaosError(f"network faults are not available here: {reason}")
     netfaults.cleanup_stale()  # namespaces a killed campaign left behind
     endpoints = netfaults.Endpoints.from_stack(stack)
+    if run.services is not None:  # the object store's and the catalog's proxies, relayed too
+        endpoints = endpoints.merged(netfaults.Endpoints(extra_ports=run.services.proxy_ports()))
 
     def make(node_id: int) -> object:
         global _namespace_counter
@@ -231,55 +246,6 @@ def _apply(run: _Run, ctx: FaultContext, monitor: Monitor, event: FaultEvent) ->
     return result
 
 
-def _audit(run: _Run, producer: ChaosProducer, output: Path, bootstrap: str) -> None:
-    """The exactly-once audit of every topic plus the producer's view; fills the run's result."""
-    from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, table_name_of
-    from laminar_kafka.cluster.lake.parquet.sink import open_output
-    from laminar_kafka.cluster.ops.verify import audit, read_topic
-    from laminar_kafka.cluster.ops.verify_lake import read_lake_output
-
-    fs, root = open_output(str(output))
-    iceberg = IcebergSettings(namespace=table_name_of(run.prefix), catalog_uri=_catalog_uri(run))
-    lake = LakeTarget(str(output), run.config.table_format, run.prefix,
-                      iceberg if run.config.table_format is TableFormat.ICEBERG else None)
-    result = run.result
-    result.records = result.missing = result.duplicated = result.unexpected = result.order_violations = 0
-    result.acked_lost = result.aborted_in_output = 0
-    deadline = time.monotonic() + 30.0
-    for topic in sorted(run.topics.partitions):
-        expected, highs, lows = read_topic(bootstrap, topic, 120.0)
-        while True:
-            scan = read_lake_output(lake, fs, root, topic)
-            report = audit(topic, expected, highs, scan, lows)
-            if report.missing == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(1.0)
-        result.records += sum(p.expected for p in report.partitions)
-        result.missing += report.missing
-        result.duplicated += report.duplicated
-        result.unexpected += sum(p.unexpected for p in report.partitions)
-        result.order_violations += len(report.order_violations)
-        for partition, present in ((p, np.unique(scan.offsets.get(p, np.empty(0, np.int64))))
-                                   for p in range(run.topics.partitions[topic])):
-            acked = np.asarray(producer.acked.get(format_partition_key(topic, partition), []), dtype=np.int64)
-            lost = acked[~np.isin(acked, present)]
-            if lost.size:
-                result.acked_lost += int(lost.size)
-                result.evidence.append(f"{topic}:{partition}: {lost.size} acknowledged record(s) not in the output, "
-                                       f"first offsets {lost[:5].tolist()}")
-            aborted = np.asarray(producer.aborted.get(format_partition_key(topic, partition), []), dtype=np.int64)
-            leaked = aborted[np.isin(aborted, present)]
-            if leaked.size:
-                result.aborted_in_output += int(leaked.size)
-                result.evidence.append(f"{topic}:{partition}: {leaked.size} aborted record(s) in the output, "
-                                       f"first offsets {leaked[:5].tolist()}")
-        if not report.ok:
-            from laminar_kafka.chaos.evidence import describe
-
-            result.evidence += describe(fs, root, topic, report)
-    result.audited = True
-
-
 def _log_evidence(log_dir: Path, exits: list[dict[str, object]], limit: int = 6) -> list[str]:
     """The first error lines of the node logs and the nodes' unexpected exits (for a failed run)."""
     lines = [f"node {e['node']} exited with code {e['code']} while {e['while']} at +{e['at_s']}s: {e['last_line']}"
@@ -306,7 +272,8 @@ class _Started:
     monitor: Monitor | None = None
 
 
-def _prepare_run(seed: int, config: CampaignConfig, base: Path, token: str, say: Callable[[str], None]) -> _Run:
+def _prepare_run(seed: int, config: CampaignConfig, base: Path, token: str, say: Callable[[str], None],
+                 services: LakeServices | None = None) -> _Run:
     """A fresh ``base/seed-<seed>`` directory holding the seed's ``plan.json``, and the run's state;
     announces the plan."""
     plan = config.plan(seed)
@@ -314,7 +281,7 @@ def _prepare_run(seed: int, config: CampaignConfig, base: Path, token: str, say:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     (directory / "plan.json").write_text(json.dumps(plan.to_json(), indent=2))
-    run = _Run(plan, config, directory, token, say)
+    run = _Run(plan, config, directory, token, say, services)
     say(f"seed {seed}: kinds {', '.join(plan.kinds)}; {len(plan.events)} fault(s): "
         + ", ".join(f"{e.kind}@{e.at_s:.0f}s" for e in plan.events))
     return run
@@ -325,7 +292,11 @@ def _start_pipeline(run: _Run, stack: DevStack, started: _Started) -> tuple[Faul
     monitor, each recorded in ``started`` as soon as it is built; returns, once the nodes are ready,
     what the faults may touch and the monitor."""
     config, plan = run.config, run.plan
+    if plan.services and run.services is None:
+        raise ChaosError(f"kinds {[k for k in plan.kinds if SPECS[k].services]} need the s3-rest lake")
     if plan.output_mount:
+        if not run.lake.local:
+            raise ChaosError("output faults need the local lake (an output mount)")
         started.mount = OutputMount(run.output)
         started.mount.mount()
     assert stack.kafka is not None
@@ -341,8 +312,9 @@ def _start_pipeline(run: _Run, stack: DevStack, started: _Started) -> tuple[Faul
     producer.start()
     topic_arg = f"re:{run.prefix}\\..*" if plan.pattern else first
     network = _network_factory(run, stack) if plan.network else None
-    node_argv = _node_flags(run, stack, run.output, topic_arg)
-    nodes = started.nodes = NodeSet(node_argv, run.dir / "logs", network)
+    node_argv = _node_flags(run, stack, topic_arg)
+    nodes = started.nodes = NodeSet(node_argv, run.dir / "logs", network, node_dir=run.lake.prepare_node,
+                                    env=run.lake.node_env)
     for _ in range(config.node_count):
         nodes.start()
     probe = started.probe = ClusterProbe(stack.bootstrap, stack.zk_hosts, run.prefix)
@@ -353,8 +325,9 @@ def _start_pipeline(run: _Run, stack: DevStack, started: _Started) -> tuple[Faul
                        output=started.mount, session_timeout_s=config.session_timeout_ms / 1000.0,
                        checkpoint_interval_s=config.checkpoint_interval_ms / 1000.0, source_identity="kafka",
                        rng=random.Random(f"targets/{plan.seed}"), note=run.note, wait_until=run.wait_until,
-                       pipeline=run.prefix, output_dir=run.output, run_dir=run.dir,
-                       table_format=config.table_format.value, node_argv=node_argv)
+                       pipeline=run.prefix, output_dir=run.output if run.lake.local else None, run_dir=run.dir,
+                       table_format=config.table_format.value, node_argv=node_argv, lake=run.lake,
+                       services=run.services)
     return ctx, monitor
 
 
@@ -440,14 +413,23 @@ def _file_result(run: _Run) -> None:
 def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, token: str,
              say: Callable[[str], None]) -> RunResult:
     """One seed's run, start to audit. Never raises for a run failure: the result carries it."""
-    run = _prepare_run(seed, config, base, token, say)
+    services: LakeServices | None = None
+    unavailable: Exception | None = None
+    if config.lake == "s3-rest":
+        try:
+            services = pool.lake_services(say)
+        except Exception as exc:  # noqa: BLE001 - the run fails with it (below), the campaign goes on
+            unavailable = exc
+    run = _prepare_run(seed, config, base, token, say, services)
     started = _Started()
     try:
+        if unavailable is not None:
+            raise ChaosError(f"the s3-rest lake's services did not start: {unavailable}") from unavailable
         stack = pool.get(run.plan.brokers, run.plan.zk_servers, say)
         ctx, monitor = _start_pipeline(run, stack, started)
         _inject_faults(run, ctx, monitor)
         _stop_production_and_catch_up(run, ctx, monitor)
-        _audit(run, ctx.producer, run.output, stack.bootstrap)
+        audit_run(run.result, run.topics.partitions, ctx.producer, run.lake, stack.bootstrap)
     except Exception as exc:  # noqa: BLE001 - a run failure is a result, not a crash of the campaign
         run.result.error = f"{type(exc).__name__}: {exc}"
         logger.debug("seed %d failed", seed, exc_info=True)

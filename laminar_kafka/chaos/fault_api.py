@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from laminar_kafka.chaos.lake import LakeServices, RunLake
 from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount
 from laminar_kafka.chaos.nodes import NodeSet
 from laminar_kafka.chaos.plan import FaultEvent
@@ -62,6 +63,10 @@ class FaultContext:
     table_format: str = "parquet"
     #: a node's argv by node id (the flags every node of the run gets)
     node_argv: Callable[[int], list[str]] | None = None
+    #: the run's lake (its output, catalog, and how nodes and the harness reach them)
+    lake: RunLake | None = None
+    #: the object store and the catalog of the s3-rest lake (None for the local lake)
+    services: LakeServices | None = None
 
     def highs(self) -> dict[str, int]:
         """High watermarks of every partition of the run now (taken just before a fault hits: the

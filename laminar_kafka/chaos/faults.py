@@ -9,7 +9,8 @@ durable before the fault counts as recovered). Every wait is bounded and polls; 
 longer than the event asks for.
 
 The kinds live in :mod:`laminar_kafka.chaos.faults_nodes` (processes and sessions),
-:mod:`laminar_kafka.chaos.faults_infra` (topics, servers, network, producer, output) and
+:mod:`laminar_kafka.chaos.faults_infra` (topics, servers, network, producer, output, the object store
+and the catalog) and
 :mod:`laminar_kafka.chaos.faults_state` (control state lost, replaced or rolled back, the lake rolled back,
 a misconfigured node); what they share in :mod:`laminar_kafka.chaos.fault_api`.
 """
@@ -17,13 +18,14 @@ from __future__ import annotations
 
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, TopicBook
 from laminar_kafka.chaos.faults_infra import (
-    AbortBurst, AddPartitions, BrokerKill, NetworkCut, NewTopic, OutputFault, SlowLinks, ZooKeeperKill,
+    AbortBurst, AddPartitions, BrokerKill, CatalogSlow, LakeServiceCut, LakeServiceRestart, NetworkCut, NewTopic,
+    OutputFault, SlowLinks, ZooKeeperKill,
 )
 from laminar_kafka.chaos.faults_nodes import Churn, Join, LeaderKill, Leave, NodeKill, RoundKill, SessionExpiry, Zombie
 from laminar_kafka.chaos.faults_state import (
     LakeRollback, MisconfiguredNode, ZooKeeperReplaced, ZooKeeperRollback, ZooKeeperSubtreeLost,
 )
-from laminar_kafka.chaos.plan import KINDS
+from laminar_kafka.chaos.kinds import ALL_KINDS
 
 __all__ = ["FAULTS", "Fault", "FaultContext", "Injection", "TopicBook"]
 
@@ -34,7 +36,9 @@ FAULTS: dict[str, Fault] = {f.kind: f for f in (
     ZooKeeperKill("zk-quorum-loss"), NetworkCut("net-zk", "zookeeper"), NetworkCut("net-kafka", "kafka"),
     SlowLinks(), AbortBurst(), OutputFault("output-readonly"), OutputFault("output-full"),
     ZooKeeperSubtreeLost(), ZooKeeperReplaced(), ZooKeeperRollback(), LakeRollback(), MisconfiguredNode(),
+    LakeServiceRestart("store-restart"), LakeServiceCut("store-unreachable"), LakeServiceRestart("catalog-restart"),
+    LakeServiceCut("catalog-unreachable"), CatalogSlow(),
 )}
 
-if set(FAULTS) != set(KINDS):  # pragma: no cover - a programming error, caught by the unit tests
-    raise RuntimeError(f"fault kinds {sorted(set(FAULTS) ^ set(KINDS))} have no plan or no fault")
+if set(FAULTS) != set(ALL_KINDS):  # pragma: no cover - a programming error, caught by the unit tests
+    raise RuntimeError(f"fault kinds {sorted(set(FAULTS) ^ set(ALL_KINDS))} have no plan or no fault")

@@ -1,5 +1,8 @@
 """Chaos faults around the nodes: topic growth, Kafka broker and ZooKeeper server kills, network cuts
-and slow links (:mod:`laminar_kafka.devstack.netfaults.faults`), aborted transactions, and a read-only or full output."""
+and slow links (:mod:`laminar_kafka.devstack.netfaults.faults`), aborted transactions, a read-only or
+full output, and the services of the ``s3-rest`` lake (:class:`~laminar_kafka.chaos.lake.LakeServices`):
+the object store restarted or unreachable, the REST catalog restarted, unreachable or slow (through
+the fault proxy in front of each: :mod:`laminar_kafka.devstack.netfaults.proxy`)."""
 from __future__ import annotations
 
 import socket
@@ -9,13 +12,14 @@ from confluent_kafka.admin import NewPartitions
 
 from laminar_kafka.kafka_source.clients import client_config, make_admin
 
+from laminar_kafka.chaos.lake import LakeServices
 from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, resolve_node
 from laminar_kafka.chaos.plan import FaultEvent
 from laminar_kafka.devstack.topics import create_topic
 
-__all__ = ["AbortBurst", "AddPartitions", "BrokerKill", "NetworkCut", "NewTopic", "OutputFault", "SlowLinks",
-           "ZooKeeperKill"]
+__all__ = ["AbortBurst", "AddPartitions", "BrokerKill", "CatalogSlow", "LakeServiceCut", "LakeServiceRestart",
+           "NetworkCut", "NewTopic", "OutputFault", "SlowLinks", "ZooKeeperKill"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,3 +238,88 @@ class OutputFault(Fault):
             heal()
             ctx.note("output healed")
         return Injection(time.monotonic(), targets, details, healed, event.hold_s)
+
+
+# --------------------------------------------------------------------------------------------------
+# The object store and the catalog (the s3-rest lake)
+
+
+#: how long after a lake fault's heal a node's one-line failure is explained by it
+LAKE_EXPLAINED_WINDOW_S = 30.0
+#: the start of the one line a node fails with (a traceback's last line does not start so)
+_ONE_LINE = "error: "
+
+
+def _services(ctx: FaultContext, kind: str, hold_s: float) -> LakeServices:
+    """The run's lake services; declares the exits the fault may cause by design: a node that cannot
+    reach the object store (or the catalog) past its retries fails in one line (exit 1), and one
+    restarted meanwhile refuses to start in one line (exit 2); the supervisor restarts both."""
+    if ctx.services is None:
+        raise ChaosError(f"{kind} needs the s3-rest lake (laminar-kafka chaos --lake s3-rest)")
+    for code in (1, 2):
+        ctx.nodes.expect_exits(kind, code, _ONE_LINE, hold_s + LAKE_EXPLAINED_WINDOW_S)
+    return ctx.services
+
+
+class LakeServiceRestart(Fault):
+    """The object store (``store-restart``) or the catalog (``catalog-restart``) stopped (SIGKILL or
+    SIGTERM: ``signal``), ``down_s`` later started again on its data at its address. The injection
+    returns once it serves again (the object store: once an object written at start reads back)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.role = "object store" if kind == "store-restart" else "catalog"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        services = _services(ctx, self.kind, event.number("down_s", 0.0))
+        hard = event.param("signal") == "kill"
+        down_s = event.number("down_s", 0.0)
+        targets = ctx.highs()
+        at = time.monotonic()
+        restart = services.restart_store if self.kind == "store-restart" else services.restart_catalog
+        took = restart(hard, down_s)
+        details: dict[str, object] = {"signal": "SIGKILL" if hard else "SIGTERM", "down_s": round(took, 1)}
+        ctx.note(f"{self.role} restarted ({details['signal']}, down {details['down_s']}s)")
+        return Injection(at, targets, details)
+
+
+class LakeServiceCut(Fault):
+    """The object store (``store-unreachable``) or the catalog (``catalog-unreachable``) unreachable
+    for ``hold_s`` through its proxy: ``mode`` ``blackhole`` (silence: requests hang, open ones
+    freeze) or ``reset`` (refused at once). The nodes reach it only through the proxy, and the
+    catalog reaches the object store through it too."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.role = "object store" if kind == "store-unreachable" else "catalog"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        services = _services(ctx, self.kind, event.hold_s)
+        proxy = services.store_proxy if self.kind == "store-unreachable" else services.catalog_proxy
+        mode = str(event.param("mode", "blackhole"))
+        targets = ctx.highs()
+        proxy.cut(mode)
+        ctx.note(f"{self.role} unreachable ({mode}) for {event.hold_s:.1f}s")
+
+        def heal() -> None:
+            proxy.heal()
+            ctx.note(f"{self.role} reachable again")
+        return Injection(time.monotonic(), targets, {"mode": mode}, heal, event.hold_s)
+
+
+class CatalogSlow(Fault):
+    """Every exchange with the catalog delayed by ``latency_ms`` each way for ``hold_s``."""
+
+    kind, role = "catalog-slow", "catalog"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        proxy = _services(ctx, self.kind, event.hold_s).catalog_proxy
+        latency = event.number("latency_ms", 250.0)
+        targets = ctx.highs()
+        proxy.set_latency(latency)
+        ctx.note(f"catalog +{latency:.0f} ms each way for {event.hold_s:.1f}s")
+
+        def heal() -> None:
+            proxy.set_latency(0)
+            ctx.note("catalog latency removed")
+        return Injection(time.monotonic(), targets, {"latency_ms": latency}, heal, event.hold_s)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection
+from laminar_kafka.chaos.lake import RunLake
 from laminar_kafka.chaos.plan import FaultEvent
 from laminar_kafka.devstack.processes import node_environment
 from laminar_kafka.devstack.jvm.servers import JvmServer, ZooKeeperEnsemble
@@ -268,19 +269,20 @@ class LakeRollback(Fault):
         import pyarrow.parquet as pq
 
         output = ctx.output_dir
-        if output is None or ctx.table_format not in ("parquet", "iceberg"):
+        if ctx.table_format not in ("parquet", "iceberg") or (ctx.table_format == "parquet" and output is None):
             raise ChaosError(f"{self.kind} needs the run's output (this run lands into {ctx.table_format})")
         wanted = int(event.number("epochs", 1))
         drop_records = event.flag("records")
         codes = _stop_nodes(ctx)
         if ctx.table_format == "iceberg":
-            details = _rollback_iceberg(ctx, output, wanted)
+            details = _rollback_iceberg(ctx, wanted)
             ctx.note(f"iceberg tables rolled back: {details}")
             details.update(control_epoch=_last_epoch(ctx), stop_codes=codes)
             targets = ctx.highs()
             at = time.monotonic()
             _start_nodes(ctx, list(codes))
             return Injection(at, targets, details)
+        assert output is not None
         records = {epoch: path for epoch, path in _records(output)}
         listed = {epoch: [str(f) for f in json.loads(path.read_text())["files"]] for epoch, path in records.items()}
         chosen = [(epoch, records[epoch], listed[epoch]) for epoch in rollback_epochs(listed, wanted)]
@@ -309,20 +311,17 @@ class LakeRollback(Fault):
         return Injection(at, targets, details)
 
 
-def _rollback_iceberg(ctx: FaultContext, output: Path, wanted: int) -> dict[str, object]:
+def _rollback_iceberg(ctx: FaultContext, wanted: int) -> dict[str, object]:
     """Every table of the run rolled back to the snapshot before its ``wanted``-th newest epoch
-    commit of the pipeline (at least one commit stays: Iceberg rolls back only to an ancestor)."""
-    from laminar_kafka.cluster.lake.iceberg.tables import open_catalog
-    from laminar_kafka.cluster.lake.settings import IcebergSettings, table_name_of
-    from laminar_kafka.cluster.lake.parquet.sink import open_output
-
-    assert ctx.run_dir is not None
-    fs, root = open_output(str(output))
-    settings = IcebergSettings(namespace=table_name_of(ctx.pipeline),
-                               catalog_uri=f"sqlite:///{ctx.run_dir}/catalog/catalog.db")  # as laminar_kafka.chaos.campaign
-    catalog = open_catalog(settings, fs, root)
+    commit of the pipeline (at least one commit stays: Iceberg rolls back only to an ancestor),
+    through the run's catalog (:meth:`laminar_kafka.chaos.lake.RunLake.catalog`: the local SQLite
+    file, or the REST catalog reached directly)."""
+    if ctx.lake is None:
+        raise ChaosError("an iceberg lake rollback needs the run's lake")
+    catalog = ctx.lake.catalog()
+    namespace = ctx.lake.iceberg_settings().namespace
     rolled: dict[str, object] = {}
-    for identifier in catalog.list_tables(settings.namespace):
+    for identifier in catalog.list_tables(namespace):
         table = catalog.load_table(identifier)
         commits = []  # the pipeline's epoch commits, newest first
         snapshot = table.current_snapshot()
@@ -349,11 +348,12 @@ def _rollback_iceberg(ctx: FaultContext, output: Path, wanted: int) -> dict[str,
 # Pinned settings
 
 
-def misconfigured_value(setting: str, run_dir: Path) -> str:
+def misconfigured_value(setting: str, run_dir: Path, other_output: str | None = None) -> str:
     """The wrong value ``misconfigured-node`` gives ``setting`` (the run's nodes use the defaults:
-    256 vnodes, raw records, daily partitions, source identity kafka, ``<run>/output``)."""
+    256 vnodes, raw records, daily partitions, source identity kafka, the run's output);
+    ``other_output``: the other output (default ``<run>/output-misconfigured``)."""
     values = {"vnode-count": "64", "format": "json", "partition-by": "hour", "source-identity": "other",
-              "output": str(run_dir / "output-misconfigured")}
+              "output": other_output or str(run_dir / "output-misconfigured")}
     if setting not in values:
         raise ChaosError(f"misconfigured-node does not know setting {setting!r}")
     return values[setting]
@@ -369,6 +369,20 @@ def with_setting(argv: list[str], flag: str, value: str) -> list[str]:
     return result
 
 
+def _files_under(output: str, lake: RunLake | None) -> list[str]:
+    """Up to 20 files under ``output`` (a local directory, or a prefix of the lake's object store),
+    relative to it."""
+    if lake is None or lake.local:
+        other = Path(output)
+        return sorted(str(p.relative_to(other)) for p in other.rglob("*") if p.is_file())[:20] if other.exists() else []
+    import pyarrow.fs as pafs
+
+    fs, _ = lake.filesystem()
+    root = output.split("://", 1)[1].rstrip("/")
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    return sorted(i.path[len(root) + 1:] for i in infos if i.type == pafs.FileType.File)[:20]
+
+
 class MisconfiguredNode(Fault):
     """A node with a new id and one pinned setting changed: exit 2, one stderr line naming it."""
 
@@ -378,16 +392,19 @@ class MisconfiguredNode(Fault):
         if ctx.node_argv is None or ctx.run_dir is None:
             raise ChaosError(f"{self.kind} needs the nodes' command line and the run's directory")
         setting = str(event.param("setting", "vnode-count"))
-        value = misconfigured_value(setting, ctx.run_dir)
+        lake = ctx.lake
+        value = misconfigured_value(setting, ctx.run_dir, lake.other_output(ctx.run_dir) if lake else None)
         node_id = ctx.nodes.new_id()
         argv = with_setting(ctx.node_argv(node_id), f"--{setting}", value) + ["--log-level", "warning"]
+        cwd = lake.prepare_node(node_id) if lake is not None else None
+        env = {**node_environment(), **(lake.node_env if lake is not None else {})}
         exits_before = len(ctx.nodes.unexpected_exits())
         running_before = ctx.nodes.running()
         control = ctx.probe.control()
         targets = ctx.highs()
         at = time.monotonic()
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, env=node_environment(),
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd,
                                   stdin=subprocess.DEVNULL, timeout=MISCONFIGURED_BOUND_S)
             code: int | None = done.returncode
             stdout, stderr = done.stdout, done.stderr
@@ -407,9 +424,7 @@ class MisconfiguredNode(Fault):
                                                        after.version if after else None],
         }
         if setting == "output":
-            other = Path(value)
-            details["wrote_into_its_output"] = sorted(
-                str(p.relative_to(other)) for p in other.rglob("*") if p.is_file())[:20] if other.exists() else []
+            details["wrote_into_its_output"] = _files_under(value, lake)
         problems = []
         if code is None:
             problems.append(f"still running after {MISCONFIGURED_BOUND_S:.0f}s (killed)")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from laminar_kafka.chaos.lake import LakeServices
 from laminar_kafka.chaos.servers import ClusterProbe
 from laminar_kafka.chaos.nodes import NodeSet
 from laminar_kafka.chaos.report import FaultResult
@@ -27,18 +28,35 @@ __all__ = ["Monitor", "StackPool"]
 
 
 class StackPool:
-    """One dev stack at a time, reused while runs ask for the same shape (brokers, ZooKeeper servers)."""
+    """One dev stack at a time, reused while runs ask for the same shape (brokers, ZooKeeper servers);
+    and the lake services of the ``s3-rest`` lake (:class:`~laminar_kafka.chaos.lake.LakeServices`),
+    started at the first run that asks, kept for every later run."""
 
     def __init__(self, base: Path) -> None:
         self._base = base
         self._stack: DevStack | None = None
         self._shape: tuple[int, int] | None = None
         self._count = 0
+        self._lake: LakeServices | None = None
+        self._lakes = 0
+
+    def lake_services(self, say: Callable[[str], None]) -> LakeServices:
+        """The object store and the catalog, repaired (faults healed, servers up) or started anew."""
+        if self._lake is not None and self._lake.repair(say):
+            return self._lake
+        if self._lake is not None:
+            self._lake.stop()
+        self._lake = None
+        self._lakes += 1
+        while (self._base / f"lake-{self._lakes}").exists():  # an earlier campaign's, in the same workdir
+            self._lakes += 1
+        self._lake = LakeServices.start(self._base / f"lake-{self._lakes}", say)
+        return self._lake
 
     def get(self, brokers: int, zk_servers: int, say: Callable[[str], None]) -> DevStack:
         if self._stack is not None and self._shape == (brokers, zk_servers) and self._repair(say):
             return self._stack
-        self.close()
+        self._close_stack()
         say(f"starting Kafka ({brokers} broker(s)) and ZooKeeper ({zk_servers} server(s)) ...")
         stack = DevStack.launch(kafka_brokers=brokers, zookeeper_servers=zk_servers, base_dir=self.next_dir())
         say(f"stack healthy in {stack.startup_seconds:.1f}s: kafka {stack.bootstrap}, zookeeper {stack.zk_hosts}")
@@ -69,13 +87,20 @@ class StackPool:
             say(f"the previous stack is unusable ({exc}); starting a new one")
             return False
 
-    def close(self, clean: bool = False) -> None:
-        """Stop the current stack; ``clean``: also remove every stack's directory (server logs and
-        data of earlier shapes are kept until then, for a failed run's post-mortem)."""
+    def _close_stack(self, clean: bool = False) -> None:
         if self._stack is not None:
             with contextlib.suppress(Exception):
                 self._stack.stop(clean=clean)
         self._stack = self._shape = None
+
+    def close(self, clean: bool = False) -> None:
+        """Stop the current stack and the lake services; ``clean``: also remove every stack's
+        directory (server logs and data of earlier shapes are kept until then, for a failed run's
+        post-mortem)."""
+        self._close_stack(clean)
+        if self._lake is not None:
+            self._lake.stop(clean)
+            self._lake = None
         if clean:
             shutil.rmtree(self._base, ignore_errors=True)
 

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,10 +59,16 @@ class NodeSet:
     MAX_RESTARTS = 25
 
     def __init__(self, argv: Callable[[int], list[str]], log_dir: Path,
-                 network_factory: Callable[[int], Any] | None = None) -> None:
+                 network_factory: Callable[[int], Any] | None = None, *,
+                 node_dir: Callable[[int], Path | None] | None = None, env: Mapping[str, str] | None = None) -> None:
+        """``argv``: a node's command by id; ``node_dir``: prepares and returns a node's own working
+        directory (None, or no callable: the nodes share ours); ``env``: added to every node's
+        environment."""
         self._argv = argv
         self._log_dir = log_dir
         self._network_factory = network_factory
+        self._node_dir = node_dir
+        self._env = dict(env or {})
         self._lock = threading.RLock()
         self.slots: dict[int, NodeSlot] = {}
         self._started = time.monotonic()
@@ -87,7 +93,8 @@ class NodeSet:
         with open(log, "a") as handle:
             handle.write(f"=== chaos: node {node_id} start #{(slot.starts + 1) if slot else 1} "
                          f"at +{time.monotonic() - self._started:.1f}s ===\n")
-        process = NodeProcess(node_id, args, log)
+        cwd = self._node_dir(node_id) if self._node_dir is not None else None
+        process = NodeProcess(node_id, args, log, cwd=cwd, env=self._env)
         process.start()
         if slot is None:
             slot = NodeSlot(node_id, process, network)

@@ -25,7 +25,14 @@ Spacing contract (what the unit tests check):
   floor restarts the victim (a crash followed by a supervisor restart), a leave at the floor is
   followed by a join, a join at the ceiling replaces a node (a burst of one leave and one join).
 - Holds: a zombie is paused past the session timeout; a network cut to ZooKeeper is either shorter
-  than the session timeout (the session survives) or longer (it expires), both are drawn.
+  than the session timeout (the session survives) or longer (it expires), both are drawn; an
+  unreachable object store stays so for at least 3 epochs (``epoch_s``) and 3 s.
+
+Which kinds a campaign has depends on its lake (:func:`kinds_of_lake`): the default ``local`` lake
+has :data:`KINDS`; ``s3-rest`` (the deployment shape: SeaweedFS S3 through an Iceberg REST catalog)
+has them without the output-mount kinds, plus :data:`LAKE_KINDS` (the object store restarted or
+unreachable, the catalog restarted, unreachable or slow). The lake kinds are not in :data:`KINDS`,
+so the default campaign's round-robin, and every plan it makes, is what it was before them.
 
 The runner (``laminar_kafka.chaos.campaign``) treats ``at_s`` as the earliest start, relative to the start of the
 fault phase, and also waits (bounded) for the previous fault's recovery before injecting the next.
@@ -33,14 +40,18 @@ fault phase, and also waits (bounded) for the previous fault's recovery before i
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from laminar_kafka.chaos.kinds import (
+    ALL_KINDS, KINDS, LAKE_KINDS, LAKES, MISCONFIGURED_SETTINGS, SPECS, KindSpec, kinds_of_lake, parse_kinds,
+)
+
 __all__ = [
-    "EVERY_KIND_WITHIN", "FaultEvent", "KINDS", "KindSpec", "MAX_EVENTS", "MIN_GAP_S", "MIN_LIVE",
-    "MISCONFIGURED_SETTINGS", "RunPlan", "SPECS", "live_counts", "parse_kinds", "plan_faults", "plan_run",
-    "primaries_per_run",
-]
+    "ALL_KINDS", "EVERY_KIND_WITHIN", "FaultEvent", "KINDS", "KindSpec", "LAKES", "LAKE_KINDS", "MAX_EVENTS",
+    "MIN_GAP_S", "MIN_LIVE", "MISCONFIGURED_SETTINGS", "RunPlan", "SPECS", "kinds_of_lake", "live_counts",
+    "parse_kinds", "plan_faults", "plan_run", "primaries_per_run",
+]  # the kinds' names re-exported from laminar_kafka.chaos.kinds
 
 #: at least this many seconds between one event's budget end and the next event's start
 MIN_GAP_S = 1.0
@@ -52,74 +63,6 @@ MAX_EVENTS = 8
 EVERY_KIND_WITHIN = 20
 
 Param = tuple[str, object]
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    """What a fault kind needs from the run, and how much time it occupies.
-
-    ``budget_s``: the seconds the cluster typically needs after the heal before it is back to steady
-    state (a session timeout for a lost node, a broker restart, a round...); used only for spacing.
-    ``topology``: the kind changes the set of live nodes (membership accounting applies).
-    """
-
-    name: str
-    summary: str
-    budget_s: float
-    brokers: int = 1
-    zk_servers: int = 1
-    pattern: bool = False
-    network: bool = False
-    transactional: bool = False
-    output_mount: bool = False
-    topology: bool = False
-
-    @property
-    def heavy(self) -> bool:
-        """Whether the kind needs a costlier stack (3 brokers, 3 ZooKeeper servers, namespaces)."""
-        return self.brokers > 1 or self.zk_servers > 1 or self.network
-
-
-_SPEC_LIST = (
-    KindSpec("node-kill", "SIGKILL a node mid-epoch", 10.0, topology=True),
-    KindSpec("kill-leader", "SIGKILL the pipeline leader", 12.0, topology=True),
-    KindSpec("kill-donor", "SIGKILL a node while it drains partitions away in a round", 14.0, topology=True),
-    KindSpec("kill-recipient", "SIGKILL a node while it receives partitions in a round", 14.0, topology=True),
-    KindSpec("zombie", "SIGSTOP a node past its session timeout, then SIGCONT", 8.0),
-    KindSpec("leave", "SIGTERM a node (planned leave)", 8.0, topology=True),
-    KindSpec("join", "start a node with a new id", 8.0, topology=True),
-    KindSpec("churn", "a burst of leaves and joins", 10.0, topology=True),
-    KindSpec("add-partitions", "add partitions to a topic while nodes run", 8.0, pattern=True),
-    KindSpec("new-topic", "create a topic that matches the nodes' pattern", 8.0, pattern=True),
-    KindSpec("broker-kill", "SIGKILL a Kafka broker of 3 (sometimes the busiest leader), restart it", 15.0, brokers=3),
-    KindSpec("zk-kill", "SIGKILL a ZooKeeper server of 3, restart it", 10.0, zk_servers=3),
-    KindSpec("zk-quorum-loss", "SIGKILL 2 of 3 ZooKeeper servers, restart them", 12.0, zk_servers=3),
-    KindSpec("session-expiry", "expire a node's ZooKeeper session on the server", 8.0),
-    KindSpec("net-zk", "cut one node from ZooKeeper only", 8.0, network=True),
-    KindSpec("net-kafka", "cut one node from Kafka only", 8.0, network=True),
-    KindSpec("net-slow", "slow links (added latency) for one or all nodes", 5.0, network=True),
-    KindSpec("transactions", "a burst of aborted transactions from a transactional producer", 4.0, transactional=True),
-    KindSpec("output-readonly", "the output directory becomes read-only, then writable again", 8.0, output_mount=True),
-    KindSpec("output-full", "the output file system becomes full, then has room again", 8.0, output_mount=True),
-    # State faults (DESIGN 14.4): the control state lost, replaced or old, the lake behind it, a node
-    # that disagrees with the pipeline's pinned settings (laminar_kafka.chaos.faults_state)
-    KindSpec("zk-subtree-lost", "delete the pipeline's ZooKeeper subtree while the nodes run, or while all are stopped",
-             20.0),
-    KindSpec("zk-ensemble-replaced", "replace ZooKeeper by a fresh, empty one at the same address while the nodes run",
-             20.0),
-    KindSpec("zk-rollback", "restore ZooKeeper's data from a copy taken some epochs earlier (nodes stopped)", 24.0),
-    KindSpec("lake-rollback", "delete the last epochs' published files (and half the time their records), "
-             "nodes stopped", 20.0),
-    KindSpec("misconfigured-node", "start a node with one pipeline-defining setting changed (exit 2, one line)", 4.0),
-)
-
-#: ``misconfigured-node``: the settings it changes (the fault picks the value: see chaos_faults_state)
-MISCONFIGURED_SETTINGS = ("vnode-count", "format", "partition-by", "source-identity", "output")
-
-#: every kind, by name
-SPECS: Mapping[str, KindSpec] = {spec.name: spec for spec in _SPEC_LIST}
-#: every kind, in the campaign's round-robin order
-KINDS: tuple[str, ...] = tuple(spec.name for spec in _SPEC_LIST)
 
 
 @dataclass(frozen=True)
@@ -204,6 +147,11 @@ class RunPlan:
         return any(s.output_mount for s in self._specs())
 
     @property
+    def services(self) -> bool:
+        """Whether a kind of the run acts on the object store or the catalog (``--lake s3-rest``)."""
+        return any(s.services for s in self._specs())
+
+    @property
     def span_s(self) -> float:
         """When the last event's hold and recovery budget end (the fault phase lasts at least this)."""
         return max((e.at_s + e.hold_s + SPECS[e.kind].budget_s for e in self.events), default=0.0)
@@ -213,31 +161,9 @@ class RunPlan:
             "seed": self.seed, "duration_s": self.duration_s, "node_count": self.node_count,
             "kinds": list(self.kinds), "brokers": self.brokers, "zk_servers": self.zk_servers,
             "pattern": self.pattern, "network": self.network, "transactional": self.transactional,
-            "output_mount": self.output_mount, "events": [e.to_json() for e in self.events],
+            "output_mount": self.output_mount, "services": self.services,
+            "events": [e.to_json() for e in self.events],
         }
-
-
-def parse_kinds(text: str | None) -> tuple[str, ...]:
-    """``"a,b"`` -> ``("a", "b")`` (all kinds when empty). Raises ValueError naming an unknown kind
-    and the nearest valid one."""
-    if not text:
-        return KINDS
-    import difflib
-
-    chosen: list[str] = []
-    for raw in text.split(","):
-        name = raw.strip()
-        if not name:
-            continue
-        if name not in SPECS:
-            near = difflib.get_close_matches(name, KINDS, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else f" (kinds: {', '.join(KINDS)})"
-            raise ValueError(f"unknown fault kind {name!r}{hint}")
-        if name not in chosen:
-            chosen.append(name)
-    if not chosen:
-        raise ValueError("no fault kind given")
-    return tuple(chosen)
 
 
 def _round(value: float) -> float:
@@ -283,9 +209,28 @@ def _kill_in_round(kind: str, rng: random.Random, members: _Membership) -> list[
     return [*params, *_kill_params(rng, members)]
 
 
+def _lake_event(kind: str, rng: random.Random, epoch_s: float) -> tuple[str, list[Param], float]:
+    """(target, params, hold_s) of one event of a :data:`LAKE_KINDS` kind. ``epoch_s``: the nodes'
+    epoch (checkpoint) interval; an unreachable object store stays so for 3 to 8 epochs and at least
+    3 s (longer than an epoch, and than the S3 client's own retries of one request)."""
+    if kind in ("store-restart", "catalog-restart"):
+        target = "store" if kind == "store-restart" else "catalog"
+        return target, [("signal", rng.choice(["kill", "term"])), ("down_s", _round(rng.uniform(0.0, 3.0)))], 0.0
+    if kind == "store-unreachable":
+        low = max(3.0, 3.0 * epoch_s)
+        return "store", [("mode", rng.choice(["blackhole", "reset"]))], _round(rng.uniform(low, low + 5.0 * epoch_s))
+    if kind == "catalog-unreachable":
+        return "catalog", [("mode", rng.choice(["blackhole", "reset"]))], _round(rng.uniform(2.0, 10.0))
+    if kind == "catalog-slow":
+        return "catalog", [("latency_ms", rng.choice([100, 250, 500, 1000]))], _round(rng.uniform(4.0, 10.0))
+    raise ValueError(f"unknown fault kind {kind!r}")
+
+
 def _event(kind: str, rng: random.Random, members: _Membership, session_timeout_s: float,
-           node_count: int) -> tuple[str, list[Param], float]:
+           node_count: int, epoch_s: float = 1.0) -> tuple[str, list[Param], float]:
     """(target, params, hold_s) of one event of ``kind``; updates the membership count."""
+    if kind in LAKE_KINDS:
+        return _lake_event(kind, rng, epoch_s)
     st = session_timeout_s
     if kind == "node-kill":
         return "node:any", [("phase", _round(rng.random())), *_kill_params(rng, members)], 0.0
@@ -390,14 +335,18 @@ def plan_run(
     session_timeout_s: float = 4.0,
     kinds_per_run: int = 1,
     max_extras: int = 2,
+    epoch_s: float = 1.0,
 ) -> RunPlan:
     """The deterministic plan of one seed's run (see the module docstring for the contract).
+    ``epoch_s``: the nodes' epoch interval (the lake kinds' holds are measured in epochs).
 
-    Pre: ``kinds`` non-empty and known, ``node_count >= MIN_LIVE``, ``duration_s > 0``.
+    Pre: ``kinds`` non-empty and known, ``node_count >= MIN_LIVE``, ``duration_s > 0``, ``epoch_s > 0``.
     """
     kinds = tuple(kinds)
     if not kinds or any(k not in SPECS for k in kinds):
-        raise ValueError(f"kinds must be a non-empty subset of {KINDS}, got {kinds}")
+        raise ValueError(f"kinds must be a non-empty subset of {ALL_KINDS}, got {kinds}")
+    if epoch_s <= 0:
+        raise ValueError(f"epoch_s must be positive, got {epoch_s}")
     if node_count < MIN_LIVE:
         raise ValueError(f"node_count must be >= {MIN_LIVE}, got {node_count}")
     if duration_s <= 0:
@@ -418,7 +367,7 @@ def plan_run(
             kind = rng.choice(chosen)
         else:
             break
-        target, params, hold = _event(kind, rng, members, session_timeout_s, node_count)
+        target, params, hold = _event(kind, rng, members, session_timeout_s, node_count, epoch_s)
         events.append(FaultEvent(at, kind, target, tuple(params), hold))
         at = _round(at + hold + SPECS[kind].budget_s + MIN_GAP_S + rng.uniform(0.0, 3.0))
     return RunPlan(seed=seed, duration_s=duration_s, node_count=node_count, session_timeout_s=session_timeout_s,
@@ -426,10 +375,11 @@ def plan_run(
 
 
 def plan_faults(seed: int, duration_s: float, kinds: Sequence[str] = KINDS, node_count: int = 3, *,
-                session_timeout_s: float = 4.0, kinds_per_run: int = 1, max_extras: int = 2) -> list[FaultEvent]:
+                session_timeout_s: float = 4.0, kinds_per_run: int = 1, max_extras: int = 2,
+                epoch_s: float = 1.0) -> list[FaultEvent]:
     """Just the events of :func:`plan_run` (same arguments)."""
     return list(plan_run(seed, duration_s, kinds, node_count, session_timeout_s=session_timeout_s,
-                         kinds_per_run=kinds_per_run, max_extras=max_extras).events)
+                         kinds_per_run=kinds_per_run, max_extras=max_extras, epoch_s=epoch_s).events)
 
 
 def live_counts(events: Iterable[FaultEvent], node_count: int) -> list[int]:

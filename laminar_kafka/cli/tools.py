@@ -62,24 +62,27 @@ def dev_tool(command: str, handler: Callable[[argparse.Namespace], int]) -> Call
 def cmd_chaos(args: argparse.Namespace) -> int:
     """The ``chaos`` command: run the campaign, print the table (or JSON), exit 0 iff every run was OK."""
     from laminar_kafka.chaos.campaign import CampaignConfig, run_campaign
-    from laminar_kafka.chaos.plan import KINDS, parse_kinds
+    from laminar_kafka.chaos.kinds import ALL_KINDS, kinds_of_lake, parse_kinds
     from laminar_kafka.chaos.report import campaign_json, format_table, summarize
 
     configure_command_logging(args, default_level="warning")
     try:
-        kinds = parse_kinds(args.kinds)
+        kinds = parse_kinds(args.kinds, kinds_of_lake(args.lake))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    table_format = args.table_format or ("iceberg" if args.lake == "s3-rest" else "parquet")
+    if args.lake == "s3-rest" and table_format != "iceberg":
+        raise UsageError("--lake s3-rest lands Iceberg tables through the REST catalog: --table-format iceberg")
     if args.seeds < 1 or args.nodes < 2 or args.duration_s <= 0 or args.rate < 1 or args.partitions < 1:
         raise UsageError("--seeds >= 1, --nodes >= 2, --duration-s > 0, --rate >= 1 and --partitions >= 1 are required")
     config = CampaignConfig(seeds=args.seeds, seed_start=args.seed_start, duration_s=args.duration_s, kinds=kinds,
                             node_count=args.nodes, rate=args.rate, partitions=args.partitions,
                             kinds_per_run=args.kinds_per_run,
                             max_extras=args.max_extras, workdir=Path(args.workdir) if args.workdir else None,
-                            keep=args.keep, table_format=TableFormat(args.table_format))
+                            keep=args.keep, table_format=TableFormat(table_format), lake=args.lake)
     started = time.monotonic()
     results, base = run_campaign(config)
-    rows = summarize(results, KINDS)
+    rows = summarize(results, ALL_KINDS)
     if args.json:
         print(json.dumps(campaign_json(results, rows, time.monotonic() - started), indent=2, default=str))
     else:
@@ -97,12 +100,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 def add_chaos_command(commands: argparse._SubParsersAction[Parser]) -> None:
     """Register ``laminar-kafka chaos`` on the CLI's subcommands."""
-    from laminar_kafka.chaos.plan import KINDS  # pure: the fault kinds, for the help text
+    from laminar_kafka.chaos.kinds import KINDS, LAKE_KINDS, LAKES  # pure: the fault kinds, for the help text
 
     chaos = commands.add_parser("chaos", help="a seeded chaos campaign over real processes, audited", description=(
         "For each seed: start Kafka and ZooKeeper, a producer and laminar-kafka nodes, apply the seed's schedule "
         "of faults, stop producing, catch up, audit (0 missing, 0 duplicated), and measure each fault's recovery. "
-        "Prints a table per fault kind. Kinds: " + ", ".join(KINDS)))
+        "Prints a table per fault kind. Kinds: " + ", ".join(KINDS) + "; with --lake s3-rest (not output-readonly, "
+        "output-full) also: " + ", ".join(LAKE_KINDS)))
     chaos.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="verbose logs")
     chaos.add_argument("--seeds", type=int, required=True, help="number of runs (one seed each)")
     chaos.add_argument("--seed-start", type=int, default=0, help="first seed (default 0)")
@@ -117,8 +121,14 @@ def add_chaos_command(commands: argparse._SubParsersAction[Parser]) -> None:
     chaos.add_argument("--workdir", help="campaign directory (default: a temporary one, removed when all runs pass)")
     chaos.add_argument("--keep", action="store_true", help="keep the directories of passing runs too")
     chaos.add_argument("--json", action="store_true", help="print the results as JSON")
-    chaos.add_argument("--table-format", choices=[f.value for f in TableFormat], default="parquet",
-                       help="land into Parquet trees (default) or Iceberg tables; the audit reads the same")
+    chaos.add_argument("--table-format", choices=[f.value for f in TableFormat], default=None,
+                       help="land into Parquet trees (default with --lake local) or Iceberg tables; the audit reads "
+                            "the same")
+    chaos.add_argument("--lake", choices=LAKES, default="local",
+                       help="local (default): the nodes share one output directory (Iceberg: a SQLite catalog); "
+                            "s3-rest: each node in its own directory, Iceberg tables on SeaweedFS S3 through "
+                            "Iceberg's REST catalog, each reached through a fault proxy (adds the kinds "
+                            + ", ".join(LAKE_KINDS) + ")")
     chaos.set_defaults(handler=dev_tool("chaos", cmd_chaos))
 
 

@@ -2,7 +2,10 @@
 node mid-epoch, pause a zombie past its session timeout, make a node leave and another join, create
 a topic that matches the nodes' pattern, cut a node from ZooKeeper only (network namespace), and two
 state faults (DESIGN 14.4): the pipeline's ZooKeeper subtree deleted (the nodes reconcile with the
-lake) and a node started with a pipeline-defining setting changed (exit 2 in one line).
+lake) and a node started with a pipeline-defining setting changed (exit 2 in one line). Then one
+seed of the deployment shape (``--lake s3-rest``: each node in its own directory, Iceberg on
+SeaweedFS S3 through Iceberg's REST catalog) with every lake kind: the object store restarted and
+unreachable, the catalog restarted, unreachable and slow.
 Every run must end exact (0 missing, 0 duplicated, every acknowledged record landed) and caught up.
 
 Nothing here is skipped: a missing JVM, ZooKeeper/Kafka artifact or network-namespace support makes
@@ -16,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.chaos.campaign import CampaignConfig, run_campaign
-from laminar_kafka.chaos.plan import KINDS
+from laminar_kafka.chaos.plan import ALL_KINDS, KINDS, LAKE_KINDS
+from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.chaos.report import format_table, summarize
 from laminar_kafka.cli.main import main
 
@@ -59,7 +63,40 @@ def test_short_campaign_is_exact(tmp_path: Path) -> None:
     print(f"campaign took {elapsed:.0f}s")
 
 
+def test_short_campaign_on_the_deployment_shape_is_exact(tmp_path: Path) -> None:
+    """One seed with the five lake kinds, each node in its own directory, the audit reading the
+    table through the REST catalog (about two minutes)."""
+    config = CampaignConfig(seeds=1, seed_start=0, duration_s=8.0, kinds=LAKE_KINDS, kinds_per_run=len(LAKE_KINDS),
+                            max_extras=0, rate=300, workdir=tmp_path / "chaos", lake="s3-rest",
+                            table_format=TableFormat.ICEBERG)
+    assert {e.kind for e in config.plan(0).events} == set(LAKE_KINDS)
+    started = time.monotonic()
+    results, base = run_campaign(config, say=print)
+    rows = summarize(results, ALL_KINDS)
+    table = format_table(rows, config.recovery_timeout_s)
+    print(table)
+    [result] = results
+    assert result.ok, (f"error={result.error} missing={result.missing} duplicated={result.duplicated} "
+                       f"acked_lost={result.acked_lost} caught_up={result.caught_up} workdir={result.workdir}\n  "
+                       + "\n  ".join(result.evidence) + "\n" + table)
+    by_kind = {row.kind: row for row in rows}
+    for kind in LAKE_KINDS:
+        assert by_kind[kind].faults >= 1 and by_kind[kind].unrecovered == 0, table
+        assert by_kind[kind].worst_recovery_s is not None
+    assert result.records > 0 and result.acked == result.records
+    details = {f.kind: f.details for f in result.faults}
+    assert details["store-restart"]["signal"] in ("SIGKILL", "SIGTERM")
+    assert details["catalog-unreachable"]["mode"] in ("blackhole", "reset")
+    assert result.node_exits == [], f"the nodes ride out the lake's faults: {result.node_exits}"
+    assert result.workdir is None, "a passing run's directory is removed"
+    print(f"campaign took {time.monotonic() - started:.0f}s")
+
+
 def test_cli_rejects_unknown_kinds_and_bad_counts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["chaos", "--seeds", "1", "--kinds", "zombi"]) == 2
     assert "did you mean 'zombie'" in capsys.readouterr().err
     assert main(["chaos", "--seeds", "0"]) == 2
+    assert main(["chaos", "--seeds", "1", "--kinds", "store-restart"]) == 2
+    assert "needs --lake s3-rest" in capsys.readouterr().err
+    assert main(["chaos", "--seeds", "1", "--lake", "s3-rest", "--table-format", "parquet"]) == 2
+    assert "--table-format iceberg" in capsys.readouterr().err

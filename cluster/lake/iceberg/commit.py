@@ -15,7 +15,8 @@ table on every attempt:
   crash sees the property and never adds the files twice.
 
 A commit that loses a race (``CommitFailedException``) is retried with jittered backoff (20 attempts
-or 30 s, then :class:`SinkError`). A file whose schema the table cannot take fails with a
+or 30 s, then :class:`SinkError`), and so is a REST catalog that cannot be reached or answers 5xx
+(a commit whose answer is lost: the retry's reload finds the epoch property, so nothing lands twice). A file whose schema the table cannot take fails with a
 :class:`SinkError` naming the table, the column and both types, and nothing is committed.
 """
 from __future__ import annotations
@@ -79,6 +80,26 @@ def _retryable() -> tuple[type[BaseException], ...]:
 
 
 _RETRYABLE = _retryable()
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    """Failures on the way to a REST catalog: its connection refused, reset or timed out (a catalog
+    restarting, a network blip), a 5xx answer to a read. Retried like a lost race, and as safely: the
+    retry reloads the table, and the epoch property, set in the same atomic commit as the files, says
+    whether a commit whose answer was lost landed (then nothing is added again)."""
+    from pyiceberg.exceptions import ServerError, ServiceUnavailableError
+
+    kinds: list[type[BaseException]] = [ServerError, ServiceUnavailableError]
+    try:
+        import requests
+
+        kinds += [requests.exceptions.ConnectionError, requests.exceptions.Timeout]
+    except ImportError:  # pragma: no cover - requests comes with pyiceberg's REST catalog
+        pass
+    return tuple(kinds)
+
+
+_TRANSIENT = _transient()
 
 
 @dataclass(frozen=True)
@@ -348,15 +369,19 @@ class IcebergOutput:
                     commits += 1
                 self._through[topic] = epoch
                 return commits
-            except _RETRYABLE as exc:
+            except (*_RETRYABLE, *_TRANSIENT) as exc:
                 elapsed = time.monotonic() - started
                 if attempt + 1 >= self.retry.attempts or elapsed >= self.retry.deadline_s:
                     raise SinkError(
                         f"iceberg commit of epoch {epoch} into {name} kept failing after {attempt + 1} "
                         f"attempt(s) in {elapsed:.1f}s: {describe_error(exc)}", cause=exc,
                     ) from None
-                logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
-                self.commit_listener.lost_race(name)
+                if isinstance(exc, _TRANSIENT):
+                    logger.warning("iceberg catalog unavailable for %s (attempt %d): %s; retrying", name,
+                                   attempt + 1, describe_error(exc))
+                else:
+                    logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
+                    self.commit_listener.lost_race(name)
                 time.sleep(self.retry.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -390,7 +415,7 @@ class IcebergOutput:
                         update.union_by_name(optional_additions(table.schema(), unified))
                 transaction.add_files(paths, snapshot_properties=summary, check_duplicate_files=False)
                 transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
-        except _RETRYABLE:
+        except (*_RETRYABLE, *_TRANSIENT):
             raise
         except (ValueError, OverflowError, FileNotFoundError) as exc:
             # OverflowError: pyiceberg reads a timestamp column's statistics as datetime, which

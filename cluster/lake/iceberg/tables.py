@@ -393,14 +393,17 @@ def partition_spec_of(granularity: PartitionGranularity, schema: Schema) -> Part
 
 
 def check_partitioning(table: Table, granularity: PartitionGranularity) -> None:
-    """Raise :class:`ConfigError` (naming the table and column) unless the table is partitioned by
-    exactly the granularity's transform of ``_timestamp`` (or unpartitioned for ``NONE``)."""
+    """Raise :class:`ConfigError` (naming the table, the column and the setting ``partition-by``, the
+    one to change) unless the table is partitioned by exactly the granularity's transform of
+    ``_timestamp`` (or unpartitioned for ``NONE``)."""
     name = ".".join(table.name())
     spec = table.spec()
     expected = _TRANSFORMS.get(granularity)
+    setting = f"setting partition-by is {granularity.value} here"
     if expected is None:
         if spec.fields:
-            raise ConfigError(f"iceberg table {name} is partitioned ({spec}), but partition granularity is none")
+            raise ConfigError(f"iceberg table {name} is partitioned (its spec: {[str(f) for f in spec.fields]}), "
+                              f"but {setting}")
         return
     try:
         source_id = table.schema().find_field(TIMESTAMP_COLUMN).field_id
@@ -410,7 +413,7 @@ def check_partitioning(table: Table, granularity: PartitionGranularity) -> None:
     if len(spec.fields) != 1 or not matching:
         raise ConfigError(
             f"iceberg table {name} is not partitioned by {granularity.value}({TIMESTAMP_COLUMN}) "
-            f"(its spec: {[str(f) for f in spec.fields] or 'unpartitioned'})"
+            f"(its spec: {[str(f) for f in spec.fields] or 'unpartitioned'}): {setting}"
         )
 
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laminar_kafka.chaos.plan import (
-    EVERY_KIND_WITHIN, KINDS, MAX_EVENTS, MIN_GAP_S, MIN_LIVE, MISCONFIGURED_SETTINGS, SPECS, FaultEvent,
-    live_counts, parse_kinds, plan_faults, plan_run, primaries_per_run,
+    ALL_KINDS, EVERY_KIND_WITHIN, KINDS, LAKE_KINDS, LAKES, MAX_EVENTS, MIN_GAP_S, MIN_LIVE, MISCONFIGURED_SETTINGS,
+    SPECS, FaultEvent, kinds_of_lake, live_counts, parse_kinds, plan_faults, plan_run, primaries_per_run,
 )
 from laminar_kafka.chaos.report import FaultResult, RunResult, campaign_json, format_table, summarize
 
@@ -296,3 +296,112 @@ def test_evidence_names_the_files_around_a_gap_and_a_duplicate(tmp_path: Path) -
            "['epoch-0000000002.node-2.boot-b.seq-00000001.parquet']" in text
     assert "next present offset 7 is in ['epoch-0000000003.node-2.boot-b.seq-00000002.parquet']" in text
     assert "t:0: 1 duplicated, first [3]" in text and "epoch-0000000001.node-1.boot-a" in text
+
+
+# -- the deployment shape's kinds (--lake s3-rest) ----------------------------------------------------
+
+#: sha256 of the default campaign's plans (kinds and events of seeds 0-39, 40 s): what they were before
+#: the lake kinds; the default campaign (`make chaos SEEDS=20`) must keep drawing exactly these
+DEFAULT_PLANS_SHA256 = "5775095184e5317793f72844daee1902cf384169d87c93dc1cf2eb9be7b8c249"
+
+
+def test_the_default_campaign_plans_what_it_planned_before_the_lake_kinds() -> None:
+    import hashlib
+
+    blob = json.dumps([[list(p.kinds), [e.to_json() for e in p.events]] for p in (plan_run(s, 40.0) for s in range(40))],
+                      sort_keys=True)
+    assert hashlib.sha256(blob.encode()).hexdigest() == DEFAULT_PLANS_SHA256
+    assert kinds_of_lake("local") == KINDS and not set(LAKE_KINDS) & set(KINDS)
+    assert all(not plan_run(s, 40.0).services for s in range(40))
+
+
+def test_lake_kinds_of_each_lake() -> None:
+    s3 = kinds_of_lake("s3-rest")
+    assert LAKES == ("local", "s3-rest") and ALL_KINDS == KINDS + LAKE_KINDS
+    assert set(LAKE_KINDS) == {"store-restart", "store-unreachable", "catalog-restart", "catalog-unreachable",
+                               "catalog-slow"}
+    assert set(s3) == (set(KINDS) - {"output-readonly", "output-full"}) | set(LAKE_KINDS)
+    assert s3[-len(LAKE_KINDS):] == LAKE_KINDS, "the lake kinds come last in the round-robin"
+    for kind in LAKE_KINDS:
+        spec = SPECS[kind]
+        assert spec.services and not spec.heavy and not spec.topology and not spec.output_mount
+        assert spec.budget_s >= 8.0 and spec.summary
+    assert not any(SPECS[k].services for k in KINDS)
+    with pytest.raises(ValueError, match="unknown lake"):
+        kinds_of_lake("hdfs")
+
+
+def test_twenty_consecutive_seeds_draw_every_kind_of_the_s3_lake() -> None:
+    kinds = kinds_of_lake("s3-rest")
+    per_run = primaries_per_run(1, len(kinds))
+    assert per_run == 2
+    for start in (0, 1, 5, 20, 101):
+        plans = [plan_run(seed, 40.0, kinds) for seed in range(start, start + EVERY_KIND_WITHIN)]
+        assert {k for p in plans for k in p.kinds[:per_run]} == set(kinds)
+        drawn = {e.kind for p in plans for e in p.events}
+        assert drawn == set(kinds), set(kinds) - drawn
+
+
+def test_lake_kinds_params_targets_and_holds() -> None:
+    """Each lake kind with its seeded parameters; both variants of every binary one occur; an
+    unreachable object store outlasts an epoch (and 3 s) whatever the epoch interval."""
+    seen: dict[str, set[object]] = {k: set() for k in LAKE_KINDS}
+    for epoch_s in (0.5, 1.0, 2.0):
+        for seed in range(60):
+            plan = plan_run(seed, 60.0, LAKE_KINDS, max_extras=0, epoch_s=epoch_s)
+            assert plan.services and (plan.brokers, plan.zk_servers, plan.network) == (1, 1, False)
+            assert live_counts(plan.events, 3) == [3] * len(plan.events)
+            for event in plan.events:
+                if event.kind in ("store-restart", "catalog-restart"):
+                    assert event.target == ("store" if event.kind == "store-restart" else "catalog")
+                    assert event.hold_s == 0.0 and 0.0 <= event.number("down_s", -1) <= 3.0
+                    seen[event.kind].add(event.param("signal"))
+                elif event.kind == "store-unreachable":
+                    assert event.target == "store"
+                    assert event.hold_s >= max(3.0, 3.0 * epoch_s) > epoch_s
+                    assert event.hold_s <= max(3.0, 3.0 * epoch_s) + 5.0 * epoch_s + 0.01
+                    seen[event.kind].add(event.param("mode"))
+                elif event.kind == "catalog-unreachable":
+                    assert event.target == "catalog" and 2.0 <= event.hold_s <= 10.0
+                    seen[event.kind].add(event.param("mode"))
+                else:
+                    assert event.target == "catalog" and 4.0 <= event.hold_s <= 10.0
+                    assert event.param("latency_ms") in (100, 250, 500, 1000)
+                    seen[event.kind].add(event.param("latency_ms"))
+    assert seen["store-restart"] == seen["catalog-restart"] == {"kill", "term"}
+    assert seen["store-unreachable"] == seen["catalog-unreachable"] == {"blackhole", "reset"}
+    assert seen["catalog-slow"] == {100, 250, 500, 1000}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    duration=st.floats(5.0, 300.0),
+    kinds=st.lists(st.sampled_from(kinds_of_lake("s3-rest")), min_size=1, max_size=10, unique=True),
+    nodes=st.integers(2, 5),
+    epoch_s=st.floats(0.2, 5.0),
+)
+def test_s3_lake_faults_never_overlap_and_membership_stays_survivable(
+    seed: int, duration: float, kinds: list[str], nodes: int, epoch_s: float
+) -> None:
+    plan = plan_run(seed, duration, kinds, nodes, epoch_s=epoch_s)
+    assert plan.events and len(plan.events) <= MAX_EVENTS
+    _check_spacing(plan.events)
+    assert all(MIN_LIVE <= c <= nodes + 1 for c in live_counts(plan.events, nodes))
+    assert all(e.kind in kinds for e in plan.events)
+    assert plan.services == any(SPECS[k].services for k in plan.kinds)
+    assert json.loads(json.dumps(plan.to_json()))["services"] == plan.services
+
+
+def test_parse_kinds_knows_the_lake() -> None:
+    s3 = kinds_of_lake("s3-rest")
+    assert parse_kinds(None, s3) == s3
+    assert parse_kinds("catalog-slow,zombie", s3) == ("catalog-slow", "zombie")
+    with pytest.raises(ValueError, match="needs --lake s3-rest"):
+        parse_kinds("store-restart")
+    with pytest.raises(ValueError, match="needs --lake local"):
+        parse_kinds("output-full", s3)
+    with pytest.raises(ValueError, match="did you mean 'catalog-slow'"):
+        parse_kinds("catalog-slwo", s3)
+    with pytest.raises(ValueError):
+        plan_run(0, 10.0, LAKE_KINDS, epoch_s=0.0)

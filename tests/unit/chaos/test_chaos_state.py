@@ -14,12 +14,13 @@ from laminar_kafka.chaos.faults_state import (
     EXPLAINED_MARKER, misconfigured_value, rollback_epochs, with_setting,
 )
 from laminar_kafka.chaos.nodes import NodeSet
-from laminar_kafka.chaos.plan import KINDS, MISCONFIGURED_SETTINGS
+from laminar_kafka.chaos.plan import ALL_KINDS, LAKE_KINDS, MISCONFIGURED_SETTINGS
 
 
 def test_every_kind_has_a_fault() -> None:
-    assert set(FAULTS) == set(KINDS)
-    for kind in ("zk-subtree-lost", "zk-ensemble-replaced", "zk-rollback", "lake-rollback", "misconfigured-node"):
+    assert set(FAULTS) == set(ALL_KINDS)
+    for kind in ("zk-subtree-lost", "zk-ensemble-replaced", "zk-rollback", "lake-rollback", "misconfigured-node",
+                 *LAKE_KINDS):
         assert FAULTS[kind].kind == kind and FAULTS[kind].role
 
 
@@ -39,6 +40,7 @@ def test_misconfigured_values_differ_from_the_run_defaults(tmp_path: Path) -> No
                       "output": str(tmp_path / "output-misconfigured")}
     with pytest.raises(Exception, match="does not know setting"):
         misconfigured_value("topic", tmp_path)
+    assert misconfigured_value("output", tmp_path, "s3://b/p-misconfigured") == "s3://b/p-misconfigured"
 
 
 def test_with_setting_replaces_or_appends() -> None:

@@ -161,6 +161,62 @@ def test_a_commit_that_loses_the_race_retries_and_adds_nothing_twice(
         [("orders", 0, o) for o in range(8)] + [("orders", 1, o) for o in range(2)])
 
 
+@pytest.mark.parametrize("landed", [False, True])
+def test_a_catalog_connection_lost_during_a_commit_is_retried_and_adds_nothing_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, landed: bool,
+) -> None:
+    """The REST catalog restarted or reset mid-commit (the chaos campaign's catalog-restart and
+    catalog-unreachable: the node used to exit on requests' ConnectionError): the commit is retried;
+    when it had landed and only its answer was lost, the reload finds the epoch and adds nothing."""
+    import requests
+
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(5)))
+    output = lake.output()
+    heard = Heard()
+    output.commit_listener = heard
+    original = IcebergOutput._commit_epoch
+    dropped: list[int] = []
+
+    def drop_the_answer(self, table, topic, epoch, files):  # type: ignore[no-untyped-def]
+        if not dropped:
+            dropped.append(epoch)
+            if landed:
+                original(self, table, topic, epoch, files)
+            raise requests.exceptions.ConnectionError("('Connection aborted.', RemoteDisconnected(...))")
+        return original(self, table, topic, epoch, files)
+
+    monkeypatch.setattr(IcebergOutput, "_commit_epoch", drop_the_answer)
+    with caplog.at_level(logging.WARNING):
+        assert lake.publish(output, 1) == (0 if landed else 1)
+    assert dropped == [1]
+    assert "iceberg catalog unavailable for pipe.orders (attempt 1)" in caplog.text
+    assert epochs_of_snapshots(output) == ["1"]
+    assert offsets_of(read_offsets(output.table("orders"))) == [("orders", 0, o) for o in range(5)]
+    assert heard.lost_races == [], "an unreachable catalog is no lost race"
+    assert heard.no_ops == (["pipe.orders"] if landed else [])  # the retry found its own commit
+
+
+def test_a_catalog_unreachable_past_the_deadline_is_one_sink_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pyiceberg.exceptions import ServerError
+
+    from laminar_kafka.cluster.lake.iceberg.commit import RetryPolicy
+
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(2)))
+    output = lake.output()
+    output.retry = RetryPolicy(attempts=3, deadline_s=5.0, base_delay_s=0.001, max_delay_s=0.01)
+
+    def unavailable(self, table, topic, epoch, files):  # type: ignore[no-untyped-def]
+        raise ServerError("UncheckedSQLException: Unknown failure")
+
+    monkeypatch.setattr(IcebergOutput, "_commit_epoch", unavailable)
+    with pytest.raises(SinkError, match=r"iceberg commit of epoch 1 into pipe.orders kept failing after 3 attempt"):
+        lake.publish(output, 1)
+
+
 def test_a_first_commit_into_a_table_created_elsewhere_adds_nothing_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
