@@ -15,7 +15,10 @@ table on every attempt:
   crash sees the property and never adds the files twice.
 
 A commit that loses a race (``CommitFailedException``) is retried with jittered backoff (20 attempts
-or 30 s, then :class:`SinkError`). A file whose schema the table cannot take fails with a
+or 30 s, then :class:`SinkError`), and so is every catalog call while the catalog is unavailable
+(connection refused or reset, a timeout, an answer 5xx: a catalog restarting): the loop reloads the
+table first, so a commit whose answer was lost is found by its epoch property, never made twice. A
+catalog away longer than that stops the node in one line (started again, it reconciles with the lake). A file whose schema the table cannot take fails with a
 :class:`SinkError` naming the table, the column and both types, and nothing is committed.
 """
 from __future__ import annotations
@@ -77,7 +80,19 @@ def _retryable() -> tuple[type[BaseException], ...]:
     return tuple(kinds)
 
 
-_RETRYABLE = _retryable()
+def _unavailable() -> tuple[type[BaseException], ...]:
+    """The catalog did not answer (refused, reset, timed out: requests' errors, which pyiceberg's REST
+    client lets through) or answered 5xx. Whether a commit sent then landed is unknown, as after
+    ``CommitStateUnknownException``: the retry reloads the table, whose epoch property tells."""
+    from pyiceberg.exceptions import ServerError, ServiceUnavailableError
+    from requests.exceptions import ConnectionError as RequestsConnectionError
+    from requests.exceptions import Timeout
+
+    return (RequestsConnectionError, Timeout, ServerError, ServiceUnavailableError)
+
+
+_UNAVAILABLE = _unavailable()
+_RETRYABLE = _retryable() + _UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -314,6 +329,7 @@ class IcebergOutput:
                 self._through[topic] = max(self._through[topic], epoch)
                 return 0
         commits = 0
+        unavailable = False
         for attempt in range(self.retry.attempts):
             try:
                 table = load_table_or_none(self.catalog, self.identifier(topic))
@@ -340,7 +356,12 @@ class IcebergOutput:
                         f"iceberg commit of epoch {epoch} into {name} kept failing after {attempt + 1} "
                         f"attempt(s) in {elapsed:.1f}s: {describe_error(exc)}", cause=exc,
                     ) from None
-                logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
+                if not isinstance(exc, _UNAVAILABLE):
+                    logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
+                elif not unavailable:
+                    unavailable = True
+                    logger.warning("iceberg catalog unavailable while publishing epoch %d into %s (%s); retrying "
+                                   "for up to %.0f s", epoch, name, describe_error(exc), self.retry.deadline_s)
                 time.sleep(self.retry.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
