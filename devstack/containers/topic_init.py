@@ -12,8 +12,10 @@ S3 bucket on the endpoint the ``AWS_*`` variables name (``AWS_ENDPOINT_URL``, th
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+import urllib.parse
 
 from laminar_kafka.devstack.jvm.servers import kafka_healthy, zookeeper_session_ok
 from laminar_kafka.devstack.topics import create_topic
@@ -43,13 +45,18 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, deadline: float, r
 
 def ensure_bucket(bucket: str, deadline: float) -> str:
     """Create `bucket` on the S3 endpoint of the ``AWS_*`` variables unless it exists; retried until
-    `deadline` (the store may still be starting). Raises TimeoutError with the last error."""
+    `deadline` (the store may still be starting). Raises TimeoutError with the last error.
+
+    The endpoint is passed explicitly: pyarrow's ``S3FileSystem(...)`` ignores ``AWS_ENDPOINT_URL``
+    (only ``FileSystem.from_uri`` reads it); the keys and the region come from the environment."""
     import pyarrow as pa
     import pyarrow.fs as pafs
 
+    endpoint = urllib.parse.urlsplit(os.environ.get("AWS_ENDPOINT_URL", ""))
+    options: dict[str, str] = {"endpoint_override": endpoint.netloc, "scheme": endpoint.scheme} if endpoint.netloc else {}
     while True:
         try:
-            fs = pafs.S3FileSystem(allow_bucket_creation=True)
+            fs = pafs.S3FileSystem(allow_bucket_creation=True, **options)
             if fs.get_file_info(bucket).type == pafs.FileType.Directory:
                 return "exists"
             fs.create_dir(bucket, recursive=False)

@@ -34,6 +34,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -43,6 +44,7 @@ import pytest
 from laminar_kafka.devstack.containers.compose import (
     PRODUCTION_COMPOSE_FILE, ComposeProject, HealthcheckDriver, anonymous_volumes, health,
 )
+from laminar_kafka.devstack.containers.engine import ContainerError
 from laminar_kafka.devstack.containers.images import ImageBuilder
 from laminar_kafka.devstack.errors import WaitTimeout
 from laminar_kafka.devstack.objectstore.access import DEV_ACCESS_KEY_ID, DEV_SECRET_ACCESS_KEY
@@ -273,7 +275,7 @@ def node_restarts(production: Production) -> dict[str, int]:
 
 
 @pytest.fixture
-def production(unique: Callable[[str], str]) -> Iterator[Production]:
+def production(unique: Callable[[str], str], tmp_path: Path) -> Iterator[Production]:
     client = container_engine(compose=True)
     ImageBuilder(client, log=lambda line: None).build(["kafka", "zookeeper", "node", "seaweedfs", "rest-catalog"])
     kafka_ports = (free_port(), free_port(), free_port())
@@ -285,11 +287,15 @@ def production(unique: Callable[[str], str]) -> Iterator[Production]:
     started = time.monotonic()
     try:
         with HealthcheckDriver(client, project):
-            project.up(timeout=600)
+            try:
+                project.up(timeout=600)
+            except ContainerError as exc:
+                raise AssertionError(f"{exc}\n{project.logs(tail=40)}") from exc
             cluster.note(f"up in {time.monotonic() - started:.1f} s")
             yield cluster
     finally:
         cluster.nodes()
+        (tmp_path / "compose.log").write_text(project.logs(tail=400))  # kept by pytest for a failure's inquest
         project.down()
         cluster.note(f"up to down in {time.monotonic() - started:.1f} s")
     left = project.leftovers(client)
