@@ -108,13 +108,21 @@ class ComposeProject:
         """The project's default network (every service is on it)."""
         return client.networks.get(f"{self.name}_default")
 
-    def disconnect(self, client: Any, container: Any) -> None:
-        """Cut `container` off the project's network: nothing reaches it, it reaches nothing (it keeps running)."""
+    def disconnect(self, client: Any, container: Any) -> str | None:
+        """Cut `container` off the project's network: nothing reaches it, it reaches nothing (it keeps
+        running). Returns the address it had there (None: it had none), for `connect`."""
+        container.reload()
+        network = container.attrs["NetworkSettings"]["Networks"].get(f"{self.name}_default") or {}
         self.network(client).disconnect(container)
+        return network.get("IPAddress") or None
 
-    def connect(self, client: Any, container: Any) -> None:
-        """Put `container` back on the project's network, reachable by its service's name again."""
-        self.network(client).connect(container, aliases=[container.labels.get(SERVICE_LABEL, container.name)])
+    def connect(self, client: Any, container: Any, address: str | None = None) -> None:
+        """Put `container` back on the project's network, reachable by its service's name again, at
+        `address` when given: a healed partition keeps the address (without it the engine may pick a
+        new one, and TCP connections of the old address then hang until the kernel gives them up)."""
+        options = {"ipv4_address": address} if address else {}
+        self.network(client).connect(container, aliases=[container.labels.get(SERVICE_LABEL, container.name)],
+                                     **options)
 
     def exec(self, service: str, *command: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
         return self.run("exec", "-T", service, *command, timeout=timeout, check=False)

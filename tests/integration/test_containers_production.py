@@ -295,7 +295,7 @@ def production(unique: Callable[[str], str], tmp_path: Path) -> Iterator[Product
             yield cluster
     finally:
         cluster.nodes()
-        (tmp_path / "compose.log").write_text(project.logs(tail=400))  # kept by pytest for a failure's inquest
+        (tmp_path / "compose.log").write_text(project.logs(tail=100_000))  # kept by pytest for a failure's inquest
         project.down()
         cluster.note(f"up to down in {time.monotonic() - started:.1f} s")
     left = project.leftovers(client)
@@ -353,13 +353,13 @@ def test_production_compose_lands_exactly_once_through_node_broker_catalog_and_n
     with p.producing():
         victim = p.nodes()[0]
         victim_id = next(i for i, c in members.items() if c == victim.id)
-        p.project.disconnect(p.client, victim)
+        address = p.project.disconnect(p.client, victim)
         p.cut_off.add(victim.id)
         cut_at = time.monotonic()
         gone = p.wait_settled(2, 120, f"the others owning every vnode without the cut-off node {victim_id}")
         away = time.monotonic() - cut_at
         assert victim_id not in gone and away > SESSION_TIMEOUT_S
-        p.project.connect(p.client, victim)
+        p.project.connect(p.client, victim, address)  # the partition heals: same address
         p.cut_off.discard(victim.id)
         members = p.wait_settled(3, 180, f"node {victim_id} rejoining after its network came back")
         assert members.get(victim_id) == victim.id, f"the reconnected container took another id: {members}"
