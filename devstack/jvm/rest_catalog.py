@@ -202,6 +202,9 @@ def new_rest_catalog(base_dir: Path, *, warehouse: str | None = None, cache_dir:
         jvm_options=list(SMALL_JVM_OPTIONS),
         environment={
             "CATALOG_URI": f"jdbc:sqlite:{workdir / 'catalog.db'}",
+            # one SQLite connection: restarted on an existing database, the JDBC catalog keeps a read open
+            # on one pooled connection, and commits through another fail with SQLITE_BUSY from then on
+            "CATALOG_CLIENTS": "1",
             "CATALOG_WAREHOUSE": chosen_warehouse,
             "CATALOG_REST_PORT": str(chosen_port),
             **s3_environment,

@@ -11,7 +11,10 @@ COPY lib/ /opt/iceberg/lib/
 COPY s3/ /opt/iceberg/s3/
 RUN useradd --system --home-dir /var/lib/iceberg --create-home iceberg
 USER iceberg
-ENV CATALOG_URI=jdbc:sqlite:/var/lib/iceberg/catalog.db CATALOG_REST_PORT=8181 \
+# CATALOG_CLIENTS=1: one SQLite connection. With the default pool, a catalog restarted on an existing
+# database keeps a read open on one connection (left by its start-up checks), and every commit made
+# through another connection fails with SQLITE_BUSY ("database is locked") from then on.
+ENV CATALOG_URI=jdbc:sqlite:/var/lib/iceberg/catalog.db CATALOG_CLIENTS=1 CATALOG_REST_PORT=8181 \
     JAVA_OPTS="-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 EXPOSE 8181
 # shell form: JAVA_OPTS is a word list; exec keeps java as pid 1 (SIGTERM reaches it)

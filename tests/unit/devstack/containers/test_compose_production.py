@@ -126,6 +126,7 @@ def test_the_catalog_keeps_its_tables_on_its_volume_and_writes_s3() -> None:
     catalog = load()["services"]["catalog"]
     env = catalog["environment"]
     assert env["CATALOG_URI"] == "jdbc:sqlite:/var/lib/iceberg/catalog.db"
+    assert env["CATALOG_CLIENTS"] == "1"  # one SQLite connection: a restarted catalog commits again
     assert catalog["volumes"] == ["catalog-data:/var/lib/iceberg"]
     assert env["CATALOG_S3_ENDPOINT"] == "http://seaweedfs:8333" and env["CATALOG_S3_PATH__STYLE__ACCESS"] == "true"
     assert not any("SECRET" in key for key in env if key.startswith("CATALOG_"))  # the server logs CATALOG_*
