@@ -15,8 +15,10 @@ table on every attempt:
   crash sees the property and never adds the files twice.
 
 A commit that loses a race (``CommitFailedException``) is retried with jittered backoff (20 attempts
-or 30 s, then :class:`SinkError`), and so is a REST catalog that cannot be reached or answers 5xx
-(a commit whose answer is lost: the retry's reload finds the epoch property, so nothing lands twice). A file whose schema the table cannot take fails with a
+or 30 s, then :class:`SinkError`), and so is every catalog call while the catalog is unavailable
+(connection refused or reset, a timeout, an answer 5xx: a catalog restarting): the loop reloads the
+table first, so a commit whose answer was lost is found by its epoch property, never made twice. A
+catalog away longer than that stops the node in one line (started again, it reconciles with the lake). A file whose schema the table cannot take fails with a
 :class:`SinkError` naming the table, the column and both types, and nothing is committed.
 """
 from __future__ import annotations
@@ -348,6 +350,7 @@ class IcebergOutput:
                 self._through[topic] = max(self._through[topic], epoch)
                 return 0
         commits = 0
+        unavailable = False
         for attempt in range(self.retry.attempts):
             try:
                 table = load_table_or_none(self.catalog, self.identifier(topic))
@@ -377,8 +380,12 @@ class IcebergOutput:
                         f"attempt(s) in {elapsed:.1f}s: {describe_error(exc)}", cause=exc,
                     ) from None
                 if isinstance(exc, _TRANSIENT):
-                    logger.warning("iceberg catalog unavailable for %s (attempt %d): %s; retrying", name,
-                                   attempt + 1, describe_error(exc))
+                    if not unavailable:  # once per publish: the retries follow at DEBUG
+                        unavailable = True
+                        logger.warning("iceberg catalog unavailable while publishing epoch %d into %s (%s); "
+                                       "retrying for up to %.0f s", epoch, name, describe_error(exc),
+                                       self.retry.deadline_s)
+                    logger.debug("iceberg catalog unavailable for %s (attempt %d): %s", name, attempt + 1, exc)
                 else:
                     logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
                     self.commit_listener.lost_race(name)
