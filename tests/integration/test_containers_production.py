@@ -346,7 +346,8 @@ def test_production_compose_lands_exactly_once_through_node_broker_catalog_and_n
         p.wait(lambda: health(catalog) == "healthy", 120, "the catalog healthy again")
         p.wait(lambda: (p.committed_epoch() or 0) >= restarted_at + 3, 180, "three epochs committed after the restart")
     assert node_restarts(p) == restarts, "a node container restarted when the catalog did"
-    p.note(f"catalog restarted at epoch {restarted_at}; the nodes rode it out")
+    waited = p.project.logs("node", tail=100_000).count("iceberg catalog unavailable while publishing")
+    p.note(f"catalog restarted at epoch {restarted_at}; the nodes rode it out ({waited} publish(es) waited for it)")
     p.audit("catalog restarted")
 
     # 4. a node cut off its network past the session timeout, then connected again

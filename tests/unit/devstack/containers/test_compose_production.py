@@ -147,3 +147,22 @@ def test_every_named_volume_is_declared() -> None:
     used = {volume.split(":", 1)[0] for service in document["services"].values()
             for volume in service.get("volumes", []) if ":" in volume}
     assert used == set(document["volumes"])
+
+
+class _Container:
+    def __init__(self, mounts: list[dict], project: str = "prod") -> None:
+        self.attrs = {"Mounts": mounts}
+        self.labels = {"com.docker.compose.project": project}
+
+
+def test_anonymous_volumes_are_the_mounts_no_compose_file_names() -> None:
+    from laminar_kafka.devstack.containers.compose import anonymous_volumes
+
+    container = _Container([
+        {"Type": "volume", "Name": "3f9a" * 16, "Destination": "/var/lib/laminar"},  # `- /var/lib/laminar`
+        {"Type": "volume", "Name": "prod_catalog-data", "Destination": "/var/lib/iceberg"},  # a named one
+        {"Type": "bind", "Source": "/etc/hosts", "Destination": "/etc/hosts"},
+        {"Type": "tmpfs", "Destination": "/tmp"},
+    ])
+    assert anonymous_volumes(container) == ["3f9a" * 16]
+    assert anonymous_volumes(_Container([])) == []
