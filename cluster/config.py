@@ -29,7 +29,9 @@ from laminar_kafka.cluster.config_file import (
     as_node_id, as_str, as_topics, passthrough_tables, read_config_file,
 )
 from laminar_kafka.cluster.errors import ConfigError
-from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, table_name_of
+from laminar_kafka.cluster.lake.settings import (
+    IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, TableLocation, table_name_of,
+)
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
@@ -115,6 +117,7 @@ class NodeSettings:
     table: str = ""
     namespace: str = ""
     catalog_uri: str = ""
+    table_location: str = "output"
     kafka: Mapping[str, str] = field(default_factory=dict)
     schema_registry: Mapping[str, str] = field(default_factory=dict)
     iceberg: Mapping[str, str] = field(default_factory=dict)
@@ -182,12 +185,14 @@ class NodeSettings:
 
     def _check_lake(self) -> None:
         for name, enum_type in (("table-format", TableFormat), ("partition-by", PartitionGranularity),
-                                ("on-lake-behind", OnLakeBehind)):
+                                ("on-lake-behind", OnLakeBehind), ("table-location", TableLocation)):
             value = getattr(self, name.replace("-", "_"))
             choices = tuple(member.value for member in enum_type)
             if value not in choices:
                 raise ConfigError(f"{name}={value!r}: expected one of {', '.join(choices)}")
         if self.table_format != TableFormat.ICEBERG.value:
+            if self.table_location != TableLocation.OUTPUT.value:
+                raise ConfigError("table-location goes with table-format=iceberg, and only with it")
             for name in ("table", "namespace", "catalog-uri"):
                 if getattr(self, name.replace("-", "_")):
                     raise ConfigError(f"{name} goes with table-format=iceberg, and only with it")
@@ -227,6 +232,7 @@ class NodeSettings:
             catalog_uri=self.catalog_uri or None,
             table=self.table or None,
             properties=self.iceberg,
+            table_location=TableLocation(self.table_location),
         )
 
     @property
@@ -345,6 +351,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "table": ("table", as_str),
     "namespace": ("namespace", as_str),
     "catalog-uri": ("catalog_uri", as_str),
+    "table-location": ("table_location", as_str),
 }
 #: settings whose value is a secret: never printed, logged or stored
 SECRET_SETTINGS: frozenset[str] = frozenset({"zk-auth"})

@@ -50,10 +50,12 @@ class LakeOutput(Protocol):
         ``topics``' records of ``schema`` (None: not known yet). May create empty tables."""
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
-                oldest_epoch: int) -> int:
+                oldest_epoch: int, *, tables_through: int | None = None) -> int:
         """Make committed epoch ``epoch`` (its manifest lists ``staged``) visible to readers, and
         every earlier epoch from ``oldest_epoch`` on that is not yet. Idempotent. Returns how many
-        table commits this call made (0 for a format without tables)."""
+        table commits this call made (0 for a format without tables). ``tables_through``: commit
+        the tables only up to this epoch (another node's turn for the later ones, see
+        :func:`laminar_kafka.cluster.lake.commits.committer_of`); None: up to ``epoch``."""
 
     def read_facts(self, pipeline: str, topics: Sequence[str]) -> LakeFacts:
         """What the lake shows of ``pipeline`` for ``topics`` (blocking; CodecError naming the object
@@ -81,8 +83,8 @@ class ParquetTree:
         """Nothing to check beyond the sink's writable output."""
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
-                oldest_epoch: int) -> int:
-        """Earlier epochs' files were published by their own call or by the sink's recovery. Records
+                oldest_epoch: int, *, tables_through: int | None = None) -> int:
+        """(No tables: ``tables_through`` changes nothing.) Earlier epochs' files were published by their own call or by the sink's recovery. Records
         are written in order for each epoch from ``oldest_epoch`` on whose manifest is known, once its
         files are published (an epoch a crash left unrecorded is recorded by the next publish)."""
         publish(self.fs, self.root, staged)

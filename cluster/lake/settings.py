@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from laminar_kafka.cluster.errors import ConfigError
 
-__all__ = ["IcebergSettings", "LakeTarget", "PartitionGranularity", "TableFormat", "table_name_of"]
+__all__ = ["IcebergSettings", "LakeTarget", "PartitionGranularity", "TableFormat", "TableLocation", "table_name_of"]
 
 
 class TableFormat(enum.Enum):
@@ -38,6 +38,16 @@ class PartitionGranularity(enum.Enum):
     DAY = "day"
     HOUR = "hour"
     NONE = "none"
+
+
+class TableLocation(enum.Enum):
+    """Where a node creates a topic's Iceberg table: at ``<output>/<topic>`` (the lake's own layout,
+    metadata beside the data files), or wherever the catalog places it (a catalog that manages its
+    tables' locations, such as SeaweedFS's or S3 Tables, refuses any other). Either way the data
+    files are the lake's, under ``<output>/<topic>/``; a catalog accepts data files anywhere."""
+
+    OUTPUT = "output"
+    CATALOG = "catalog"
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -58,12 +68,14 @@ class IcebergSettings:
     table name (default: :func:`table_name_of` the topic; only for single-topic pipelines).
     ``properties``: extra catalog / FileIO properties (``[iceberg]`` in the config file, for example
     ``token``, ``credential``, ``s3.endpoint``); secrets among them are never logged.
+    ``table_location``: where a table the node creates goes (:class:`TableLocation`).
     """
 
     namespace: str
     catalog_uri: str | None = None
     table: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    table_location: TableLocation = TableLocation.OUTPUT
 
     def __post_init__(self) -> None:
         for label, value in (("namespace", self.namespace), ("table", self.table)):

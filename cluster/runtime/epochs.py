@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from laminar_kafka.cluster.errors import RuntimeFailure
+from laminar_kafka.cluster.lake.commits import committer_of
 from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.state import ACK_RETRY_S, ack_cursors
@@ -162,18 +163,28 @@ class EpochBarriers:
         context.metrics.checkpoint_seconds.labels(context.node_label).observe(time.monotonic() - started)
         return AckOutcome.SENT
 
-    def publish_now(self, manifest: Manifest) -> int:
+    def publish_now(self, manifest: Manifest, tables_through: int | None = None) -> int:
         """Publish the outputs ``manifest`` lists into the lake (idempotent), and every earlier
-        epoch the lake does not show yet (see :meth:`laminar_kafka.cluster.lake.outputs.LakeOutput.publish`); blocking,
-        on the sink's thread (or before the node joins). Returns the table commits made."""
+        epoch the lake does not show yet (see :meth:`laminar_kafka.cluster.lake.outputs.LakeOutput.publish`;
+        ``tables_through``: commit the tables only up to that epoch); blocking, on the sink's thread
+        (or before the node joins). Returns the table commits made."""
         oldest = max(1, manifest.epoch - self._context.options.manifests_kept + 1)
-        return self._context.lake.publish(manifest.epoch, manifest.outputs, self._manifest_outputs, oldest)
+        return self._context.lake.publish(manifest.epoch, manifest.outputs, self._manifest_outputs, oldest,
+                                          tables_through=tables_through)
 
-    async def publish(self, manifest: Manifest) -> None:
-        """:meth:`publish_now` on the sink's thread, measured."""
+    async def publish(self, manifest: Manifest, *, in_turn: bool = False) -> None:
+        """:meth:`publish_now` on the sink's thread, measured. ``in_turn`` (a newly committed epoch):
+        when it is another node's turn to commit the epoch's tables
+        (:func:`~laminar_kafka.cluster.lake.commits.committer_of`), this node commits them only up to
+        the epoch before; otherwise (start, join, recovery) up to the epoch."""
         context = self._context
         started = time.monotonic()
-        commits = await context.executors.in_sink(self.publish_now, manifest)
+        tables_through = None
+        if in_turn:
+            committer = committer_of(manifest.epoch, (node for node, _boot in manifest.acked_by))
+            if committer is not None and committer != context.options.node_id:
+                tables_through = manifest.epoch - 1
+        commits = await context.executors.in_sink(self.publish_now, manifest, tables_through)
         metrics = context.metrics
         metrics.publish_seconds.labels(metrics.node).observe(time.monotonic() - started)
         metrics.lake_commits.labels(metrics.node).inc(commits)
@@ -224,7 +235,7 @@ class EpochBarriers:
         if self.unsent is not None and self.unsent.ack.epoch <= manifest.epoch:
             self.unsent = None  # recorded after all (only its answer was lost)
         try:
-            await self.publish(manifest)
+            await self.publish(manifest, in_turn=True)
         except CoordinatorUnavailable as exc:  # durable all the same: a later publish or recovery finishes it
             logger.warning("epoch %d committed; publishing it waits for the coordinator (%s)", manifest.epoch, exc)
             self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
@@ -255,18 +266,20 @@ class EpochBarriers:
 
     async def recover_periodically(self, epoch: int) -> None:
         """After every 10th committed epoch: :meth:`recover_sink` (postponed to the next time while
-        the coordinator cannot answer)."""
+        the coordinator cannot answer), its tables committed in turn (the nodes reach this epoch
+        together: all of them committing the latest epoch at once would race to the catalog)."""
         if epoch % RECOVER_EVERY_EPOCHS:
             return
         try:
-            await self.recover_sink()
+            await self.recover_sink(in_turn=True)
         except CoordinatorUnavailable as exc:
             logger.warning("sink recovery postponed: %s", exc)
 
-    async def recover_sink(self) -> None:
+    async def recover_sink(self, *, in_turn: bool = False) -> None:
         """Publish what committed manifests list and delete the staged files nothing will list;
-        then bring the lake up to the latest manifest (an Iceberg commit a crash left undone).
-        Raises :class:`CoordinatorUnavailable` when the coordinator cannot answer now."""
+        then bring the lake up to the latest manifest (an Iceberg commit a crash left undone; with
+        ``in_turn``, see :meth:`publish`). Raises :class:`CoordinatorUnavailable` when the
+        coordinator cannot answer now."""
         context = self._context
         coordinator, in_control = context.coordinator, context.executors.in_control
         latest = await in_control(coordinator.latest_manifest)
@@ -279,4 +292,4 @@ class EpochBarriers:
             latest_epoch=latest.epoch if latest else 0, manifest_outputs=self._manifest_outputs, live_boots=live,
         ))
         if latest is not None and latest.epoch > 0:
-            await self.publish(latest)
+            await self.publish(latest, in_turn=in_turn)

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("engine", help="start podman's Docker API when needed; print DOCKER_HOST=...")
     build = commands.add_parser("build", help="build every image (idempotent, cached)")
     build.add_argument("images", nargs="*", help="only these (and what they need): base java python "
-                                                 "jvm-servers kafka zookeeper node")
+                                                 "jvm-servers kafka zookeeper node seaweedfs rest-catalog")
     build.add_argument("--rebuild", action="store_true", help="ignore the cache")
     build.add_argument("--bases", choices=("auto", "debootstrap", "public"), default="auto",
                        help="base images by debootstrap (no registry) or pulled; auto: debootstrap when installed")

@@ -1,4 +1,6 @@
-"""`docker/compose.yaml` as one project: up, kill a service, exec, down, and what is left behind.
+"""A compose file as one project: up, scale, stop, start, restart, kill, exec, cut a container off its
+network and back, down, and what is left behind. `docker/compose.yaml` by default;
+`PRODUCTION_COMPOSE_FILE` (`docker/compose.production.yaml`) is the production-shaped cluster.
 
 The compose client is Debian's `docker-compose` 1.29 (or `docker compose` where that plugin exists),
 talking to whatever engine `laminar_kafka.devstack.containers.engine.engine_url` finds. On podman, healthchecks only run
@@ -26,7 +28,10 @@ from laminar_kafka.coordinator.stop_signals import run_until_stopped
 from laminar_kafka.devstack.containers.engine import DOCKER_DIR, ContainerError, engine_url
 
 COMPOSE_FILE = DOCKER_DIR / "compose.yaml"
+PRODUCTION_COMPOSE_FILE = DOCKER_DIR / "compose.production.yaml"
 PROJECT_LABEL = "com.docker.compose.project"
+SERVICE_LABEL = "com.docker.compose.service"
+NUMBER_LABEL = "com.docker.compose.container-number"
 
 
 def compose_command() -> list[str]:
@@ -68,6 +73,57 @@ class ComposeProject:
     def kill(self, service: str) -> None:
         self.run("kill", "-s", "SIGKILL", service)
 
+    def stop(self, service: str, timeout: int = 20) -> None:
+        """Stop every container of `service` (SIGTERM, SIGKILL after `timeout` seconds)."""
+        self.run("stop", "--timeout", str(timeout), service, timeout=timeout + 120)
+
+    def start(self, service: str) -> None:
+        """Start the stopped containers of `service` again (same containers, same volumes)."""
+        self.run("start", service)
+
+    def restart(self, service: str, timeout: int = 20) -> None:
+        """Stop and start every container of `service` (SIGTERM, SIGKILL after `timeout` seconds)."""
+        self.run("restart", "--timeout", str(timeout), service, timeout=timeout + 120)
+
+    def scale(self, client: Any, service: str, replicas: int, timeout: float = 300.0) -> list[str]:
+        """Run `replicas` containers of `service` (new ones created, the highest-numbered ones stopped and
+        removed; the others untouched), then remove the anonymous volumes of the removed ones, which
+        compose leaves behind. Returns the names of the volumes removed."""
+        before = {c.id: anonymous_volumes(c) for c in self.service_containers(client, service)}
+        self.run("up", "-d", "--no-build", "--no-deps", "--no-recreate", "--scale", f"{service}={replicas}", service,
+                 timeout=timeout)
+        remaining = {c.id for c in self.service_containers(client, service)}
+        removed = [volume for container_id, volumes in before.items() if container_id not in remaining for volume in volumes]
+        for name in removed:
+            client.volumes.get(name).remove()
+        return removed
+
+    def service_containers(self, client: Any, service: str) -> list[Any]:
+        """The containers of `service` (running or not), by their replica number."""
+        found = client.containers.list(all=True, filters={"label": [f"{PROJECT_LABEL}={self.name}",
+                                                                     f"{SERVICE_LABEL}={service}"]})
+        return sorted(found, key=lambda c: int(c.labels.get(NUMBER_LABEL, "0")))
+
+    def network(self, client: Any) -> Any:
+        """The project's default network (every service is on it)."""
+        return client.networks.get(f"{self.name}_default")
+
+    def disconnect(self, client: Any, container: Any) -> str | None:
+        """Cut `container` off the project's network: nothing reaches it, it reaches nothing (it keeps
+        running). Returns the address it had there (None: it had none), for `connect`."""
+        container.reload()
+        network = container.attrs["NetworkSettings"]["Networks"].get(f"{self.name}_default") or {}
+        self.network(client).disconnect(container)
+        return network.get("IPAddress") or None
+
+    def connect(self, client: Any, container: Any, address: str | None = None) -> None:
+        """Put `container` back on the project's network, reachable by its service's name again, at
+        `address` when given: a healed partition keeps the address (without it the engine may pick a
+        new one, and TCP connections of the old address then hang until the kernel gives them up)."""
+        options = {"ipv4_address": address} if address else {}
+        self.network(client).connect(container, aliases=[container.labels.get(SERVICE_LABEL, container.name)],
+                                     **options)
+
     def exec(self, service: str, *command: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
         return self.run("exec", "-T", service, *command, timeout=timeout, check=False)
 
@@ -86,6 +142,13 @@ class ComposeProject:
         found += [f"volume {v.name}" for v in client.volumes.list()
                   if v.name.startswith(f"{self.name}_") and f"volume {v.name}" not in found]
         return found
+
+
+def anonymous_volumes(container: Any) -> list[str]:
+    """The volumes mounted in `container` that no compose file names (a `- /path` volume): their names."""
+    return [m["Name"] for m in container.attrs.get("Mounts", [])
+            if m.get("Type") == "volume" and m.get("Name") and not str(m.get("Name")).startswith(
+                f"{container.labels.get(PROJECT_LABEL, '')}_")]
 
 
 class HealthcheckDriver:

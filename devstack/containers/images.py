@@ -24,9 +24,10 @@ from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artif
 from laminar_kafka.devstack.processes import log_tail
 from laminar_kafka.devstack.containers.engine import (
     BASE_IMAGE, DOCKER_DIR, IMAGES_DIR, INPUTS_LABEL, JAVA_IMAGE, JVM_SERVERS_IMAGE, KAFKA_IMAGE, NODE_IMAGE,
-    PUBLIC_BASE, PUBLIC_PYTHON, PYTHON_IMAGE, RECIPE_VERSION, REPO, SUITE, ZOOKEEPER_IMAGE, ContainerError,
-    _first_line, _import, check_container_runs,
+    PUBLIC_BASE, PUBLIC_PYTHON, PYTHON_IMAGE, RECIPE_VERSION, REPO, REST_CATALOG_IMAGE, SEAWEEDFS_IMAGE, SUITE,
+    ZOOKEEPER_IMAGE, ContainerError, _first_line, _import, check_container_runs,
 )
+from laminar_kafka.devstack.errors import DevStackError
 
 LOG_TAIL_LINES = 30
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -64,6 +65,25 @@ def _node_context() -> dict[str, Path]:
     return {name: REPO / name for name in ("pyproject.toml", "README.md", "laminar_kafka", "kafka_source", "coordinator", "cluster", "devstack")}
 
 
+def _seaweedfs_context() -> dict[str, Path]:
+    from laminar_kafka.devstack.objectstore.seaweedfs import weed_binary
+
+    try:
+        weed = weed_binary()
+    except DevStackError as exc:
+        raise ContainerError(f"the SeaweedFS image copies the host's weed binary: {exc}", cause=exc) from exc
+    return {"weed": weed, "seaweedfs-entrypoint.sh": IMAGES_DIR / "seaweedfs-entrypoint.sh"}
+
+
+def _rest_catalog_context() -> dict[str, Path]:
+    from laminar_kafka.devstack.jvm.rest_catalog import ensure_rest_catalog_build, ensure_rest_catalog_s3_build
+
+    try:
+        return {"lib": ensure_rest_catalog_build(), "s3": ensure_rest_catalog_s3_build()}
+    except DevStackError as exc:
+        raise ContainerError(f"the REST catalog image needs its jars: {exc}", cause=exc) from exc
+
+
 RECIPES: tuple[Recipe, ...] = (
     Recipe("base", BASE_IMAGE, f"Debian {SUITE} minbase (debootstrap from the host's apt mirror)"),
     Recipe("java", JAVA_IMAGE, "Java 17 runtime", IMAGES_DIR / "java.Dockerfile", "base"),
@@ -77,6 +97,10 @@ RECIPES: tuple[Recipe, ...] = (
            _images_file("zookeeper-entrypoint.sh")),
     Recipe("node", NODE_IMAGE, "laminar-kafka node (docker/Dockerfile)", DOCKER_DIR / "Dockerfile", "python",
            _node_context),
+    Recipe("seaweedfs", SEAWEEDFS_IMAGE, "SeaweedFS S3 (the host's weed binary)", IMAGES_DIR / "seaweedfs.Dockerfile",
+           "base", _seaweedfs_context),
+    Recipe("rest-catalog", REST_CATALOG_IMAGE, "Iceberg REST catalog server with S3FileIO",
+           IMAGES_DIR / "rest-catalog.Dockerfile", "java", _rest_catalog_context),
 )
 RECIPE_KEYS = tuple(recipe.key for recipe in RECIPES)
 _BY_KEY = {recipe.key: recipe for recipe in RECIPES}

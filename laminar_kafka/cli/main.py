@@ -23,7 +23,7 @@ from laminar_kafka.cluster.config import (
     BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, TOMBSTONE_POLICIES, env_name, load_settings,
 )
 from laminar_kafka.cluster.errors import ClusterError, UsageError
-from laminar_kafka.cluster.lake.settings import PartitionGranularity, TableFormat
+from laminar_kafka.cluster.lake.settings import PartitionGranularity, TableFormat, TableLocation
 from laminar_kafka.cluster.logs import quiet_clients
 from laminar_kafka.cli.common import (
     PROG, Parser, add_common, add_kafka_client, configure_command_logging, kafka_client_of,
@@ -99,6 +99,9 @@ _RUN_HELP = {
     "catalog-uri": "table-format=iceberg: sqlite:///<path> or an http(s):// REST catalog (default: an embedded "
                    "SQLite catalog at <output>/_catalog/catalog.db); properties in the [iceberg] table, "
                    "LAMINAR_ICEBERG__<KEY>",
+    "table-location": "table-format=iceberg: where a table the node creates goes: output (default: <output>/<topic>, "
+                      "metadata beside the data) or catalog (the catalog places it, for catalogs that manage "
+                      "their tables' locations; the data files stay under <output>/<topic>)",
 }
 
 
@@ -110,6 +113,7 @@ _RUN_CHOICES: dict[str, tuple[str, ...]] = {
     "on-tombstone": TOMBSTONE_POLICIES,
     "table-format": tuple(f.value for f in TableFormat),
     "partition-by": tuple(g.value for g in PartitionGranularity),
+    "table-location": tuple(location.value for location in TableLocation),
 }
 
 

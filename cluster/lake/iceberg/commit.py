@@ -15,8 +15,10 @@ table on every attempt:
   crash sees the property and never adds the files twice.
 
 A commit that loses a race (``CommitFailedException``) is retried with jittered backoff (20 attempts
-or 30 s, then :class:`SinkError`), and so is a REST catalog that cannot be reached or answers 5xx
-(a commit whose answer is lost: the retry's reload finds the epoch property, so nothing lands twice). A file whose schema the table cannot take fails with a
+or 30 s, then :class:`SinkError`), and so is every catalog call while the catalog is unavailable
+(connection refused or reset, a timeout, an answer 5xx: a catalog restarting): the loop reloads the
+table first, so a commit whose answer was lost is found by its epoch property, never made twice. A
+catalog away longer than that stops the node in one line (started again, it reconciles with the lake). A file whose schema the table cannot take fails with a
 :class:`SinkError` naming the table, the column and both types, and nothing is committed.
 """
 from __future__ import annotations
@@ -54,7 +56,7 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
 from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
 from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
-from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat
+from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat, TableLocation
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.parquet.names import final_path
 
@@ -226,7 +228,10 @@ class IcebergOutput:
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - a catalog failure at start is one line
-            raise ConfigError(f"iceberg catalog check failed for namespace {namespace}: {describe_error(exc)}",
+            reason = describe_error(exc)
+            if "location" in reason.lower() and self.settings.table_location is TableLocation.OUTPUT:
+                reason += " (a catalog that places its tables itself: set table-location=catalog)"
+            raise ConfigError(f"iceberg catalog check failed for namespace {namespace}: {reason}",
                               cause=exc) from None
 
     def _create(self, topic: str, schema: pa.Schema) -> Table:
@@ -234,8 +239,10 @@ class IcebergOutput:
         iceberg_schema = iceberg_schema_of(schema)
         spec = partition_spec_of(self.granularity, iceberg_schema)
         identifier = self.identifier(topic)
-        location = table_location(self.fs, self.root, topic)
-        logger.info("creating iceberg table %s at %s", ".".join(identifier), location)
+        location: str | None = None  # TableLocation.CATALOG: the catalog places it
+        if self.settings.table_location is TableLocation.OUTPUT:
+            location = table_location(self.fs, self.root, topic)
+        logger.info("creating iceberg table %s at %s", ".".join(identifier), location or "the catalog's place")
         ensure_namespace(self.catalog, self.settings.namespace)
         return self.catalog.create_table_if_not_exists(
             identifier, schema=iceberg_schema, location=location, partition_spec=spec,
@@ -271,20 +278,26 @@ class IcebergOutput:
         staged: tuple[str, ...],
         manifest_outputs: ManifestOutputs,
         oldest_epoch: int,
+        *,
+        tables_through: int | None = None,
     ) -> int:
         """Publish committed epoch ``epoch`` (``staged``: manifest ``epoch``'s staged paths) into the
         tables, catching up earlier epochs of each table first; files outside any table (``_rejected/``)
-        are published as plain files. Idempotent; returns how many Iceberg commits this call made.
-        Raises :class:`SinkError`."""
+        are published as plain files. With ``tables_through``, the tables are committed only up to
+        that epoch (another node's turn for the later ones). Idempotent; returns how many Iceberg
+        commits this call made. Raises :class:`SinkError`."""
         self._outputs[epoch] = self._files_by_topic(staged)
         for old in [e for e in self._outputs if e < oldest_epoch - 1]:
             del self._outputs[old]
         outside = [relative for relative in staged if self._final_path_of(relative).startswith("_")]
         if outside:  # rejected records: published as files, never part of a table
             self._publish_files(self.fs, self.root, outside)
+        through = epoch if tables_through is None else min(epoch, tables_through)
         commits = 0
+        if through < 1:
+            return commits
         for topic in sorted(set(self._outputs[epoch]) | set(self._topics) | set(self._through)):
-            commits += self._publish_table(topic, epoch, manifest_outputs, oldest_epoch)
+            commits += self._publish_table(topic, through, manifest_outputs, oldest_epoch)
         return commits
 
     def _files_by_topic(self, staged: Iterable[str]) -> dict[str, list[str]]:
@@ -337,6 +350,7 @@ class IcebergOutput:
                 self._through[topic] = max(self._through[topic], epoch)
                 return 0
         commits = 0
+        unavailable = False
         for attempt in range(self.retry.attempts):
             try:
                 table = load_table_or_none(self.catalog, self.identifier(topic))
@@ -366,8 +380,12 @@ class IcebergOutput:
                         f"attempt(s) in {elapsed:.1f}s: {describe_error(exc)}", cause=exc,
                     ) from None
                 if isinstance(exc, _TRANSIENT):
-                    logger.warning("iceberg catalog unavailable for %s (attempt %d): %s; retrying", name,
-                                   attempt + 1, describe_error(exc))
+                    if not unavailable:  # once per publish: the retries follow at DEBUG
+                        unavailable = True
+                        logger.warning("iceberg catalog unavailable while publishing epoch %d into %s (%s); "
+                                       "retrying for up to %.0f s", epoch, name, describe_error(exc),
+                                       self.retry.deadline_s)
+                    logger.debug("iceberg catalog unavailable for %s (attempt %d): %s", name, attempt + 1, exc)
                 else:
                     logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
                     self.commit_listener.lost_race(name)

@@ -9,11 +9,12 @@ pyiceberg reads it independently through the catalog. Two catalogs:
   cannot do: hold a table at the location the lake gives it. A table's location must lie in the
   catalog's table bucket, and that bucket's S3 door takes objects only under
   ``<namespace>/<table>/{metadata,data,_<name>}/``, while the lake keeps ``dt=`` directories right under
-  ``<output>/<topic>`` and ``_staging/`` beside it. So one test shows a node whose table does not exist
-  stop at start with one line, and the others pre-create the table (no location: SeaweedFS places it in
-  its table bucket) with just ``_timestamp`` and the day partitioning; the node checks it, evolves its
-  schema on the first commit and adds its data files from the plain bucket (a catalog accepts data
-  files anywhere). Three ZooKeeper-mode nodes commit to one such table.
+  ``<output>/<topic>`` and ``_staging/`` beside it. So one test shows a node with the default
+  ``table-location=output`` stop at start with one line that names the setting; one pre-creates the
+  table (no location: SeaweedFS places it in its table bucket) with just ``_timestamp`` and the day
+  partitioning, and the node checks it, evolves its schema on the first commit and adds its data files
+  from the plain bucket (a catalog accepts data files anywhere); and three ZooKeeper-mode nodes with
+  ``table-location=catalog`` create the table themselves where the catalog places it and commit to it.
 - Iceberg's RESTCatalogServer writing its metadata to SeaweedFS's S3 (`rest_catalog_on_s3`): the
   lake's own layout, the node creating its table at ``<output>/<topic>``.
 """
@@ -186,6 +187,7 @@ def test_a_table_the_lake_would_place_is_refused_by_seaweedfs_catalog_in_one_lin
     error = result.stderr.strip().splitlines()[-1]  # after the node's log lines
     assert error.startswith("error: iceberg catalog check failed"), result.stderr
     assert f"table location must be within bucket {TEST_TABLE_BUCKET}" in error and "Traceback" not in result.stderr
+    assert error.endswith("(a catalog that places its tables itself: set table-location=catalog)")
 
 
 def node_metric(metrics_port: int, name: str) -> int:
@@ -204,8 +206,10 @@ def test_three_zookeeper_nodes_commit_each_epoch_once_through_seaweedfs_catalog(
     s3_server: SeaweedServer, kafka: KafkaHandle, zookeeper: ZooKeeperHandle, unique: Callable[[str], str],
     tmp_path: Path,
 ) -> None:
-    """Every node tries every epoch's commit into the one table; the catalog's conditional commits
-    (409 on a stale base) and the table property let exactly one land per epoch."""
+    """Three nodes start together on a pipeline whose table does not exist: with ``table-location
+    catalog`` they create it where SeaweedFS's catalog places it (one creation wins). Every node
+    tries every epoch's commit into the one table; the catalog's conditional commits (409 on a stale
+    base) and the table property let exactly one land per epoch, and the nodes count the rest."""
     name = unique("sw-zk")
     create_topic(kafka.bootstrap, name, PARTITIONS)
     output = f"s3://{TEST_BUCKET}/{name}"
@@ -214,17 +218,18 @@ def test_three_zookeeper_nodes_commit_each_epoch_once_through_seaweedfs_catalog(
                                base=tmp_path, s3_output=output, iceberg_properties=s3_server.catalog_properties())
     pipeline.table_format, pipeline.catalog_uri = TableFormat.ICEBERG, s3_server.catalog_uri
     catalog = seaweed_catalog(s3_server)
-    precreate_table(catalog, pipeline.identifier)
     metrics = {node_id: free_port() for node_id in (1, 2, 3)}
     try:
-        for node_id, port in metrics.items():
-            pipeline.launch(node_id, "--config", str(config), "--metrics-port", str(port))
+        for node_id, port in metrics.items():  # no table yet: the nodes create it where the catalog places it
+            pipeline.launch(node_id, "--config", str(config), "--metrics-port", str(port), "--table-location", "catalog")
         pipeline.produce(rate=1500)
         pipeline.wait_spread(3, timeout=90)
         pipeline.wait_until(lambda: committed_epoch(catalog.load_table(pipeline.identifier), name) >= 8, 120,
                             "eight epochs committed by three nodes")
         assert_exact(pipeline.finish(), pipeline)
         table = catalog.load_table(pipeline.identifier)
+        assert table.location().startswith(f"s3://{TEST_TABLE_BUCKET}/")  # the catalog's place
+        assert all(task.file.file_path.startswith(f"{output}/{name}/dt=") for task in table.scan().plan_files())
         epochs = [s.summary.get("laminar.epoch") for s in table.snapshots() if s.summary is not None]
         landed = [int(epoch) for epoch in epochs if epoch]
         assert len(landed) == len(set(landed)) > 0  # each epoch's files in exactly one snapshot

@@ -106,13 +106,14 @@ class FakeCoordinator(Coordinator):
     def pin_setting(self, name: str, value: str | None) -> str | None:
         return self.settings.get(name) if value is None else self.settings.setdefault(name, value)
 
-    def commit(self, ack: EpochAck) -> Manifest:
-        """Write the manifest of ``ack``'s epoch: the previous manifest's cursors, updated by the ack's."""
+    def commit(self, ack: EpochAck, other_acks: tuple[tuple[int, str], ...] = ()) -> Manifest:
+        """Write the manifest of ``ack``'s epoch: the previous manifest's cursors, updated by the ack's
+        (``other_acks``: (node, boot) of other nodes that acked the epoch too, for its ``acked_by``)."""
         previous = self.latest_manifest()
         cursors = {s: dict(c) for s, c in previous.cursors.items()} if previous is not None else {}
         for source, acked in ack.cursors.items():
             cursors.setdefault(source, {}).update(acked)
-        manifest = Manifest(ack.epoch, ack.assignment_version, cursors, ack.outputs, ((1, ack.boot_id),))
+        manifest = Manifest(ack.epoch, ack.assignment_version, cursors, ack.outputs, ((1, ack.boot_id), *other_acks))
         self.manifests[ack.epoch] = manifest
         self.emit(EpochCommitted(manifest))
         return manifest

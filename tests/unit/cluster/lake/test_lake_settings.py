@@ -6,7 +6,9 @@ import pytest
 from laminar_kafka.cluster.config import settings_from
 from laminar_kafka.cluster.config_file import passthrough_tables
 from laminar_kafka.cluster.errors import ConfigError
-from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat, table_name_of
+from laminar_kafka.cluster.lake.settings import (
+    IcebergSettings, PartitionGranularity, TableFormat, TableLocation, table_name_of,
+)
 
 BASE = {"bootstrap": "k:9092", "topic": "orders.v1", "output": "/tmp/out"}
 
@@ -21,6 +23,13 @@ def test_iceberg_names_default_to_pipeline_and_topic() -> None:
     ice = s.iceberg_settings()
     assert ice.namespace == "sales_eu" and ice.catalog_uri is None
     assert ice.table_of("orders.v1") == "orders_v1" == table_name_of("orders.v1")
+
+
+def test_iceberg_tables_go_to_the_output_unless_the_catalog_places_them() -> None:
+    s = settings_from(BASE, {}, {"table-format": "iceberg"})
+    assert s.iceberg_settings().table_location is TableLocation.OUTPUT
+    s = settings_from(BASE, {"LAMINAR_TABLE_LOCATION": "catalog"}, {"table-format": "iceberg"})
+    assert s.iceberg_settings().table_location is TableLocation.CATALOG
 
 
 def test_iceberg_table_and_env_properties() -> None:
@@ -40,6 +49,8 @@ def test_iceberg_table_and_env_properties() -> None:
     ({"table-format": "iceberg", "output": "s3://bucket/lake", "state-dir": "/tmp/s"}, "needs catalog-uri"),
     ({"table-format": "iceberg", "topic": "a,b", "table": "t"}, "single topic"),
     ({"table-format": "iceberg", "table": "bad-name"}, "iceberg table 'bad-name' must match"),
+    ({"table-location": "catalog"}, "table-location goes with table-format=iceberg"),
+    ({"table-format": "iceberg", "table-location": "bucket"}, "table-location='bucket': expected one of output, catalog"),
 ])
 def test_bad_lake_settings_name_the_setting(values: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):

@@ -1,5 +1,6 @@
 """The runtime and its lake: a committed epoch whose publishing cannot read the coordinator now (a
-session expiring) is durable all the same; the node goes on, and a later publish finishes it."""
+session expiring) is durable all the same; the node goes on, and a later publish finishes it. The
+nodes that acked an epoch take turns committing its tables; the others commit up to the epoch before."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,11 +24,11 @@ class ExpiringLake(ParquetTree):
         self.failures = 1
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: Callable[[int], tuple[str, ...] | None],
-                oldest_epoch: int) -> int:
+                oldest_epoch: int, *, tables_through: int | None = None) -> int:
         if self.failures:
             self.failures -= 1
             raise CoordinatorUnavailable("manifest cannot be read now: SessionExpiredError()")
-        return super().publish(epoch, staged, manifest_outputs, oldest_epoch)
+        return super().publish(epoch, staged, manifest_outputs, oldest_epoch, tables_through=tables_through)
 
 
 async def test_a_publish_the_coordinator_cannot_answer_now_does_not_stop_the_node(tmp_path: Path) -> None:
@@ -47,4 +48,35 @@ async def test_a_publish_the_coordinator_cannot_answer_now_does_not_stop_the_nod
     await runtime.epochs.recover_sink()  # what every 10th epoch and every start do
     published = {p.rsplit("/", 1)[1] for p in list_published(sink.fs, sink.root)}
     assert {name.rsplit("/", 1)[1].replace("_staging/", "") for name in first.outputs} <= published
+    await stop_running(runtime, task)
+
+
+class TurnsLake(ParquetTree):
+    """The Parquet tree, remembering each publish's ``tables_through`` by epoch."""
+
+    def __init__(self, sink: ParquetSink) -> None:
+        super().__init__(sink.fs, sink.root)
+        self.through: dict[int, int | None] = {}
+
+    def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: Callable[[int], tuple[str, ...] | None],
+                oldest_epoch: int, *, tables_through: int | None = None) -> int:
+        self.through[epoch] = tables_through
+        return super().publish(epoch, staged, manifest_outputs, oldest_epoch, tables_through=tables_through)
+
+
+async def test_a_node_commits_the_tables_of_the_epochs_whose_turn_is_its_own(tmp_path: Path) -> None:
+    FakeSource.generations = []
+    coordinator = FakeCoordinator()
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", granularity=PartitionGranularity.NONE)
+    lake = TurnsLake(sink)
+    options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
+    runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, lake=lake)
+    task = await start_running(runtime, rows=20)
+    for epoch in (1, 2, 3):  # nodes 1 and 2 acked each: node 2 has the odd epochs' turn, node 1 the even
+        committed = runtime.epochs_committed
+        coordinator.commit(await ack_of(coordinator, epoch=epoch), other_acks=((2, "y"),))
+        await wait_for(lambda: runtime.epochs_committed > committed)
+    assert lake.through == {1: 0, 2: None, 3: 2}
+    await runtime.epochs.recover_sink()  # start, join and every 10th epoch: every table, whoever's turn
+    assert lake.through[3] is None
     await stop_running(runtime, task)

@@ -126,7 +126,10 @@ class CoordinatorModel(RuleBasedStateMachine):
 
     # ---- leader -------------------------------------------------------------------------------
 
-    def _apply(self, step: Step) -> None:
+    def _apply(self, step: Step, *, computed_now: bool = True) -> None:
+        """Check ``step`` and record what it wrote. ``computed_now``: from the store as it is now;
+        False for a zombie's step accepted later (the register unchanged, but members may have
+        changed meanwhile, which the register's version does not see)."""
         control = step.control
         event(f"step {step.kind}" + ("" if step.decision is None else f" {step.decision.outcome.value}"))
         if step.rejected_acks:
@@ -137,7 +140,12 @@ class CoordinatorModel(RuleBasedStateMachine):
             assert fenced == {node for node, _boot in step.manifest.acked_by}, (step.fences, step.manifest.acked_by)
             assert len(step.fences) == len(step.manifest.acked_by)
         for ack, _reason in step.reported:
-            assert ack.boot_id == self.boots.get(ack.node_id) == control.boot_of(ack.node_id), ack
+            assert ack.boot_id == control.boot_of(ack.node_id), ack
+            if ack.boot_id != self.boots.get(ack.node_id):
+                # only a zombie's step: the ack's boot was live when the step was computed and has
+                # been replaced since; the marker is keyed by that boot, which no successor reads
+                assert not computed_now, ack
+                event("content rejection recorded for a boot replaced since")
             event("content rejection recorded")
         for path, data in (r for intent in step.intents for r in layout.intent_records(intent)):
             if path.endswith("/decision"):
@@ -214,7 +222,7 @@ class CoordinatorModel(RuleBasedStateMachine):
         event("zombie write accepted (not stale)")
         # Accepted only when it was not stale at all: same live election node, same register version.
         assert term.token - 1 in self.store.candidates and current == version
-        self._apply(step)
+        self._apply(step, computed_now=False)
 
     @rule(ms=st.sampled_from([100, 1000, 3000, 6000]))
     def time_passes(self, ms: int) -> None:

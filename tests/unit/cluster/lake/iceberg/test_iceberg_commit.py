@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import requests
+from pyiceberg.exceptions import ServerError
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, committed_epoch, epoch_property
+from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, RetryPolicy, committed_epoch, epoch_property
 from laminar_kafka.cluster.lake.iceberg.tables import data_file_count, iceberg_schema_of, load_table_or_none, read_offsets
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableLocation
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, offsets_of, rows
 
@@ -190,7 +192,7 @@ def test_a_catalog_connection_lost_during_a_commit_is_retried_and_adds_nothing_t
     with caplog.at_level(logging.WARNING):
         assert lake.publish(output, 1) == (0 if landed else 1)
     assert dropped == [1]
-    assert "iceberg catalog unavailable for pipe.orders (attempt 1)" in caplog.text
+    assert "iceberg catalog unavailable while publishing epoch 1 into pipe.orders" in caplog.text
     assert epochs_of_snapshots(output) == ["1"]
     assert offsets_of(read_offsets(output.table("orders"))) == [("orders", 0, o) for o in range(5)]
     assert heard.lost_races == [], "an unreachable catalog is no lost race"
@@ -402,3 +404,107 @@ def test_a_timestamp_past_year_9999_in_a_payload_column_is_one_clear_sink_error(
     lake.stage(1, rows("orders", 0, range(2), seen_at=pa.array([253_402_300_800_000] * 2, pa.timestamp("ms"))))
     with pytest.raises(SinkError, match=r"iceberg table pipe\.orders: OverflowError.*outside years 1-9999"):
         lake.publish(lake.output(), 1)
+
+
+def test_a_table_the_catalog_places_keeps_the_lakes_data_files(tmp_path: Path) -> None:
+    """``table-location=catalog``: the node creates the table without a location (the SQL catalog
+    puts it in its warehouse, ``<warehouse>/<namespace>/<table>``); the data files stay the lake's."""
+    lake = Lake(tmp_path, settings=IcebergSettings(namespace="pipe", table_location=TableLocation.CATALOG))
+    lake.stage(1, rows("orders", 0, range(3)))
+    lake.stage(2, rows("orders", 1, range(2)))
+    output = lake.output()
+    assert lake.publish(output, 2) == 2
+    table = output.table("orders")
+    assert table.location() == f"{lake.root}/pipe/orders"
+    assert all(task.file.file_path.startswith(f"{lake.root}/orders/dt=") for task in table.scan().plan_files())
+    assert offsets_of(read_offsets(table)) == sorted([("orders", 0, o) for o in range(3)] + [("orders", 1, o) for o in range(2)])
+
+
+def test_a_node_whose_turn_it_is_not_commits_only_up_to_the_epoch_before(tmp_path: Path) -> None:
+    """Taking turns: node A has epoch 2's turn, node B (``tables_through=1``) commits epoch 1 only,
+    which its committer had not (it died first, say): B catches it up one epoch late. A commits 2 in
+    its turn, B 3 in its own; A, through 2, has nothing left to do: no race, each epoch one commit."""
+    lake = Lake(tmp_path)
+    for epoch in (1, 2, 3):
+        lake.stage(epoch, rows("orders", 0, [epoch]))
+    a, b = lake.output(), lake.output()
+    heard_a, heard_b = Heard(), Heard()
+    a.commit_listener, b.commit_listener = heard_a, heard_b
+    assert b.publish(2, lake.manifests[2], lake.manifest_outputs, 1, tables_through=1) == 1
+    assert epochs_of_snapshots(b) == ["1"]
+    assert a.publish(2, lake.manifests[2], lake.manifest_outputs, 1) == 1  # its turn: epoch 2
+    assert b.publish(3, lake.manifests[3], lake.manifest_outputs, 1) == 1  # its turn: epoch 3
+    assert a.publish(3, lake.manifests[3], lake.manifest_outputs, 1, tables_through=2) == 0  # knows 2 is in
+    assert epochs_of_snapshots(a) == ["1", "2", "3"]
+    assert heard_a == Heard(commits=["pipe.orders"])
+    assert heard_b == Heard(commits=["pipe.orders", "pipe.orders"])
+    assert offsets_of(read_offsets(a.table("orders"))) == [("orders", 0, 1), ("orders", 0, 2), ("orders", 0, 3)]
+
+
+def test_tables_through_before_the_first_epoch_commits_nothing(tmp_path: Path) -> None:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, [1]))
+    output = lake.output()
+    assert output.publish(1, lake.manifests[1], lake.manifest_outputs, 1, tables_through=0) == 0
+    assert load_table_or_none(output.catalog, output.identifier("orders")) is None
+
+
+def _two_epochs_one_published(tmp_path: Path) -> tuple[Lake, IcebergOutput]:
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, range(4)))
+    output = lake.output()
+    lake.publish(output, 1)
+    lake.stage(2, rows("orders", 0, range(4, 8)), node=1)
+    lake.stage(2, rows("orders", 1, range(2)), node=2)
+    return lake, output
+
+
+EXACT_AFTER_TWO = sorted([("orders", 0, o) for o in range(8)] + [("orders", 1, o) for o in range(2)])
+
+
+@pytest.mark.parametrize("away", [
+    requests.exceptions.ConnectionError("HTTPConnectionPool(host='catalog', port=8181): Connection refused"),
+    requests.exceptions.ReadTimeout("read timed out"),
+    ServerError("503 Service Unavailable"),
+], ids=["refused", "timeout", "5xx"])
+def test_a_catalog_restarting_during_a_publish_is_ridden_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, away: Exception,
+) -> None:
+    """Found by the production compose: a REST catalog restarting for a few seconds made every node
+    crash with a traceback (requests' ConnectionError went through the commit loop); they ride it out now."""
+    import laminar_kafka.cluster.lake.iceberg.commit as iceberg_commit
+
+    lake, output = _two_epochs_one_published(tmp_path)
+    failures = [away, away, away]
+    original = iceberg_commit.load_table_or_none
+
+    def restarting(*args):  # type: ignore[no-untyped-def]
+        if failures:
+            raise failures.pop()
+        return original(*args)
+
+    monkeypatch.setattr(iceberg_commit, "load_table_or_none", restarting)
+    with caplog.at_level(logging.WARNING, logger="laminar_kafka.cluster.lake.iceberg.commit"):
+        assert lake.publish(output, 2) == 1
+    assert failures == []
+    assert epochs_of_snapshots(output) == ["1", "2"]
+    assert offsets_of(read_offsets(output.table("orders"))) == EXACT_AFTER_TWO
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "catalog unavailable while publishing epoch 2" in warnings[0], warnings
+
+
+def test_a_catalog_away_past_the_retry_policy_is_one_sink_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import laminar_kafka.cluster.lake.iceberg.commit as iceberg_commit
+
+    lake, output = _two_epochs_one_published(tmp_path)
+    output.retry = RetryPolicy(attempts=3, deadline_s=10.0, base_delay_s=0.001, max_delay_s=0.001)
+
+    def gone(*args):  # type: ignore[no-untyped-def]
+        raise requests.exceptions.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(iceberg_commit, "load_table_or_none", gone)
+    with pytest.raises(SinkError, match=r"epoch 2 into pipe\.orders kept failing after 3 attempt\(s\).*ConnectionError"):
+        lake.publish(output, 2)
+    monkeypatch.undo()
+    assert epochs_of_snapshots(output) == ["1"]  # nothing half done: the next publish lands it
+    assert lake.publish(output, 2) == 1
