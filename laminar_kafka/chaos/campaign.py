@@ -383,7 +383,8 @@ def _release(run: _Run, started: _Started) -> None:
             producer.stop()
         result.acked = producer.acked_count
         result.producer = {"produced": producer.produced, "acked": producer.acked_count, "failed": producer.failed,
-                           "uncertain": producer.uncertain, "transactions": dict(producer.transactions),
+                           "uncertain": producer.uncertain, "without_offset": producer.without_offset,
+                           "transactions": dict(producer.transactions),
                            "error": producer.error}
     if started.nodes is not None:
         result.node_exits = started.nodes.unexpected_exits()
