@@ -61,6 +61,7 @@ chaos: jvm
 	$(VENV)/bin/laminar-kafka chaos --seeds $(SEEDS) $(CHAOS_ARGS)
 
 bench: artifacts
+	$(VENV)/bin/pip install -q -e ".[test,bench]"
 	$(PY) bench/bench_source.py
 	$(PY) bench/bench_coordinator.py
 	$(PY) bench/bench_cluster.py

@@ -1,0 +1,427 @@
+"""Scale benchmark (prints JSON): what nodes cost over nodes x partitions, at a trickle and at load.
+
+    .venv/bin/python bench/bench_scale.py point --nodes 1 --partitions 1000 --rate 2000
+    .venv/bin/python bench/bench_scale.py grid [--nodes 1,2,4,8,16] [--partitions 8,256,1000,4000] \
+        [--rates 2000,20000] [--out bench/scale.json]
+    .venv/bin/python bench/bench_scale.py plot bench/scale.json docs/scale.png
+
+One point: a topic of ``--partitions`` partitions, ZooKeeper-mode nodes (1 s epochs... no: the node's
+default 2 s epochs) landing Parquet locally, a producer in this process at ``--rate`` records/s
+(100 B). Once every partition is owned, spread evenly, and ``--warmup`` seconds passed, the window
+of ``--window`` seconds is measured from ``/proc``:
+
+- per node: CPU ms per second (user + system), by thread name (the reader, librdkafka's threads,
+  the event loop = ``MainThread``), and RSS;
+- ZooKeeper: CPU ms/s, bytes written to disk per second (``/proc/<pid>/io``), and requests per
+  second (``mntr``'s ``zk_packets_received``), each also per epoch;
+- epoch commit (``laminar_checkpoint_seconds``) p50/p99 from the nodes' metrics over the window;
+- the join-round pause p99 (``laminar_handoff_pause_seconds``) over the whole run.
+
+``kill`` (with ``--kill``): after the window, one node is SIGKILLed; the time until every
+partition's durable cursor passes the high watermark it had at the kill.
+
+The figures are the counters; the sleeps only set the window.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.request import urlopen
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from laminar_kafka.cluster.ops.status import collect_status  # noqa: E402
+from laminar_kafka.devstack.processes import NodeProcess, free_port  # noqa: E402
+from laminar_kafka.devstack.producers import ContinuousProducer  # noqa: E402
+from laminar_kafka.devstack.stack import DevStack  # noqa: E402
+from laminar_kafka.devstack.topics import create_topic  # noqa: E402
+from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+EPOCH_S = 2.0
+
+
+# -- /proc ----------------------------------------------------------------------------------------
+
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """User + system CPU seconds of a process (or one of its threads)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds per thread name (threads of one name summed; librdkafka's broker threads folded
+    into ``rdk:broker``)."""
+    totals: dict[str, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            seconds = cpu_seconds(pid, int(tid))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = re.sub(r"^(rdk:broker).*", r"\1", name)
+        totals[name] = totals.get(name, 0.0) + seconds
+    return totals
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def written_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
+def zk_packets_received(host: str, port: int) -> int:
+    import socket
+
+    with socket.create_connection((host, port), timeout=5) as sock:
+        sock.sendall(b"mntr")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    match = re.search(rb"zk_packets_received\s+(\d+)", data)
+    return int(match.group(1)) if match else 0
+
+
+# -- metrics --------------------------------------------------------------------------------------
+
+def scrape(port: int) -> str:
+    try:
+        with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+    except OSError:
+        return ""
+
+
+def buckets(texts: list[str], name: str) -> dict[float, float]:
+    """A histogram's cumulative buckets, summed over the nodes' scrapes."""
+    summed: dict[float, float] = {}
+    for text in texts:
+        for bound, count in re.findall(rf'^{name}_bucket\{{[^}}]*le="([^"]+)"[^}}]*\}} ([0-9.e+]+)$', text, re.MULTILINE):
+            key = float("inf") if bound == "+Inf" else float(bound)
+            summed[key] = summed.get(key, 0.0) + float(count)
+    return summed
+
+
+def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float | None:
+    """The ``q`` quantile of what a histogram counted between two scrapes (the bucket's bound)."""
+    window = sorted((bound, after.get(bound, 0.0) - before.get(bound, 0.0)) for bound in after)
+    if not window or window[-1][1] <= 0:
+        return None
+    wanted = q * window[-1][1]
+    for bound, count in window:
+        if count >= wanted:
+            return bound
+    return None
+
+
+# -- the lake as its readers see it --------------------------------------------------------------
+
+class LakeWatcher:
+    """Polls the published Parquet tree of one topic (``<output>/<topic>/**/*.parquet``) every
+    ``interval_s``: when the first row became visible, and each visible row's latency (first seen
+    minus its ``_timestamp``, the producer's create time) for rows produced after :meth:`measure_from`."""
+
+    def __init__(self, root: Path, interval_s: float = 0.1) -> None:
+        self.root, self.interval_s = root, interval_s
+        self.first_visible_at: float | None = None
+        self.latencies_s: list[float] = []
+        self._seen: set[Path] = set()
+        self._from_ms = float("inf")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lake-watcher", daemon=True)
+
+    def start(self) -> LakeWatcher:
+        self._thread.start()
+        return self
+
+    def measure_from(self, wall_s: float) -> None:
+        self.latencies_s.clear()
+        self._from_ms = wall_s * 1000
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        import pyarrow.parquet as pq
+
+        while not self._stop.wait(self.interval_s):
+            now = time.time()
+            for path in sorted(self.root.glob("**/*.parquet")):
+                if path in self._seen:
+                    continue
+                self._seen.add(path)
+                try:
+                    stamps = pq.read_table(path, columns=["_timestamp"]).column(0)
+                except (OSError, ValueError):
+                    continue  # read again at the next look: not a data file of this lake
+                if self.first_visible_at is None and len(stamps):
+                    self.first_visible_at = time.monotonic()
+                millis = stamps.cast("int64").to_pylist()  # timestamp[ms] -> epoch milliseconds
+                self.latencies_s.extend(now - ms / 1000 for ms in millis if ms is not None and ms >= self._from_ms)
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p99": None}
+    ordered = sorted(values)
+    pick = lambda q: round(ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1)))], 3)  # noqa: E731
+    return {"p50": pick(0.5), "p99": pick(0.99)}
+
+
+# -- one point ------------------------------------------------------------------------------------
+
+@dataclass
+class Point:
+    nodes: int
+    partitions: int
+    rate: int
+    warmup_s: float
+    window_s: float
+    kill: bool = False
+    #: where to write a py-spy profile of the first node over the window (raw, folded stacks)
+    profile: Path | None = None
+
+
+class ScaleBench:
+    def __init__(self, stack: DevStack, base: Path) -> None:
+        self.stack, self.base = stack, base
+        self.counter = 0
+
+    def zk_pid_and_port(self) -> tuple[int, int]:
+        assert self.stack.zookeeper is not None
+        server = self.stack.zookeeper.servers[0]
+        assert server.pid is not None
+        return server.pid, server.port
+
+    def owners(self, name: str) -> tuple[dict[int, int], dict[str, tuple[int | None, int]]]:
+        """Live node -> partitions owned, and partition -> (durable cursor, high watermark)."""
+        try:
+            status = collect_status(bootstrap=self.stack.bootstrap, topics=[name], zk=self.stack.zk_hosts,
+                                    state_dir=None, pipeline=name, source_identity="kafka")
+        except Exception:  # noqa: BLE001 - not created yet
+            return {}, {}
+        owned = {n.node_id: len(n.partitions) for n in status.nodes if n.live}
+        return owned, {p.partition: (p.durable_cursor, p.high_watermark) for p in status.partitions}
+
+    def run(self, point: Point) -> dict[str, object]:
+        self.counter += 1
+        name = f"scale-{point.nodes}n-{point.partitions}p-{point.rate}r-{int(time.time())}-{self.counter}"
+        create_topic(self.stack.bootstrap, name, point.partitions)
+        ports = {node_id: free_port() for node_id in range(1, point.nodes + 1)}
+        producer = ContinuousProducer(self.stack.bootstrap, name, point.rate, point.partitions).start()
+        nodes: list[NodeProcess] = []
+        started = time.monotonic()
+        watcher = LakeWatcher(self.base / name / name).start()
+        try:
+            for node_id, port in ports.items():
+                nodes.append(NodeProcess.launch(
+                    node_id, bootstrap=self.stack.bootstrap, topic=name, output=str(self.base / name),
+                    zk=self.stack.zk_hosts, pipeline=name, log_dir=self.base / name / "_logs",
+                    extra=["--metrics-port", str(port)]))
+            even = sorted(point.partitions // point.nodes + (1 if i < point.partitions % point.nodes else 0)
+                          for i in range(point.nodes))
+            wait_until(lambda: sorted(self.owners(name)[0].values()) == even, 300 + 10 * point.nodes,
+                       f"{point.nodes} node(s) owning {point.partitions} partitions evenly", interval=1.0)
+            spread_s = time.monotonic() - started
+            time.sleep(point.warmup_s)  # only sets where the window starts
+            watcher.measure_from(time.time())
+            result = self.window(point, nodes, ports)
+            result["spread_s"] = round(spread_s, 1)
+            result["first_row_visible_s"] = (None if watcher.first_visible_at is None
+                                             else round(watcher.first_visible_at - started, 2))
+            result["end_to_end_s"] = percentiles(list(watcher.latencies_s))
+            if point.kill and point.nodes > 1:
+                result["kill_to_durable_s"] = self.kill_to_durable(name, nodes[-1])
+            return result
+        finally:
+            watcher.stop()
+            producer.stop()
+            for node in nodes:
+                node.stop()
+
+    def window(self, point: Point, nodes: list[NodeProcess], ports: dict[int, int]) -> dict[str, object]:
+        zk_pid, zk_port = self.zk_pid_and_port()
+        pids = [n.pid for n in nodes]
+        texts_before = [scrape(port) for port in ports.values()]
+        threads_before = [thread_cpu(pid) for pid in pids]
+        zk_cpu, zk_written, zk_packets = cpu_seconds(zk_pid), written_bytes(zk_pid), zk_packets_received("127.0.0.1", zk_port)
+        spy = None
+        if point.profile is not None:
+            spy = subprocess.Popen(
+                [str(Path(sys.executable).with_name("py-spy")), "record", "--format", "raw", "--threads",
+                 "--nonblocking", "--rate", "200", "--duration", str(int(point.window_s)), "--pid", str(pids[0]),
+                 "--output", str(point.profile)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        begun = time.monotonic()
+        time.sleep(point.window_s)  # the window; the figures are the counters read around it
+        seconds = time.monotonic() - begun
+        if spy is not None:
+            spy.wait(timeout=60)
+        threads_after = [thread_cpu(pid) for pid in pids]
+        zk_cpu = cpu_seconds(zk_pid) - zk_cpu
+        zk_written = written_bytes(zk_pid) - zk_written
+        zk_packets = zk_packets_received("127.0.0.1", zk_port) - zk_packets
+        texts_after = [scrape(port) for port in ports.values()]
+        rss = [rss_mib(pid) for pid in pids]
+        per_node = []
+        by_thread: dict[str, float] = {}
+        for before, after in zip(threads_before, threads_after):
+            node_ms = 0.0
+            for thread, cpu in after.items():
+                spent = (cpu - before.get(thread, 0.0)) * 1000 / seconds
+                node_ms += spent
+                by_thread[thread] = by_thread.get(thread, 0.0) + spent
+            per_node.append(round(node_ms, 1))
+        epochs = seconds / EPOCH_S
+        commit_before = buckets(texts_before, "laminar_checkpoint_seconds")
+        commit_after = buckets(texts_after, "laminar_checkpoint_seconds")
+        pauses = buckets(texts_after, "laminar_handoff_pause_seconds")
+        return {
+            "nodes": point.nodes, "partitions": point.partitions, "rate_per_s": point.rate,
+            "window_s": round(seconds, 1),
+            "node_cpu_ms_per_s_summed": round(sum(per_node), 1),
+            "node_cpu_ms_per_s": per_node,
+            "node_cpu_ms_per_s_by_thread": {k: round(v, 1) for k, v in sorted(by_thread.items(), key=lambda kv: -kv[1])},
+            "node_rss_mib": [round(r, 1) for r in rss],
+            "cpu_us_per_record": round(sum(per_node) * 1000 / max(point.rate, 1), 1),
+            "zk_cpu_ms_per_s": round(zk_cpu * 1000 / seconds, 1),
+            "zk_written_bytes_per_s": round(zk_written / seconds),
+            "zk_written_bytes_per_epoch": round(zk_written / epochs),
+            "zk_requests_per_s": round(zk_packets / seconds, 1),
+            "zk_requests_per_epoch": round(zk_packets / epochs, 1),
+            "epoch_commit_s_p50": quantile(0.5, commit_before, commit_after),
+            "epoch_commit_s_p99": quantile(0.99, commit_before, commit_after),
+            "join_pause_s_p99": quantile(0.99, {}, pauses),
+        }
+
+    def kill_to_durable(self, name: str, victim: NodeProcess) -> float | None:
+        killed = time.monotonic()
+        victim.kill()
+        marks = {partition: high for partition, (_, high) in self.owners(name)[1].items()}
+
+        def durable() -> bool:
+            cursors = self.owners(name)[1]
+            return all((cursors.get(p, (None, 0))[0] or -1) >= mark for p, mark in marks.items())
+
+        try:
+            wait_until(durable, 180, "every partition durable past the kill", interval=0.5)
+        except TimeoutError:
+            return None
+        return round(time.monotonic() - killed, 1)
+
+
+# -- the grid and its plot --------------------------------------------------------------------------
+
+def plot(results: list[dict[str, object]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = sorted({int(str(r["rate_per_s"])) for r in results})
+    figure, axes = plt.subplots(1, len(rates) + 1, figsize=(6 * (len(rates) + 1), 4.5))
+    for axis, rate in zip(axes, rates):
+        for partitions in sorted({int(str(r["partitions"])) for r in results}):
+            line = sorted((int(str(r["nodes"])), float(str(r["node_cpu_ms_per_s_summed"]))) for r in results
+                          if r["rate_per_s"] == rate and r["partitions"] == partitions)
+            axis.plot([n for n, _ in line], [c for _, c in line], marker="o", label=f"{partitions} partitions")
+        axis.set_title(f"node CPU, summed, at {rate:,} records/s")
+        axis.set_xlabel("nodes")
+        axis.set_ylabel("CPU ms per second")
+        axis.set_xscale("log", base=2)
+        axis.legend()
+    zk_axis = axes[-1]
+    for rate in rates:
+        line = sorted((int(str(r["nodes"])) * 10_000 + int(str(r["partitions"])), float(str(r["zk_written_bytes_per_epoch"])))
+                      for r in results if r["rate_per_s"] == rate)
+        zk_axis.plot(range(len(line)), [b / 1024 for _, b in line], marker="o", label=f"{rate:,} records/s")
+        zk_axis.set_xticks(range(len(line)), [f"{k // 10_000}x{k % 10_000}" for k, _ in line], rotation=60, fontsize=7)
+    zk_axis.set_title("ZooKeeper KiB written per epoch")
+    zk_axis.set_xlabel("nodes x partitions")
+    zk_axis.legend()
+    figure.tight_layout()
+    figure.savefig(png, dpi=110)
+
+
+def summarize(folded: Path, top: int = 25) -> dict[str, object]:
+    """A py-spy raw profile's samples by thread, and its functions by inclusive share of the samples."""
+    threads: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in folded.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        total += count
+        threads[frames[0]] = threads.get(frames[0], 0) + count
+        for frame in set(frames[1:]):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+    ranked = sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]
+    return {"samples": total, "threads": dict(sorted(threads.items(), key=lambda kv: -kv[1])),
+            "inclusive_share": {frame: round(n / max(total, 1), 3) for frame, n in ranked}}
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("point", "grid", "plot", "profile-summary"))
+    parser.add_argument("files", nargs="*", help="plot: the grid's JSON and the PNG to write")
+    parser.add_argument("--nodes", default="1")
+    parser.add_argument("--partitions", default="1000")
+    parser.add_argument("--rate", "--rates", dest="rates", default="2000")
+    parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--kill", action="store_true", help="after the window, SIGKILL a node: time to durable again")
+    parser.add_argument("--out", type=Path, help="grid: also write the JSON here")
+    parser.add_argument("--profile", type=Path, help="point: a py-spy profile of node 1 over the window (folded)")
+    args = parser.parse_args()
+    if args.what == "profile-summary":
+        print(json.dumps(summarize(Path(args.files[0])), indent=2))
+        return
+    if args.what == "plot":
+        plot(json.loads(Path(args.files[0]).read_text())["points"], Path(args.files[1]))
+        return
+    base = Path(tempfile.mkdtemp(prefix="laminar-bench-scale-"))
+    stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
+    try:
+        bench = ScaleBench(stack, base)
+        points = [Point(n, p, r, args.warmup, args.window, args.kill, args.profile)
+                  for r in ints(args.rates) for p in ints(args.partitions) for n in ints(args.nodes)]
+        results = []
+        for point in points:
+            results.append(bench.run(point))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+        document = {"points": results}
+        if args.out:
+            args.out.write_text(json.dumps(document, indent=2))
+        print(json.dumps(document if args.what == "grid" else results[0], indent=2))
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    main()
