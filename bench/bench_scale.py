@@ -121,6 +121,15 @@ def buckets(texts: list[str], name: str) -> dict[float, float]:
     return summed
 
 
+def counter(texts: list[str], name: str) -> list[float]:
+    """A counter's value per scrape (0 where it is absent)."""
+    values = []
+    for text in texts:
+        match = re.search(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
+        values.append(float(match.group(1)) if match else 0.0)
+    return values
+
+
 def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float | None:
     """The ``q`` quantile of what a histogram counted between two scrapes (the bucket's bound)."""
     window = sorted((bound, after.get(bound, 0.0) - before.get(bound, 0.0)) for bound in after)
@@ -198,6 +207,8 @@ class Point:
     warmup_s: float
     window_s: float
     kill: bool = False
+    #: more flags for every node
+    node_args: tuple[str, ...] = ()
     #: where to write a py-spy profile of the first node over the window (raw, folded stacks)
     profile: Path | None = None
 
@@ -237,7 +248,7 @@ class ScaleBench:
                 nodes.append(NodeProcess.launch(
                     node_id, bootstrap=self.stack.bootstrap, topic=name, output=str(self.base / name),
                     zk=self.stack.zk_hosts, pipeline=name, log_dir=self.base / name / "_logs",
-                    extra=["--metrics-port", str(port)]))
+                    extra=["--metrics-port", str(port), *point.node_args]))
             even = sorted(point.partitions // point.nodes + (1 if i < point.partitions % point.nodes else 0)
                           for i in range(point.nodes))
             wait_until(lambda: sorted(self.owners(name)[0].values()) == even, 300 + 10 * point.nodes,
@@ -268,7 +279,7 @@ class ScaleBench:
         spy = None
         if point.profile is not None:
             spy = subprocess.Popen(
-                [str(Path(sys.executable).with_name("py-spy")), "record", "--format", "raw", "--threads",
+                [str(Path(sys.executable).with_name("py-spy")), "record", "--format", "raw", "--threads", "--gil",
                  "--nonblocking", "--rate", "200", "--duration", str(int(point.window_s)), "--pid", str(pids[0]),
                  "--output", str(point.profile)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         begun = time.monotonic()
@@ -311,6 +322,8 @@ class ScaleBench:
             "epoch_commit_s_p50": quantile(0.5, commit_before, commit_after),
             "epoch_commit_s_p99": quantile(0.99, commit_before, commit_after),
             "join_pause_s_p99": quantile(0.99, {}, pauses),
+            "batches_per_s": round((sum(counter(texts_after, "laminar_batches_total"))
+                                    - sum(counter(texts_before, "laminar_batches_total"))) / seconds, 1),
         }
 
     def kill_to_durable(self, name: str, victim: NodeProcess) -> float | None:
@@ -397,6 +410,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--kill", action="store_true", help="after the window, SIGKILL a node: time to durable again")
     parser.add_argument("--out", type=Path, help="grid: also write the JSON here")
+    parser.add_argument("--node-args", default="", help="more flags for every node, as one string")
     parser.add_argument("--profile", type=Path, help="point: a py-spy profile of node 1 over the window (folded)")
     args = parser.parse_args()
     if args.what == "profile-summary":
@@ -409,7 +423,7 @@ def main() -> None:
     stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
     try:
         bench = ScaleBench(stack, base)
-        points = [Point(n, p, r, args.warmup, args.window, args.kill, args.profile)
+        points = [Point(n, p, r, args.warmup, args.window, args.kill, tuple(args.node_args.split()), args.profile)
                   for r in ints(args.rates) for p in ints(args.partitions) for n in ints(args.nodes)]
         results = []
         for point in points:

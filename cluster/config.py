@@ -90,6 +90,7 @@ class NodeSettings:
     row_group_rows: int = 65536
     max_batch_records: int = 10000
     max_fetched_bytes: int = 32 * 1024 * 1024
+    batch_wait_ms: int = 250
     format: str = "raw"
     startup_mode: str = "earliest"
     startup_timestamp_ms: int = 0
@@ -177,6 +178,8 @@ class NodeSettings:
             )
         if self.topology_interval_ms < 0:
             raise ConfigError(f"topology-interval-ms must be >= 0 (0 = never), got {self.topology_interval_ms}")
+        if self.batch_wait_ms < 0:
+            raise ConfigError(f"batch-wait-ms must be >= 0 (0 = no wait), got {self.batch_wait_ms}")
         try:
             TopicSelector.parse(",".join(self.topics))
         except ConnectorConfigurationError as exc:
@@ -284,6 +287,7 @@ class NodeSettings:
             "startup.mode": self.startup_mode,
             "include.metadata": ",".join(metadata),
             "max.fetched.bytes": str(self.max_fetched_bytes),
+            "batch.wait.ms": str(self.batch_wait_ms),
             # the runtime watches the topology and hands new partitions to the source
             "partition.discovery.interval.ms": "0",
         }
@@ -324,6 +328,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "row-group-rows": ("row_group_rows", as_int),
     "max-batch-records": ("max_batch_records", as_int),
     "max-fetched-bytes": ("max_fetched_bytes", as_int),
+    "batch-wait-ms": ("batch_wait_ms", as_int),
     "format": ("format", as_str),
     "startup-mode": ("startup_mode", as_str),
     "startup-timestamp-ms": ("startup_timestamp_ms", as_int),

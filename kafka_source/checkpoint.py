@@ -31,6 +31,7 @@ from laminar_kafka.kafka_source.errors import CheckpointError
 __all__ = [
     "CHECKPOINT_FORMAT_VERSION",
     "CONNECTOR_NAME",
+    "CursorCheckpoints",
     "SourceCheckpoint",
     "format_key",
     "parse_key",
@@ -106,6 +107,17 @@ class SourceCheckpoint:
     ) -> SourceCheckpoint:
         """Build from ``{(topic, partition): next_offset}``."""
         return cls({format_key(t, p): o for (t, p), o in offsets.items()}, assignment_version)
+
+    @classmethod
+    def _of_sorted_valid(cls, offsets: dict[str, int], assignment_version: int) -> SourceCheckpoint:
+        """A checkpoint of ``offsets`` the caller guarantees canonical: keys made by
+        :func:`format_key`, in key order, offsets in range; nothing is checked or copied."""
+        checkpoint = object.__new__(cls)
+        object.__setattr__(checkpoint, "offsets", MappingProxyType(offsets))
+        object.__setattr__(checkpoint, "assignment_version", assignment_version)
+        object.__setattr__(checkpoint, "connector", CONNECTOR_NAME)
+        object.__setattr__(checkpoint, "format_version", CHECKPOINT_FORMAT_VERSION)
+        return checkpoint
 
     # -- access ---------------------------------------------------------------------------------
 
@@ -185,3 +197,26 @@ class SourceCheckpoint:
         except UnicodeDecodeError as exc:
             raise CheckpointError("checkpoint is not UTF-8", cause=exc) from exc
         return cls.from_json(text)
+
+
+class CursorCheckpoints:
+    """Checkpoints of a source's cursor, built at the cost of a dict per call: the checkpoint keys
+    of the cursor's partitions, and their order, are computed once per set of partitions (a source
+    builds a checkpoint per batch; formatting, checking and sorting every key each time cost a node
+    on 1,000 partitions a fifth of its event loop at 2,000 records/s).
+
+    Pre: the cursor's offsets are in range (they come from the Kafka client's positions).
+    """
+
+    def __init__(self) -> None:
+        self._partitions: frozenset[TopicPartitionId] = frozenset()
+        self._order: list[tuple[str, TopicPartitionId]] = []
+
+    def of(self, cursor: Mapping[TopicPartitionId, int], assignment_version: int) -> SourceCheckpoint:
+        """:meth:`SourceCheckpoint.from_partitions` of ``cursor``, equal to it in every way."""
+        if cursor.keys() != self._partitions:
+            self._partitions = frozenset(cursor)
+            self._order = sorted((format_key(t, p), (t, p)) for t, p in self._partitions)
+        if not 0 <= assignment_version <= U64_MAX:
+            raise CheckpointError(f"invalid assignment_version {assignment_version!r}")
+        return SourceCheckpoint._of_sorted_valid({key: cursor[tp] for key, tp in self._order}, assignment_version)

@@ -28,7 +28,7 @@ from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
-from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, SourceCheckpoint
+from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, CursorCheckpoints, SourceCheckpoint
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
 from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
@@ -102,6 +102,7 @@ class KafkaSource(SourceConnector):
         self._request_timeout_s = request_timeout_s
         self._close_timeout_s = close_timeout_s
         self._cursor: dict[TopicPartitionId, int] = {}
+        self._checkpoints = CursorCheckpoints()
         self._fifo: ByteBoundedFifo | None = None
         self._reader: Reader | None = None
         self._event = asyncio.Event()
@@ -353,7 +354,7 @@ class KafkaSource(SourceConnector):
         the pinned predecessor version until the round commits.
         """
         version = self._vnode.version if self._vnode is not None else 0
-        return SourceCheckpoint.from_partitions(self._cursor, version)
+        return self._checkpoints.of(self._cursor, version)
 
     def try_checkpoint(self) -> SourceCheckpoint | None:
         """:meth:`checkpoint`, or ``None`` while not reconciled (:meth:`checkpoint_ready` is False).

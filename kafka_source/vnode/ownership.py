@@ -120,6 +120,11 @@ class Ownership:
     live: frozenset[TopicPartitionId] = frozenset()
     drain: DrainProgress | None = None
     failure: str | None = None
+    #: the last :meth:`owned_at` of an owner tuple (that tuple, its answer): a running source asks
+    #: for the same snapshot's owned set several times per poll, each an O(partitions) walk
+    _owned_memo: tuple[tuple[int, ...], frozenset[TopicPartitionId]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     # -- construction and queries ------------------------------------------------------------------
 
@@ -136,8 +141,14 @@ class Ownership:
 
     def owned_at(self, owners: tuple[int, ...] | list[int]) -> frozenset[TopicPartitionId]:
         """The known partitions whose vnode ``self_id`` owns in ``owners``."""
+        memo = self._owned_memo
+        if memo is not None and memo[0] is owners:
+            return memo[1]
         me = self.self_id
-        return frozenset(tp for tp, vnode in self.routes.items() if owners[vnode] == me)
+        owned = frozenset(tp for tp, vnode in self.routes.items() if owners[vnode] == me)
+        if isinstance(owners, tuple):  # immutable: the answer holds as long as the tuple
+            object.__setattr__(self, "_owned_memo", (owners, owned))
+        return owned
 
     @property
     def phase(self) -> DrainPhase:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint, format_key, parse_key
+from laminar_kafka.kafka_source.checkpoint import CursorCheckpoints, SourceCheckpoint, format_key, parse_key
 from laminar_kafka.kafka_source.errors import CheckpointError
 
 topics = st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True).filter(lambda t: t not in (".", ".."))
@@ -161,3 +161,30 @@ def test_keys_and_json_share_the_coordinator_codec() -> None:
                 good.replace("}}", '},"offsets":{}}'), good.replace('"t:0":7', '"t:0":NaN')):
         with pytest.raises(CheckpointError):
             SourceCheckpoint.from_json(bad)
+
+
+# -- CursorCheckpoints: the per-batch checkpoint of a source's cursor --------------------------------
+
+_cursors = st.dictionaries(
+    st.tuples(st.sampled_from(["a", "b", "orders", "t.x"]), st.integers(0, 40)), st.integers(0, 2**40), max_size=30
+)
+
+
+@given(st.lists(st.tuples(_cursors, st.integers(0, 2**20)), min_size=1, max_size=6))
+def test_cursor_checkpoints_equal_from_partitions_in_every_way(steps: list[tuple[dict[tuple[str, int], int], int]]) -> None:
+    checkpoints = CursorCheckpoints()
+    for cursor, version in steps:
+        for _ in range(2):  # the second call reuses the keys of the first
+            built, expected = checkpoints.of(cursor, version), SourceCheckpoint.from_partitions(cursor, version)
+            assert built == expected
+            assert list(built.offsets.items()) == list(expected.offsets.items())  # same key order
+            assert built.to_dict() == expected.to_dict() and hash(built) == hash(expected)
+
+
+def test_cursor_checkpoints_follow_a_cursor_whose_partitions_change() -> None:
+    checkpoints = CursorCheckpoints()
+    assert checkpoints.of({("t", 2): 5, ("t", 10): 1}, 3).offsets == {"t:10": 1, "t:2": 5}
+    assert list(checkpoints.of({("t", 2): 6, ("t", 10): 1, ("u", 0): 0}, 3).offsets) == ["t:10", "t:2", "u:0"]
+    assert checkpoints.of({}, 4) == SourceCheckpoint.empty(4)
+    with pytest.raises(CheckpointError):
+        checkpoints.of({("t", 1): 0}, -1)

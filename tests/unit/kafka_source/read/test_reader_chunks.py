@@ -222,3 +222,51 @@ def test_when_the_watermarks_cannot_be_read_the_reader_fails_naming_the_brokers_
     assert isinstance(failure, ReaderFailed) and lost == []
     assert str(failure.error) == ("t:0: read offset 5 is out of the retained range (Broker: Offset out of range; "
                                   "the partition's watermarks could not be read: Local: Timed out)")
+
+
+class PositionsConsumer:
+    """Partitions 0..9 of TOPIC; ``positions`` says where each one is (moved by the test, as a
+    transaction marker moves a position without a record); records which partitions ``position``
+    was asked about."""
+
+    def __init__(self) -> None:
+        self.queued: list[Message] = []
+        self.positions = {p: 0 for p in range(10)}
+        self.asked: list[list[int]] = []
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        taken, self.queued = self.queued[:num_messages], self.queued[num_messages:]
+        for m in taken:
+            self.positions[m.partition()] = m.offset() + 1
+        return taken
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        self.asked.append(sorted(tp.partition for tp in partitions))
+        return [TopicPartition(TOPIC, tp.partition, self.positions[tp.partition]) for tp in partitions]
+
+
+def test_a_chunk_reads_the_positions_of_its_partitions_and_every_partition_at_most_each_sweep(monkeypatch) -> None:
+    import laminar_kafka.kafka_source.read.reader as reader_module
+
+    clock = [100.0]
+    monkeypatch.setattr(reader_module.time, "monotonic", lambda: clock[0])
+    consumer = PositionsConsumer()
+    reader = Reader(consumer, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
+                    assigned={(TOPIC, p): 0 for p in range(10)}, chunk_records=10_000, discovery_interval_s=0.0,
+                    fields=RecordFields(topic=TOPIC))
+    reader._read_chunk()  # the first chunk sweeps: nothing moved, nothing put
+    assert consumer.asked == [list(range(10))] and reader.fifo.peek(10) == []
+
+    consumer.queued = [Message(topic=TOPIC, partition=3, offset=7, value=b"v", timestamp=(1, 1))]
+    consumer.positions[5] = 2  # moved without a record (past a transaction marker)
+    clock[0] += reader_module.POSITION_SWEEP_S / 2
+    reader._read_chunk()
+    assert consumer.asked[-1] == [3]  # only the chunk's partitions before the next sweep
+    [chunk] = reader.fifo.peek(10)
+    assert isinstance(chunk, RecordChunk) and chunk.positions == {(TOPIC, 3): 8}
+
+    clock[0] += reader_module.POSITION_SWEEP_S
+    reader._read_chunk()  # no record, but a sweep is due: partition 5's move is reported
+    assert consumer.asked[-1] == list(range(10))
+    last = reader.fifo.peek(10)[-1]
+    assert isinstance(last, RecordChunk) and len(last.records) == 0 and last.positions == {(TOPIC, 5): 2}
