@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from laminar_kafka.cluster.config import NodeSettings
 from laminar_kafka.cluster.errors import RuntimeFailure, SinkError, UsageError
+from laminar_kafka.cluster.lake.deadline import LakeWatchdog, end_process
 from laminar_kafka.cluster.lake.outputs import LakeOutput, open_lake
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
@@ -336,7 +337,8 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
 async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
     """Run one node until it is stopped; returns the process exit code (0 after a clean stop).
     ``settings.node_id`` is chosen (``node-id auto``: see :mod:`laminar_kafka.cluster.auto_node_id`,
-    which says how in ``id_origin``)."""
+    which says how in ``id_origin``). A lake call that runs past ``lake-io-timeout-ms`` ends the
+    process: one line on stderr, exit 1 (:func:`laminar_kafka.cluster.lake.deadline.end_process`)."""
     if settings.node_id < 1:
         raise UsageError("node-id auto: run_node needs the chosen id (choose_node_id, then settings.with_node_id)")
     metrics = NodeMetrics(settings.node_id)
@@ -344,6 +346,9 @@ async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
     endpoint = f"metrics:{settings.metrics_port}" if settings.metrics_port else ""
     coordinator = make_coordinator(settings, endpoint, id_origin)
     runtime = build_runtime(settings, coordinator, metrics)
+    metrics.watch_lake_calls(runtime.lake_calls.age_s)
+    # a lake call past lake-io-timeout-ms ends the process in one line (see cluster.lake.deadline)
+    watchdog = LakeWatchdog(runtime.lake_calls, settings.lake_io_timeout_ms / 1000.0, end_process)
     loop = asyncio.get_running_loop()
     signals = {"count": 0}
 
@@ -354,9 +359,11 @@ async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    watchdog.start()
     try:
         await runtime.run()
     finally:
+        watchdog.stop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         if stop_metrics is not None:

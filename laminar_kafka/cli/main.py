@@ -65,6 +65,8 @@ _RUN_HELP = {
     "topology-interval-ms": "how often topic metadata is read for new partitions and topics (default 10000; 0 = never)",
     "session-timeout-ms": "ZooKeeper session timeout in ms (default 6000)",
     "drain-timeout-ms": "deadline of a rebalance drain in ms (default 10000)",
+    "lake-io-timeout-ms": "a call into the object store or the Iceberg catalog that does not return within this "
+                          "many ms stops the node in one line, exit 1 (default 120000)",
     "vnode-count": "number of vnodes of a new pipeline (default 256)",
     "source-identity": "source identity used for partition routing (default 'kafka')",
     "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator); ZooKeeper mode with "
