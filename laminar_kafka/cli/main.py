@@ -220,6 +220,7 @@ def _interruptible(fn: Callable[..., T], *args: Any) -> T:
             done.set()
 
     threading.Thread(target=work, name="laminar-preflight", daemon=True).start()
+    logger.debug("waiting for %s on a daemon thread (a signal stops the node meanwhile)", getattr(fn, "__name__", fn))
     while not done.wait(0.2):
         pass
     if errors:
