@@ -229,6 +229,7 @@ def _interruptible(fn: Callable[..., T], *args: Any) -> T:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from laminar_kafka.cluster.lake.deadline import LakeCalls, LakeWatchdog
     from laminar_kafka.cluster.node import preflight, run_node
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -240,7 +241,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
     id_origin = ""
     with quiet_clients(args.debug):  # an unreachable Kafka or ZooKeeper is reported in one line
-        _interruptible(preflight, settings, args.connect_timeout)
+        lake_calls = LakeCalls()  # a silent object store or catalog: one line, exit 1, past lake-io-timeout-ms
+        with LakeWatchdog(lake_calls, settings.lake_io_timeout_ms / 1000.0):
+            _interruptible(preflight, settings, args.connect_timeout, lake_calls)
         if settings.node_id_auto:
             from laminar_kafka.cluster.auto_node_id import choose_node_id
 
