@@ -98,6 +98,7 @@ class NodeSettings:
     topology_interval_ms: int = 10000
     session_timeout_ms: int = 6000
     drain_timeout_ms: int = 10000
+    lake_io_timeout_ms: int = 120000
     vnode_count: int = 256
     source_identity: str = "kafka"
     state_dir: str = ""
@@ -148,7 +149,7 @@ class NodeSettings:
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics-port must be 0..65535, got {self.metrics_port}")
         for name in ("checkpoint_interval_ms", "max_file_bytes", "row_group_rows", "max_batch_records", "max_fetched_bytes",
-                     "session_timeout_ms", "drain_timeout_ms", "vnode_count"):
+                     "session_timeout_ms", "drain_timeout_ms", "lake_io_timeout_ms", "vnode_count"):
             _positive(name.replace("_", "-"), getattr(self, name))
         formats = tuple(f.value for f in Format)
         if self.format not in formats:
@@ -336,6 +337,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "topology-interval-ms": ("topology_interval_ms", as_int),
     "session-timeout-ms": ("session_timeout_ms", as_int),
     "drain-timeout-ms": ("drain_timeout_ms", as_int),
+    "lake-io-timeout-ms": ("lake_io_timeout_ms", as_int),
     "vnode-count": ("vnode_count", as_int),
     "source-identity": ("source_identity", as_str),
     "state-dir": ("state_dir", as_str),

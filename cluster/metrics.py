@@ -125,7 +125,7 @@ class NodeMetrics:
 
     def _register_lake(self) -> None:
         """The lake: publish durations, Iceberg commits (their durations, conflicts and no-ops), start-up
-        reconciliations, the lake's epoch."""
+        reconciliations, the lake's epoch, the age of the lake call in progress."""
         r = self.registry
         self.publish_seconds = Histogram(
             "laminar_publish_seconds", "Publishing a committed epoch into the lake (renames; Iceberg: "
@@ -156,12 +156,17 @@ class NodeMetrics:
             "laminar_lake_epoch", "The latest epoch the lake showed at this node's start (0: none recorded)",
             ["node"], registry=r,
         )
+        self.lake_call_seconds = Gauge(
+            "laminar_lake_call_seconds", "How long the lake call in progress (a write, seal or publish into the "
+            "object store or the catalog) has run (0: none); past lake-io-timeout-ms the node stops",
+            ["node"], registry=r,
+        )
 
     def _export_zeros(self) -> None:
         """Every per-node family is exported from the start (0 until something happens); families
         labelled per partition, outcome or state appear with their first value."""
         for family in (
-            self.publish_seconds, self.lake_commits, self.lake_epoch, self.lake_commit_seconds,
+            self.publish_seconds, self.lake_commits, self.lake_epoch, self.lake_call_seconds, self.lake_commit_seconds,
             self.lake_commit_conflicts, self.lake_commits_found_done,
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
             self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
@@ -171,6 +176,10 @@ class NodeMetrics:
             family.labels(self.node)
         for decision in ("start-fresh", "continue", "reseed"):
             self.lake_reconciliations.labels(self.node, decision)
+
+    def watch_lake_calls(self, age_s: Callable[[], float]) -> None:
+        """Export ``age_s()`` (the running lake call's age, read at each scrape) as ``laminar_lake_call_seconds``."""
+        self.lake_call_seconds.labels(self.node).set_function(age_s)
 
     def set_session_state(self, state: str) -> None:
         for name in ("CONNECTED", "SUSPENDED", "LOST"):

@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from laminar_kafka.cluster.config import NodeSettings
 from laminar_kafka.cluster.errors import RuntimeFailure, SinkError, UsageError
+from laminar_kafka.cluster.lake.deadline import LakeCalls, LakeWatchdog, end_process
 from laminar_kafka.cluster.lake.outputs import LakeOutput, open_lake
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
@@ -140,9 +141,13 @@ def check_zookeeper(hosts: str, timeout: float = 10.0, credentials: ZkCredential
             pass
 
 
-def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
+def preflight(settings: NodeSettings, timeout: float = 10.0, lake_calls: LakeCalls | None = None) -> NodeInputs:
     """Validate every external input of ``run``; raises :class:`UsageError` (one line) on the first
-    bad one. Writes to the output only when everything else is fine (creates ``_staging``)."""
+    bad one. Writes to the output only when everything else is fine (creates ``_staging``).
+    ``lake_calls``: where the checks of the output and the lake are timed (for a
+    :class:`~laminar_kafka.cluster.lake.deadline.LakeWatchdog`: the object store and the catalog are
+    bounded by ``lake-io-timeout-ms``, not by ``timeout``)."""
+    calls = lake_calls or LakeCalls()
     partitions = topic_partitions(settings.kafka_client(), settings.topics, timeout)
     if not partitions:
         logger.warning("no topic matches %s yet; the node lands matching topics as they appear", settings.selector)
@@ -155,12 +160,14 @@ def preflight(settings: NodeSettings, timeout: float = 10.0) -> NodeInputs:
     schemas = expected_schemas(source_config, partitions, check_registry(source_config, partitions))
     if settings.zk:
         check_zookeeper(settings.zk, timeout, zk_credentials(settings), pipeline_path(coordinator_config(settings)))
-    sink = ParquetSink(settings.output, node_id=settings.node_id, boot_id="preflight", filesystem=None)
-    try:
-        sink.check_writable()
-    except SinkError as exc:
-        raise UsageError(f"output {settings.output!r} is not writable: {exc.cause or exc}", cause=exc) from exc
-    check_lake(settings, make_lake(settings, sink), schemas)
+    with calls.timing("checking that the output is writable"):
+        sink = ParquetSink(settings.output, node_id=settings.node_id, boot_id="preflight", filesystem=None)
+        try:
+            sink.check_writable()
+        except SinkError as exc:
+            raise UsageError(f"output {settings.output!r} is not writable: {exc.cause or exc}", cause=exc) from exc
+    with calls.timing("checking the lake's tables"):
+        check_lake(settings, make_lake(settings, sink), schemas)
     return NodeInputs(tuple(partitions))
 
 
@@ -336,7 +343,8 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
 async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
     """Run one node until it is stopped; returns the process exit code (0 after a clean stop).
     ``settings.node_id`` is chosen (``node-id auto``: see :mod:`laminar_kafka.cluster.auto_node_id`,
-    which says how in ``id_origin``)."""
+    which says how in ``id_origin``). A lake call that runs past ``lake-io-timeout-ms`` ends the
+    process: one line on stderr, exit 1 (:func:`laminar_kafka.cluster.lake.deadline.end_process`)."""
     if settings.node_id < 1:
         raise UsageError("node-id auto: run_node needs the chosen id (choose_node_id, then settings.with_node_id)")
     metrics = NodeMetrics(settings.node_id)
@@ -344,6 +352,9 @@ async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
     endpoint = f"metrics:{settings.metrics_port}" if settings.metrics_port else ""
     coordinator = make_coordinator(settings, endpoint, id_origin)
     runtime = build_runtime(settings, coordinator, metrics)
+    metrics.watch_lake_calls(runtime.lake_calls.age_s)
+    # a lake call past lake-io-timeout-ms ends the process in one line (see cluster.lake.deadline)
+    watchdog = LakeWatchdog(runtime.lake_calls, settings.lake_io_timeout_ms / 1000.0, end_process)
     loop = asyncio.get_running_loop()
     signals = {"count": 0}
 
@@ -354,9 +365,11 @@ async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    watchdog.start()
     try:
         await runtime.run()
     finally:
+        watchdog.stop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         if stop_metrics is not None:

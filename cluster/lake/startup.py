@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from laminar_kafka.cluster.errors import ConfigError, RuntimeFailure, SinkError
+from laminar_kafka.cluster.lake.deadline import LakeCalls
 from laminar_kafka.cluster.lake.outputs import LakeOutput
 from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, OnLakeBehind, Reconciliation, reconcile
@@ -76,18 +77,23 @@ def reconcile_with_lake(
     lake: LakeOutput,
     facts: StartFacts,
     publish: Callable[[Manifest], object],
+    lake_calls: LakeCalls | None = None,
 ) -> Reconciliation:
     """Reconcile (see the module docstring); blocking. ``publish`` publishes a committed manifest
-    into the lake, as the runtime does for every committed epoch. Returns the decision taken."""
+    into the lake, as the runtime does for every committed epoch. Returns the decision taken.
+    ``lake_calls``: where its lake calls (publish, read, seal) are timed for the lake I/O deadline."""
+    calls = lake_calls or LakeCalls()
     with coordinator.reconcile_lock():
         first = _latest(coordinator)
         if first is not None and first.epoch > 0:
             try:
-                publish(first)
+                with calls.timing(f"publishing epoch {first.epoch} before reconciling"):
+                    publish(first)
             except SinkError as exc:  # the facts below say what the lake holds
                 logger.warning("publishing epoch %d before reconciling failed: %s", first.epoch, exc)
         try:
-            lake_facts = lake.read_facts(facts.pipeline, facts.topics)
+            with calls.timing("reading the lake's facts"):
+                lake_facts = lake.read_facts(facts.pipeline, facts.topics)
         except CodecError as exc:
             raise ConfigError(f"the lake's record cannot be read: {exc}", cause=exc) from exc
         except Exception as exc:  # noqa: BLE001 - an unreadable lake (an object store, a catalog) is one line
@@ -107,8 +113,9 @@ def reconcile_with_lake(
             logger.warning("%s", decision.reason)
             seed = decision.seed
             coordinator.rebase(seed)
-            lake.seal(LakeRecord(facts.pipeline, seed.epoch, seed.assignment_version, seed.cursors,
-                                 {**lake_facts.topic_ids, **facts.topic_ids}), lake_facts.epoch)
+            with calls.timing("sealing the lake on the seed"):
+                lake.seal(LakeRecord(facts.pipeline, seed.epoch, seed.assignment_version, seed.cursors,
+                                     {**lake_facts.topic_ids, **facts.topic_ids}), lake_facts.epoch)
             logger.info("control state reseeded at epoch %d; epochs continue from %d", seed.epoch, seed.epoch + 1)
         elif lake_facts.has_records:
             logger.info("control state and lake agree (control epoch %s, lake epoch %d, %s)",
@@ -149,7 +156,7 @@ async def reconcile_before_join(context: RuntimeContext, topology: Topology, pub
     facts = StartFacts(options.pipeline, options.node_id, sorted(topology.topics), topology.ids(),
                        options.on_lake_behind)
     decision = await context.executors.in_control(reconcile_with_lake, context.coordinator, context.lake, facts,
-                                                  publish)
+                                                  publish, context.executors.lake_calls)
     metrics = context.metrics
     metrics.lake_reconciliations.labels(metrics.node, decision.action.value).inc()
     metrics.lake_epoch.labels(metrics.node).set(decision.lake_epoch)

@@ -9,7 +9,8 @@ Three executors, one per kind of blocking work, so one kind never starves anothe
 - ``sink`` (1 thread): writes, seals and publishes, in order. A batch's write runs behind the
   loop (:meth:`RuntimeExecutors.write_behind`): the next batch is polled and built while the
   previous one is encoded, and every other sink call first waits for that write and raises its
-  error, so a seal never runs past a failed write.
+  error, so a seal never runs past a failed write. Each sink call is a lake call of
+  :attr:`RuntimeExecutors.lake_calls`, under the lake I/O deadline (:mod:`laminar_kafka.cluster.lake.deadline`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from laminar_kafka.cluster.lake.deadline import LakeCalls
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.runtime.state import RuntimeOptions
 from laminar_kafka.cluster.lake.outputs import LakeOutput
@@ -43,6 +45,8 @@ class RuntimeExecutors:
         self._sink = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="laminar-sink")
         #: the write handed to :meth:`write_behind` and not yet waited for
         self._behind: asyncio.Future[Any] | None = None
+        #: the sink thread's calls in progress (and the start-up reconciliation's), for the lake I/O deadline
+        self.lake_calls = LakeCalls()
 
     @staticmethod
     async def _run(executor: concurrent.futures.Executor, fn: Callable[..., T], *args: Any) -> T:
@@ -58,14 +62,15 @@ class RuntimeExecutors:
         """Run ``fn`` on the sink thread once the write behind (if any) is done; raises that
         write's error instead of running ``fn`` when it failed."""
         await self.sink_settled()
-        return await self._run(self._sink, fn, *args)
+        return await self._run(self._sink, self.lake_calls.run, fn, *args)
 
     async def write_behind(self, fn: Callable[..., Any], *args: Any) -> None:
         """Start ``fn`` on the sink thread and return without waiting for it (after waiting for
         the previous one, whose error it raises). The sink thread runs one call at a time in
         order, so anything submitted later runs after it; :meth:`in_sink` waits for it first."""
         await self.sink_settled()
-        self._behind = asyncio.get_running_loop().run_in_executor(self._sink, functools.partial(fn, *args))
+        self._behind = asyncio.get_running_loop().run_in_executor(
+            self._sink, functools.partial(self.lake_calls.run, fn, *args))
 
     async def sink_settled(self) -> None:
         """Wait for the write behind and raise its error (once). A cancelled waiter leaves the

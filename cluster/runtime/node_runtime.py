@@ -40,6 +40,7 @@ from laminar_kafka.cluster.runtime.epochs import AckOutcome, EpochBarriers
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.runtime.generation import CallCancelled, Generations, SourceGeneration, bounded
 from laminar_kafka.cluster.runtime.inbox import Inbox
+from laminar_kafka.cluster.lake.deadline import LakeCalls
 from laminar_kafka.cluster.lake.outputs import LakeOutput, ParquetTree
 from laminar_kafka.cluster.lake.startup import reconcile_before_join
 from laminar_kafka.cluster.metrics import LakeCommitMetrics, NodeMetrics
@@ -129,6 +130,11 @@ class NodeRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._inbox: Inbox | None = None
         self.rows_written = 0
+
+    @property
+    def lake_calls(self) -> LakeCalls:
+        """The node's lake calls in progress (for the lake I/O deadline, :mod:`laminar_kafka.cluster.lake.deadline`)."""
+        return self._executors.lake_calls
 
     @property
     def epochs_acked(self) -> int:

@@ -67,6 +67,8 @@ _RUN_HELP = {
     "topology-interval-ms": "how often topic metadata is read for new partitions and topics (default 10000; 0 = never)",
     "session-timeout-ms": "ZooKeeper session timeout in ms (default 6000)",
     "drain-timeout-ms": "deadline of a rebalance drain in ms (default 10000)",
+    "lake-io-timeout-ms": "a call into the object store or the Iceberg catalog that does not return within this "
+                          "many ms stops the node in one line, exit 1 (default 120000)",
     "vnode-count": "number of vnodes of a new pipeline (default 256)",
     "source-identity": "source identity used for partition routing (default 'kafka')",
     "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator); ZooKeeper mode with "
@@ -220,6 +222,7 @@ def _interruptible(fn: Callable[..., T], *args: Any) -> T:
             done.set()
 
     threading.Thread(target=work, name="laminar-preflight", daemon=True).start()
+    logger.debug("waiting for %s on a daemon thread (a signal stops the node meanwhile)", getattr(fn, "__name__", fn))
     while not done.wait(0.2):
         pass
     if errors:
@@ -228,6 +231,7 @@ def _interruptible(fn: Callable[..., T], *args: Any) -> T:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from laminar_kafka.cluster.lake.deadline import LakeCalls, LakeWatchdog
     from laminar_kafka.cluster.node import preflight, run_node
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -239,7 +243,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--connect-timeout must be positive, got {args.connect_timeout:g}")
     id_origin = ""
     with quiet_clients(args.debug):  # an unreachable Kafka or ZooKeeper is reported in one line
-        _interruptible(preflight, settings, args.connect_timeout)
+        lake_calls = LakeCalls()  # a silent object store or catalog: one line, exit 1, past lake-io-timeout-ms
+        with LakeWatchdog(lake_calls, settings.lake_io_timeout_ms / 1000.0):
+            _interruptible(preflight, settings, args.connect_timeout, lake_calls)
         if settings.node_id_auto:
             from laminar_kafka.cluster.auto_node_id import choose_node_id
 

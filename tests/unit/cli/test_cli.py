@@ -90,21 +90,29 @@ def test_console_module_entry_point() -> None:
 
 
 def test_sigterm_before_the_node_joined_exits_0(tmp_path: Path) -> None:
-    """Chaos seed 45: a node told to leave within a second of its start died of the signal (-15)."""
+    """Chaos seed 45: a node told to leave within a second of its start died of the signal (-15).
+    The signal comes once the node is inside the preflight (its debug line says so): Kafka at
+    127.0.0.1:9 never answers, so it would wait there for the 30 s of --connect-timeout."""
     import signal
     import subprocess
     import sys
-    import time
 
     node = subprocess.Popen(
         [sys.executable, "-m", "laminar_kafka.cli.main", "run", "--bootstrap", "127.0.0.1:9", "--topic", "t",
-         "--output", str(tmp_path / "out"), "--connect-timeout", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+         "--output", str(tmp_path / "out"), "--connect-timeout", "30", "--log-level", "debug"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        time.sleep(1.5)  # inside the preflight: Kafka at 127.0.0.1:9 never answers
+        assert node.stdout is not None
+        seen: list[str] = []
+        for line in node.stdout:  # ends at the latest when the preflight gives up (--connect-timeout)
+            seen.append(line)
+            if "waiting for preflight on a daemon thread" in line:
+                break
+        else:
+            raise AssertionError(f"the node never reached its preflight (exit {node.wait(10)}):\n{''.join(seen)}")
         node.send_signal(signal.SIGTERM)
-        assert node.wait(10) == 0, node.stdout.read() if node.stdout else ""
+        assert node.wait(10) == 0, "".join(seen) + node.stdout.read()
     finally:
         node.kill()
 
