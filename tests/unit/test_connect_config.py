@@ -42,6 +42,7 @@ def test_worker_properties_name_the_internal_topics_with_replication_one() -> No
     assert properties["listeners"] == "http://127.0.0.1:18083"
     assert properties["rest.advertised.port"] == "18083"
     assert properties["value.converter"] == properties["key.converter"] == BYTE_ARRAY_CONVERTER
+    assert properties["offset.flush.interval.ms"] == "500"
 
 
 def test_sink_config_builds_the_raw_row_and_points_at_the_rest_catalog() -> None:
