@@ -36,10 +36,12 @@ install: $(VENV)/.installed
 jvm: install
 	$(PY) -c "from laminar_kafka.devstack.jvm.artifacts import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
 
-# artifacts: the jars, plus the schema registry and the Iceberg REST catalog the tests and benches use
+# artifacts: the jars, plus the schema registry, the Iceberg REST catalog and Kafka Connect with Iceberg's
+# sink that the tests and benches use
 artifacts: jvm
 	$(PY) -c "from laminar_kafka.devstack.jvm.schema_registry import ensure_registry_build; print('schema registry:', ensure_registry_build())"
 	$(PY) -c "from laminar_kafka.devstack.jvm.rest_catalog import ensure_rest_catalog_build; print('iceberg REST catalog:', ensure_rest_catalog_build())"
+	$(PY) -c "from laminar_kafka.devstack.jvm.connect import ensure_connect_build; print('kafka connect + iceberg sink:', ensure_connect_build())"
 
 images: jvm
 	$(PY) -m laminar_kafka.devstack.containers build
@@ -70,6 +72,7 @@ bench: artifacts
 	$(PY) bench/bench_landing.py
 	$(PY) bench/bench_deployment.py landing
 	$(PY) bench/bench_deployment.py committers
+	$(PY) bench/bench_connect.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
