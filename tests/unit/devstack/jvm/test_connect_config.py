@@ -19,7 +19,7 @@ from laminar_kafka.devstack.jvm.connect_config import (
 
 
 def _figures() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "connect_figures.py"
+    path = Path(__file__).resolve().parents[4] / "bench" / "connect_figures.py"
     spec = importlib.util.spec_from_file_location("connect_figures", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
