@@ -251,10 +251,7 @@ class ScaleBench:
                     node_id, bootstrap=self.stack.bootstrap, topic=name, output=str(self.base / name),
                     zk=self.stack.zk_hosts, pipeline=name, log_dir=self.base / name / "_logs",
                     extra=["--metrics-port", str(port), *point.node_args]))
-            even = sorted(point.partitions // point.nodes + (1 if i < point.partitions % point.nodes else 0)
-                          for i in range(point.nodes))
-            wait_until(lambda: sorted(self.owners(name)[0].values()) == even, 300 + 10 * point.nodes,
-                       f"{point.nodes} node(s) owning {point.partitions} partitions evenly", interval=1.0)
+            self.wait_spread(name, point)
             spread_s = time.monotonic() - started
             time.sleep(point.warmup_s)  # only sets where the window starts
             watcher.measure_from(time.time())
@@ -271,6 +268,24 @@ class ScaleBench:
             producer.stop()
             for node in nodes:
                 node.stop()
+
+    def wait_spread(self, name: str, point: Point) -> None:
+        """Until every node owns partitions (vnodes hash partitions unevenly: no exact split is
+        awaited), all of them are owned, and the owner counts held still for 5 s."""
+        settled: list[object] = [None, 0.0]
+
+        def spread() -> bool:
+            owned = self.owners(name)[0]
+            counts = sorted(owned.values())
+            if len(counts) != point.nodes or sum(counts) != point.partitions or (counts and counts[0] == 0):
+                settled[0] = None
+                return False
+            if counts != settled[0]:
+                settled[0], settled[1] = counts, time.monotonic()
+            return time.monotonic() - float(str(settled[1])) >= 5.0
+
+        wait_until(spread, 300 + 10 * point.nodes, f"{point.nodes} node(s) owning {point.partitions} partitions",
+                   interval=1.0)
 
     def window(self, point: Point, nodes: list[NodeProcess], ports: dict[int, int]) -> dict[str, object]:
         zk_pid, zk_port = self.zk_pid_and_port()
@@ -352,6 +367,7 @@ def plot(results: list[dict[str, object]], png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = [r for r in results if "error" not in r]
     rates = sorted({int(str(r["rate_per_s"])) for r in results})
     figure, axes = plt.subplots(1, len(rates) + 1, figsize=(6 * (len(rates) + 1), 4.5))
     for axis, rate in zip(axes, rates):
@@ -429,7 +445,11 @@ def main() -> None:
                   for r in ints(args.rates) for p in ints(args.partitions) for n in ints(args.nodes)]
         results = []
         for point in points:
-            results.append(bench.run(point))
+            try:
+                results.append(bench.run(point))
+            except Exception as exc:  # noqa: BLE001 - one point failing keeps the others
+                results.append({"nodes": point.nodes, "partitions": point.partitions, "rate_per_s": point.rate,
+                                "error": f"{type(exc).__name__}: {exc}"})
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
         document = {"points": results}
         if args.out:
