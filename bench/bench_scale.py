@@ -380,15 +380,21 @@ def plot(results: list[dict[str, object]], png: Path) -> None:
         axis.set_ylabel("CPU ms per second")
         axis.set_xscale("log", base=2)
         axis.legend()
+    node_counts = sorted({int(str(r["nodes"])) for r in results})
+    for axis in axes[:-1]:
+        axis.set_xticks(node_counts, [str(n) for n in node_counts])
     zk_axis = axes[-1]
-    for rate in rates:
-        line = sorted((int(str(r["nodes"])) * 10_000 + int(str(r["partitions"])), float(str(r["zk_written_bytes_per_epoch"])))
-                      for r in results if r["rate_per_s"] == rate)
-        zk_axis.plot(range(len(line)), [b / 1024 for _, b in line], marker="o", label=f"{rate:,} records/s")
-        zk_axis.set_xticks(range(len(line)), [f"{k // 10_000}x{k % 10_000}" for k, _ in line], rotation=60, fontsize=7)
+    for rate, style in zip(rates, ("-", "--", ":", "-.")):
+        for partitions in sorted({int(str(r["partitions"])) for r in results}):
+            line = sorted((int(str(r["nodes"])), float(str(r["zk_written_bytes_per_epoch"]))) for r in results
+                          if r["rate_per_s"] == rate and r["partitions"] == partitions)
+            zk_axis.plot([n for n, _ in line], [b / 1024 for _, b in line], style, marker="o",
+                         label=f"{partitions} partitions, {rate:,} records/s")
+    zk_axis.set_xscale("log", base=2)
+    zk_axis.set_xticks(node_counts, [str(n) for n in node_counts])
     zk_axis.set_title("ZooKeeper KiB written per epoch")
-    zk_axis.set_xlabel("nodes x partitions")
-    zk_axis.legend()
+    zk_axis.set_xlabel("nodes")
+    zk_axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(png, dpi=110)
 
