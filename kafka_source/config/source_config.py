@@ -134,7 +134,7 @@ FETCH_BACKOFF_KEY = "fetch.queue.backoff.ms"
 FETCH_BACKOFF_MS = 10
 #: what a fetch gathers before the broker answers, waiting up to ``batch.wait.ms`` (librdkafka's
 #: ``fetch.min.bytes``; its default, 1 byte, makes a trickle cost a fetch per handful of records:
-#: 1,000 partitions at 2,000 records/s cost the client 144 ms of CPU per second, 13 with this)
+#: 1,000 partitions at 2,000 records/s cost the client 144-167 ms of CPU per second, 13-27 with this)
 BATCH_MIN_BYTES = 1024 * 1024
 DEFAULT_BATCH_WAIT_MS = 250
 #: the default of ``max.fetched.bytes`` (32 MiB)
