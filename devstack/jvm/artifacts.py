@@ -20,7 +20,7 @@ from laminar_kafka.devstack.errors import ArtifactError, ToolMissingError
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "JAVA_HINT", "LOG_TAIL_LINES", "MAVEN_HINT", "POM_PATH", "cached_maven_build", "default_cache_dir", "ensure_artifacts",
+    "JAVA_HINT", "LOG_TAIL_LINES", "MAVEN_HINT", "POM_PATH", "cached_maven_build", "copy_dependencies", "default_cache_dir", "ensure_artifacts",
     "pinned_versions", "require_tool",
 ]
 
@@ -55,6 +55,14 @@ def require_tool(name: str, hint: str) -> str:
     if path is None:
         raise ToolMissingError(hint)
     return path
+
+
+def copy_dependencies(pom: Path, *, transitive: bool = True) -> Callable[[Path], list[str]]:
+    """The Maven arguments that copy ``pom``'s runtime dependencies (with their dependencies unless
+    ``transitive`` is False) into a staging directory, as :func:`cached_maven_build` takes them."""
+    return lambda staging: ["-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
+                            "-DincludeScope=runtime", *([] if transitive else ["-DexcludeTransitive=true"]),
+                            "-Dmdep.prependGroupId=true"]
 
 
 def cached_maven_build(target: Path, marker_text: str, what: str, maven_args: Callable[[Path], list[str]],
@@ -115,7 +123,6 @@ def ensure_artifacts(cache_dir: Path | None = None) -> Path:
         cache / f"jvm-kafka-{kafka_version}-zookeeper-{zookeeper_version}",
         f"kafka={kafka_version}\nzookeeper={zookeeper_version}\n",
         f"resolve Kafka {kafka_version} and ZooKeeper {zookeeper_version}",
-        lambda staging: ["-f", str(POM_PATH), "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
-                         "-DincludeScope=runtime", "-Dmdep.prependGroupId=true"],
+        copy_dependencies(POM_PATH),
         resolved,
     )

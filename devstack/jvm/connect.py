@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from laminar_kafka.devstack.errors import ArtifactError, DevStackError
-from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, default_cache_dir, pinned_versions
+from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, copy_dependencies, default_cache_dir, pinned_versions
 from laminar_kafka.devstack.jvm.connect_config import (
     SINK_TABLE_PROPERTIES, IcebergSinkSettings, WorkerSettings, iceberg_sink_config, render_properties,
     sink_table_schema, worker_properties,
@@ -105,8 +105,7 @@ def ensure_connect_build(cache_dir: Path | None = None) -> Path:
         cache / f"kafka-connect-{kafka_version}-iceberg-{iceberg_version}",
         f"kafka-connect={kafka_version}\niceberg-kafka-connect={iceberg_version}\n",
         f"resolve Kafka Connect {kafka_version} and Iceberg's sink {iceberg_version}",
-        lambda staging: ["-f", str(CONNECT_POM_PATH), "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
-                         "-DincludeScope=runtime", "-Dmdep.prependGroupId=true"],
+        copy_dependencies(CONNECT_POM_PATH),
         resolved,
     )
 

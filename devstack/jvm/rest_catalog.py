@@ -36,7 +36,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, default_cache_dir
+from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, copy_dependencies, default_cache_dir
 from laminar_kafka.devstack.errors import ArtifactError
 from laminar_kafka.devstack.objectstore.access import S3Access
 from laminar_kafka.devstack.processes import free_port
@@ -100,8 +100,7 @@ def ensure_rest_catalog_build(cache_dir: Path | None = None) -> Path:
         cache / f"iceberg-rest-catalog-{version}",
         f"iceberg={version}\n",
         f"resolve the Iceberg REST catalog server (Iceberg {version})",
-        lambda staging: ["-f", str(REST_CATALOG_POM_PATH), "dependency:copy-dependencies",
-                         f"-DoutputDirectory={staging}", "-DincludeScope=runtime", "-Dmdep.prependGroupId=true"],
+        copy_dependencies(REST_CATALOG_POM_PATH),
         resolved,
     )
 
@@ -124,9 +123,7 @@ def ensure_rest_catalog_s3_build(cache_dir: Path | None = None) -> Path:
         cache / f"iceberg-rest-catalog-s3-{version}",
         f"iceberg-aws={version}\n",
         f"resolve Iceberg's S3FileIO and the AWS SDK bundle (Iceberg {version}, about 65 MB)",
-        lambda staging: ["-f", str(REST_CATALOG_S3_POM_PATH), "dependency:copy-dependencies",
-                         f"-DoutputDirectory={staging}", "-DincludeScope=runtime", "-DexcludeTransitive=true",
-                         "-Dmdep.prependGroupId=true"],
+        copy_dependencies(REST_CATALOG_S3_POM_PATH, transitive=False),
         resolved,
     )
 
