@@ -57,7 +57,7 @@ _RUN_HELP = {
     "max-batch-records": "records per source poll (default 10000)",
     "max-fetched-bytes": "bound on records fetched but not yet landed: the Kafka client's queue (half) plus "
                          "the source's (default 33554432, 32 MiB)",
-    "batch-wait-ms": "how long a fetch may wait to gather 1 MiB: a trickle lands a batch at a time, at most this "
+    "batch-wait-ms": "how long a fetch may wait to gather 256 KiB: a trickle lands a batch at a time, at most this "
                      "late (default 250; 0 = every record at once, at a fetch per handful of records)",
     "format": "record format (default raw)",
     "startup-mode": "where a new pipeline starts; resolved once "
