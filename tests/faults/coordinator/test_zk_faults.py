@@ -85,7 +85,9 @@ def test_standalone_server_restart_members_reconnect_and_state_is_intact(
     zookeeper_restartable: ZooKeeperHandle, unique: Callable[[str], str]
 ) -> None:
     hosts = make_chroot(zookeeper_restartable.hosts, unique("zk"))
-    cfg = config(hosts, session_timeout=10.0)
+    # Keep enough manifests that the one read before the restart is still there after it: with the
+    # helpers' 3, garbage collection may take it once three more epochs commit (CI saw that race).
+    cfg = config(hosts, session_timeout=10.0, manifests_to_keep=1000)
     with coordinators(cfg, [1, 2, 3]) as (coords, nodes):
         nodes[0].wait_for(EpochCommitted, lambda e: {n for n, _ in e.manifest.acked_by} == {1, 2, 3})
         boots = {c.node_id: c.boot_id for c in coords}

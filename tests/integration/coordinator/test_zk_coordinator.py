@@ -42,7 +42,8 @@ def test_three_nodes_join_commit_epochs_run_a_round_and_one_leaves(
     zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
 ) -> None:
     hosts = make_chroot(zookeeper.hosts, unique("zk"))
-    cfg = config(hosts)
+    # These read a manifest some epochs after it committed: keep them all (the helpers' 3 races GC).
+    cfg = config(hosts, manifests_to_keep=1000)
     with coordinators(cfg, [1, 2], ) as (coords, nodes):
         first = nodes[0].wait_for(AssignmentChanged, lambda e: e.snapshot.nodes() == {1, 2})
         committed = nodes[1].wait_for(EpochCommitted, lambda e: e.manifest.assignment_version == first.snapshot.version)
@@ -196,7 +197,8 @@ def test_a_round_aborts_at_its_deadline(zookeeper: ZooKeeperHandle, unique: Call
 
 def test_a_dead_node_is_shed_without_a_drain(zookeeper: ZooKeeperHandle, unique: Callable[[str], str]) -> None:
     hosts = make_chroot(zookeeper.hosts, unique("zk"))
-    cfg = config(hosts)
+    # These read a manifest some epochs after it committed: keep them all (the helpers' 3 races GC).
+    cfg = config(hosts, manifests_to_keep=1000)
     with coordinators(cfg, [1, 2, 3]) as (coords, nodes):
         nodes[0].wait_for(AssignmentChanged, lambda e: e.snapshot.nodes() == {1, 2, 3})
         nodes[0].wait_for(EpochCommitted, lambda e: {n for n, _ in e.manifest.acked_by} == {1, 2, 3})
