@@ -110,6 +110,10 @@ class NodeMetrics:
     def _register_rejections(self) -> None:
         """What was refused or skipped: rejected acks, undecodable records, offsets lost to retention."""
         r = self.registry
+        self.ack_cursors = Counter(
+            "laminar_ack_cursors", "Partition cursors this node's epoch acks carried (sent: changed since "
+            "the previous manifest; unchanged: left out, the manifest keeps them)", ["node", "kind"], registry=r,
+        )
         self.acks_rejected = Counter(
             "laminar_acks_rejected", "This node's epoch acks the leader rejected (the generation restarted)",
             ["node"], registry=r,
@@ -174,6 +178,8 @@ class NodeMetrics:
             self.partitions_discovered, self.acks_rejected, self.records_rejected, self.offsets_lost,
         ):
             family.labels(self.node)
+        for kind in ("sent", "unchanged"):
+            self.ack_cursors.labels(self.node, kind)
         for decision in ("start-fresh", "continue", "reseed"):
             self.lake_reconciliations.labels(self.node, decision)
 

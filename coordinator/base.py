@@ -17,6 +17,8 @@ The protocol, as the runtime sees it (DESIGN sections 4 and 5):
    (`EpochOpened`). Each owner at V snapshots its sources, closes its staged output and calls
    `ack_epoch`. When every live owner at V has acked, the leader writes the durable manifest of E
    (`EpochCommitted`); nodes then publish their staged files and call `notify_epoch_committed`.
+   The manifest of E overlays the acks' cursors on manifest E-1's (the latest committed while E is
+   open), so an ack may leave out a partition whose cursor has not moved since manifest E-1.
    Epochs never straddle versions: a new version is published only while no epoch is open, so
    an epoch's acks all speak of one ownership map. Epochs are opened one at a time, in order.
 3. Live rebalance (join, planned leave): `RoundStarted(drain_id, target)` asks every predecessor

@@ -101,8 +101,9 @@ class EpochAck:
     """A node's answer to an epoch barrier.
 
     Valid only when `boot_id` is the node's live boot id and `assignment_version` equals the epoch's
-    version; otherwise it is rejected (and counted). `cursors` hold exactly the partitions the node
-    owned at that version; `outputs` are its staged output paths for this epoch.
+    version; otherwise it is rejected (and counted). `cursors` hold only partitions the node owned at
+    that version: all of them, or only those whose cursor moved since the previous manifest (the
+    manifest overlays the acks on it); `outputs` are its staged output paths for this epoch.
     """
 
     node_id: NodeId

@@ -2,10 +2,19 @@
 
 Barrier alignment: the runtime calls :meth:`EpochBarriers.ack` between two ``poll_batch`` calls,
 so the cursor it acks and the staged files it seals hold exactly the same rows. The ack carries the
-partitions this node owns at the epoch's version and the sealed files; nothing written after the
-barrier belongs to the epoch. An ack that fails without being fenced is kept and sent again,
-unchanged (the leader waits for every live owner's ack). ``EpochCommitted``: every output the
-manifest lists is published (idempotent, any node's), then the source's advisory offsets follow.
+cursors of the partitions this node owns at the epoch's version and the sealed files; nothing
+written after the barrier belongs to the epoch. An ack that fails without being fenced is kept and
+sent again, unchanged (the leader waits for every live owner's ack). ``EpochCommitted``: every
+output the manifest lists is published (idempotent, any node's), then the source's advisory offsets
+follow.
+
+Acks carry what changed. The leader overlays an epoch's acks on the previous manifest, and while
+epoch E is open the previous manifest is always E-1's (the register opens E only as ``last_epoch + 1``).
+So when this node saw manifest E-1 committed, its ack of E leaves out every partition whose cursor
+equals that manifest's (:func:`~laminar_kafka.cluster.runtime.state.changed_cursors`); otherwise (the
+first epoch of a boot, a commit it did not see) it carries them all. Checked end to end: when a
+manifest commits with this node's ack, each cursor it acked must be the manifest's, or the node stops
+(:class:`RuntimeFailure`) before it acks again.
 """
 from __future__ import annotations
 
@@ -20,7 +29,7 @@ from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.commits import committer_of
 from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.cluster.runtime.context import RuntimeContext
-from laminar_kafka.cluster.runtime.state import ACK_RETRY_S, ack_cursors
+from laminar_kafka.cluster.runtime.state import ACK_RETRY_S, ack_cursors, changed_cursors
 from laminar_kafka.cluster.lake.parquet.sink import recover
 from laminar_kafka.cluster.lake.parquet.names import final_path
 from laminar_kafka.coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest
@@ -69,8 +78,12 @@ class EpochBarriers:
         self.last_acked_epoch = 0
         #: the latest epoch whose manifest this node published
         self.latest_committed_epoch = 0
-        #: the latest manifest's cursors of this source (for the durable lag)
+        #: the latest manifest's cursors of this source (for the durable lag, and the base of an ack)
         self.durable_cursors: dict[str, int] = {}
+        #: the epoch of the manifest ``durable_cursors`` come from (0: none seen by this process)
+        self.durable_epoch = 0
+        #: the latest ack sent: its epoch, boot id and every cursor it stands for (changed or not)
+        self._acked: tuple[int, str, dict[str, int]] | None = None
         self.acked_count = 0
         self.committed_count = 0
         self._commit_wait_logged_at: float | None = None
@@ -128,15 +141,20 @@ class EpochBarriers:
         started = time.monotonic()
         options = context.options
         cursors = ack_cursors(checkpoint, options.source_identity, snapshot, options.node_id)
+        sent = changed_cursors(cursors, self.durable_cursors) if self.durable_epoch == event.epoch - 1 else cursors
         staged = await context.executors.in_sink(context.sink.seal, event.epoch)
         ack = EpochAck(
             node_id=options.node_id,
             boot_id=context.coordinator.boot_id,
             epoch=event.epoch,
             assignment_version=event.assignment_version,
-            cursors={options.source_identity: cursors},
+            cursors={options.source_identity: sent},
             outputs=staged,
         )
+        self._acked = (event.epoch, ack.boot_id, cursors)
+        counter = context.metrics.ack_cursors
+        counter.labels(context.node_label, "sent").inc(len(sent))
+        counter.labels(context.node_label, "unchanged").inc(len(cursors) - len(sent))
         # from here the ack may be recorded: no generation starts before the epoch commits
         self.last_acked_epoch = max(self.last_acked_epoch, event.epoch)
         return await self._send(ack, started)
@@ -240,7 +258,10 @@ class EpochBarriers:
             logger.warning("epoch %d committed; publishing it waits for the coordinator (%s)", manifest.epoch, exc)
             self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
         identity = context.source_identity
-        self.durable_cursors = dict(manifest.cursors.get(identity, {}))
+        durable = manifest.cursors.get(identity, {})
+        self._check_acked_cursors(manifest, durable)
+        if manifest.epoch > self.durable_epoch:
+            self.durable_cursors, self.durable_epoch = dict(durable), manifest.epoch
         self.committed_count += 1
         context.metrics.epochs_committed.labels(context.node_label).inc()
         if connector is None:
@@ -249,6 +270,25 @@ class EpochBarriers:
         if mine:
             version = manifest.assignment_version if context.options.vnode_mode else 0
             await connector.notify_epoch_committed(manifest.epoch, SourceCheckpoint(mine, version))
+
+    def _check_acked_cursors(self, manifest: Manifest, durable: Mapping[str, int]) -> None:
+        """Raise :class:`RuntimeFailure` when ``manifest`` committed this boot's latest ack but does not
+        hold every cursor the ack stood for (the ones it left out as unchanged included): the base
+        the ack was computed against was not the leader's previous manifest. Never expected; going on
+        would land or skip rows, so the node stops (started again, it reconciles with the lake)."""
+        acked = self._acked
+        if acked is None or acked[0] != manifest.epoch:
+            return
+        epoch, boot_id, cursors = acked
+        if (self._context.options.node_id, boot_id) not in manifest.acked_by:
+            return  # another ack of this node (a replacement, another boot) made the epoch
+        wrong = sorted(key for key, offset in cursors.items() if durable.get(key) != offset)
+        if wrong:
+            key = wrong[0]
+            raise RuntimeFailure(
+                f"manifest {epoch} committed this node's ack but holds {key} = {durable.get(key)} where the ack "
+                f"stood for {cursors[key]} ({len(wrong)} cursor(s) differ): the control state changed under "
+                "this node? start the node again: it reconciles with the lake")
 
     def rejected(self, event: AckRejected) -> bool:
         """``AckRejected``: True when the epoch is still open for this node's boot, so the runtime

@@ -24,6 +24,7 @@ __all__ = [
     "RuntimeOptions",
     "RuntimePhase",
     "ack_cursors",
+    "changed_cursors",
     "pinned_start_config",
 ]
 
@@ -165,6 +166,17 @@ def ack_cursors(
         if owners[partition_vnode(source_identity, topic, partition, count)] == node_id:
             mine[key] = offset
     return mine
+
+
+def changed_cursors(cursors: Mapping[str, int], base: Mapping[str, int]) -> dict[str, int]:
+    """The cursors of ``cursors`` that differ from (or are missing in) ``base``: what an ack must carry
+    when ``base`` is the cursors of the manifest the leader overlays it on. Pure.
+
+    The leader merges an epoch's acks over the previous manifest (a partition no ack names keeps its
+    cursor), so an ack of epoch E whose node saw manifest E-1 committed may leave out every partition
+    whose cursor did not move since: the merged manifest is the same, and ZooKeeper writes follow what
+    changed rather than every partition the node owns."""
+    return {key: offset for key, offset in cursors.items() if base.get(key) != offset}
 
 
 def pinned_start_config(connector: ConnectorConfig, cursors: dict[str, int]) -> ConnectorConfig:

@@ -74,6 +74,8 @@ class ZooKeeperStore(ControlStore):
         #: must not be cached (the watch is spent, so nothing would ever clear the stale entry)
         self._invalidations = 0
         self._assembled: dict[str, tuple[bytes, bytes]] = {}  # chunked ack path -> (header, value)
+        #: ack path -> (value, its decoding): the leader decodes an ack once per content, not per pass
+        self._decoded_acks: dict[str, tuple[bytes, EpochAck]] = {}
         self.on_change: Callable[[], None] = lambda: None
 
     def path(self, relative: str) -> str:
@@ -130,15 +132,12 @@ class ZooKeeperStore(ControlStore):
         versions = {n: found[p][1] for n, p in member_paths.items() if p in found}
         elected = {c: found[p][0] for c, p in zip(candidates, candidate_paths) if p in found}
         load = layout.parse_vnode_load(found[load_path][0]) if load_path in found else {}
-        acks: list[EpochAck] = []
+        ack_values: dict[str, bytes] = {}
         for path in ack_paths:
             value = self._ack_value(path, found[path][0]) if path in found else None
-            if value is None:
-                continue
-            try:
-                acks.append(EpochAck.from_json(value))
-            except CodecError as exc:
-                logger.warning("ignoring malformed ack %s: %s", path, exc.message)
+            if value is not None:
+                ack_values[path] = value
+        acks = self._decode_acks(ack_values)
         ready: set[tuple[int, str]] = set()
         if ready_async is not None:
             for name in ready_async.get(timeout=timeout):
@@ -183,6 +182,28 @@ class ZooKeeperStore(ControlStore):
             if candidate is not None:
                 result[node] = MemberFence(node, versions[node], candidate)
         return result
+
+    def _decode_acks(self, values: Mapping[str, bytes]) -> list[EpochAck]:
+        """The acks of ``values`` (path -> value), in order; a malformed one is logged and left out.
+        Each content is decoded once: a pass runs on every change under the open epoch, and strict
+        decoding of a 1,000-partition ack costs milliseconds. Only this pass's paths stay cached."""
+        acks: list[EpochAck] = []
+        decoded: dict[str, tuple[bytes, EpochAck]] = {}
+        for path, value in values.items():
+            known = self._decoded_acks.get(path)
+            if known is not None and known[0] == value:
+                decoded[path] = known
+                acks.append(known[1])
+                continue
+            try:
+                ack = EpochAck.from_json(value)
+            except CodecError as exc:
+                logger.warning("ignoring malformed ack %s: %s", path, exc.message)
+                continue
+            decoded[path] = (value, ack)
+            acks.append(ack)
+        self._decoded_acks = decoded
+        return acks
 
     def _cached_reads(self, paths: list[str]) -> dict[str, tuple[bytes, int]]:
         """``(data, data version)`` of ``paths`` (missing ones omitted), from the watch-invalidated

@@ -14,13 +14,14 @@ import pytest
 
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.settings import PartitionGranularity
-from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
 from laminar_kafka.coordinator.base import AssignmentChanged, EpochOpened, Manifest, RoundDecided, RoundOutcome, RoundStarted
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.connector import (
     ConnectorCancellationPolicy as Cancellation,
     ConnectorConfig,
@@ -52,6 +53,7 @@ class Cluster:
     def __init__(self, tmp_path: Path, mine: set[int], options: RuntimeOptions = OPTIONS, **source: object) -> None:
         self.log = MemoryLog.of("t", 4, END)
         self.coordinator = FakeCoordinator()
+        self.last_sent: dict[str, int] = {}
         self.coordinator.snapshot = AssignmentSnapshot.initial(VNODES).next(1, owners(mine))
         # the last durable manifest: an earlier owner read every partition up to 10 + p
         self.coordinator.manifests[3] = Manifest(3, 1, {"src": {f"t:{p}": 10 + p for p in range(4)}})
@@ -79,12 +81,19 @@ class Cluster:
                        and all(o == self.log.end(tp) for tp, o in self.source.cursor.items()))
 
     async def ack(self, epoch: int, version: int) -> dict[str, int]:
+        """Open ``epoch``; returns the cursors its ack stands for: every owned partition's, the ones it
+        left out as unchanged taken from the previous manifest (``last_sent``: what it carried)."""
         acks = len(self.coordinator.acks)
+        previous = self.coordinator.latest_manifest()
         self.coordinator.emit(EpochOpened(epoch, version))
         await wait_for(lambda: len(self.coordinator.acks) > acks)
         ack = self.coordinator.acks[-1]
         assert ack.epoch == epoch and ack.assignment_version == version
-        return dict(ack.cursors["src"])
+        self.last_sent = dict(ack.cursors["src"])
+        base = dict(previous.cursors.get("src", {})) if previous is not None else {}
+        owned = ack_cursors(SourceCheckpoint({**base, **self.last_sent}), "src", self.coordinator.snapshot, 1)
+        assert self.last_sent.items() <= owned.items()  # only owned partitions
+        return owned
 
     async def commit(self, epoch: int, version: int) -> dict[str, int]:
         cursors = await self.ack(epoch, version)
@@ -131,12 +140,14 @@ async def test_first_assignment_resumes_from_the_manifest_and_a_dead_nodes_parti
     position = cluster.source.started_with.position if cluster.source.started_with else None
     assert isinstance(position, ResumePosition) and position.attempt.epoch == 3
     assert await cluster.commit(4, 1) == {key(0): END, key(1): END}  # exactly the owned partitions
+    assert cluster.last_sent == {key(0): END, key(1): END}  # the first epoch of a boot: all of them
 
     cluster.publish(owners({0, 1, 2}), manifest_epoch=4)  # node 2 died: its t:2 moves without a drain
     await wait_for(lambda: cluster.source.cursor.get(("t", 2)) == END)
     assert len(cluster.generations) == 1  # acquired in place
     assert cluster.source.acquired == [(2, {key(p): 10 + p for p in (2, 3)} | {key(0): END, key(1): END})]
     assert await cluster.commit(5, 2) == {key(0): END, key(1): END, key(2): END}
+    assert cluster.last_sent == {key(2): END}  # manifest 4 seen committed: only what moved since
     offsets = published_offsets(cluster.runtime)
     assert offsets == {0: list(range(10, END)), 1: list(range(11, END)), 2: list(range(12, END))}
     await cluster.stop()
@@ -156,6 +167,7 @@ async def test_a_committed_round_hands_partitions_over_without_restarting_the_so
     assert len(cluster.generations) == 1 and ("t", 0) not in cluster.source.cursor
     assert "finish_drain:commit" in cluster.source.calls and cluster.source.acquired == []
     assert await cluster.commit(5, 2) == {key(1): END + 5, key(2): END}
+    assert cluster.last_sent == {key(2): END}
     offsets = published_offsets(cluster.runtime)
     assert offsets[0] == list(range(10, END)) and offsets[2] == list(range(12, END))  # from the handoff cursor
     assert [h.partition for h in cluster.runtime.handoffs] == [key(2)]

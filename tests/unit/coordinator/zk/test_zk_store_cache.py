@@ -58,3 +58,29 @@ def test_a_read_with_no_change_after_it_is_cached() -> None:
     assert store._cached_reads(["/p/ack"]) == {"/p/ack": (b"header", 0)}
     assert store._cached_reads(["/p/ack"]) == {"/p/ack": (b"header", 0)}
     assert client.reads == 1
+
+
+def test_an_ack_is_decoded_once_per_content_and_only_this_passs_paths_stay_cached(
+    monkeypatch: Any,
+) -> None:
+    from laminar_kafka.coordinator.values import EpochAck
+
+    store = store_over(ChangesRightAfterEachRead([b""]))
+    first = EpochAck(1, "b1", 4, 2, {"src": {"t:0": 5}}).to_json()
+    second = EpochAck(2, "b2", 4, 2, {"src": {"t:1": 7}}).to_json()
+    decodes: list[bytes] = []
+    real = EpochAck.from_json.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[EpochAck], raw: bytes) -> EpochAck:
+        decodes.append(raw)
+        return real(cls, raw)
+
+    monkeypatch.setattr(EpochAck, "from_json", classmethod(counting))
+    acks = store._decode_acks({"/e/1": first, "/e/2": second})
+    assert [a.node_id for a in acks] == [1, 2] and len(decodes) == 2
+    assert store._decode_acks({"/e/1": first, "/e/2": second}) == acks and len(decodes) == 2  # cached
+    replaced = EpochAck(1, "b1", 4, 2, {"src": {"t:0": 6}}).to_json()
+    assert store._decode_acks({"/e/1": replaced})[0].cursors == {"src": {"t:0": 6}}  # new content: decoded
+    assert len(decodes) == 3 and set(store._decoded_acks) == {"/e/1"}  # /e/2 left the pass: dropped
+    assert store._decode_acks({"/e/1": b"{not json"}) == []  # malformed: left out, not cached
+    assert store._decoded_acks == {}
