@@ -7,7 +7,7 @@ never collide. Counters are updated by the runtime per batch or per event, never
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable
 
 from prometheus_client import (
     CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server,
@@ -26,6 +26,8 @@ class NodeMetrics:
     def __init__(self, node_id: int) -> None:
         self.registry = CollectorRegistry()
         self.node = str(node_id)
+        #: gauge -> partition -> its labelled child (:meth:`set_partition_gauge`)
+        self._partition_children: dict[Gauge, dict[str, Any]] = {}
         # the standard process_* (CPU, memory, open fds, start time) and python_info families
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -199,8 +201,15 @@ class NodeMetrics:
         self.batches.labels(self.node).inc()
 
     def set_partition_gauge(self, gauge: Gauge, values: dict[str, int | float]) -> None:
+        """Set ``gauge``'s child of each partition of ``values`` (children looked up once, not on
+        every export: ``labels()`` takes a lock and builds a key, 2,000 times per export at 1,000
+        partitions)."""
+        children = self._partition_children.setdefault(gauge, {})
         for partition, value in values.items():
-            gauge.labels(self.node, partition).set(value)
+            child = children.get(partition)
+            if child is None:
+                child = children[partition] = gauge.labels(self.node, partition)
+            child.set(value)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> Callable[[], None]:
         """Serve ``/metrics`` on ``port``; returns a function that stops the server."""

@@ -42,3 +42,14 @@ def test_the_lake_commit_listener_counts_commits_conflicts_and_no_ops() -> None:
     assert sample("laminar_lake_commit_seconds_bucket", {"node": "7", "le": "0.25"}) == 1
     assert sample("laminar_lake_commit_conflicts_total", {"node": "7"}) == 1
     assert sample("laminar_lake_commits_found_done_total", {"node": "7"}) == 3
+
+
+def test_partition_gauges_are_set_and_updated_through_their_cached_children() -> None:
+    metrics = NodeMetrics(3)
+    metrics.set_partition_gauge(metrics.lag, {"t:0": 5, "t:1": 2})
+    metrics.set_partition_gauge(metrics.lag, {"t:0": 1})
+    metrics.set_partition_gauge(metrics.durable_lag, {"t:0": 9})
+    sample = metrics.registry.get_sample_value
+    assert sample("laminar_lag_records", {"node": "3", "partition": "t:0"}) == 1
+    assert sample("laminar_lag_records", {"node": "3", "partition": "t:1"}) == 2
+    assert sample("laminar_durable_lag_records", {"node": "3", "partition": "t:0"}) == 9

@@ -383,3 +383,21 @@ def test_a_node_that_owns_none_of_the_new_partitions_stays_ready() -> None:
     later = s1.next(2, (2,) * 4 + (1,) * 4)  # the vnodes of the new partitions move here later
     step = grown.plan_reconcile(later, (2, {}))
     assert step is not None and {(T, 40), (T, 41)} <= set(step.acquire)
+
+
+def test_a_settled_source_plans_nothing_at_its_version_and_an_unsettled_one_still_does() -> None:
+    s1 = snap(HALF)
+    own = started(s1)
+    assert own.settled and own.plan_reconcile(s1, None) is None
+    assert own._settled_memo is True  # computed once per value
+    # live partitions the source lost (e.g. released but not re-acquired): at the same version the
+    # plan still acquires them back when an offer for the version is there
+    lost = next(iter(own.live))
+    partial = Ownership.at(1, ROUTES, s1).started(own.owned - {lost})
+    assert not partial.settled
+    step = partial.plan_reconcile(s1, (1, {lost: 7}))
+    assert step is not None and dict(step.acquire) == {lost: 7} and not step.release
+    # an owner map that disagrees with the pinned ownership is still refused
+    other = AssignmentSnapshot.initial(VNODES).next(1, ALL1)
+    with pytest.raises(FatalError, match="two owner maps"):
+        own.plan_reconcile(other, None)
