@@ -99,6 +99,7 @@ class NodeSettings:
     session_timeout_ms: int = 6000
     drain_timeout_ms: int = 10000
     lake_io_timeout_ms: int = 120000
+    manifest_deltas: bool = True
     vnode_count: int = 256
     source_identity: str = "kafka"
     state_dir: str = ""
@@ -338,6 +339,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "session-timeout-ms": ("session_timeout_ms", as_int),
     "drain-timeout-ms": ("drain_timeout_ms", as_int),
     "lake-io-timeout-ms": ("lake_io_timeout_ms", as_int),
+    "manifest-deltas": ("manifest_deltas", as_bool),
     "vnode-count": ("vnode_count", as_int),
     "source-identity": ("source_identity", as_str),
     "state-dir": ("state_dir", as_str),

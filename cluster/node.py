@@ -249,6 +249,7 @@ def coordinator_config(settings: NodeSettings) -> CoordinatorConfig:
         checkpoint_interval=settings.checkpoint_interval_ms / 1000.0,
         round_deadline=settings.drain_timeout_ms / 1000.0,
         vnode_count=settings.vnode_count,
+        manifest_deltas=settings.manifest_deltas,
     )
 
 

@@ -74,6 +74,9 @@ class CoordinatorConfig:
     `hosts` is a kazoo connection string, optionally with a chroot (`h1:2181,h2:2181/chroot`);
     the pipeline lives under `<root>/<pipeline>`. Durations are in seconds. `manifests_to_keep`
     (K >= 1) bounds garbage collection: the last K manifests, epochs and decided rounds are kept.
+    ``manifest_deltas`` (ZooKeeper): the leader stores a manifest as the cursors that changed since a
+    full one at most K epochs older (:mod:`laminar_kafka.coordinator.manifest_delta`; K more manifests
+    are kept); False stores each one full, as a release before format 2 reads them (a rolling upgrade).
     ``credentials`` (optional): the digest identity that owns the pipeline's subtree (see
     :class:`ZkCredentials`); None keeps ZooKeeper's open ACL. Invalid values raise ConfigurationError
     on construction.
@@ -87,6 +90,7 @@ class CoordinatorConfig:
     vnode_count: int = DEFAULT_VNODE_COUNT
     placement: str = DEFAULT_STRATEGY
     manifests_to_keep: int = 10
+    manifest_deltas: bool = True
     root: str = "/laminar"
     credentials: ZkCredentials | None = None
 
@@ -105,6 +109,8 @@ class CoordinatorConfig:
             raise ConfigurationError(f"placement {self.placement!r} is not one of {list(STRATEGIES)}")
         if not isinstance(self.manifests_to_keep, int) or self.manifests_to_keep < 1:
             raise ConfigurationError(f"manifests_to_keep = {self.manifests_to_keep!r} must be an int >= 1")
+        if not isinstance(self.manifest_deltas, bool):
+            raise ConfigurationError(f"manifest_deltas = {self.manifest_deltas!r} must be a bool")
         if self.credentials is not None and not isinstance(self.credentials, ZkCredentials):
             raise ConfigurationError("credentials must be a ZkCredentials (see ZkCredentials.parse)")
 

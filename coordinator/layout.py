@@ -228,14 +228,17 @@ def fence_checks(fence: MemberFence) -> tuple[tuple[str, int], ...]:
     return ((member_path(fence.node), fence.member_version), (candidate_path(fence.candidate), 0))
 
 
-def intent_records(intent: Intent) -> tuple[tuple[str, bytes], ...]:
-    """The nodes ``intent`` creates, in creation order (parents first), as ``(path, data)``."""
+def intent_records(intent: Intent, manifest_data: bytes | None = None) -> tuple[tuple[str, bytes], ...]:
+    """The nodes ``intent`` creates, in creation order (parents first), as ``(path, data)``.
+    ``manifest_data``: a :class:`WriteManifest`'s stored bytes (default: its full encoding; a store
+    may write it as a delta, :mod:`laminar_kafka.coordinator.manifest_delta`)."""
     if isinstance(intent, OpenEpoch):
         data = dumps({"epoch": intent.epoch, "assignment_version": intent.assignment_version})
         return ((epoch_path(intent.epoch), data), (acks_folder(intent.epoch), b""),
                 (rejected_folder(intent.epoch), b""))
     if isinstance(intent, WriteManifest):
-        return ((checkpoint_path(intent.manifest.epoch), intent.manifest.to_json()),)
+        data = intent.manifest.to_json() if manifest_data is None else manifest_data
+        return ((checkpoint_path(intent.manifest.epoch), data),)
     if isinstance(intent, StartRound):
         return ((round_path(intent.round.drain_id.target_version), round_record(intent.round)),
                 (ready_folder(intent.round.drain_id.target_version), b""))

@@ -167,10 +167,13 @@ class Manifest:
     @classmethod
     def from_json(cls, raw: bytes) -> Manifest:
         """Strict decoding (see the module docstring); CodecError when malformed."""
-        data = expect_object(loads(raw, "manifest"), "manifest", _MANIFEST_KEYS, ("format_version",))
-        version = expect_int(data.get("format_version", MANIFEST_FORMAT_VERSION), "manifest: format_version")
-        if version != MANIFEST_FORMAT_VERSION:
-            raise CodecError(f"manifest: unknown format_version {version} (this code reads {MANIFEST_FORMAT_VERSION})")
+        data = loads(raw, "manifest")
+        if isinstance(data, dict):  # the version first: another format has other keys
+            version = expect_int(data.get("format_version", MANIFEST_FORMAT_VERSION), "manifest: format_version")
+            if version != MANIFEST_FORMAT_VERSION:
+                raise CodecError(f"manifest: format_version {version} is not the full format "
+                                 f"{MANIFEST_FORMAT_VERSION} (a stored delta is read by manifest_delta.decode_stored)")
+        data = expect_object(data, "manifest", _MANIFEST_KEYS, ("format_version",))
         acked_by = []
         for i, pair in enumerate(expect_list(data["acked_by"], "manifest: acked_by")):
             what = f"manifest: acked_by[{i}]"

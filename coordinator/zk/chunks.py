@@ -24,9 +24,10 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from laminar_kafka.coordinator.errors import CoordinatorError
+from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
 from laminar_kafka.coordinator.layout import PENDING, ChunkPending, chunk_name, checkpoint_path, join_chunks, parse_header, \
     split_chunks
+from laminar_kafka.coordinator.manifest_delta import StoredEncoding, decode_stored, encode_stored, stored_format
 from laminar_kafka.coordinator.store import StoredManifest
 from laminar_kafka.coordinator.values import Manifest
 
@@ -159,17 +160,40 @@ def pin_names(client: KazooClient, folder: str, values: Mapping[str, str], timeo
     return result
 
 
+class _BaseCollected(Exception):
+    """The base of a manifest delta is gone: garbage collection keeps a delta's base while the delta
+    is among the manifests it must keep, so the delta is past that window and counts as collected."""
+
+
 class ManifestStore:
     """Committed manifests at ``<base>/checkpoints/<epoch>`` (epoch 0: the pinned initial manifest),
-    with a read cache (a manifest never changes once committed). Thread-safe."""
+    with a read cache (a manifest never changes once committed). Thread-safe.
 
-    def __init__(self, client: KazooClient, base: str, timeout: float, keep: int) -> None:
+    ``full_every``: store manifests as deltas over a full one less than that many epochs older
+    (:mod:`laminar_kafka.coordinator.manifest_delta`); None stores every manifest full. Reading
+    understands both, whatever ``full_every`` is."""
+
+    def __init__(self, client: KazooClient, base: str, timeout: float, keep: int, full_every: int | None) -> None:
         self._client = client
         self._base = base
         self._timeout = timeout
         self._keep = keep
+        self._full_every = full_every
         self._lock = threading.Lock()
         self._cache: dict[int, Manifest] = {}
+        #: epochs of the cache stored full (slot 0 never counts: it may hold a seed of another epoch)
+        self._full_epochs: set[int] = set()
+        #: the newest manifest known to be stored full at its own slot: the base of the next delta
+        self._newest_full: Manifest | None = None
+
+    def encode(self, manifest: Manifest) -> StoredEncoding:
+        """The bytes to store ``manifest`` as (a delta when allowed and smaller); remember it with
+        :meth:`remember` (and whether it is full) once the write committed."""
+        if self._full_every is None:
+            return StoredEncoding(manifest.to_json(), True)
+        with self._lock:
+            base = self._newest_full
+        return encode_stored(manifest, base, self._full_every)
 
     def read(self, epoch: int) -> Manifest:
         """Manifest ``epoch``; CoordinatorError when absent (never written, collected) or malformed."""
@@ -199,19 +223,50 @@ class ManifestStore:
             raw, stat = self._client.get(path)
         except NoNodeError:
             return None
-        manifest = Manifest.from_json(read_value(self._client, path, raw, self._timeout))
+        try:
+            manifest, full = decode_stored(read_value(self._client, path, raw, self._timeout), self._base_manifest)
+        except _BaseCollected:
+            return None  # kept past its window while its base was collected: collected too
         if manifest.epoch != epoch and epoch != 0:  # slot 0 holds the pinned start, or a seed (reset)
             raise CoordinatorError(f"{path} holds manifest {manifest.epoch}")
-        self.remember(manifest)
+        self.remember(manifest, full=full and manifest.epoch == epoch)
         return StoredManifest(manifest, stat.mtime / 1000.0)
 
-    def remember(self, manifest: Manifest) -> None:
-        """Cache ``manifest`` (written by this process); old entries are dropped, never epoch 0."""
+    def _base_manifest(self, epoch: int) -> Manifest:
+        """The full manifest at slot ``epoch`` a delta is written over (cached, else read);
+        :class:`_BaseCollected` when it is absent, CodecError when it is not stored full."""
+        with self._lock:
+            if epoch in self._full_epochs:
+                return self._cache[epoch]
+        path = f"{self._base}/{checkpoint_path(epoch)}"
+        try:
+            raw, _ = self._client.get(path)
+        except NoNodeError:
+            raise _BaseCollected(epoch) from None
+        value = read_value(self._client, path, raw, self._timeout)
+        if stored_format(value) != 1:
+            raise CodecError(f"the base manifest {epoch} of a manifest delta is not stored full")
+        manifest = Manifest.from_json(value)
+        self.remember(manifest, full=True)
+        return manifest
+
+    def remember(self, manifest: Manifest, *, full: bool = True) -> None:
+        """Cache ``manifest``, stored at slot ``manifest.epoch`` (``full``: as format 1, so it may be a
+        delta's base); old entries are dropped, never epoch 0."""
         with self._lock:
             self._cache[manifest.epoch] = manifest
+            if full and manifest.epoch > 0:
+                self._full_epochs.add(manifest.epoch)
+                if self._newest_full is None or manifest.epoch > self._newest_full.epoch:
+                    self._newest_full = manifest
+            else:
+                self._full_epochs.discard(manifest.epoch)
             for old in [e for e in self._cache if 0 < e < manifest.epoch - 2 * self._keep]:
                 del self._cache[old]
+                self._full_epochs.discard(old)
 
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._full_epochs.clear()
+            self._newest_full = None

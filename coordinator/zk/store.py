@@ -35,7 +35,8 @@ from laminar_kafka.coordinator.errors import CodecError, FencedError, RoundError
 from laminar_kafka.coordinator.engine.events import CoordinatorMetrics
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.state import ControlState
-from laminar_kafka.coordinator.engine.steps import MemberFence, Step, View
+from laminar_kafka.coordinator.engine.steps import MemberFence, Step, View, WriteManifest
+from laminar_kafka.coordinator.manifest_delta import collect_limit
 from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership, StoredManifest
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
 from laminar_kafka.coordinator.zk.chunks import (  # read_value is re-exported (cluster tools read manifests with it)
@@ -67,7 +68,10 @@ class ZooKeeperStore(ControlStore):
         self.base = layout.pipeline_path(config)
         self._metrics = metrics
         self._timeout = config.session_timeout
-        self._manifests = ManifestStore(client, self.base, config.session_timeout, config.manifests_to_keep)
+        #: a delta's base is less than this many epochs older (None: every manifest stored full)
+        self._full_every = config.manifests_to_keep if config.manifest_deltas else None
+        self._manifests = ManifestStore(client, self.base, config.session_timeout, config.manifests_to_keep,
+                                        self._full_every)
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[bytes, int]] = {}  # path -> (data, data version)
         #: bumped by every invalidation: a read whose watch fired before its result was stored
@@ -256,8 +260,13 @@ class ZooKeeperStore(ControlStore):
         """One fenced transaction (plus, for a large manifest, fenced chunk writes first)."""
         creates: list[tuple[str, bytes]] = []
         headers: list[tuple[str, bytes]] = []
+        stored_full = True
         for intent in step.intents:
-            for relative, data in layout.intent_records(intent):
+            manifest_data = None
+            if isinstance(intent, WriteManifest):
+                encoding = self._manifests.encode(intent.manifest)
+                manifest_data, stored_full = encoding.data, encoding.full
+            for relative, data in layout.intent_records(intent, manifest_data):
                 if len(data) > layout.MANIFEST_CHUNK_BYTES:
                     path = self.path(relative)
                     headers.append((path, self._write_chunked(term, expected_version, path, data)))
@@ -278,7 +287,7 @@ class ZooKeeperStore(ControlStore):
             txn.create(path, data)
         self._commit(txn, f"{step.kind} v{step.control.version}")
         if step.manifest is not None:
-            self._manifests.remember(step.manifest)
+            self._manifests.remember(step.manifest, full=stored_full)
 
     def _commit(self, txn: Any, what: str) -> None:
         self._metrics.bump("zk_transactions")
@@ -314,7 +323,8 @@ class ZooKeeperStore(ControlStore):
     def collect_garbage(self, term: Leadership, control: ControlState, keep: int) -> None:
         """Fenced and best effort; the pinned initial manifest (checkpoint 0) is never deleted."""
         doomed: list[str] = []
-        for folder, limit in ((layout.CHECKPOINTS, control.last_epoch - keep),
+        checkpoints = collect_limit(control.last_epoch, keep, self._full_every or 0)
+        for folder, limit in ((layout.CHECKPOINTS, checkpoints),
                               (layout.EPOCHS, control.last_epoch - keep), (layout.ROUNDS, control.version - keep)):
             for name in self._client.get_children(self.path(folder)):
                 if name.isdigit() and 0 < int(name) <= limit:

@@ -111,9 +111,7 @@ class ClusterProbe:
 
     def durable(self) -> dict[PartitionKey, int] | None:
         """The latest committed manifest's cursors (``topic:partition`` -> next offset to read)."""
-        from laminar_kafka.coordinator.base import Manifest
         from laminar_kafka.coordinator.engine.model import epoch_name
-        from laminar_kafka.coordinator.zk.store import read_value
 
         control = self.control()
         if control is None:
@@ -129,10 +127,13 @@ class ClusterProbe:
                 return dict(self._cursors)
         manifest = None
         if control.last_epoch:
-            try:  # a chunked manifest is reassembled and checked by the coordinator's reader
-                manifest = Manifest.from_json(read_value(self._zk, path, self._zk.get(path)[0], 10.0))
-            except Exception:  # noqa: BLE001 - garbage-collected meanwhile, ZooKeeper away: poll again
+            try:  # the coordinator's reader: a chunked manifest reassembled, a delta over its base
+                stored = self._store().read_stored_manifest(control.last_epoch)
+            except Exception:  # noqa: BLE001 - malformed, ZooKeeper away: poll again
                 return None
+            if stored is None:  # garbage-collected meanwhile: poll again
+                return None
+            manifest = stored.manifest
         cursors = dict(manifest.cursors.get(self._source, {})) if manifest is not None else {}
         with self._lock:
             self._manifest_key, self._cursors = key, {k: int(v) for k, v in cursors.items()}

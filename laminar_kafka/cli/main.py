@@ -69,6 +69,9 @@ _RUN_HELP = {
     "drain-timeout-ms": "deadline of a rebalance drain in ms (default 10000)",
     "lake-io-timeout-ms": "a call into the object store or the Iceberg catalog that does not return within this "
                           "many ms stops the node in one line, exit 1 (default 120000)",
+    "manifest-deltas": "ZooKeeper mode: the leader stores each manifest as the cursors that changed since a full one "
+                       "(default true); false stores them whole, for a rolling upgrade from a release before "
+                       "manifest format 2 (docs/deploy.md)",
     "vnode-count": "number of vnodes of a new pipeline (default 256)",
     "source-identity": "source identity used for partition routing (default 'kafka')",
     "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator); ZooKeeper mode with "

@@ -223,7 +223,8 @@ def test_large_manifests_are_chunked_and_old_ones_collected(
     zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
 ) -> None:
     hosts = make_chroot(zookeeper.hosts, unique("zk"))
-    cfg = config(hosts, checkpoint_interval=0.05, manifests_to_keep=2)
+    # manifests stored whole (manifest_deltas=False), the format the chunk counts below are of
+    cfg = config(hosts, checkpoint_interval=0.05, manifests_to_keep=2, manifest_deltas=False)
     with coordinators(cfg, [1], auto=False) as (coords, nodes):
         coordinator, node = coords[0], nodes[0]
         for round_no in range(6):
@@ -247,3 +248,39 @@ def test_large_manifests_are_chunked_and_old_ones_collected(
         kept = sorted(int(n) for n in coordinator.client.get_children(coordinator.store.path(layout.CHECKPOINTS)))
         assert kept[0] >= 6 - 2 - 1 and kept[-1] == 6  # GC runs every K/2 commits: at most K+1 remain
         assert len(coordinator.client.get_children(coordinator.store.path(layout.EPOCHS))) <= 4
+
+
+@pytest.mark.timeout(120)
+def test_manifests_are_stored_as_deltas_over_a_full_one_and_read_back_whole(
+    zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
+) -> None:
+    """1,000 partitions acked once, then a few per epoch: ZooKeeper holds a full manifest at least
+    every K epochs and deltas of a few cursors between; each reads back whole, from ZooKeeper, and
+    garbage collection never takes the base of a manifest it keeps."""
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    keep = 3
+    cfg = config(hosts, checkpoint_interval=0.05, manifests_to_keep=keep)
+    everything = {f"orders:{p}": 100 for p in range(1_000)}
+    with coordinators(cfg, [1], auto=False) as (coords, nodes):
+        coordinator, node = coords[0], nodes[0]
+        written: dict[int, object] = {}
+        stored: dict[int, bytes] = {}
+        for epoch in range(1, 11):
+            opened = node.wait_for(EpochOpened, lambda e: e.epoch == epoch)
+            cursors = everything if epoch == 1 else {f"orders:{epoch}": 100 + epoch}  # acks carry what moved
+            coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, epoch, opened.assignment_version, {"s": cursors}))
+            written[epoch] = node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == epoch, timeout=30).manifest
+            stored[epoch] = coordinator.client.get(coordinator.store.path(layout.checkpoint_path(epoch)))[0]
+        formats = {e: json.loads(raw).get("format_version") for e, raw in stored.items()}
+        # full when there is no base or the base is K epochs old; a delta over the newest full one between
+        assert formats == {1: 1, 2: 2, 3: 2, 4: 1, 5: 2, 6: 2, 7: 1, 8: 2, 9: 2, 10: 1}
+        assert {e: json.loads(raw)["base_epoch"] for e, raw in stored.items() if formats[e] == 2} == \
+            {2: 1, 3: 1, 5: 4, 6: 4, 8: 7, 9: 7}
+        assert max(len(stored[e]) for e in formats if formats[e] == 2) < 600 < 15_000 < len(stored[7])
+        coordinator.store.forget_manifests()  # read back from ZooKeeper: deltas over their bases
+        kept = sorted(int(n) for n in coordinator.client.get_children(coordinator.store.path(layout.CHECKPOINTS)))
+        for epoch in range(8, 11):
+            assert epoch in kept and coordinator.manifest(epoch) == written[epoch]
+        assert coordinator.manifest(9).cursors["s"] == {**everything, **{f"orders:{e}": 100 + e for e in range(2, 10)}}
+        assert 7 in kept  # the base of 8 and 9, older than the last K
+        assert kept[0] > 10 - 2 * keep - 1  # the K manifests more than K are all that is left

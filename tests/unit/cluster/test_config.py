@@ -130,3 +130,14 @@ def test_every_startup_mode_and_its_parameter() -> None:
 def test_the_tooling_environment_variables_are_not_node_settings(name: str) -> None:
     # LAMINAR_CACHE_DIR is close to no setting, LAMINAR_CONTAINERS_REQUIRED... all must pass untouched
     assert settings_from(BASE, {name: "1"}, {}) == settings_from(BASE, {}, {})
+
+
+def test_manifest_deltas_default_on_and_reach_the_coordinator() -> None:
+    from laminar_kafka.cluster.node import coordinator_config
+
+    zk = {**BASE, "zk": "z:2181"}
+    assert coordinator_config(settings_from(zk, {}, {})).manifest_deltas is True
+    off = settings_from(zk, {"LAMINAR_MANIFEST_DELTAS": "false"}, {})
+    assert off.manifest_deltas is False and coordinator_config(off).manifest_deltas is False
+    with pytest.raises(ConfigError, match="manifest-deltas"):
+        settings_from(zk, {}, {"manifest-deltas": "sometimes"})
