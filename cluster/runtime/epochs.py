@@ -252,14 +252,14 @@ class EpochBarriers:
         context = self._context
         if self.unsent is not None and self.unsent.ack.epoch <= manifest.epoch:
             self.unsent = None  # recorded after all (only its answer was lost)
+        identity = context.source_identity
+        durable = manifest.cursors.get(identity, {})
+        self._check_acked_cursors(manifest, durable)  # before this node publishes anything of it
         try:
             await self.publish(manifest, in_turn=True)
         except CoordinatorUnavailable as exc:  # durable all the same: a later publish or recovery finishes it
             logger.warning("epoch %d committed; publishing it waits for the coordinator (%s)", manifest.epoch, exc)
             self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
-        identity = context.source_identity
-        durable = manifest.cursors.get(identity, {})
-        self._check_acked_cursors(manifest, durable)
         if manifest.epoch > self.durable_epoch:
             self.durable_cursors, self.durable_epoch = dict(durable), manifest.epoch
         self.committed_count += 1
