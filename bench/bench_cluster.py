@@ -4,7 +4,10 @@ loop, recovery time after SIGKILL. Nodes are `laminar-kafka run` processes on a 
     .venv/bin/python bench/bench_cluster.py [--records 400000] [--session-timeout-ms 4000]
 
 - throughput: a pre-filled 8-partition topic of ``--records`` records (100 bytes); the time from the
-  nodes' start until the published output holds every record (includes the nodes' startup).
+  nodes' start until the published output holds every record (includes the nodes' startup), and the
+  nodes' CPU (user + system from ``/proc``, start-up included) per record. 3 nodes against 1 on the
+  same backlog is the cluster's tax at saturating load: what coordination, epochs and rounds add
+  per record (``cluster_tax``: the ratio of CPU per record).
 - handoff: under continuous production, nodes join one by one (1 -> 4) and then one leaves; each
   moved partition's pause (round start to the new owner's first row) as logged by the nodes.
 - recovery: SIGKILL one of 3 nodes; time until its partitions are owned by live nodes and a
@@ -14,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from laminar_kafka.cluster.ops.status import collect_status  # noqa: E402
@@ -28,6 +33,9 @@ from laminar_kafka.devstack.producers import ContinuousProducer, produce  # noqa
 from laminar_kafka.devstack.stack import DevStack  # noqa: E402
 from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
+from connect_figures import cpu_seconds  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
 
 PARTITIONS = 8
 
@@ -69,11 +77,16 @@ class Bench:
             wait_until(lambda: audit_output(self.stack.bootstrap, name, str(self.base / name)).missing == 0, 600,
                        "the throughput run's last record landing", interval=0.5)
             elapsed = time.monotonic() - started
+            cpu = 0.0
+            for p in procs:
+                with open(f"/proc/{p.pid}/stat") as stat:
+                    cpu += cpu_seconds(stat.read(), TICKS)
         finally:
             for p in procs:
                 p.stop()
         return {"nodes": nodes, "records": records, "seconds": round(elapsed, 2),
-                "records_per_s": round(records / elapsed, 1)}
+                "records_per_s": round(records / elapsed, 1), "cpu_s": round(cpu, 2),
+                "cpu_us_per_record": round(cpu / records * 1e6, 2)}
 
     def wait_spread(self, name: str, live: int, timeout: float = 90.0) -> None:
         even = sorted([PARTITIONS // live + (1 if i < PARTITIONS % live else 0) for i in range(live)])
@@ -139,17 +152,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
+    parser.add_argument("--only-throughput", action="store_true", help="the throughput runs and the tax alone")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="laminar-bench-cluster-"))
     stack = DevStack.launch(kafka_brokers=1, zookeeper_servers=1, base_dir=base / "servers")
     try:
         bench = Bench(stack, base, args.session_timeout_ms)
+        one, three = bench.throughput(1, args.records), bench.throughput(3, args.records)
         result = {
-            "throughput_1_node": bench.throughput(1, args.records),
-            "throughput_3_nodes": bench.throughput(3, args.records),
-            "handoff_pause": bench.handoff(),
-            "recovery_after_sigkill": {**bench.recovery(), "session_timeout_s": args.session_timeout_ms / 1000},
+            "throughput_1_node": one,
+            "throughput_3_nodes": three,
+            "cluster_tax": round(three["cpu_us_per_record"] / one["cpu_us_per_record"], 2),
         }
+        if not args.only_throughput:
+            result["handoff_pause"] = bench.handoff()
+            result["recovery_after_sigkill"] = {**bench.recovery(), "session_timeout_s": args.session_timeout_ms / 1000}
         print(json.dumps(result, indent=2))
     finally:
         stack.stop()
