@@ -3,8 +3,10 @@ random joins, crashes, session expiries, rejoins, planned leaves, leader changes
 stale acks, drain receipts, decisions and time.
 
 Also: a pinned initial manifest (before the first commit), acks whose content is invalid (a
-regressing cursor, a partition the node does not own) from live owners, and commits racing a member
-change (a session expiry and rejoin, or a planned leave) between the leader's view and its write.
+regressing cursor, a partition the node does not own) from live owners, acks that carry only the
+cursors that moved since the latest committed manifest (as a node does once it saw that manifest),
+and commits racing a member change (a session expiry and rejoin, or a planned leave) between the
+leader's view and its write.
 
 Invariants checked after every rule:
 - at most one decision per round, and the register never records two outcomes for one round;
@@ -13,6 +15,8 @@ Invariants checked after every rule:
 - no committed manifest holds an ack from a stale boot id or version, or an invalid ack's output;
 - a committed manifest never goes backwards per partition (the first one not below the pinned
   initial manifest, whose cursors it carries); versions and epochs only grow;
+- a committed manifest holds every cursor each ack it commits stood for: all of the node's owned
+  cursors, the ones a "what changed" ack left out included;
 - every commit step checks the member entry and election node of each node whose ack it relies on,
   and a commit computed before such a member changed is rejected;
 - once the leader is idle, every content rejection of a live owner's current ack is recorded (a
@@ -55,6 +59,8 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.last_version = 0
         self.last_epoch = 0
         self.progress = 0
+        #: (epoch, node, boot) -> every owned cursor the node's latest ack stood for (None: invalid content)
+        self.stood_for: dict[tuple[int, int, str], dict[str, int] | None] = {}
         self.boot_counter = 0
         self.initial: Manifest | None = None
         self.all_keys = sorted(k for keys in partition_table(VNODES).values() for k in keys)
@@ -246,20 +252,25 @@ class CoordinatorModel(RuleBasedStateMachine):
         except FencedError:  # the epoch's records are gone
             pass
 
-    @rule(node=NODES)
-    def node_acks(self, node: int) -> None:
+    @rule(node=NODES, only_changed=st.booleans())
+    def node_acks(self, node: int, only_changed: bool = False) -> None:
+        """A live owner acks its owned cursors: all of them, or (``only_changed``, once it has seen
+        the latest committed manifest) those that differ from that manifest's."""
         control, _ = self.store.register_and_version()
         if control is None or not control.open_epoch or node not in self.store.members:
             return
         if node not in control.snapshot.nodes() or control.boot_of(node) != self.boots.get(node):
             return
         latest = self.manifests.get(control.last_epoch)
+        base = latest.cursors.get("s", {}) if latest is not None else {}
         self.progress += 1
-        cursors = {"s": {
-            k: max((latest.cursors["s"].get(k, 0) if latest and "s" in latest.cursors else 0), self.progress)
-            for k in owned_keys(control.snapshot.owners, node)
-        }}
-        self._ack(node, self.boots[node], control.open_epoch, control.version, cursors, "live")
+        full = {k: max(base.get(k, 0), self.progress - (hash(k) % 3) * 2)  # some cursors stay where they were
+                for k in owned_keys(control.snapshot.owners, node)}
+        sent = {k: v for k, v in full.items() if base.get(k) != v} if only_changed and latest is not None else full
+        event(f"ack left out {len(full) - len(sent)} of {len(full)} cursor(s)" if len(sent) < len(full)
+              else "ack carried every cursor")
+        self.stood_for[(control.open_epoch, node, self.boots[node])] = full
+        self._ack(node, self.boots[node], control.open_epoch, control.version, {"s": sent}, "live")
 
     @rule(node=NODES, kind=st.sampled_from(["regress", "foreign"]))
     def invalid_ack(self, node: int, kind: str) -> None:
@@ -282,12 +293,13 @@ class CoordinatorModel(RuleBasedStateMachine):
             if not foreign:
                 return
             cursors[foreign[0]] = 10**9
+        self.stood_for[(control.open_epoch, node, self.boots[node])] = None
         self._ack(node, self.boots[node], control.open_epoch, control.version, {"s": cursors}, "bad")
 
-    @rule()
-    def every_owner_acks(self) -> None:
+    @rule(only_changed=st.booleans())
+    def every_owner_acks(self, only_changed: bool = False) -> None:
         for node in sorted(self.store.members):
-            self.node_acks(node)
+            self.node_acks(node, only_changed)
 
     @rule()
     def every_node_reports_ready(self) -> None:
@@ -364,6 +376,10 @@ class CoordinatorModel(RuleBasedStateMachine):
             recorded = self.boots_at[manifest.assignment_version]
             for node, boot in manifest.acked_by:
                 assert recorded.get(node) == boot, (node, boot, recorded)
+                full = self.stood_for.get((epoch, node, boot))
+                if full is not None:  # a live ack made the epoch: every cursor it stood for is there
+                    held = manifest.cursors.get("s", {})
+                    assert all(held.get(k) == v for k, v in full.items()), (epoch, node, full, held)
             if epoch == 1 and self.initial is not None:
                 assert manifest.cursors["gone"] == {"x:0": 7}  # carried: no ack ever names it
             if previous is not None:
