@@ -14,8 +14,9 @@ All paths are relative to the pipeline's subtree ``<root>/<pipeline>`` (:func:`p
     epochs/<epoch>                    {epoch, assignment_version}
     epochs/<epoch>/acks/<node>.<boot> EpochAck JSON (chunked when large)
     epochs/<epoch>/rejected/<node>.<boot>.<digest>   create-once {"reason": ...}
-    checkpoints/<epoch>               Manifest JSON (chunked when large); epoch 0 is the pinned
-                                      initial manifest (create-once under locks/pin)
+    checkpoints/<epoch>               Manifest JSON (chunked when large): full (format 1), or the
+                                      change from a full one (format 2, manifest_delta); epoch 0 is
+                                      the pinned initial manifest (create-once under locks/pin)
     topics/<topic>                    create-once: the topic's Kafka topic id (UTF-8)
     node-ids/ids/<node_id>            ``node-id auto``: the claim of an id, {"identity": i, "host": h}
     node-ids/identities/<identity>    ``node-id auto``: the id of an identity, {"node_id": n}; created,

@@ -22,7 +22,9 @@ Rules, each checked by the decoder (a violation is a :class:`CodecError`, never 
 
 The writer (:func:`encode_stored`) stores E full when it has no base, when ``E - B >= full_every``,
 or when the delta would hold more than half the cursors; garbage collection keeps ``full_every``
-manifests more than it must (:func:`collect_limit`), so the base of every manifest it keeps is kept.
+manifests more than it must (:func:`collect_limit`), so the base of every manifest it keeps is kept
+(the ZooKeeper store keeps that window even when its leader writes every manifest full: an earlier
+leader may have written deltas).
 
 Compatibility: a node of a release before format 2 refuses it in one line (``unknown format_version
 2``); ``manifest-deltas=false`` makes a leader store every manifest full for a rolling upgrade (see

@@ -323,7 +323,8 @@ class ZooKeeperStore(ControlStore):
     def collect_garbage(self, term: Leadership, control: ControlState, keep: int) -> None:
         """Fenced and best effort; the pinned initial manifest (checkpoint 0) is never deleted."""
         doomed: list[str] = []
-        checkpoints = collect_limit(control.last_epoch, keep, self._full_every or 0)
+        # the window of deltas is kept whatever this leader writes: an earlier leader may have written them
+        checkpoints = collect_limit(control.last_epoch, keep, keep)
         for folder, limit in ((layout.CHECKPOINTS, checkpoints),
                               (layout.EPOCHS, control.last_epoch - keep), (layout.ROUNDS, control.version - keep)):
             for name in self._client.get_children(self.path(folder)):
