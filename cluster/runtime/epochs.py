@@ -13,8 +13,8 @@ epoch E is open the previous manifest is always E-1's (the register opens E only
 So when this node saw manifest E-1 committed, its ack of E leaves out every partition whose cursor
 equals that manifest's (:func:`~laminar_kafka.cluster.runtime.state.changed_cursors`); otherwise (the
 first epoch of a boot, a commit it did not see) it carries them all. Checked end to end: when a
-manifest commits with this node's ack, each cursor it acked must be the manifest's, or the node stops
-(:class:`RuntimeFailure`) before it acks again.
+manifest commits with this node's ack, each cursor the ack stood for must be the manifest's, or the
+node stops (:class:`RuntimeFailure`) before it publishes any of that epoch or acks again.
 """
 from __future__ import annotations
 
