@@ -124,7 +124,10 @@ def encode_stored(manifest: Manifest, base: Manifest | None, full_every: int) ->
 
 def stored_format(raw: bytes) -> int:
     """The format version of stored manifest bytes (1 when absent); CodecError when not a JSON object."""
-    data = loads(raw, "manifest")
+    return _format_of(loads(raw, "manifest"))
+
+
+def _format_of(data: object) -> int:
     if not isinstance(data, dict):
         raise CodecError(f"manifest must be a JSON object, got {type(data).__name__}")
     return expect_int(data.get("format_version", MANIFEST_FORMAT_VERSION), "manifest: format_version")
@@ -138,13 +141,14 @@ def decode_stored(raw: bytes, base_of: Callable[[int], Manifest]) -> tuple[Manif
     absent, collected, itself a delta). CodecError when ``raw`` is malformed, names a base outside
     ``1 .. epoch-1``, a base whose digest differs, or drops a cursor of its base.
     """
-    version = stored_format(raw)
+    parsed = loads(raw, "manifest")
+    version = _format_of(parsed)
     if version == MANIFEST_FORMAT_VERSION:
         return Manifest.from_json(raw), True
     if version != MANIFEST_DELTA_FORMAT_VERSION:
         raise CodecError(f"manifest: unknown format_version {version} (this code reads {MANIFEST_FORMAT_VERSION} "
                          f"and {MANIFEST_DELTA_FORMAT_VERSION})")
-    data = expect_object(loads(raw, "manifest"), "manifest delta", _DELTA_KEYS)
+    data = expect_object(parsed, "manifest delta", _DELTA_KEYS)
     epoch = expect_int(data["epoch"], "manifest delta: epoch")
     base_epoch = expect_int(data["base_epoch"], "manifest delta: base_epoch")
     if not 1 <= base_epoch < epoch:

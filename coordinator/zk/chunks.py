@@ -27,7 +27,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
 from laminar_kafka.coordinator.layout import PENDING, ChunkPending, chunk_name, checkpoint_path, join_chunks, parse_header, \
     split_chunks
-from laminar_kafka.coordinator.manifest_delta import StoredEncoding, decode_stored, encode_stored, stored_format
+from laminar_kafka.coordinator.manifest_delta import StoredEncoding, decode_stored, encode_stored
 from laminar_kafka.coordinator.store import StoredManifest
 from laminar_kafka.coordinator.values import Manifest
 
@@ -243,10 +243,10 @@ class ManifestStore:
             raw, _ = self._client.get(path)
         except NoNodeError:
             raise _BaseCollected(epoch) from None
-        value = read_value(self._client, path, raw, self._timeout)
-        if stored_format(value) != 1:
-            raise CodecError(f"the base manifest {epoch} of a manifest delta is not stored full")
-        manifest = Manifest.from_json(value)
+        try:  # the full decoder refuses another format first, naming it
+            manifest = Manifest.from_json(read_value(self._client, path, raw, self._timeout))
+        except CodecError as exc:
+            raise CodecError(f"the base manifest {epoch} of a manifest delta: {exc.message}", cause=exc) from exc
         self.remember(manifest, full=True)
         return manifest
 

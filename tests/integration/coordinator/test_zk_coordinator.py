@@ -21,7 +21,7 @@ from laminar_kafka.coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from laminar_kafka.coordinator.errors import FencedError
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.engine.core import now_ms
 from laminar_kafka.coordinator.engine.model import RoundState, Step, _decide, next_step
 from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
@@ -286,3 +286,28 @@ def test_manifests_are_stored_as_deltas_over_a_full_one_and_read_back_whole(
         assert coordinator.manifest(9).cursors["s"] == {**everything, **{f"orders:{e}": 100 + e for e in range(2, 10)}}
         assert 7 in kept  # the base of 8 and 9, older than the last K
         assert kept[0] > 10 - 2 * keep - 1  # the K manifests more than K are all that is left
+
+
+@pytest.mark.timeout(60)
+def test_a_manifest_delta_whose_base_was_deleted_by_hand_is_refused_not_read_as_a_smaller_manifest(
+    zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
+) -> None:
+    """A state fault: the full manifest a delta is written over deleted (by hand, a partial restore).
+    Reading the latest manifest fails loudly; it never returns the delta's few cursors as the whole."""
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    cfg = config(hosts, checkpoint_interval=0.05, manifests_to_keep=5)
+    everything = {f"orders:{p}": 100 for p in range(200)}
+    with coordinators(cfg, [1], auto=False) as (coords, nodes):
+        coordinator, node = coords[0], nodes[0]
+        for epoch, cursors in ((1, everything), (2, {"orders:7": 107})):
+            opened = node.wait_for(EpochOpened, lambda e: e.epoch == epoch)
+            coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, epoch, opened.assignment_version, {"s": cursors}))
+            node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == epoch, timeout=30)
+        stored = coordinator.client.get(coordinator.store.path(layout.checkpoint_path(2)))[0]
+        assert json.loads(stored)["base_epoch"] == 1
+        coordinator.client.delete(coordinator.store.path(layout.checkpoint_path(1)), recursive=True)
+        coordinator.store.forget_manifests()
+        with pytest.raises(CoordinatorError, match="manifest 2 does not exist"):
+            coordinator.latest_manifest()
+        with pytest.raises(CoordinatorError, match="manifest 2 does not exist"):
+            coordinator.manifest(2)
