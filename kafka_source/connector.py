@@ -321,7 +321,12 @@ class SourceConnector(abc.ABC):
         return True
 
     def drive_control_plane(self) -> None:
-        """Advance connector-side reconciliation without blocking; called even while fenced."""
+        """Advance connector-side reconciliation without blocking; called even while fenced.
+
+        Called on every turn of the runtime. A connector whose :meth:`data_ready_notify` gives an
+        event must also set it when background work this method observes finishes (a reader's
+        assignment change, for one): a settled runtime waits for that event, or for up to
+        half a second, between two turns."""
         return None
 
     # -- drain and ownership (fail closed unless implemented) -----------------------------------
@@ -419,7 +424,9 @@ class SourceConnector(abc.ABC):
         """An event set when data may be ready, or ``None`` for timer-driven polling.
 
         The runtime awaits it, then calls :meth:`poll_batch`; the source clears it when it finds
-        nothing ready.
+        nothing ready. Set it too when :meth:`drive_control_plane` has progress to observe: once
+        settled (no round, epoch or reconciliation in flight) the runtime turns only when woken,
+        or every half second; ``None`` keeps it polling every 50 ms.
         """
         return None
 

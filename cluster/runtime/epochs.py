@@ -140,7 +140,7 @@ class EpochBarriers:
         self.pending = None
         started = time.monotonic()
         options = context.options
-        cursors = ack_cursors(checkpoint, options.source_identity, snapshot, options.node_id)
+        cursors = ack_cursors(checkpoint.offsets, options.source_identity, snapshot, options.node_id)
         sent = changed_cursors(cursors, self.durable_cursors) if self.durable_epoch == event.epoch - 1 else cursors
         staged = await context.executors.in_sink(context.sink.seal, event.epoch)
         ack = EpochAck(
@@ -266,7 +266,7 @@ class EpochBarriers:
         context.metrics.epochs_committed.labels(context.node_label).inc()
         if connector is None:
             return
-        mine = ack_cursors(SourceCheckpoint(dict(self.durable_cursors)), identity, snapshot, context.options.node_id)
+        mine = ack_cursors(self.durable_cursors, identity, snapshot, context.options.node_id)
         if mine:
             version = manifest.assignment_version if context.options.vnode_mode else 0
             await connector.notify_epoch_committed(manifest.epoch, SourceCheckpoint(mine, version))

@@ -33,7 +33,7 @@ class Inbox:
         """The next delivered event, or None when there is none."""
         return None if self._events.empty() else self._events.get_nowait()
 
-    async def wait_for_work(self, data_ready: asyncio.Event | None, timeout: float = 0.05) -> None:
+    async def wait_for_work(self, data_ready: asyncio.Event | None, timeout: float) -> None:
         """Return once woken, once ``data_ready`` (the source's) is set, or after ``timeout``."""
         if self.wake.is_set():
             self.wake.clear()

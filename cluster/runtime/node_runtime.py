@@ -77,6 +77,12 @@ from laminar_kafka.kafka_source.errors import ConnectorError, FatalError, Transi
 
 logger = logging.getLogger(__name__)
 
+#: the longest wait between two turns while anything runs on a timer (a round, an epoch, a retry)
+TURN_WAIT_S = 0.05
+#: the longest wait between two turns when settled (:meth:`NodeRuntime._settled`): every wake-up
+#: that matters is an event then; this only bounds what a missed one could cost
+SETTLED_WAIT_S = 0.5
+
 __all__ = ["HandoffRecord", "NodeRuntime", "RuntimeOptions", "ack_cursors", "pinned_start_config"]
 
 
@@ -223,11 +229,33 @@ class NodeRuntime:
         return True
 
     async def _wait_for_work(self) -> None:
+        """Wait for the next turn: :data:`TURN_WAIT_S` while anything runs on a timer, up to
+        :data:`SETTLED_WAIT_S` when settled and the source has a ready event (see
+        :meth:`_settled`); an event, a stop, new topology or the source's event end either."""
         assert self._inbox is not None
         generation = self.generations.current
         data = generation.connector.data_ready_notify() if generation is not None else None
         busy = self.rounds.active is not None or self.epochs.pending is not None
-        await self._inbox.wait_for_work(None if busy else data)
+        settled = data is not None and self._settled()
+        await self._inbox.wait_for_work(None if busy else data, SETTLED_WAIT_S if settled else TURN_WAIT_S)
+
+    def _settled(self) -> bool:
+        """Whether nothing waits on a timer: running with a current, reconciled generation, no
+        round, epoch, unsent or uncommitted ack, start retry or planned leave. Then only a
+        delivered event, a stop request, the topology watch or the source's ready event (data,
+        or its control plane's progress) can give the loop work."""
+        epochs = self.epochs
+        return (
+            self.phase is RuntimePhase.RUNNING
+            and self._leave is None
+            and self.generations.current is not None
+            and self.generations.held_since is None
+            and self.rounds.active is None
+            and self.rounds.unresolved is None
+            and epochs.pending is None
+            and epochs.unsent is None
+            and epochs.last_acked_epoch <= epochs.latest_committed_epoch
+        )
 
     async def _step(self) -> bool:
         """One turn of the data plane; True if rows moved."""

@@ -6,6 +6,7 @@ named by these types instead of by combinations of flags.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -13,7 +14,7 @@ from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint, parse_key
+from laminar_kafka.kafka_source.checkpoint import parse_key
 from laminar_kafka.kafka_source.connector import ConnectorConfig, DeliveryGuarantee
 
 __all__ = [
@@ -151,21 +152,23 @@ class HandoffRecord:
 
 
 def ack_cursors(
-    checkpoint: SourceCheckpoint, source_identity: str, snapshot: AssignmentSnapshot | None, node_id: int
+    offsets: Mapping[str, int], source_identity: str, snapshot: AssignmentSnapshot | None, node_id: int
 ) -> dict[str, int]:
-    """The ``"topic:partition" -> next offset`` map of an ack: the checkpoint's offsets of the
-    partitions whose vnode ``node_id`` owns in ``snapshot`` (routed one by one, so a partition that
-    appeared after start counts like any other); all of them when ``snapshot`` is None (the node
-    reads everything). Pure."""
+    """The ``"topic:partition" -> next offset`` map of an ack: the ``offsets`` (a checkpoint's) of
+    the partitions whose vnode ``node_id`` owns in ``snapshot`` (routed one by one, so a partition
+    that appeared after start counts like any other); all of them when ``snapshot`` is None (the
+    node reads everything). Pure."""
     if snapshot is None:
-        return dict(checkpoint.offsets)
+        return dict(offsets)
     owners, count = snapshot.owners, snapshot.vnode_count
-    mine: dict[str, int] = {}
-    for key, offset in checkpoint.offsets.items():
-        topic, partition = parse_key(key)
-        if owners[partition_vnode(source_identity, topic, partition, count)] == node_id:
-            mine[key] = offset
-    return mine
+    return {key: offset for key, offset in offsets.items() if owners[_key_vnode(source_identity, key, count)] == node_id}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _key_vnode(source_identity: str, key: str, vnode_count: int) -> int:
+    """The vnode of the partition ``key`` names (routing hashes; every epoch asks again for the same keys)."""
+    topic, partition = parse_key(key)
+    return partition_vnode(source_identity, topic, partition, vnode_count)
 
 
 def changed_cursors(cursors: Mapping[str, int], base: Mapping[str, int]) -> dict[str, int]:

@@ -197,6 +197,10 @@ class ByteBoundedFifo:
         with self._cond:
             self._cond.notify_all()
 
+    def notify_ready(self) -> None:
+        """Call ``on_ready`` without a put: work the asyncio side polls for has finished."""
+        self._notify()
+
     def _notify(self) -> None:
         if self._on_ready is not None:
             self._on_ready()

@@ -16,7 +16,6 @@ from laminar_kafka.coordinator.base import EpochOpened, EpochCommitted, Manifest
 from laminar_kafka.coordinator.engine.model import merge_manifest
 from laminar_kafka.coordinator.values import EpochAck
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from tests.unit.cluster.fakes import wait_for
 from tests.unit.cluster.runtime.test_runtime_vnode import Cluster, key
 
@@ -47,7 +46,7 @@ def test_acks_of_what_changed_merge_into_the_manifest_full_acks_give(
     now = {**previous, **{k: previous.get(k, 0) + step for k, step in moves.items()}}
     full, delta = [], []
     for node in sorted(snapshot.nodes()):
-        cursors = ack_cursors(SourceCheckpoint(now), "src", snapshot, node)
+        cursors = ack_cursors(now, "src", snapshot, node)
         full.append(EpochAck(node, f"b{node}", 4, 1, {"src": cursors}))
         delta.append(EpochAck(node, f"b{node}", 4, 1, {"src": changed_cursors(cursors, previous)}))
     assert merge_manifest(4, 1, before, delta) == merge_manifest(4, 1, before, full)

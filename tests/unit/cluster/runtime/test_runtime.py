@@ -141,10 +141,10 @@ def every_offset_below(cursors: dict[str, int]) -> dict[int, list[int]]:
 def test_ack_cursors_route_every_partition_by_the_snapshot() -> None:
     partitions = {("t", p): 10 + p for p in range(40)}  # includes partitions added after start
     cp = SourceCheckpoint.from_partitions(partitions)
-    assert ack_cursors(cp, "src", None, 1) == {f"t:{p}": 10 + p for p in range(40)}
+    assert ack_cursors(cp.offsets, "src", None, 1) == {f"t:{p}": 10 + p for p in range(40)}
     snapshot = AssignmentSnapshot.initial(8).next(1, [1, 2] * 4)
-    mine = ack_cursors(cp, "src", snapshot, 1)
-    theirs = ack_cursors(cp, "src", snapshot, 2)
+    mine = ack_cursors(cp.offsets, "src", snapshot, 1)
+    theirs = ack_cursors(cp.offsets, "src", snapshot, 2)
     assert mine and theirs and not set(mine) & set(theirs)
     assert {**mine, **theirs} == dict(cp.offsets)
     for key in mine:
@@ -453,4 +453,57 @@ async def test_new_topic_ids_that_cannot_be_pinned_now_are_tried_again(tmp_path:
     generation.connector.add_partitions = lambda partitions: None  # type: ignore[method-assign]
     await runtime.topology.adopt(grown)  # the next metadata read
     assert coordinator.topic_ids["other"] == "id-o" and runtime.topology.topic_ids()["other"] == "id-o"
+    await stop_running(runtime, task)
+
+
+class QuietSource(FakeSource):
+    """Nothing to read until :meth:`release`; a ready event as ``KafkaSource`` has (cleared by a
+    poll that finds nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.event = asyncio.Event()
+        self.polls = 0
+        self.ready = False
+
+    def data_ready_notify(self) -> asyncio.Event | None:
+        return self.event
+
+    def release(self) -> None:
+        self.ready = True
+        self.event.set()
+
+    async def poll_batch(self, max_records: int) -> SourceBatch | None:
+        self.polls += 1
+        if not self.ready:
+            self.event.clear()
+            return None
+        self.ready = False
+        return await super().poll_batch(max_records)
+
+
+async def test_a_settled_runtime_turns_when_its_source_is_ready_not_every_50_ms(tmp_path: Path) -> None:
+    import laminar_kafka.cluster.runtime.node_runtime as runtime_module
+
+    coordinator = FakeCoordinator()
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
+    options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
+    runtime = NodeRuntime(coordinator, sink, QuietSource, lambda: TOPOLOGY, options)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.generations.current is not None and runtime._settled())
+    source = runtime.generations.current.connector
+    assert isinstance(source, QuietSource)
+    polls, started = source.polls, asyncio.get_running_loop().time()
+    await wait_for(lambda: source.polls >= polls + 3)  # settled: a turn per SETTLED_WAIT_S at most
+    assert asyncio.get_running_loop().time() - started >= 2 * runtime_module.SETTLED_WAIT_S * 0.9
+
+    released = asyncio.get_running_loop().time()
+    source.release()  # the ready event wakes it at once
+    await wait_for(lambda: runtime.rows_written > 0)
+    assert asyncio.get_running_loop().time() - released < runtime_module.SETTLED_WAIT_S / 2
+
+    ack = await ack_of(coordinator, 1)  # an epoch in flight: not settled until it commits
+    assert not runtime._settled()
+    await commit(runtime, coordinator, ack)
+    await wait_for(runtime._settled)
     await stop_running(runtime, task)

@@ -21,7 +21,6 @@ from laminar_kafka.coordinator.base import AssignmentChanged, EpochOpened, Manif
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.connector import (
     ConnectorCancellationPolicy as Cancellation,
     ConnectorConfig,
@@ -91,7 +90,7 @@ class Cluster:
         assert ack.epoch == epoch and ack.assignment_version == version
         self.last_sent = dict(ack.cursors["src"])
         base = dict(previous.cursors.get("src", {})) if previous is not None else {}
-        owned = ack_cursors(SourceCheckpoint({**base, **self.last_sent}), "src", self.coordinator.snapshot, 1)
+        owned = ack_cursors({**base, **self.last_sent}, "src", self.coordinator.snapshot, 1)
         assert self.last_sent.items() <= owned.items()  # only owned partitions
         return owned
 

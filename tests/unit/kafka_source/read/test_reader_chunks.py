@@ -270,3 +270,55 @@ def test_a_chunk_reads_the_positions_of_its_partitions_and_every_partition_at_mo
     assert consumer.asked[-1] == list(range(10))
     last = reader.fifo.peek(10)[-1]
     assert isinstance(last, RecordChunk) and len(last.records) == 0 and last.positions == {(TOPIC, 5): 2}
+
+
+def test_sweeps_that_find_nothing_relax_to_the_idle_interval_and_records_bring_them_back(monkeypatch) -> None:
+    import laminar_kafka.kafka_source.read.reader as reader_module
+
+    clock = [100.0]
+    monkeypatch.setattr(reader_module.time, "monotonic", lambda: clock[0])
+    consumer = PositionsConsumer()
+    reader = Reader(consumer, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
+                    assigned={(TOPIC, p): 0 for p in range(10)}, chunk_records=10_000, discovery_interval_s=0.0,
+                    fields=RecordFields(topic=TOPIC))
+
+    def sweeps_over(seconds: float) -> int:
+        before = sum(1 for asked in consumer.asked if len(asked) == 10)
+        for _ in range(int(seconds / 0.05)):
+            clock[0] += 0.05
+            reader._read_chunk()
+        return sum(1 for asked in consumer.asked if len(asked) == 10) - before
+
+    reader._read_chunk()
+    sweeps_over(10.0)  # idle: the interval grew to its cap
+    assert sweeps_over(10.0) == int(10.0 / reader_module.POSITION_SWEEP_IDLE_S)
+
+    consumer.positions[5] = 2  # a move without records is still found, within the idle interval
+    sweeps_over(reader_module.POSITION_SWEEP_IDLE_S + 0.05)
+    assert reader.fifo.peek(10)[-1].positions == {(TOPIC, 5): 2}
+
+    consumer.queued = [Message(topic=TOPIC, partition=3, offset=7, value=b"v", timestamp=(1, 1))]
+    clock[0] += 0.05
+    reader._read_chunk()  # records: sweeps are due every POSITION_SWEEP_S again
+    assert sweeps_over(reader_module.POSITION_SWEEP_S + 0.05) == 1
+
+
+def test_the_asyncio_side_is_woken_once_the_commands_it_waits_for_have_their_results() -> None:
+    """A settled runtime turns only when woken: a command's result (an assignment change the vnode
+    driver polls for) must wake it after the result is set, not only the marker the command puts."""
+    seen: list[tuple[bool, ...]] = []
+    futures = []
+
+    def on_ready() -> None:
+        seen.append(tuple(f.done() for f in futures))
+
+    consumer = PositionsConsumer()
+    reader = Reader(consumer, ByteBoundedFifo(1 << 30, on_ready=on_ready), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
+                    assigned={(TOPIC, p): 0 for p in range(10)}, chunk_records=10_000, discovery_interval_s=0.0,
+                    fields=RecordFields(topic=TOPIC))
+    reader._accepting = True
+    futures += [reader.submit(lambda c: 1), reader.submit(lambda c: 2)]
+    reader._run_commands()
+    assert seen == [(True, True)] and [f.result() for f in futures] == [1, 2]
+    reader._run_commands()  # nothing queued: no wake-up
+    assert seen == [(True, True)]
