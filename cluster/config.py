@@ -86,6 +86,7 @@ class NodeSettings:
     group_id: str = ""
     metrics_port: int = 0
     checkpoint_interval_ms: int = 2000
+    quiet_checkpoint_interval_ms: int = 10000
     max_file_bytes: int = 128 * 1024 * 1024
     row_group_rows: int = 65536
     max_batch_records: int = 10000
@@ -152,6 +153,10 @@ class NodeSettings:
         for name in ("checkpoint_interval_ms", "max_file_bytes", "row_group_rows", "max_batch_records", "max_fetched_bytes",
                      "session_timeout_ms", "drain_timeout_ms", "lake_io_timeout_ms", "vnode_count"):
             _positive(name.replace("_", "-"), getattr(self, name))
+        quiet = self.quiet_checkpoint_interval_ms
+        if quiet != 0 and quiet < self.checkpoint_interval_ms:
+            raise ConfigError(f"quiet-checkpoint-interval-ms must be 0 (off) or at least checkpoint-interval-ms "
+                              f"({self.checkpoint_interval_ms}), got {quiet}")
         formats = tuple(f.value for f in Format)
         if self.format not in formats:
             raise ConfigError(f"format={self.format!r}: expected one of {', '.join(formats)}")
@@ -326,6 +331,7 @@ _CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "group-id": ("group_id", as_str),
     "metrics-port": ("metrics_port", as_int),
     "checkpoint-interval-ms": ("checkpoint_interval_ms", as_int),
+    "quiet-checkpoint-interval-ms": ("quiet_checkpoint_interval_ms", as_int),
     "max-file-bytes": ("max_file_bytes", as_int),
     "row-group-rows": ("row_group_rows", as_int),
     "max-batch-records": ("max_batch_records", as_int),

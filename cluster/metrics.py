@@ -74,6 +74,10 @@ class NodeMetrics:
             buckets=_DURATION_BUCKETS, registry=r,
         )
         self.epochs_committed = Counter("laminar_epochs_committed", "Epochs committed", ["node"], registry=r)
+        self.epoch_asks = Counter(
+            "laminar_epoch_asks", "Epochs this node asked for: it held rows while the leader waited a quiet "
+            "checkpoint interval", ["node"], registry=r,
+        )
         self.epochs_aborted = Counter(
             "laminar_epochs_aborted", "Epochs this node abandoned (fenced ack, lost session)", ["node"], registry=r
         )
@@ -175,7 +179,7 @@ class NodeMetrics:
             self.publish_seconds, self.lake_commits, self.lake_epoch, self.lake_call_seconds, self.lake_commit_seconds,
             self.lake_commit_conflicts, self.lake_commits_found_done,
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
-            self.epochs_committed, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
+            self.epochs_committed, self.epoch_asks, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
             self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
             self.partitions_discovered, self.acks_rejected, self.records_rejected, self.offsets_lost,
         ):

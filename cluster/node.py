@@ -247,10 +247,20 @@ def coordinator_config(settings: NodeSettings) -> CoordinatorConfig:
         hosts=settings.zk,
         session_timeout=settings.session_timeout_ms / 1000.0,
         checkpoint_interval=settings.checkpoint_interval_ms / 1000.0,
+        quiet_checkpoint_interval=settings.quiet_checkpoint_interval_ms / 1000.0,
         round_deadline=settings.drain_timeout_ms / 1000.0,
         vnode_count=settings.vnode_count,
         manifest_deltas=settings.manifest_deltas,
     )
+
+
+def epoch_ask_after_s(settings: NodeSettings) -> float | None:
+    """When a node holding rows asks for an epoch: 1.5 checkpoint intervals after the last commit
+    (an ordinary epoch comes before that, so a busy pipeline never sees an ask); None when the
+    quiet interval is off."""
+    if not settings.quiet_checkpoint_interval_ms:
+        return None
+    return 1.5 * settings.checkpoint_interval_ms / 1000.0
 
 
 def make_coordinator(settings: NodeSettings, endpoint: str = "", id_origin: str = "") -> Coordinator:
@@ -308,6 +318,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         manifests_kept=config.manifests_to_keep,
         pipeline=settings.pipeline,
         on_lake_behind=OnLakeBehind(settings.on_lake_behind),
+        epoch_ask_after_s=epoch_ask_after_s(settings),
     )
     kafka = source_config.kafka  # the one client configuration of every Kafka client of the node
     topology = TopologyReader(kafka, settings.selector)

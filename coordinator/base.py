@@ -235,6 +235,15 @@ class Coordinator(ABC):
         is live (the caller checks `members()`)."""
         raise CoordinatorError(f"{type(self).__name__} cannot rebase its control state")
 
+    def request_epoch(self, after_epoch: int) -> None:
+        """Ask the leader for the epoch after ``after_epoch`` (the latest this node saw committed):
+        the node holds rows no epoch covers. Advisory: a leader waiting the quiet checkpoint
+        interval (``CoordinatorConfig.quiet_checkpoint_interval``) opens the next epoch at the
+        ordinary interval instead; otherwise nothing changes. A coordinator without quiet
+        intervals ignores it. Raises :class:`CoordinatorError` when the ask was not written
+        (the caller asks again later)."""
+        return None
+
     @abstractmethod
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
         """Tell the coordinator how many partitions each vnode carries (balanced placement input).

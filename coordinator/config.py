@@ -77,6 +77,9 @@ class CoordinatorConfig:
     ``manifest_deltas`` (ZooKeeper): the leader stores a manifest as the cursors that changed since a
     full one at most K epochs older (:mod:`laminar_kafka.coordinator.manifest_delta`; K more manifests
     are kept); False stores each one full, as a release before format 2 reads them (a rolling upgrade).
+    ``quiet_checkpoint_interval`` (0: off): once :data:`~laminar_kafka.coordinator.engine.model.QUIET_AFTER_EPOCHS`
+    epochs in a row changed no cursor, the leader opens the next after this many seconds instead of
+    ``checkpoint_interval``, unless a node asks for one (it holds rows: ``Coordinator.request_epoch``).
     ``credentials`` (optional): the digest identity that owns the pipeline's subtree (see
     :class:`ZkCredentials`); None keeps ZooKeeper's open ACL. Invalid values raise ConfigurationError
     on construction.
@@ -86,6 +89,7 @@ class CoordinatorConfig:
     hosts: str = ""
     session_timeout: float = 10.0
     checkpoint_interval: float = 1.0
+    quiet_checkpoint_interval: float = 0.0
     round_deadline: float = 30.0
     vnode_count: int = DEFAULT_VNODE_COUNT
     placement: str = DEFAULT_STRATEGY
@@ -103,6 +107,11 @@ class CoordinatorConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise ConfigurationError(f"{name} = {value!r} must be a positive number of seconds")
+        quiet = self.quiet_checkpoint_interval
+        if not isinstance(quiet, (int, float)) or isinstance(quiet, bool) or quiet != 0 and quiet < self.checkpoint_interval:
+            raise ConfigurationError(
+                f"quiet_checkpoint_interval = {quiet!r} must be 0 (off) or at least checkpoint_interval "
+                f"({self.checkpoint_interval!r} s)")
         if not isinstance(self.vnode_count, int) or isinstance(self.vnode_count, bool) or self.vnode_count < 1:
             raise ConfigurationError(f"vnode_count = {self.vnode_count!r} must be an int >= 1")
         if self.placement not in STRATEGIES:

@@ -55,14 +55,14 @@ from laminar_kafka.coordinator.engine.steps import CreateDecision, Intent, Membe
 from laminar_kafka.coordinator.values import EpochAck
 
 __all__ = [
-    "MANIFEST_CHUNK_BYTES", "PENDING", "EPOCH_NAME_WIDTH", "CANDIDATE_PREFIX", "ASSIGNMENT", "VNODE_LOAD",
+    "MANIFEST_CHUNK_BYTES", "PENDING", "EPOCH_NAME_WIDTH", "CANDIDATE_PREFIX", "ASSIGNMENT", "VNODE_LOAD", "EPOCH_WANTED",
     "MEMBERS", "LEADER", "ROUNDS", "EPOCHS", "CHECKPOINTS", "TOPICS", "PIN_LOCK", "FOLDERS",
     "pipeline_path", "epoch_name", "ack_name", "parse_ack_name", "rejection_name", "parse_rejection_name",
     "member_path", "candidate_path", "round_path", "ready_folder", "ready_path", "decision_path",
     "epoch_path", "acks_folder", "ack_path", "rejected_folder", "rejection_path", "checkpoint_path",
     "topic_path", "fence_checks", "intent_records", "candidate_data", "parse_candidate", "rejection_data",
     "parse_rejection", "ChunkPending", "ChunkHeader", "chunk_name", "split_chunks", "parse_header",
-    "join_chunks", "vnode_load_data", "parse_vnode_load", "candidate_seq", "round_record",
+    "join_chunks", "vnode_load_data", "parse_vnode_load", "epoch_wanted_data", "parse_epoch_wanted", "candidate_seq", "round_record",
     "NODE_IDS", "NODE_ID_CLAIMS", "NODE_IDENTITIES", "NodeIdClaim", "is_node_identity", "node_id_claim_path",
     "node_identity_path", "node_id_claim_data", "parse_node_id_claim", "node_identity_data", "parse_node_identity",
 ]
@@ -78,6 +78,9 @@ CANDIDATE_PREFIX: str = "candidate-"
 
 ASSIGNMENT = "assignment"
 VNODE_LOAD = "vnode_load"
+#: the latest epoch after which a node asked for the next one (it holds rows no epoch covers; the
+#: leader of a quiet pipeline then opens one at the ordinary interval)
+EPOCH_WANTED = "epoch_wanted"
 MEMBERS = "members"
 LEADER = "leader"
 ROUNDS = "rounds"
@@ -398,6 +401,19 @@ def parse_vnode_load(raw: bytes) -> dict[int, int]:
             raise CodecError(f"vnode load: key {vnode!r} is not a vnode number")
         result[int(vnode)] = expect_int(count, f"vnode load[{vnode}]")
     return result
+
+
+def epoch_wanted_data(after_epoch: int) -> bytes:
+    """The data of the ``epoch_wanted`` node: the decimal epoch the next one is asked after."""
+    return str(expect_int(after_epoch, "epoch wanted")).encode()
+
+
+def parse_epoch_wanted(raw: bytes) -> int:
+    """Strict inverse of :func:`epoch_wanted_data`; CodecError when malformed."""
+    text = raw.decode("ascii", errors="replace")
+    if not text.isascii() or not text.isdigit() or str(int(text)) != text:
+        raise CodecError(f"epoch wanted {raw[:40]!r} is not an epoch number")
+    return int(text)
 
 
 def candidate_seq(candidate: str) -> int:

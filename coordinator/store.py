@@ -118,6 +118,10 @@ class ControlStore(ABC):
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         """Replace the vnode load (placement input)."""
 
+    @abstractmethod
+    def write_epoch_wanted(self, after_epoch: int) -> None:
+        """Ask for the epoch after ``after_epoch`` (``View.epoch_wanted_after``); never lowers it."""
+
     # ---- an observer's side (read only) ---------------------------------------------------------
 
     @abstractmethod

@@ -87,6 +87,11 @@ class EpochBarriers:
         self.acked_count = 0
         self.committed_count = 0
         self._commit_wait_logged_at: float | None = None
+        #: rows written since the last ack (the runtime counts them; an ack seals them)
+        self.rows_since_ack = 0
+        #: when this node last saw an epoch commit (or started), and the epoch it last asked after
+        self.committed_at = time.monotonic()
+        self._asked_after = -1
 
     def admit(self, event: EpochOpened, snapshot: AssignmentSnapshot | None, suspended: bool) -> None:
         """Take ``event`` as the pending barrier unless the session is suspended, the epoch is at a
@@ -152,12 +157,35 @@ class EpochBarriers:
             outputs=staged,
         )
         self._acked = (event.epoch, ack.boot_id, cursors)
+        self.rows_since_ack = 0
         counter = context.metrics.ack_cursors
         counter.labels(context.node_label, "sent").inc(len(sent))
         counter.labels(context.node_label, "unchanged").inc(len(cursors) - len(sent))
         # from here the ack may be recorded: no generation starts before the epoch commits
         self.last_acked_epoch = max(self.last_acked_epoch, event.epoch)
         return await self._send(ack, started)
+
+    async def ask_if_quiet(self) -> None:
+        """Ask for the next epoch (``Coordinator.request_epoch``) when this node holds rows no ack
+        covers, no barrier or ack is in flight, and no epoch committed for ``epoch_ask_after_s``
+        since the last one it saw: the leader may be waiting its quiet checkpoint interval. At most
+        once per committed epoch; an ask that was not written is tried again ``epoch_ask_after_s``
+        later."""
+        after_s = self._context.options.epoch_ask_after_s
+        epoch = self.latest_committed_epoch
+        if after_s is None or not self.rows_since_ack or self._asked_after == epoch \
+                or self.pending is not None or self.unsent is not None or self.last_acked_epoch > epoch \
+                or time.monotonic() - self.committed_at < after_s:
+            return
+        context = self._context
+        try:
+            await context.executors.in_control(context.coordinator.request_epoch, epoch)
+        except CoordinatorError as exc:
+            logger.warning("asking for the epoch after %d failed (asking again in %.1f s): %s", epoch, after_s, exc)
+            self.committed_at = time.monotonic()
+            return
+        self._asked_after = epoch
+        context.metrics.epoch_asks.labels(context.node_label).inc()
 
     async def resend_if_due(self) -> AckOutcome | None:
         unsent = self.unsent
@@ -263,6 +291,7 @@ class EpochBarriers:
         if manifest.epoch > self.durable_epoch:
             self.durable_cursors, self.durable_epoch = dict(durable), manifest.epoch
         self.committed_count += 1
+        self.committed_at = time.monotonic()
         context.metrics.epochs_committed.labels(context.node_label).inc()
         if connector is None:
             return

@@ -262,6 +262,7 @@ class NodeRuntime:
         if await self.epochs.resend_if_due() is AckOutcome.FENCED:
             await self._lose_membership("a resent epoch ack was fenced")
             return False
+        await self.epochs.ask_if_quiet()
         generation = self.generations.current
         if generation is None:
             if self.epochs.pending is not None and self.assignment.owns_vnodes_without_partitions():
@@ -303,6 +304,7 @@ class NodeRuntime:
         # both, or neither, in the epoch; encoded while the next batch is polled (write_behind)
         await self._executors.write_behind(self.sink.write, records, batch.rejected)
         self.rows_written += records.num_rows
+        self.epochs.rows_since_ack += records.num_rows
         self.metrics.observe_batch(records.num_rows, records.nbytes, batch.rejected.num_rows if batch.rejected else 0)
         self.handoff_clock.note_rows(records)
         return True

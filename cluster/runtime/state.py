@@ -67,6 +67,9 @@ class RuntimeOptions:
     manifests_kept: int = 10
     #: the pipeline's name, as the lake's records carry it
     pipeline: str = "default"
+    #: ask for an epoch (``Coordinator.request_epoch``) when holding rows and no epoch came this long
+    #: after the last commit (the leader may wait a quiet interval); None: never ask
+    epoch_ask_after_s: float | None = None
     #: what a start does when the lake is behind the control state (:mod:`laminar_kafka.cluster.lake.reconcile`)
     on_lake_behind: OnLakeBehind = OnLakeBehind.REWIND
 

@@ -21,6 +21,7 @@ import uuid
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import ContextManager
 
 from laminar_kafka.coordinator.base import Coordinator
@@ -29,11 +30,11 @@ from laminar_kafka.coordinator.engine.dispatch import Dispatcher
 from laminar_kafka.coordinator.errors import ConfigurationError, CoordinatorError, CoordinatorUnavailable, FencedError, RoundError
 from laminar_kafka.coordinator.engine.events import CoordinatorMetrics, EventCallback, Subscribers
 from laminar_kafka.coordinator.engine.failure_streak import FailureStreak
-from laminar_kafka.coordinator.engine.model import next_step, next_wakeup_ms
+from laminar_kafka.coordinator.engine.model import epoch_interval, next_step, next_wakeup_ms
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.state import ControlState
-from laminar_kafka.coordinator.engine.steps import Step, StepKind
+from laminar_kafka.coordinator.engine.steps import Step, StepKind, View, WriteManifest
 from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership, require_manifest
 from laminar_kafka.coordinator.values import (
     EpochAck,
@@ -104,6 +105,8 @@ class LeaderLoop:
         self._stopping = threading.Event()
         self._pass_lock = threading.Lock()  # held during a pass (see paused)
         self._pass_failures = FailureStreak(logger, "leader pass")
+        #: committed epochs in a row that changed no cursor, under the term that committed them
+        self._quiet: tuple[Leadership | None, int] = (None, 0)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -157,12 +160,34 @@ class LeaderLoop:
             if self._term() != term:
                 return None
             view, version = self._store.read_view(now_ms())
-            step = next_step(view, self._config, term.token)
+            config = self._pass_config(term, view)
+            step = next_step(view, config, term.token)
             if step is None:
-                wake = next_wakeup_ms(view.control, self._config)
+                wake = next_wakeup_ms(view.control, config)
                 return None if wake is None else max(0.0, (wake - now_ms()) / 1000) + 0.001
             self.execute(term, step, version)
+            self._count_quiet(term, step, view.latest_manifest)
         return 0.0
+
+    def _pass_config(self, term: Leadership, view: View) -> CoordinatorConfig:
+        """The configuration of this pass: its checkpoint interval from :func:`epoch_interval`."""
+        config = self._config
+        if not config.quiet_checkpoint_interval:
+            return config
+        quiet = self._quiet[1] if self._quiet[0] == term else 0
+        interval = epoch_interval(config, view.control, quiet, view.epoch_wanted_after)
+        if interval == config.checkpoint_interval:
+            return config
+        return replace(config, checkpoint_interval=interval)
+
+    def _count_quiet(self, term: Leadership, step: Step, previous: Manifest | None) -> None:
+        """After a commit: one more quiet epoch if its manifest moved no cursor, else none."""
+        if step.kind is not StepKind.COMMIT_EPOCH:
+            return
+        written = next((i.manifest for i in step.intents if isinstance(i, WriteManifest)), None)
+        same = written is not None and previous is not None and written.cursors == previous.cursors
+        count = self._quiet[1] if self._quiet[0] == term else 0
+        self._quiet = (term, count + 1 if same else 0)
 
     def execute(self, term: Leadership, step: Step, expected_version: int) -> None:
         """Have the store apply ``step`` (FencedError, counted, when rejected), then account for it
@@ -404,6 +429,17 @@ class EngineCoordinator(Coordinator):
             return self._store.pin_setting(name, value)
         except self._transient as exc:
             raise self._not_confirmed(f"setting {name!r}", exc) from exc
+
+    def request_epoch(self, after_epoch: int) -> None:
+        if not isinstance(after_epoch, int) or isinstance(after_epoch, bool) or after_epoch < 0:
+            raise ConfigurationError(f"after_epoch {after_epoch!r} must be an int >= 0")
+        if not self.config.quiet_checkpoint_interval:
+            return  # no leader of this pipeline waits a quiet interval (the setting is pipeline-wide)
+        try:
+            self._store.write_epoch_wanted(after_epoch)
+        except self._transient as exc:
+            raise self._not_confirmed(f"the ask for epoch {after_epoch + 1}", exc) from exc
+        self._leader.kick()
 
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
         for vnode, count in load.items():

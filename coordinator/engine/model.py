@@ -39,6 +39,8 @@ Decisions, in priority order (each call returns at most one step):
 4. The target placement over live, non-leaving members differs from the published owners: a round
    starts, unless no live owner loses a vnode, in which case the target is published directly.
 5. The checkpoint interval has passed since the last commit and some vnode is owned: epoch E+1 opens.
+   The leader passes the interval :func:`epoch_interval` gives: the quiet one while epochs change
+   nothing and no node asked for one.
 
 This module does no I/O.
 """
@@ -92,6 +94,8 @@ __all__ = [
     "shed_owners",
     "next_step",
     "next_wakeup_ms",
+    "epoch_interval",
+    "QUIET_AFTER_EPOCHS",
     "EventTracker",
     "epoch_name",
     "ack_name",
@@ -100,6 +104,10 @@ __all__ = [
     "parse_rejection_name",
     "unowned_cursor",
 ]
+
+
+#: committed epochs in a row that changed no cursor before the leader waits the quiet interval
+QUIET_AFTER_EPOCHS = 3
 
 
 @dataclass(frozen=True)
@@ -432,6 +440,24 @@ def _epoch_timer(view: View, control: ControlState, config: CoordinatorConfig, t
     epoch = control.last_epoch + 1
     new = replace(control, open_epoch=epoch, leader_token=token)
     return Step(StepKind.OPEN_EPOCH, new, (OpenEpoch(epoch, control.version),))
+
+
+def epoch_interval(config: CoordinatorConfig, control: ControlState | None, quiet_epochs: int,
+                   epoch_wanted_after: int) -> float:
+    """The checkpoint interval the epoch timer waits now (seconds).
+
+    ``config.quiet_checkpoint_interval`` once the last :data:`QUIET_AFTER_EPOCHS` committed epochs
+    (``quiet_epochs``, counted by the leader) changed no cursor, unless a node asked for an epoch
+    after the last one (``epoch_wanted_after`` >= ``control.last_epoch``: it holds rows no epoch
+    covers); ``config.checkpoint_interval`` otherwise, or when the quiet interval is off (0).
+    An idle pipeline then costs an epoch per quiet interval, and a trickle's first rows wait for
+    the node's ask instead of the quiet interval. Pure."""
+    quiet = config.quiet_checkpoint_interval
+    if not quiet or quiet_epochs < QUIET_AFTER_EPOCHS or control is None:
+        return config.checkpoint_interval
+    if epoch_wanted_after >= control.last_epoch:
+        return config.checkpoint_interval
+    return quiet
 
 
 def next_wakeup_ms(control: ControlState | None, config: CoordinatorConfig) -> int | None:

@@ -57,6 +57,8 @@ class View:
     ``(node, boot_id)`` receipts of the running round. ``latest_manifest``: the manifest of
     ``control.last_epoch``, or while that is 0 the pinned initial manifest (None if there is none).
 
+    ``epoch_wanted_after``: see :func:`laminar_kafka.coordinator.engine.model.epoch_interval`.
+
     ``member_fences``: per member read, the fence of its membership; a commit carries the fence of
     every node whose ack it relies on, and waits while a required node has none (its election
     candidate is not there yet). None: the store does not fence members (one process).
@@ -71,6 +73,8 @@ class View:
     latest_manifest: Manifest | None = None
     member_fences: Mapping[int, MemberFence] | None = None
     rejections: frozenset[str] = frozenset()
+    #: the latest epoch after which a node asked for the next one (0: none asked)
+    epoch_wanted_after: int = 0
 
 
 @dataclass(frozen=True)

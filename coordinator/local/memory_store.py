@@ -163,9 +163,10 @@ class MemoryStore(ControlStore):
             if latest is None:
                 latest = self.read_manifest(0)
             load = self.nodes.get(layout.VNODE_LOAD)
+            wanted = self.nodes.get(layout.EPOCH_WANTED)
             view = View(control, dict(self.members), now_ms, tuple(acks), frozenset(ready),
                         layout.parse_vnode_load(load[0]) if load else {}, latest, self.view_fences(),
-                        frozenset(rejections))
+                        frozenset(rejections), layout.parse_epoch_wanted(wanted[0]) if wanted else 0)
             return view, version
 
     def view_fences(self) -> Mapping[int, MemberFence] | None:
@@ -263,6 +264,13 @@ class MemoryStore(ControlStore):
             if seed.epoch:
                 self.nodes[layout.checkpoint_path(seed.epoch)] = (seed.to_json(), 0)
             self.nodes[layout.checkpoint_path(0)] = (seed.to_json(), 0)
+
+    def write_epoch_wanted(self, after_epoch: int) -> None:
+        with self.lock:
+            current = self.nodes.get(layout.EPOCH_WANTED)
+            if current is None or layout.parse_epoch_wanted(current[0]) < after_epoch:
+                self.nodes[layout.EPOCH_WANTED] = (layout.epoch_wanted_data(after_epoch),
+                                                   0 if current is None else current[1] + 1)
 
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         with self.lock:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import WatchedEvent
 
 from laminar_kafka.coordinator import layout
@@ -81,6 +81,8 @@ class ZooKeeperStore(ControlStore):
         #: ack path -> (value, its decoding): the leader decodes an ack once per content, not per pass
         self._decoded_acks: dict[str, tuple[bytes, EpochAck]] = {}
         self.on_change: Callable[[], None] = lambda: None
+        #: an exists-watch waits for the ``epoch_wanted`` node's creation
+        self._wanted_watched = False
 
     def path(self, relative: str) -> str:
         """The absolute path of a layout path."""
@@ -95,6 +97,7 @@ class ZooKeeperStore(ControlStore):
             self._cache.clear()
             self._assembled.clear()
             self._invalidations += 1
+            self._wanted_watched = False
 
     def forget_manifests(self) -> None:
         """Drop the manifest cache (the next reads go to ZooKeeper)."""
@@ -131,11 +134,13 @@ class ZooKeeperStore(ControlStore):
         if acks_async is not None and control is not None:
             folder = self.path(layout.acks_folder(control.open_epoch))
             ack_paths = [f"{folder}/{n}" for n in acks_async.get(timeout=timeout)]
-        found = self._cached_reads(list(member_paths.values()) + candidate_paths + [load_path] + ack_paths)
+        wanted_path = self.path(layout.EPOCH_WANTED)
+        found = self._cached_reads(list(member_paths.values()) + candidate_paths + [load_path, wanted_path] + ack_paths)
         members = {n: Member.from_json(n, found[p][0]) for n, p in member_paths.items() if p in found}
         versions = {n: found[p][1] for n, p in member_paths.items() if p in found}
         elected = {c: found[p][0] for c, p in zip(candidates, candidate_paths) if p in found}
         load = layout.parse_vnode_load(found[load_path][0]) if load_path in found else {}
+        wanted = self._epoch_wanted(found.get(wanted_path), wanted_path)
         ack_values: dict[str, bytes] = {}
         for path in ack_paths:
             value = self._ack_value(path, found[path][0]) if path in found else None
@@ -165,8 +170,23 @@ class ZooKeeperStore(ControlStore):
             for path in [p for p in self._assembled if p not in ack_paths]:
                 del self._assembled[path]
         view = View(control, members, now_ms, tuple(acks), frozenset(ready), load, latest,
-                    self._member_fences(members, versions, elected), rejections)
+                    self._member_fences(members, versions, elected), rejections, wanted)
         return view, version
+
+    def _epoch_wanted(self, found: tuple[bytes, int] | None, path: str) -> int:
+        """The ``epoch_wanted`` value read (0 when absent: its creation is watched, or malformed:
+        an ask is advisory, the quiet interval still bounds the wait)."""
+        if found is None:
+            if not self._wanted_watched:  # one watch for its creation (the pass that finds it re-arms one)
+                self._wanted_watched = True
+                self._client.exists(path, watch=self._invalidate)
+            return 0
+        self._wanted_watched = False
+        try:
+            return layout.parse_epoch_wanted(found[0])
+        except CodecError:
+            logger.warning("ignoring a malformed %s node: %r", layout.EPOCH_WANTED, found[0][:40])
+            return 0
 
     @staticmethod
     def _member_fences(
@@ -476,6 +496,28 @@ class ZooKeeperStore(ControlStore):
             create_once(client, self.path(layout.checkpoint_path(epoch)), seed.to_json(),
                         layout.MANIFEST_CHUNK_BYTES, self.path(layout.PIN_LOCK), self._timeout * 3)
         self._manifests.remember(seed)
+
+    def write_epoch_wanted(self, after_epoch: int) -> None:
+        """One write per ask (a node asks at most once per committed epoch); a lower value than the
+        stored one is not written (two nodes racing: the higher ask stands)."""
+        data, path = layout.epoch_wanted_data(after_epoch), self.path(layout.EPOCH_WANTED)
+        try:
+            raw, stat = self._client.get(path)
+        except NoNodeError:
+            try:
+                self._client.create(path, data)
+                return
+            except NodeExistsError:
+                raw, stat = self._client.get(path)
+        try:
+            if layout.parse_epoch_wanted(raw) >= after_epoch:
+                return
+        except CodecError:
+            pass  # overwritten below
+        try:
+            self._client.set(path, data, version=stat.version)
+        except BadVersionError:
+            pass  # another node asked in between: its ask serves this one's too (a later ask follows)
 
     def write_vnode_load(self, load: Mapping[int, int]) -> None:
         data, path = layout.vnode_load_data(load), self.path(layout.VNODE_LOAD)

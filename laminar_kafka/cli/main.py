@@ -52,6 +52,8 @@ _RUN_HELP = {
     "group-id": "consumer group for advisory offset commits; default laminar-<pipeline>",
     "metrics-port": "serve Prometheus /metrics on this port (0 = off)",
     "checkpoint-interval-ms": "epoch interval in ms (default 2000)",
+    "quiet-checkpoint-interval-ms": "once 3 epochs in a row moved no cursor, the epoch interval in ms until a node "
+                                    "holds rows again and asks for one (default 10000; 0 = off)",
     "max-file-bytes": "rotate staged Parquet files at this size (default 128 MiB)",
     "row-group-rows": "rows per Parquet row group (default 65536)",
     "max-batch-records": "records per source poll (default 10000)",

@@ -311,3 +311,41 @@ def test_a_manifest_delta_whose_base_was_deleted_by_hand_is_refused_not_read_as_
             coordinator.latest_manifest()
         with pytest.raises(CoordinatorError, match="manifest 2 does not exist"):
             coordinator.manifest(2)
+
+
+@pytest.mark.timeout(120)
+def test_a_quiet_pipeline_waits_the_quiet_interval_and_another_node_s_ask_brings_the_next_epoch(
+    zookeeper: ZooKeeperHandle, unique: Callable[[str], str]
+) -> None:
+    """Epochs that move nothing: after three the leader waits the quiet interval; an ask written by
+    another process's coordinator (through ZooKeeper: the leader's watch) opens the next at once."""
+    hosts = make_chroot(zookeeper.hosts, unique("zk"))
+    quiet_s = 3.0
+    cfg = config(hosts, checkpoint_interval=0.1, quiet_checkpoint_interval=quiet_s, manifests_to_keep=100)
+    with coordinators(cfg, [1], auto=False) as (coords, nodes):
+        coordinator, node = coords[0], nodes[0]
+        opened_at: dict[int, float] = {}
+
+        def ack(epoch: int) -> None:
+            opened = node.wait_for(EpochOpened, lambda e: e.epoch == epoch, timeout=4 * quiet_s)
+            opened_at[epoch] = time.monotonic()
+            coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, epoch, opened.assignment_version, {"s": {}}))
+            node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == epoch, timeout=30)
+
+        for epoch in range(1, 7):  # no cursor moves
+            ack(epoch)
+        assert opened_at[6] - opened_at[5] >= quiet_s * 0.9  # the quiet interval
+        assert opened_at[3] - opened_at[2] < quiet_s / 2  # the ordinary one, while counting
+
+        other = ZooKeeperCoordinator(cfg, 2, endpoint="127.0.0.1:9002")
+        other.connect(timeout=20)  # connected, not a member: it only asks
+        try:
+            asked = time.monotonic()
+            other.request_epoch(6)
+            ack(7)
+            assert opened_at[7] - asked < quiet_s / 2
+            assert int(other.client.get(other.store.path(layout.EPOCH_WANTED))[0]) == 6
+            other.request_epoch(5)  # an older ask never lowers the stored one
+            assert int(other.client.get(other.store.path(layout.EPOCH_WANTED))[0]) == 6
+        finally:
+            other.stop()

@@ -39,6 +39,8 @@ class FakeCoordinator(Coordinator):
         self.settings: dict[str, str] = {}
         self.snapshot = AssignmentSnapshot.initial(4).next(1, [1, 1, 1, 1])
         self.drain_reports: list[AssignmentDrainId] = []
+        #: the ``after_epoch`` of every ``request_epoch``
+        self.epoch_asks: list[int] = []
 
     @property
     def boot_id(self) -> str:
@@ -93,6 +95,9 @@ class FakeCoordinator(Coordinator):
 
     def set_vnode_load(self, load: Mapping[int, int]) -> None:
         pass
+
+    def request_epoch(self, after_epoch: int) -> None:
+        self.epoch_asks.append(after_epoch)
 
     def pin_start(self, manifest: Manifest) -> Manifest:
         self.manifests.setdefault(0, manifest)

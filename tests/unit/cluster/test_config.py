@@ -141,3 +141,15 @@ def test_manifest_deltas_default_on_and_reach_the_coordinator() -> None:
     assert off.manifest_deltas is False and coordinator_config(off).manifest_deltas is False
     with pytest.raises(ConfigError, match="manifest-deltas"):
         settings_from(zk, {}, {"manifest-deltas": "sometimes"})
+
+
+def test_the_quiet_checkpoint_interval_reaches_the_coordinator_and_the_runtime() -> None:
+    from laminar_kafka.cluster.node import coordinator_config, epoch_ask_after_s
+
+    s = settings_from(BASE, {}, {})
+    assert coordinator_config(s).quiet_checkpoint_interval == 10.0 and epoch_ask_after_s(s) == 3.0
+    off = settings_from(BASE, {}, {"quiet-checkpoint-interval-ms": "0"})
+    assert coordinator_config(off).quiet_checkpoint_interval == 0.0 and epoch_ask_after_s(off) is None
+    for bad in ("1999", "-1"):
+        with pytest.raises(ConfigError, match="quiet-checkpoint-interval-ms must be 0 .off. or at least"):
+            settings_from(BASE, {}, {"quiet-checkpoint-interval-ms": bad})

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, parse_partition_key
 from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
-from laminar_kafka.coordinator.layout import ChunkHeader, ChunkPending, join_chunks, parse_candidate, parse_header, \
-    parse_rejection, parse_vnode_load, split_chunks
+from laminar_kafka.coordinator.layout import ChunkHeader, ChunkPending, epoch_wanted_data, join_chunks, parse_candidate, \
+    parse_epoch_wanted, parse_header, parse_rejection, parse_vnode_load, split_chunks
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.state import ControlState, Decision, RoundState
@@ -153,7 +153,7 @@ def test_truncated_encodings_and_random_bytes_raise_codec_error(name: str, data:
 @settings(max_examples=100, deadline=None)
 @given(blob=st.binary(max_size=64), text=st.text(max_size=40))
 def test_small_records_raise_only_codec_errors(blob: bytes, text: str) -> None:
-    for decode in (parse_candidate, parse_rejection, parse_vnode_load, parse_header,
+    for decode in (parse_candidate, parse_rejection, parse_vnode_load, parse_header, parse_epoch_wanted,
                    lambda raw: Decision.from_json(raw)):
         for raw in (blob, text.encode(), b'{"chunked"' + blob):
             try:
@@ -230,3 +230,14 @@ def test_is_int_takes_ints_and_never_a_bool_or_a_number_of_another_kind() -> Non
 
     assert all(is_int(v) for v in (0, -1, 2**70))
     assert not any(is_int(v) for v in (True, False, 1.0, "1", None, 1j))
+
+
+@given(epoch=u64)
+def test_an_epoch_ask_round_trips(epoch: int) -> None:
+    assert parse_epoch_wanted(epoch_wanted_data(epoch)) == epoch
+
+
+@pytest.mark.parametrize("raw", [b"", b"-1", b"01", b"1.0", b" 1", b"\xff", "\u0661".encode()])
+def test_an_epoch_ask_that_is_not_a_plain_epoch_number_is_refused(raw: bytes) -> None:
+    with pytest.raises(CodecError, match="epoch wanted"):
+        parse_epoch_wanted(raw)

@@ -507,3 +507,23 @@ async def test_a_settled_runtime_turns_when_its_source_is_ready_not_every_50_ms(
     await commit(runtime, coordinator, ack)
     await wait_for(runtime._settled)
     await stop_running(runtime, task)
+
+
+async def test_a_node_holding_rows_asks_for_an_epoch_once_per_commit_when_none_comes(tmp_path: Path) -> None:
+    coordinator = FakeCoordinator()
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
+    options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False,
+                             epoch_ask_after_s=0.3)
+    runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)
+    started = asyncio.get_running_loop().time()
+    task = await start_running(runtime, 1)
+    await wait_for(lambda: coordinator.epoch_asks == [0])  # rows, and no epoch since the start
+    assert asyncio.get_running_loop().time() - started >= 0.3
+
+    ack = await ack_of(coordinator, 1)
+    committed = asyncio.get_running_loop().time()
+    await commit(runtime, coordinator, ack)
+    await wait_for(lambda: len(coordinator.epoch_asks) == 2)  # rows again after the commit
+    assert coordinator.epoch_asks == [0, 1] and asyncio.get_running_loop().time() - committed >= 0.3
+    assert runtime.metrics.epoch_asks.labels(runtime.metrics.node)._value.get() == 2
+    await stop_running(runtime, task)
