@@ -5,17 +5,20 @@
         [--rates 2000,20000] [--out bench/scale.json]
     .venv/bin/python bench/bench_scale.py plot bench/scale.json docs/scale.png
 
-One point: a topic of ``--partitions`` partitions, ZooKeeper-mode nodes (1 s epochs... no: the node's
-default 2 s epochs) landing Parquet locally, a producer in this process at ``--rate`` records/s
-(100 B). Once every partition is owned, spread evenly, and ``--warmup`` seconds passed, the window
+One point: a topic of ``--partitions`` partitions, ZooKeeper-mode nodes (the node's defaults: 2 s
+epochs, 10 s once three move nothing) landing Parquet locally, a producer in this process at
+``--rate`` records/s (100 B). Once every partition is owned, spread evenly, and ``--warmup`` seconds passed, the window
 of ``--window`` seconds is measured from ``/proc``:
 
 - per node: CPU ms per second (user + system), by thread name (the reader, librdkafka's threads,
   the event loop = ``MainThread``), and RSS;
 - ZooKeeper: CPU ms/s, bytes written to disk per second (``/proc/<pid>/io``), and requests per
-  second (``mntr``'s ``zk_packets_received``), each also per epoch;
+  second (``mntr``'s ``zk_packets_received``), each also per epoch committed in the window;
 - epoch commit (``laminar_checkpoint_seconds``) p50/p99 from the nodes' metrics over the window;
 - the join-round pause p99 (``laminar_handoff_pause_seconds``) over the whole run.
+
+``burst_after_idle_s`` (``--rate 0``): after the window, 100 records produced at once and their
+latency to the lake (the quiet interval holds then; a node asks for the epoch that lands them).
 
 ``kill`` (with ``--kill``): after the window, one node is SIGKILLed; the time until every
 partition's durable cursor passes the high watermark it had at the kill.
@@ -47,7 +50,6 @@ from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-EPOCH_S = 2.0
 
 
 # -- /proc ----------------------------------------------------------------------------------------
@@ -260,6 +262,8 @@ class ScaleBench:
             result["first_row_visible_s"] = (None if watcher.first_visible_at is None
                                              else round(watcher.first_visible_at - started, 2))
             result["end_to_end_s"] = percentiles(list(watcher.latencies_s))
+            if point.rate == 0:
+                result["burst_after_idle_s"] = self.burst_after_idle(name, watcher)
             if point.kill and point.nodes > 1:
                 result["kill_to_durable_s"] = self.kill_to_durable(name, nodes[-1])
             return result
@@ -321,7 +325,9 @@ class ScaleBench:
                 node_ms += spent
                 by_thread[thread] = by_thread.get(thread, 0.0) + spent
             per_node.append(round(node_ms, 1))
-        epochs = seconds / EPOCH_S
+        # epochs committed in the window (every node counts each; quiet epochs are 10 s apart)
+        epochs = max(1.0, max(a - b for a, b in zip(counter(texts_after, "laminar_epochs_committed_total"),
+                                                   counter(texts_before, "laminar_epochs_committed_total"))))
         commit_before = buckets(texts_before, "laminar_checkpoint_seconds")
         commit_after = buckets(texts_after, "laminar_checkpoint_seconds")
         pauses = buckets(texts_after, "laminar_handoff_pause_seconds")
@@ -341,9 +347,24 @@ class ScaleBench:
             "epoch_commit_s_p50": quantile(0.5, commit_before, commit_after),
             "epoch_commit_s_p99": quantile(0.99, commit_before, commit_after),
             "join_pause_s_p99": quantile(0.99, {}, pauses),
+            "epochs_committed": round(epochs),
             "batches_per_s": round((sum(counter(texts_after, "laminar_batches_total"))
                                     - sum(counter(texts_before, "laminar_batches_total"))) / seconds, 1),
         }
+
+    def burst_after_idle(self, name: str, watcher: LakeWatcher, records: int = 100) -> dict[str, object]:
+        """After an idle window (epochs at the quiet interval): ``records`` produced at once, and
+        their latency to the lake (the node asks for an epoch once it holds them)."""
+        from confluent_kafka import Producer
+
+        watcher.measure_from(time.time())
+        producer = Producer({"bootstrap.servers": self.stack.bootstrap, "linger.ms": 0})
+        for i in range(records):
+            producer.produce(name, value=b"x" * 100, key=str(i).encode())
+        producer.flush(30)
+        wait_until(lambda: len(watcher.latencies_s) >= records, 60, f"{records} records of a burst in the lake",
+                   interval=0.2)
+        return percentiles(list(watcher.latencies_s))
 
     def kill_to_durable(self, name: str, victim: NodeProcess) -> float | None:
         killed = time.monotonic()

@@ -1,4 +1,4 @@
-"""The leader's watch-invalidated read cache (``ZooKeeperStore._cached_reads``) never keeps a value
+"""The leader's watch-invalidated read cache (``LeaderViews._cached_reads``) never keeps a value
 whose watch has already fired. No server: a stand-in client delivers the watch of a change that
 follows a read before the reader stores the read's result (kazoo runs watch callbacks on its own
 thread, so this order happens under load; CI saw the leader wait forever on an ack it had cached
@@ -10,9 +10,7 @@ from typing import Any, Callable
 
 from kazoo.protocol.states import WatchedEvent
 
-from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.coordinator.engine.events import CoordinatorMetrics
-from laminar_kafka.coordinator.zk.store import ZooKeeperStore
+from laminar_kafka.coordinator.zk.leader_view import LeaderViews
 
 
 class ChangesRightAfterEachRead:
@@ -37,16 +35,14 @@ class ChangesRightAfterEachRead:
         return Result()
 
 
-def store_over(client: object) -> ZooKeeperStore:
-    config = CoordinatorConfig(pipeline="cache", checkpoint_interval=60)
-    return ZooKeeperStore(client, config, CoordinatorMetrics())  # type: ignore[arg-type]
+def store_over(client: object, kick: Callable[[], None] = lambda: None) -> LeaderViews:
+    return LeaderViews(client, "/laminar/cache", 60.0, None, kick)  # type: ignore[arg-type]
 
 
 def test_a_read_whose_watch_already_fired_is_not_cached() -> None:
     client = ChangesRightAfterEachRead([b"PENDING", b"header"])
-    store = store_over(client)
     kicks: list[None] = []
-    store.on_change = lambda: kicks.append(None)
+    store = store_over(client, lambda: kicks.append(None))
     assert store._cached_reads(["/p/ack"]) == {"/p/ack": (b"PENDING", 0)}  # this pass sees the old value
     assert kicks  # and the leader is woken for another pass
     assert store._cached_reads(["/p/ack"]) == {"/p/ack": (b"header", 1)}  # which reads the node again
