@@ -304,8 +304,9 @@ class NodeRuntime:
         # both, or neither, in the epoch; encoded while the next batch is polled (write_behind)
         await self._executors.write_behind(self.sink.write, records, batch.rejected)
         self.rows_written += records.num_rows
-        self.epochs.rows_since_ack += records.num_rows
-        self.metrics.observe_batch(records.num_rows, records.nbytes, batch.rejected.num_rows if batch.rejected else 0)
+        rejected = batch.rejected.num_rows if batch.rejected else 0
+        self.epochs.rows_since_ack += records.num_rows + rejected  # dead letters land with the epoch too
+        self.metrics.observe_batch(records.num_rows, records.nbytes, rejected)
         self.handoff_clock.note_rows(records)
         return True
 

@@ -28,7 +28,7 @@ from laminar_kafka.kafka_source.connector import (
     SourceCheckpointUnavailablePolicy as Unavailable,
 )
 from tests.unit.cluster.fakes import FakeCoordinator, published_offsets, wait_for
-from tests.unit.cluster.memory_source import MemoryLog, MemorySource
+from laminar_kafka.kafka_source.conformance.memory import MemoryLog, MemorySource
 
 VNODES = 8
 #: partition -> vnode ("src", topic "t", 8 vnodes): 0 -> 7, 1 -> 5, 2 -> 1, 3 -> 3

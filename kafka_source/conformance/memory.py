@@ -1,12 +1,15 @@
-"""A second, minimal source connector: in-memory partitioned logs, the whole vnode protocol.
+"""The reference connector: in-memory partitioned logs, the whole protocol, vnode mode included.
 
-It exists to prove that :class:`~laminar_kafka.kafka_source.connector.SourceConnector` is enough for the
-runtime in vnode mode: it implements ownership, drains and acquisition through the declared
-methods only, and is deliberately simple (no threads of its own, no FIFO): a drain's cut is the
-cursor at ``begin_drain`` (nothing is in flight), so a drain is ready as soon as it begins.
+It proves that :class:`~laminar_kafka.kafka_source.connector.SourceConnector` is enough for the node
+runtime (its tests run the runtime over it in vnode mode) and is the example to start a connector
+from: it implements ownership, drains and acquisition through the declared methods only, and is
+deliberately simple (no threads of its own, no FIFO): a drain's cut is the cursor at
+``begin_drain`` (nothing is in flight), so a drain is ready as soon as it begins. It passes the
+conformance kit (:mod:`laminar_kafka.kafka_source.conformance`) over :class:`MemoryBackend`.
 
 Offsets: a record's offset is its index in its partition's list; cursors are the next offset to
-read. Rows carry ``_topic``, ``_partition``, ``_offset`` and ``value``.
+read. Rows carry ``_topic``, ``_partition``, ``_offset`` and ``value``. Advisory commits (after
+``notify_epoch_committed``) go to :attr:`MemoryLog.committed`, never backwards.
 
 Test switches: ``unreconciled`` (``try_checkpoint`` returns None), ``hang_polls`` /
 ``hang_finishes`` (the next calls wait on an event that never fires unless the test sets it),
@@ -41,16 +44,21 @@ from laminar_kafka.kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
+from laminar_kafka.kafka_source.conformance.backend import LogBackend
 from laminar_kafka.kafka_source.errors import ConfigurationError, DrainError, FatalError
+
+__all__ = ["SCHEMA", "MemoryBackend", "MemoryLog", "MemorySource"]
 
 SCHEMA = pa.schema([("_topic", pa.string()), ("_partition", pa.int32()), ("_offset", pa.int64()), ("value", pa.int64())])
 
 
 @dataclass
 class MemoryLog:
-    """The input: per (topic, partition), the values of its records in offset order."""
+    """The input: per (topic, partition), the values of its records in offset order; and the
+    advisory commits of the sources reading it (``committed``: next offset per partition)."""
 
     records: dict[TopicPartitionId, list[int]] = field(default_factory=dict)
+    committed: dict[TopicPartitionId, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, topic: str, partitions: int, records: int) -> MemoryLog:
@@ -62,6 +70,30 @@ class MemoryLog:
 
     def end(self, tp: TopicPartitionId) -> int:
         return len(self.records[tp])
+
+
+class MemoryBackend(LogBackend):
+    """The conformance kit's view of one topic of a :class:`MemoryLog`."""
+
+    def __init__(self, log: MemoryLog, topic: str) -> None:
+        self.log, self.topic = log, topic
+
+    def partitions(self) -> int:
+        return sum(1 for t, _p in self.log.records if t == self.topic)
+
+    def append(self, partition: int, count: int) -> None:
+        self.log.append((self.topic, partition), count)
+
+    def end(self, partition: int) -> int:
+        return self.log.end((self.topic, partition))
+
+    def add_partition(self) -> int:
+        partition = self.partitions()
+        self.log.records[(self.topic, partition)] = []
+        return partition
+
+    def committed_offsets(self) -> dict[int, int] | None:
+        return {p: o for (t, p), o in self.log.committed.items() if t == self.topic}
 
 
 @dataclass(frozen=True)
@@ -179,6 +211,9 @@ class MemorySource(SourceConnector):
 
     async def notify_epoch_committed(self, epoch: int, checkpoint: SourceCheckpoint) -> None:
         self.committed.append((epoch, checkpoint))
+        for tp, offset in checkpoint.partitions().items():
+            if offset > self.log.committed.get(tp, -1):
+                self.log.committed[tp] = offset
 
     # -- vnode ownership --------------------------------------------------------------------------
 
@@ -249,7 +284,15 @@ class MemorySource(SourceConnector):
         self.acquired.append((version, {f"{t}:{p}": o for (t, p), o in offsets.items()}))
 
     def add_partitions(self, partitions: Iterable[TopicPartitionId]) -> None:
-        raise ConfigurationError("the memory source has a fixed set of partitions")
+        """Without vnode mode, partitions of the log not read yet are read from offset 0 (unknown
+        ones are ignored). In vnode mode the set of partitions is fixed (ConfigurationError)."""
+        if self._registry is not None:
+            raise ConfigurationError("the memory source reads a fixed set of partitions in vnode mode")
+        if self.closed or self.started_with is None:
+            return
+        for tp in partitions:
+            if tp in self.log.records and tp not in self.cursor:
+                self.cursor[tp] = 0
 
     # -- drains -----------------------------------------------------------------------------------
 

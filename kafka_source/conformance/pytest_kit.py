@@ -1,0 +1,46 @@
+"""The conformance scenarios as pytest tests.
+
+In a test module, define a fixture ``conformance_kit`` that yields a
+:class:`~laminar_kafka.kafka_source.conformance.ConnectorKit` (a fresh log for each test), then::
+
+    from laminar_kafka.kafka_source.conformance.pytest_kit import conformance_tests
+
+    conformance_tests(globals())
+
+Each scenario becomes ``test_conformance_<rule>`` (``pytest -k conformance`` runs them all); a
+scenario the backend cannot run (advisory commits it cannot observe) is skipped with the reason.
+The tests are coroutines: run them with pytest-asyncio in auto mode (or mark the module).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, MutableMapping
+from typing import Any
+
+import pytest
+
+from laminar_kafka.kafka_source.conformance.backend import ConformanceSkipped, ConnectorKit
+from laminar_kafka.kafka_source.conformance.scenarios import SCENARIOS, Scenario
+
+__all__ = ["conformance_tests"]
+
+
+def conformance_tests(namespace: MutableMapping[str, Any]) -> list[str]:
+    """Add one test per scenario to ``namespace`` (a test module's ``globals()``); their names."""
+    names = []
+    for rule, scenario in SCENARIOS.items():
+        test = _test_of(scenario)
+        test.__name__ = test.__qualname__ = f"test_conformance_{rule.replace('-', '_')}"
+        test.__doc__ = f"{rule}: {scenario.rule}"
+        namespace[test.__name__] = test
+        names.append(test.__name__)
+    return names
+
+
+def _test_of(scenario: Scenario) -> Callable[[ConnectorKit], Coroutine[Any, Any, None]]:
+    async def test(conformance_kit: ConnectorKit) -> None:
+        try:
+            await scenario.check(conformance_kit)
+        except ConformanceSkipped as exc:
+            pytest.skip(str(exc))
+
+    return test
