@@ -57,7 +57,7 @@ def conformance_kit(kafka, unique: Callable[[str], str]) -> ConnectorKit:  # typ
     topic, group = unique("conformance"), unique("g")
     properties = {"bootstrap.servers": kafka.bootstrap, "topic": topic, "group.id": group,
                   "include.metadata": "_topic,_partition,_offset", "startup.mode": "earliest"}
-    return ConnectorKit(KafkaBackend(kafka.bootstrap, topic, group, 3), KafkaSource, ConnectorConfig("kafka", properties))
+    return ConnectorKit(KafkaBackend(kafka.bootstrap, topic, group, 4), KafkaSource, ConnectorConfig("kafka", properties))
 
 
 conformance_tests(globals())

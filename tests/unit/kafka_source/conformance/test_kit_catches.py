@@ -3,11 +3,20 @@ one rule broken at a time (each kit test would pass on it otherwise)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import ConnectorConfig, ResumePosition, SourceBatch, SourceStart
+from laminar_kafka.kafka_source.connector import (
+    ConnectorConfig,
+    ResumePosition,
+    SourceBatch,
+    SourceDrainOutcome,
+    SourceDrainRequest,
+    SourceDrainResolution,
+    SourceStart,
+)
 from laminar_kafka.kafka_source.conformance import ConformanceError, ConnectorKit
 from laminar_kafka.kafka_source.conformance.memory import MemoryBackend, MemoryLog, MemorySource
 from laminar_kafka.kafka_source.conformance.scenarios import SCENARIOS
@@ -69,6 +78,45 @@ class ARandomIdentity(MemorySource):
         return {"instance": uuid.uuid4().hex}
 
 
+class ReadsEveryPartition(MemorySource):
+    async def start(self, request: SourceStart) -> None:
+        await super().start(request)
+        self.cursor = {tp: 0 for tp in self.log.records}
+
+
+class AcquiresAtTheStart(MemorySource):
+    def acquire_partitions(self, cursors: object, version: int) -> None:
+        super().acquire_partitions({}, version)
+
+
+class ReadyBeforeAcquiring(MemorySource):
+    def checkpoint_ready(self) -> bool:
+        return not self.closed
+
+
+class PausesEverything(MemorySource):
+    def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
+        super().begin_drain(request, deadline)
+        assert self.drain is not None
+        self.drain = replace(self.drain, revoked=frozenset(self.cursor))
+
+
+class ReadsPastTheCut(MemorySource):
+    def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
+        super().begin_drain(request, deadline)
+        assert self.drain is not None
+        self.drain = replace(self.drain, revoked=frozenset())
+
+
+class ResumesPastTheCut(MemorySource):
+    async def finish_drain(self, resolution: SourceDrainResolution, deadline: float, handoff_cursors: object = None) -> None:
+        revoked = self.drain.revoked if self.drain is not None else frozenset()
+        await super().finish_drain(resolution, deadline, handoff_cursors)  # type: ignore[arg-type]
+        if resolution.outcome is SourceDrainOutcome.ABORT:
+            for tp in revoked:
+                self.cursor[tp] += 1
+
+
 BROKEN = [
     ("initial-position-exact", SkipsTheFirstRecord),
     ("resume-exact", ResumesOneLate),
@@ -79,6 +127,12 @@ BROKEN = [
     ("advisory-commits", CommitsWhileReading),
     ("close-ends-the-generation", PollsAfterClose),
     ("recovery-identity", ARandomIdentity),
+    ("vnode-scoped-reading", ReadsEveryPartition),
+    ("acquisition-at-offered-cursors", AcquiresAtTheStart),
+    ("acquisition-at-offered-cursors", ReadyBeforeAcquiring),
+    ("drain-commit", PausesEverything),
+    ("drain-commit", ReadsPastTheCut),
+    ("drain-abort", ResumesPastTheCut),
 ]
 
 
