@@ -1,0 +1,219 @@
+"""The conformance scenarios of vnode mode: reading only what the node owns, acquiring at offered
+cursors, and drains that pause only the moving partitions at an exact cut. They drive the control
+plane as the node runtime does: ``drive_control_plane()`` every turn, no poll while not ready."""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import partition_vnode
+from laminar_kafka.kafka_source.connector import (
+    DeliveryGuarantee,
+    InitialPosition,
+    SourceConnector,
+    SourceDrainOutcome,
+    SourceDrainRequest,
+    SourceDrainResolution,
+    SourceStart,
+)
+from laminar_kafka.kafka_source.conformance.backend import ConformanceError, ConformanceSkipped, ConnectorKit
+from laminar_kafka.kafka_source.conformance.reading import (
+    POLL_RECORDS,
+    RECORDS,
+    Reading,
+    append_everywhere,
+    close_generation,
+    expect_exact,
+    read_until,
+    take_batch,
+)
+
+__all__ = ["acquisition_at_the_offered_cursors", "drain_abort", "drain_commit", "vnode_scoped_reading"]
+
+#: the identity and vnode count the vnode scenarios route with, and the node the generation is
+IDENTITY, VNODES, SELF = "conformance", 16, 1
+
+
+def _owners_giving(kit: ConnectorKit, mine: frozenset[int]) -> tuple[int, ...]:
+    """Owners of :data:`VNODES` vnodes giving :data:`SELF` the vnodes of partitions ``mine`` and
+    node 2 every other vnode."""
+    topic = kit.backend.topic
+    vnodes = {partition_vnode(IDENTITY, topic, p, VNODES) for p in mine}
+    return tuple(SELF if v in vnodes else 2 for v in range(VNODES))
+
+
+def _split(kit: ConnectorKit) -> tuple[frozenset[int], frozenset[int]]:
+    """The partitions this node owns first (partition 0's vnode) and the others (at least one:
+    a partition of another vnode)."""
+    topic, count = kit.backend.topic, kit.backend.partitions()
+    first = partition_vnode(IDENTITY, topic, 0, VNODES)
+    mine = frozenset(p for p in range(count) if partition_vnode(IDENTITY, topic, p, VNODES) == first)
+    others = frozenset(range(count)) - mine
+    if not others:
+        raise ConformanceSkipped(f"every partition of {topic} routes to one vnode: nothing to split")
+    return mine, others
+
+
+async def _start_scoped(kit: ConnectorKit, registry: VnodeRegistry) -> SourceConnector:
+    connector = kit.make_connector()
+    connector.set_vnode_assignment(IDENTITY, registry, SELF)
+    await connector.start(SourceStart(kit.config, InitialPosition(), DeliveryGuarantee.EXACTLY_ONCE))
+    return connector
+
+
+async def _driveuntil(kit: ConnectorKit, connector: SourceConnector, predicate: Callable[[], bool],
+                       rule: str, what: str) -> None:
+    """Call ``drive_control_plane()`` (as the runtime does every turn, not polling while not ready)
+    until ``predicate()``."""
+    deadline = time.monotonic() + kit.read_timeout_s
+    while True:
+        connector.drive_control_plane()
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise ConformanceError(rule, f"{what} did not happen within {kit.read_timeout_s:.0f} s")
+        await asyncio.sleep(0.02)
+
+
+async def vnode_scoped_reading(kit: ConnectorKit) -> None:
+    rule = "vnode-scoped-reading"
+    mine, others = _split(kit)
+    ends = append_everywhere(kit)
+    registry = VnodeRegistry(VNODES)
+    registry.publish(1, _owners_giving(kit, mine))
+    connector = await _start_scoped(kit, registry)
+    try:
+        topic = kit.backend.topic
+        owned = {(topic, p): ends[(topic, p)] for p in mine}
+        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
+        named = set(connector.checkpoint().partitions())
+        if named != set(owned):
+            raise ConformanceError(rule, f"the checkpoint names {sorted(named)}; this node owns {sorted(owned)}")
+        reading = await read_until(kit, connector, owned, rule)
+        foreign = sorted(set(reading.offsets) - set(owned))
+        if foreign:
+            raise ConformanceError(rule, f"rows of {foreign}, whose vnodes another node owns")
+        expect_exact(rule, reading, {tp: 0 for tp in owned}, owned)
+        if connector.checkpoint().assignment_version != 1:
+            raise ConformanceError(rule, f"the checkpoint is at assignment version "
+                                         f"{connector.checkpoint().assignment_version}, not the published 1")
+    finally:
+        await close_generation(connector)
+
+
+async def acquisition_at_the_offered_cursors(kit: ConnectorKit) -> None:
+    rule = "acquisition-at-offered-cursors"
+    mine, others = _split(kit)
+    ends = append_everywhere(kit)
+    registry = VnodeRegistry(VNODES)
+    registry.publish(1, _owners_giving(kit, mine))
+    connector = await _start_scoped(kit, registry)
+    try:
+        topic = kit.backend.topic
+        owned = {(topic, p): ends[(topic, p)] for p in mine}
+        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
+        await read_until(kit, connector, owned, rule)
+        registry.publish(2, _owners_giving(kit, mine | others))  # the other vnodes come to this node
+        gained = frozenset((topic, p) for p in others)
+        await _driveuntil(kit, connector, lambda: connector.acquisition_needed() is not None, rule,
+                           "acquisition_needed() after version 2 gave this node partitions")
+        needed = connector.acquisition_needed()
+        if needed != (2, gained):
+            raise ConformanceError(rule, f"acquisition_needed() is {needed}, not (2, {sorted(gained)})")
+        if connector.checkpoint_ready() or connector.try_checkpoint() is not None:
+            raise ConformanceError(rule, "checkpoint_ready() / try_checkpoint() report a cursor before the "
+                                         "gained partitions were acquired")
+        offered = {(t, p): ends[(t, p)] // 2 + 1 for t, p in gained}  # where the manifest says they are
+        connector.acquire_partitions({f"{t}:{p}": o for (t, p), o in offered.items()}, 2)
+        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after acquiring")
+        cursor = connector.checkpoint()
+        wrong = {f"{t}:{p}": (cursor.partitions().get((t, p)), o) for (t, p), o in offered.items()
+                 if cursor.partitions().get((t, p)) != o}
+        if wrong or cursor.assignment_version != 2:
+            raise ConformanceError(rule, f"after acquiring, the checkpoint (version {cursor.assignment_version}) "
+                                         f"differs from the offered cursors (have, offered): {wrong}")
+        reading = await read_until(kit, connector, {tp: ends[tp] for tp in gained}, rule)
+        expect_exact(rule, reading, offered, {tp: ends[tp] for tp in gained})
+    finally:
+        await close_generation(connector)
+
+
+async def _drain(kit: ConnectorKit, outcome: SourceDrainOutcome) -> None:
+    """A round moves the vnodes of ``others`` away from this node while records keep arriving: only
+    they pause, at an exact cut, while ``mine`` are read on; then ``outcome`` resolves it."""
+    rule = f"drain-{outcome.value}"
+    mine, others = _split(kit)
+    topic = kit.backend.topic
+    kept, moving = frozenset((topic, p) for p in mine), frozenset((topic, p) for p in others)
+    ends = append_everywhere(kit)
+    registry = VnodeRegistry(VNODES)
+    registry.publish(1, _owners_giving(kit, mine | others))
+    connector = await _start_scoped(kit, registry)
+    try:
+        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
+        reading = await read_until(kit, connector, ends, rule)
+        reading.offsets.clear()
+        more = append_everywhere(kit, RECORDS)  # in flight across the drain
+        target = _owners_giving(kit, mine)
+        round_ = AssignmentDrainId.for_round(registry.snapshot(), target, 1)
+        registry.begin_round(round_, target)
+        connector.begin_drain(SourceDrainRequest(round_), time.monotonic() + kit.read_timeout_s)
+        connector.begin_drain(SourceDrainRequest(round_), time.monotonic() + kit.read_timeout_s)  # idempotent
+        await _poll_until_drained(kit, connector, round_, reading, rule)
+        cut = {tp: o for tp, o in connector.checkpoint().partitions().items() if tp in moving}
+        if set(cut) != moving:
+            raise ConformanceError(rule, f"the checkpoint at the drain's cut names {sorted(cut)}, not every moving "
+                                         f"partition {sorted(moving)}")
+        await read_until(kit, connector, {tp: more[tp] for tp in kept}, rule, reading)  # the others read on
+        expect_exact(rule, reading, ends, {tp: more[tp] for tp in kept})
+        expect_exact(rule, reading, ends, cut)  # the moving ones: exactly up to the cut, not past it
+        after = connector.checkpoint().partitions()
+        if any(after.get(tp) != o for tp, o in cut.items()):
+            raise ConformanceError(rule, f"a paused partition's cursor moved past its cut {cut}: {after}")
+        registry.clear_round(round_)
+        resolution = SourceDrainResolution(round_, outcome)
+        await connector.finish_drain(resolution, time.monotonic() + kit.read_timeout_s)
+        await connector.finish_drain(resolution, time.monotonic() + kit.read_timeout_s)  # idempotent
+        if outcome is SourceDrainOutcome.COMMIT:
+            registry.publish(2, target)
+            await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the commit")
+            checkpoint = connector.checkpoint()
+            if set(checkpoint.partitions()) != kept or checkpoint.assignment_version != 2:
+                raise ConformanceError(rule, f"after the commit the checkpoint names {sorted(checkpoint.partitions())} "
+                                             f"at version {checkpoint.assignment_version}; the target is {sorted(kept)} at 2")
+            return
+        registry.publish(2, _owners_giving(kit, mine | others))  # an abort publishes the predecessor's owners
+        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the abort")
+        resumed = Reading()
+        await read_until(kit, connector, more, rule, resumed)  # the paused partitions resume at their cut
+        expect_exact(rule, resumed, cut, {tp: more[tp] for tp in moving})
+    finally:
+        await close_generation(connector)
+
+
+async def _poll_until_drained(kit: ConnectorKit, connector: SourceConnector, round_: AssignmentDrainId,
+                              reading: Reading, rule: str) -> None:
+    """Drive and poll (the runtime polls through a drain) until ``poll_drain_ready(round_)``."""
+    deadline = time.monotonic() + kit.read_timeout_s
+    while True:
+        connector.drive_control_plane()
+        if connector.poll_drain_ready(round_):
+            return
+        if time.monotonic() > deadline:
+            raise ConformanceError(rule, f"poll_drain_ready() stayed False for {kit.read_timeout_s:.0f} s")
+        batch = await connector.poll_batch(POLL_RECORDS) if connector.checkpoint_ready() else None
+        if batch is not None:
+            take_batch(kit, batch, reading)
+        else:
+            await asyncio.sleep(0.02)
+
+
+async def drain_commit(kit: ConnectorKit) -> None:
+    await _drain(kit, SourceDrainOutcome.COMMIT)
+
+
+async def drain_abort(kit: ConnectorKit) -> None:
+    await _drain(kit, SourceDrainOutcome.ABORT)
