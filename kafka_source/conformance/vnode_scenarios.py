@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import partition_vnode
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
 from laminar_kafka.kafka_source.connector import (
     DeliveryGuarantee,
     InitialPosition,
@@ -57,14 +57,26 @@ def _split(kit: ConnectorKit) -> tuple[frozenset[int], frozenset[int]]:
     return mine, others
 
 
-async def _start_scoped(kit: ConnectorKit, registry: VnodeRegistry) -> SourceConnector:
+async def _started_owning(
+    kit: ConnectorKit, partitions: frozenset[int], rule: str
+) -> tuple[dict[TopicPartitionId, int], VnodeRegistry, SourceConnector]:
+    """Records appended to every partition (their ends), version 1 published giving this node the
+    vnodes of ``partitions``, and a generation started on it from its initial position, ready."""
+    ends = append_everywhere(kit)
+    registry = VnodeRegistry(VNODES)
+    registry.publish(1, _owners_giving(kit, partitions))
     connector = kit.make_connector()
     connector.set_vnode_assignment(IDENTITY, registry, SELF)
     await connector.start(SourceStart(kit.config, InitialPosition(), DeliveryGuarantee.EXACTLY_ONCE))
-    return connector
+    try:
+        await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
+    except BaseException:
+        await close_generation(connector)
+        raise
+    return ends, registry, connector
 
 
-async def _driveuntil(kit: ConnectorKit, connector: SourceConnector, predicate: Callable[[], bool],
+async def _drive_until(kit: ConnectorKit, connector: SourceConnector, predicate: Callable[[], bool],
                        rule: str, what: str) -> None:
     """Call ``drive_control_plane()`` (as the runtime does every turn, not polling while not ready)
     until ``predicate()``."""
@@ -80,15 +92,11 @@ async def _driveuntil(kit: ConnectorKit, connector: SourceConnector, predicate: 
 
 async def vnode_scoped_reading(kit: ConnectorKit) -> None:
     rule = "vnode-scoped-reading"
-    mine, others = _split(kit)
-    ends = append_everywhere(kit)
-    registry = VnodeRegistry(VNODES)
-    registry.publish(1, _owners_giving(kit, mine))
-    connector = await _start_scoped(kit, registry)
+    mine, _others = _split(kit)
+    ends, _registry, connector = await _started_owning(kit, mine, rule)
     try:
         topic = kit.backend.topic
         owned = {(topic, p): ends[(topic, p)] for p in mine}
-        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
         named = set(connector.checkpoint().partitions())
         if named != set(owned):
             raise ConformanceError(rule, f"the checkpoint names {sorted(named)}; this node owns {sorted(owned)}")
@@ -107,18 +115,14 @@ async def vnode_scoped_reading(kit: ConnectorKit) -> None:
 async def acquisition_at_the_offered_cursors(kit: ConnectorKit) -> None:
     rule = "acquisition-at-offered-cursors"
     mine, others = _split(kit)
-    ends = append_everywhere(kit)
-    registry = VnodeRegistry(VNODES)
-    registry.publish(1, _owners_giving(kit, mine))
-    connector = await _start_scoped(kit, registry)
+    ends, registry, connector = await _started_owning(kit, mine, rule)
     try:
         topic = kit.backend.topic
         owned = {(topic, p): ends[(topic, p)] for p in mine}
-        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
         await read_until(kit, connector, owned, rule)
         registry.publish(2, _owners_giving(kit, mine | others))  # the other vnodes come to this node
         gained = frozenset((topic, p) for p in others)
-        await _driveuntil(kit, connector, lambda: connector.acquisition_needed() is not None, rule,
+        await _drive_until(kit, connector, lambda: connector.acquisition_needed() is not None, rule,
                            "acquisition_needed() after version 2 gave this node partitions")
         needed = connector.acquisition_needed()
         if needed != (2, gained):
@@ -128,7 +132,7 @@ async def acquisition_at_the_offered_cursors(kit: ConnectorKit) -> None:
                                          "gained partitions were acquired")
         offered = {(t, p): ends[(t, p)] // 2 + 1 for t, p in gained}  # where the manifest says they are
         connector.acquire_partitions({f"{t}:{p}": o for (t, p), o in offered.items()}, 2)
-        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after acquiring")
+        await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after acquiring")
         cursor = connector.checkpoint()
         wrong = {f"{t}:{p}": (cursor.partitions().get((t, p)), o) for (t, p), o in offered.items()
                  if cursor.partitions().get((t, p)) != o}
@@ -148,12 +152,8 @@ async def _drain(kit: ConnectorKit, outcome: SourceDrainOutcome) -> None:
     mine, others = _split(kit)
     topic = kit.backend.topic
     kept, moving = frozenset((topic, p) for p in mine), frozenset((topic, p) for p in others)
-    ends = append_everywhere(kit)
-    registry = VnodeRegistry(VNODES)
-    registry.publish(1, _owners_giving(kit, mine | others))
-    connector = await _start_scoped(kit, registry)
+    ends, registry, connector = await _started_owning(kit, mine | others, rule)
     try:
-        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
         reading = await read_until(kit, connector, ends, rule)
         reading.offsets.clear()
         more = append_everywhere(kit, RECORDS)  # in flight across the drain
@@ -179,14 +179,14 @@ async def _drain(kit: ConnectorKit, outcome: SourceDrainOutcome) -> None:
         await connector.finish_drain(resolution, time.monotonic() + kit.read_timeout_s)  # idempotent
         if outcome is SourceDrainOutcome.COMMIT:
             registry.publish(2, target)
-            await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the commit")
+            await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the commit")
             checkpoint = connector.checkpoint()
             if set(checkpoint.partitions()) != kept or checkpoint.assignment_version != 2:
                 raise ConformanceError(rule, f"after the commit the checkpoint names {sorted(checkpoint.partitions())} "
                                              f"at version {checkpoint.assignment_version}; the target is {sorted(kept)} at 2")
             return
         registry.publish(2, _owners_giving(kit, mine | others))  # an abort publishes the predecessor's owners
-        await _driveuntil(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the abort")
+        await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the abort")
         resumed = Reading()
         await read_until(kit, connector, more, rule, resumed)  # the paused partitions resume at their cut
         expect_exact(rule, resumed, cut, {tp: more[tp] for tp in moving})

@@ -245,15 +245,20 @@ class PositionsConsumer:
         return [TopicPartition(TOPIC, tp.partition, self.positions[tp.partition]) for tp in partitions]
 
 
+def positions_reader(consumer: PositionsConsumer, fifo: ByteBoundedFifo | None = None) -> Reader:
+    """A reader of partitions 0..9 of TOPIC over ``consumer``, assigned at offset 0."""
+    return Reader(consumer, fifo if fifo is not None else ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
+                  assigned={(TOPIC, p): 0 for p in range(10)}, chunk_records=10_000, discovery_interval_s=0.0,
+                  fields=RecordFields(topic=TOPIC))
+
+
 def test_a_chunk_reads_the_positions_of_its_partitions_and_every_partition_at_most_each_sweep(monkeypatch) -> None:
     import laminar_kafka.kafka_source.read.reader as reader_module
 
     clock = [100.0]
     monkeypatch.setattr(reader_module.time, "monotonic", lambda: clock[0])
     consumer = PositionsConsumer()
-    reader = Reader(consumer, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
-                    assigned={(TOPIC, p): 0 for p in range(10)}, chunk_records=10_000, discovery_interval_s=0.0,
-                    fields=RecordFields(topic=TOPIC))
+    reader = positions_reader(consumer)
     reader._read_chunk()  # the first chunk sweeps: nothing moved, nothing put
     assert consumer.asked == [list(range(10))] and reader.fifo.peek(10) == []
 
@@ -278,9 +283,7 @@ def test_sweeps_that_find_nothing_relax_to_the_idle_interval_and_records_bring_t
     clock = [100.0]
     monkeypatch.setattr(reader_module.time, "monotonic", lambda: clock[0])
     consumer = PositionsConsumer()
-    reader = Reader(consumer, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
-                    assigned={(TOPIC, p): 0 for p in range(10)}, chunk_records=10_000, discovery_interval_s=0.0,
-                    fields=RecordFields(topic=TOPIC))
+    reader = positions_reader(consumer)
 
     def sweeps_over(seconds: float) -> int:
         before = sum(1 for asked in consumer.asked if len(asked) == 10)
@@ -313,9 +316,7 @@ def test_the_asyncio_side_is_woken_once_the_commands_it_waits_for_have_their_res
         seen.append(tuple(f.done() for f in futures))
 
     consumer = PositionsConsumer()
-    reader = Reader(consumer, ByteBoundedFifo(1 << 30, on_ready=on_ready), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
-                    assigned={(TOPIC, p): 0 for p in range(10)}, chunk_records=10_000, discovery_interval_s=0.0,
-                    fields=RecordFields(topic=TOPIC))
+    reader = positions_reader(consumer, ByteBoundedFifo(1 << 30, on_ready=on_ready))
     reader._accepting = True
     futures += [reader.submit(lambda c: 1), reader.submit(lambda c: 2)]
     reader._run_commands()
