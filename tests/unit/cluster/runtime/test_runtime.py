@@ -527,3 +527,41 @@ async def test_a_node_holding_rows_asks_for_an_epoch_once_per_commit_when_none_c
     assert coordinator.epoch_asks == [0, 1] and asyncio.get_running_loop().time() - committed >= 0.3
     assert runtime.metrics.epoch_asks.labels(runtime.metrics.node)._value.get() == 2
     await stop_running(runtime, task)
+
+
+class HeldSource(QuietSource):
+    """Not reconciled while ``held`` (HOLD_INTAKE: the runtime polls nothing); counts its turns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = False
+        self.turns = 0
+
+    def checkpoint_ready(self) -> bool:
+        self.turns += 1
+        return not self.held
+
+
+async def test_a_held_generation_with_data_waiting_turns_on_the_timer_not_in_a_loop(tmp_path: Path) -> None:
+    """Intake held with records in the source's queue: nothing clears its ready event (no poll), so
+    the loop must not wait on it (it spun at about 28,000 turns a second)."""
+    import laminar_kafka.cluster.runtime.node_runtime as runtime_module
+
+    coordinator = FakeCoordinator()
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
+    options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
+    runtime = NodeRuntime(coordinator, sink, HeldSource, lambda: TOPOLOGY, options)
+    task = asyncio.create_task(runtime.run())
+    await wait_for(lambda: runtime.generations.current is not None)
+    source = runtime.generations.current.connector
+    assert isinstance(source, HeldSource)
+    source.held = True
+    source.event.set()  # records waiting
+    start, turns = asyncio.get_running_loop().time(), source.turns
+    await wait_for(lambda: source.turns >= turns + 5)
+    elapsed = asyncio.get_running_loop().time() - start
+    assert elapsed >= 4 * runtime_module.TURN_WAIT_S * 0.9  # five turns took four timer waits at least
+    source.held = False
+    source.release()
+    await wait_for(lambda: runtime.rows_written > 0)  # reconciled: the waiting records land
+    await stop_running(runtime, task)
