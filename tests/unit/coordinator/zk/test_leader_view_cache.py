@@ -80,3 +80,27 @@ def test_an_ack_is_decoded_once_per_content_and_only_this_passs_paths_stay_cache
     assert len(decodes) == 3 and set(store._decoded_acks) == {"/e/1"}  # /e/2 left the pass: dropped
     assert store._decode_acks({"/e/1": b"{not json"}) == []  # malformed: left out, not cached
     assert store._decoded_acks == {}
+
+
+class ExistsRecorder:
+    def __init__(self) -> None:
+        self.watched: list[str] = []
+
+    def exists(self, path: str, watch: Callable[[WatchedEvent], None] | None = None) -> None:
+        self.watched.append(path)
+
+
+def test_a_malformed_or_missing_epoch_ask_reads_as_none_and_a_missing_one_is_watched_once(caplog: Any) -> None:
+    """A state fault: the ``epoch_wanted`` node written by hand or half restored. The leader reads
+    no ask (the quiet interval still bounds the wait) and says so; a missing node gets one watch for
+    its creation, not one per pass."""
+    client = ExistsRecorder()
+    views = store_over(client)
+    assert views._epoch_wanted((b"7", 0), "/w") == 7
+    with caplog.at_level("WARNING"):
+        assert views._epoch_wanted((b"not-an-epoch", 1), "/w") == 0
+    assert "malformed epoch_wanted" in caplog.text
+    assert views._epoch_wanted(None, "/w") == 0 and views._epoch_wanted(None, "/w") == 0
+    assert client.watched == ["/w"]
+    views.clear_cache()  # a reconnect may have lost the watch: armed again
+    assert views._epoch_wanted(None, "/w") == 0 and client.watched == ["/w", "/w"]
