@@ -25,7 +25,10 @@ class ConformanceSkipped(Exception):
 
 class LogBackend(abc.ABC):
     """The partitioned log a connector reads, as the kit drives it: one topic (or stream family) of
-    partitions numbered from 0, whose records have offsets 0, 1, 2... in append order.
+    partitions numbered from 0, whose records have increasing integer offsets in append order (0, 1,
+    2... in a dense log such as Kafka's; a log with sparse positions, such as Redis stream IDs,
+    overrides :meth:`offsets`). A cursor is the offset of the next record to read; any integer is a
+    valid cursor (reading resumes at the first record at or above it).
 
     Calls come from the kit's thread and may block (they are test set-up, not the data path).
     """
@@ -44,6 +47,11 @@ class LogBackend(abc.ABC):
     @abc.abstractmethod
     def end(self, partition: int) -> int:
         """The offset the next record of ``partition`` will get (its high watermark)."""
+
+    def offsets(self, partition: int, start: int, end: int) -> list[int]:
+        """The offsets of ``partition``'s records in ``[start, end)``, in order. The default is
+        right for a dense log (every integer is a record's offset)."""
+        return list(range(max(start, 0), end))
 
     @abc.abstractmethod
     def add_partition(self) -> int:

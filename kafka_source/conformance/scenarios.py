@@ -51,7 +51,7 @@ async def initial_position_reads_everything_once(kit: ConnectorKit) -> None:
             raise ConformanceError(rule, f"the checkpoint after start() names {sorted(start)}, not every "
                                          f"partition {sorted(ends)}")
         reading = await read_until(kit, connector, ends, rule)
-        expect_exact(rule, reading, {tp: 0 for tp in ends}, ends)
+        expect_exact(kit, rule, reading, {tp: 0 for tp in ends}, ends)
     finally:
         await close_generation(connector)
 
@@ -67,7 +67,7 @@ async def resume_starts_exactly_at_the_checkpoint(kit: ConnectorKit) -> None:
                                          f"not the resume cursors")
         more = append_everywhere(kit, 5)  # records appended after the start are read too
         reading = await read_until(kit, connector, more, rule)
-        expect_exact(rule, reading, cursors, more)
+        expect_exact(kit, rule, reading, cursors, more)
     finally:
         await close_generation(connector)
 
@@ -88,7 +88,7 @@ async def checkpoint_is_bound_to_the_batches_returned(kit: ConnectorKit) -> None
     resumed = await start_generation(kit, resume_at(middle))
     try:
         again = await read_until(kit, resumed, ends, rule)
-        expect_exact(rule, again, middle, ends)
+        expect_exact(kit, rule, again, middle, ends)
     finally:
         await close_generation(resumed)
 
@@ -121,7 +121,7 @@ async def add_partitions_reads_a_new_partition_from_its_start(kit: ConnectorKit)
         connector.add_partitions([tp])
         connector.add_partitions([tp])  # idempotent
         reading = await read_until(kit, connector, {tp: kit.backend.end(added)}, rule)
-        expect_exact(rule, reading, {tp: 0}, {tp: kit.backend.end(added)})
+        expect_exact(kit, rule, reading, {tp: 0}, {tp: kit.backend.end(added)})
         if tp not in connector.checkpoint().partitions():
             raise ConformanceError(rule, f"the checkpoint does not name the added partition {tp[0]}:{tp[1]}")
     finally:

@@ -104,7 +104,7 @@ async def vnode_scoped_reading(kit: ConnectorKit) -> None:
         foreign = sorted(set(reading.offsets) - set(owned))
         if foreign:
             raise ConformanceError(rule, f"rows of {foreign}, whose vnodes another node owns")
-        expect_exact(rule, reading, {tp: 0 for tp in owned}, owned)
+        expect_exact(kit, rule, reading, {tp: 0 for tp in owned}, owned)
         if connector.checkpoint().assignment_version != 1:
             raise ConformanceError(rule, f"the checkpoint is at assignment version "
                                          f"{connector.checkpoint().assignment_version}, not the published 1")
@@ -140,7 +140,7 @@ async def acquisition_at_the_offered_cursors(kit: ConnectorKit) -> None:
             raise ConformanceError(rule, f"after acquiring, the checkpoint (version {cursor.assignment_version}) "
                                          f"differs from the offered cursors (have, offered): {wrong}")
         reading = await read_until(kit, connector, {tp: ends[tp] for tp in gained}, rule)
-        expect_exact(rule, reading, offered, {tp: ends[tp] for tp in gained})
+        expect_exact(kit, rule, reading, offered, {tp: ends[tp] for tp in gained})
     finally:
         await close_generation(connector)
 
@@ -168,8 +168,8 @@ async def _drain(kit: ConnectorKit, outcome: SourceDrainOutcome) -> None:
             raise ConformanceError(rule, f"the checkpoint at the drain's cut names {sorted(cut)}, not every moving "
                                          f"partition {sorted(moving)}")
         await read_until(kit, connector, {tp: more[tp] for tp in kept}, rule, reading)  # the others read on
-        expect_exact(rule, reading, ends, {tp: more[tp] for tp in kept})
-        expect_exact(rule, reading, ends, cut)  # the moving ones: exactly up to the cut, not past it
+        expect_exact(kit, rule, reading, ends, {tp: more[tp] for tp in kept})
+        expect_exact(kit, rule, reading, ends, cut)  # the moving ones: exactly up to the cut, not past it
         after = connector.checkpoint().partitions()
         if any(after.get(tp) != o for tp, o in cut.items()):
             raise ConformanceError(rule, f"a paused partition's cursor moved past its cut {cut}: {after}")
@@ -189,7 +189,7 @@ async def _drain(kit: ConnectorKit, outcome: SourceDrainOutcome) -> None:
         await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the abort")
         resumed = Reading()
         await read_until(kit, connector, more, rule, resumed)  # the paused partitions resume at their cut
-        expect_exact(rule, resumed, cut, {tp: more[tp] for tp in moving})
+        expect_exact(kit, rule, resumed, cut, {tp: more[tp] for tp in moving})
     finally:
         await close_generation(connector)
 
