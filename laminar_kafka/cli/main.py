@@ -31,6 +31,7 @@ from laminar_kafka.cli.common import (
 from laminar_kafka.cli.dev import add_dev_commands
 from laminar_kafka.cli.tools import add_chaos_command, add_demo_command
 from laminar_kafka.cli.lake import add_lake_commands, lake_target
+from laminar_kafka.cli.redis import add_redis_commands
 from laminar_kafka.kafka_source.config.source_config import Format
 
 logger = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description="Land Kafka topics into Parquet exactly once, on a cluster of nodes.")
     add_common(parser, top=True)
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,compact,demo,chaos,dev}",
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,status,verify,compact,redis,demo,chaos,dev}",
                                      parser_class=Parser)
 
     run = commands.add_parser("run", help="run one node", description=(
@@ -195,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(handler=cmd_status)
 
     add_lake_commands(commands)
+    add_redis_commands(commands)
     add_demo_command(commands)
     add_chaos_command(commands)
     add_dev_commands(commands)

@@ -5,8 +5,9 @@ One namespace, ``laminar_kafka`` (docs/DESIGN.md, "The house"). Its floors, lowe
 1. ``coordinator``: vnode assignment (pure) and its backends.
 2. ``kafka_source``: the protocol and the Kafka source; of the coordinator it uses only the pure
    modules (vnode routing and rounds, the codec, the errors).
-3. ``cluster`` (the node runtime) and ``devstack`` (the dev servers), side by side: neither imports
-   the other.
+3. ``cluster`` (the node runtime), ``devstack`` (the dev servers) and ``redis_source`` (a second
+   source over the protocol, built on ``kafka_source``'s reference connector), side by side: none
+   imports another.
 4. The top floor, ``laminar_kafka`` itself: the command line, the demo and the chaos campaign.
 
 Every import counts, at module level or inside a function, under ``TYPE_CHECKING`` or not.
@@ -24,8 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "laminar_kafka"
-MAPPED = ("coordinator", "kafka_source", "cluster", "devstack")  # repository folders mapped into NS
-FLOOR = {"coordinator": 1, "kafka_source": 2, "cluster": 3, "devstack": 3}
+MAPPED = ("coordinator", "kafka_source", "redis_source", "cluster", "devstack")  # repository folders mapped into NS
+FLOOR = {"coordinator": 1, "kafka_source": 2, "cluster": 3, "devstack": 3, "redis_source": 3}
 TOP = 4
 KAFKA_SOURCE_MAY_USE = ("coordinator.vnodes.", "coordinator.codec", "coordinator.errors", "coordinator.versioning")
 MAX_ROOT_MODULES = 15

@@ -1,0 +1,170 @@
+"""``RedisStreamsSource``: an assignment-scoped source over Redis Streams, one stream per partition.
+
+The protocol (exact start and resume, vnode ownership, drains and acquisition, advisory commits)
+is :class:`~laminar_kafka.kafka_source.conformance.log_source.PartitionedLogSource`'s; this module
+gives it Redis: partition ``n`` of stream family ``s`` is the stream ``s:n``, an entry's offset is its
+ID packed into an integer (:mod:`laminar_kafka.redis_source.ids`), a poll is one ``XREAD`` (no
+``BLOCK``) over the partitions read, and advisory offsets go to a hash, never backwards (one Lua
+script, atomic on the server). Everything is asyncio (``redis.asyncio``): the event loop never
+blocks and the generation starts no thread (no task tracker).
+
+A Redis error ends the generation (:class:`~laminar_kafka.redis_source.errors.RedisSourceError`, a
+FatalError): the node runtime builds the next one from the last durable checkpoint, so a lost
+connection or a restarted server costs a re-read of the uncommitted tail, never a lost or doubled row.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+import pyarrow as pa
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.kafka_source.connector import ConnectorCancellationPolicy, SourceStart
+from laminar_kafka.kafka_source.conformance.log_source import PartitionedLogSource, PartitionRead
+from laminar_kafka.redis_source.config import RedisStreamsConfig
+from laminar_kafka.redis_source.errors import RedisSourceError
+from laminar_kafka.redis_source.ids import offset_of, position_after, read_from
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ADVANCE_SCRIPT", "RedisStreamsSource", "redacted"]
+
+#: KEYS[1]: the advisory hash; ARGV: partition, entry ID, partition, entry ID... Stores each ID
+#: unless the stored one is later (IDs compare as (milliseconds, sequence) pairs).
+ADVANCE_SCRIPT = """
+local function later(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if not bm then return true end
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am > bm or (am == bm and as > bs)
+end
+for i = 1, #ARGV, 2 do
+  local stored = redis.call('HGET', KEYS[1], ARGV[i])
+  if not stored or later(ARGV[i + 1], stored) then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+return 0
+"""
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (for messages)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class RedisStreamsSource(PartitionedLogSource):
+    """One generation reading ``config.partitions`` streams ``<stream>:<n>``; rows carry
+    ``_topic`` (the stream family), ``_partition``, ``_offset`` (the packed entry ID) and ``value``
+    (the entry's ``value.field``, binary; null when the entry lacks it)."""
+
+    value_type = pa.binary()
+
+    def __init__(self, config: RedisStreamsConfig,
+                 cancellation: ConnectorCancellationPolicy = ConnectorCancellationPolicy.RETIRE_CONNECTOR) -> None:
+        super().__init__(cancellation=cancellation)
+        self.config = config
+        self._partitions = tuple((config.stream, p) for p in range(config.partitions))
+        self._key_partition = {config.stream_key(p).encode(): (config.stream, p) for p in range(config.partitions)}
+        self._field = config.value_field.encode()
+        self._client: aioredis.Redis | None = None
+        self._advance: object | None = None
+        self._turn = 0
+
+    def _where(self) -> str:
+        return f"Redis {redacted(self.config.url)}"
+
+    async def start(self, request: SourceStart) -> None:
+        """Connects (one ``PING``: a server that does not answer fails the start in one line), then
+        starts at the resume cursors (the streams' beginnings when there are none)."""
+        client = aioredis.Redis.from_url(self.config.url, socket_timeout=self.config.timeout_s,
+                                         socket_connect_timeout=self.config.timeout_s)
+        try:
+            await client.ping()
+        except RedisError as exc:
+            await client.aclose()
+            raise RedisSourceError(f"{self._where()} does not answer: {exc}") from exc
+        self._client = client
+        self._advance = client.register_script(ADVANCE_SCRIPT)
+        await super().start(request)
+
+    async def close(self) -> None:
+        await super().close()
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                await client.aclose()
+            except RedisError as exc:  # the generation is over either way
+                logger.warning("closing the %s client: %s", self._where(), exc)
+
+    def log_partitions(self) -> Iterable[TopicPartitionId]:
+        return self._partitions
+
+    def add_partitions(self, partitions: Iterable[TopicPartitionId]) -> None:
+        """Outside vnode mode, streams ``<stream>:<n>`` past the configured ones become partitions too,
+        read from their start (Redis creates a stream with its first entry); other names are
+        ignored. In vnode mode the set is fixed (ConfigurationError, as the reference's)."""
+        wanted = list(partitions)
+        if self._registry is None:
+            for stream, partition in wanted:
+                if stream == self.config.stream and partition >= 0 and (stream, partition) not in self._partitions:
+                    self._partitions += ((stream, partition),)
+                    self._key_partition[self.config.stream_key(partition).encode()] = (stream, partition)
+        super().add_partitions(wanted)
+
+    async def read_records(self, starts: Mapping[TopicPartitionId, int], max_records: int) -> list[PartitionRead]:
+        """One ``XREAD COUNT max_records`` over every partition in ``starts``, from each position;
+        at most ``max_records`` entries are kept in all, the partition served first turning each
+        call so that none waits behind busier ones."""
+        client = self._require_client()
+        order = list(starts)
+        self._turn = (self._turn + 1) % len(order)
+        order = order[self._turn:] + order[:self._turn]
+        streams = {self.config.stream_key(tp[1]): read_from(starts[tp]) for tp in order}
+        try:
+            reply = await client.xread(streams, count=max_records)
+        except RedisError as exc:
+            raise RedisSourceError(f"XREAD of {len(streams)} streams on {self._where()}: {exc}") from exc
+        reads: list[PartitionRead] = []
+        left = max_records
+        for key, entries in reply or ():
+            if left <= 0:
+                break
+            entries = entries[:left]
+            left -= len(entries)
+            reads.append(PartitionRead(
+                self._key_partition[key],
+                [offset_of(entry_id) for entry_id, _ in entries],
+                [fields.get(self._field) for _, fields in entries],
+                position_after(entries[-1][0]),
+            ))
+        return reads
+
+    async def commit_advisory(self, offsets: Mapping[TopicPartitionId, int]) -> None:
+        """Each partition's last landed entry ID into the advisory hash, never backwards."""
+        self._require_client()
+        args: list[str] = []
+        for (_stream, partition), cursor in sorted(offsets.items()):
+            if cursor > 0:
+                args += [str(partition), read_from(cursor)]
+        if not args:
+            return
+        try:
+            await self._advance(keys=[self.config.advisory_key], args=args)  # type: ignore[operator]
+        except RedisError as exc:
+            raise RedisSourceError(f"advisory offsets into {self.config.advisory_key} on {self._where()}: {exc}") from exc
+
+    def _require_client(self) -> aioredis.Redis:
+        if self._client is None:
+            raise RedisSourceError("the generation is not started or already closed")
+        return self._client
