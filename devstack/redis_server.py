@@ -54,6 +54,8 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 20.0) -> RedisServer:
+        """Start (or start again, on the same port and directory); returns once ``PING`` answers."""
+        self.directory.mkdir(parents=True, exist_ok=True)
         args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
                 "--logfile", str(self.directory / "redis.log"), "--daemonize", "no"]

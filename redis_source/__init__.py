@@ -7,7 +7,12 @@ as a node of a ZooKeeper-coordinated pipeline landing a Parquet tree
 (``python -m laminar_kafka.redis_source --help``). Needs the ``redis`` extra (``redis>=5``).
 """
 from laminar_kafka.redis_source.config import RedisStreamsConfig
-from laminar_kafka.redis_source.errors import RedisConfigError, RedisSourceError, StreamIdError
+from laminar_kafka.redis_source.errors import (
+    RedisCommandError, RedisConfigError, RedisSourceError, RedisUnavailable, StreamIdError,
+)
 from laminar_kafka.redis_source.source import RedisStreamsSource
 
-__all__ = ["RedisConfigError", "RedisSourceError", "RedisStreamsConfig", "RedisStreamsSource", "StreamIdError"]
+__all__ = [
+    "RedisCommandError", "RedisConfigError", "RedisSourceError", "RedisStreamsConfig", "RedisStreamsSource",
+    "RedisUnavailable", "StreamIdError",
+]

@@ -8,9 +8,13 @@ ID packed into an integer (:mod:`laminar_kafka.redis_source.ids`), a poll is one
 script, atomic on the server). Everything is asyncio (``redis.asyncio``): the event loop never
 blocks and the generation starts no thread (no task tracker).
 
-A Redis error ends the generation (:class:`~laminar_kafka.redis_source.errors.RedisSourceError`, a
-FatalError): the node runtime builds the next one from the last durable checkpoint, so a lost
-connection or a restarted server costs a re-read of the uncommitted tail, never a lost or doubled row.
+A Redis error ends the generation and the node runtime builds the next one from the last durable
+checkpoint, so a lost connection or a restarted server costs a re-read of the uncommitted tail,
+never a lost or doubled row. A server that does not answer is
+:class:`~laminar_kafka.redis_source.errors.RedisUnavailable` (transient: retried for as long as the
+outage lasts); an error the server answers is
+:class:`~laminar_kafka.redis_source.errors.RedisCommandError` (counted; the node stops after
+``max_generation_failures`` in a row). Each names the server (without its password) and the call.
 """
 from __future__ import annotations
 
@@ -20,13 +24,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import BusyLoadingError, ConnectionError, RedisError, TimeoutError
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.connector import ConnectorCancellationPolicy, SourceStart
 from laminar_kafka.kafka_source.conformance.log_source import PartitionedLogSource, PartitionRead
 from laminar_kafka.redis_source.config import RedisStreamsConfig
-from laminar_kafka.redis_source.errors import RedisSourceError
+from laminar_kafka.redis_source.errors import RedisCommandError, RedisSourceError, RedisUnavailable
 from laminar_kafka.redis_source.ids import offset_of, position_after, read_from
 
 logger = logging.getLogger(__name__)
@@ -84,6 +88,12 @@ class RedisStreamsSource(PartitionedLogSource):
     def _where(self) -> str:
         return f"Redis {redacted(self.config.url)}"
 
+    def _error(self, call: str, exc: RedisError) -> RedisSourceError:
+        """The connector's error for ``exc``, raised by ``call``: unavailable or answered."""
+        if isinstance(exc, (ConnectionError, TimeoutError, BusyLoadingError)):
+            return RedisUnavailable(f"{call} on {self._where()}: the server does not answer ({exc})")
+        return RedisCommandError(f"{call} on {self._where()}: {exc}")
+
     async def start(self, request: SourceStart) -> None:
         """Connects (one ``PING``: a server that does not answer fails the start in one line), then
         starts at the resume cursors (the streams' beginnings when there are none)."""
@@ -93,7 +103,7 @@ class RedisStreamsSource(PartitionedLogSource):
             await client.ping()
         except RedisError as exc:
             await client.aclose()
-            raise RedisSourceError(f"{self._where()} does not answer: {exc}") from exc
+            raise self._error("PING", exc) from exc
         self._client = client
         self._advance = client.register_script(ADVANCE_SCRIPT)
         await super().start(request)
@@ -134,7 +144,7 @@ class RedisStreamsSource(PartitionedLogSource):
         try:
             reply = await client.xread(streams, count=max_records)
         except RedisError as exc:
-            raise RedisSourceError(f"XREAD of {len(streams)} streams on {self._where()}: {exc}") from exc
+            raise self._error(f"XREAD of {len(streams)} streams", exc) from exc
         reads: list[PartitionRead] = []
         left = max_records
         for key, entries in reply or ():
@@ -151,8 +161,9 @@ class RedisStreamsSource(PartitionedLogSource):
         return reads
 
     async def commit_advisory(self, offsets: Mapping[TopicPartitionId, int]) -> None:
-        """Each partition's last landed entry ID into the advisory hash, never backwards."""
-        self._require_client()
+        """Each partition's last landed entry ID into the advisory hash, never backwards. Advisory:
+        a failure is logged and left for the next committed epoch, which carries every cursor."""
+        client = self._require_client()
         args: list[str] = []
         for (_stream, partition), cursor in sorted(offsets.items()):
             if cursor > 0:
@@ -160,11 +171,12 @@ class RedisStreamsSource(PartitionedLogSource):
         if not args:
             return
         try:
-            await self._advance(keys=[self.config.advisory_key], args=args)  # type: ignore[operator]
+            await self._advance(keys=[self.config.advisory_key], args=args, client=client)  # type: ignore[operator]
         except RedisError as exc:
-            raise RedisSourceError(f"advisory offsets into {self.config.advisory_key} on {self._where()}: {exc}") from exc
+            logger.warning("%s (advisory only; the next committed epoch writes them again)",
+                           self._error(f"the advisory offsets into {self.config.advisory_key}", exc))
 
     def _require_client(self) -> aioredis.Redis:
         if self._client is None:
-            raise RedisSourceError("the generation is not started or already closed")
+            raise RedisCommandError("the generation is not started or already closed")
         return self._client
