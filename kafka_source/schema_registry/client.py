@@ -13,7 +13,12 @@ Errors, and what the source does with them:
   (a bad record);
 - the registry refuses the credentials (HTTP 401/403): :class:`ConfigurationError` (fatal);
 - the registry is unreachable, times out or answers 5xx/429: :class:`TransientError` (nothing is
-  consumed; the same records are decoded again on the next poll).
+  consumed; the same records are decoded again on the next poll), also while the files or named
+  types a schema references are fetched.
+
+Protobuf schema strings may be base64 descriptors or ``.proto`` text: the Confluent registry
+converts to the former for ``format=serialized``, Apicurio's Confluent-compatible API serves what
+was registered (see :mod:`~laminar_kafka.kafka_source.schema_registry.proto_text`).
 
 Schemas are fetched once per id (ids are immutable) and kept for the life of the
 :class:`WriterSchemas`. ``mock://<scope>`` URLs give confluent-kafka's in-memory
@@ -40,6 +45,7 @@ from laminar_kafka.kafka_source.schema_registry.arrow_types import (
     json_schema_to_arrow,
     protobuf_to_arrow,
 )
+from laminar_kafka.kafka_source.schema_registry.proto_text import file_descriptor_proto
 
 logger = logging.getLogger(__name__)
 
@@ -267,20 +273,54 @@ class WriterSchemas:
         from confluent_kafka.schema_registry._sync.avro import _resolve_named_schema
         from confluent_kafka.schema_registry.common.avro import parse_schema_with_repo
 
-        named = {name: _without_uuid(value) for name, value in _resolve_named_schema(schema, self._client).items()}
+        named = {name: _without_uuid(value) for name, value in _resolve_named_schema(schema, self._checked_versions()).items()}
         return parse_schema_with_repo(json.dumps(raw), named)
 
+    def _checked_versions(self) -> Any:
+        """A stand-in client for confluent-kafka's reference resolvers: its ``get_version`` maps
+        registry failures as :meth:`get` says, so an unreachable registry while a reference is fetched
+        is transient, not a schema refused for the life of the process."""
+        client = self._client
+
+        class _Checked:
+            def get_version(self, subject: str, version: Any, *args: Any, **kwargs: Any) -> Any:
+                return _registry_call(lambda: client.get_version(subject, version, *args, **kwargs),
+                                      f"reference subject {subject!r} version {version}")
+
+        return _Checked()
+
     def _protobuf_file(self, schema: Schema) -> Any:
-        from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema
-        from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
+        """The file descriptor of ``schema`` in a pool of its own, with the well-known files and the
+        files its registry references name (fetched recursively). Each schema string may be the base64
+        serialized descriptor (Confluent's answer to ``format=serialized``) or ``.proto`` text (what
+        Apicurio serves when text was registered: it ignores ``format``); see
+        :func:`~laminar_kafka.kafka_source.schema_registry.proto_text.file_descriptor_proto`."""
+        from confluent_kafka.schema_registry.common.protobuf import _init_pool
         from google.protobuf.descriptor_pool import DescriptorPool
 
         pool = DescriptorPool()
         _init_pool(pool)
-        _resolve_named_schema(schema, self._client, pool)
-        proto = _str_to_proto("default", schema.schema_str or "")
+        self._add_protobuf_references(schema, pool, set())
+        proto = file_descriptor_proto("default", schema.schema_str or "")
         pool.Add(proto)
         return pool.FindFileByName(proto.name)
+
+    def _add_protobuf_references(self, schema: Schema, pool: Any, added: set[str]) -> None:
+        """Add the files ``schema`` references to ``pool``, dependencies first; registry failures
+        raise as :meth:`get` says (an unreachable registry is transient, not a refused schema)."""
+        from confluent_kafka.schema_registry.common.protobuf import _is_builtin
+
+        for ref in schema.references or ():
+            if not ref.name or ref.name in added or _is_builtin(ref.name):
+                continue  # well-known files are in every pool already
+            added.add(ref.name)
+            if ref.subject is None or ref.version is None:
+                raise UnsupportedSchemaError(f"protobuf reference {ref.name!r} names no subject and version")
+            subject, version = ref.subject, ref.version
+            found = _registry_call(lambda: self._client.get_version(subject, version, True, "serialized"),
+                                   f"reference {ref.name!r} (subject {subject!r} version {version})")
+            self._add_protobuf_references(found.schema, pool, added)
+            pool.Add(file_descriptor_proto(ref.name, found.schema.schema_str or ""))
 
 
 def _registry_call(call: Callable[[], _T], what: str) -> _T:

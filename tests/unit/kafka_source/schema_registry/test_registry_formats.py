@@ -557,3 +557,39 @@ def test_on_tombstone_row_before_any_value_decoded_is_a_row_without_payload_colu
     builder = BatchBuilder(config(scope(), **{"on.tombstone": "row"}))
     built = builder.build(records_of([msg(0, None), msg(1, None)]))
     assert built.bad == () and built.batch.column("_offset").to_pylist() == [0, 1]
+
+
+def test_an_unreachable_registry_while_fetching_an_avro_reference_is_transient_not_a_refused_schema() -> None:
+    """A registry outage between the schema and its reference once cached the schema as unparseable
+    (UnsupportedSchemaError): every later record of that id was dead-lettered for the life of the node."""
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+
+    url = scope()
+    inner = registry_client(url, {})
+    address = {"type": "record", "name": "Address", "namespace": "shop", "fields": [{"name": "city", "type": "string"}]}
+    inner.register_schema("address", Schema(json.dumps(address), "AVRO"))
+    person = {"type": "record", "name": "Person", "namespace": "shop",
+              "fields": [{"name": "id", "type": "long"}, {"name": "home", "type": "shop.Address"}]}
+    schema_id = inner.register_schema("t-value", Schema(json.dumps(person), "AVRO",
+                                                        [SchemaReference("shop.Address", "address", 1)]))
+
+    class VersionsDown(_CountingRegistry):
+        """Schemas by id answer; versions (how references are fetched) fail while ``down``."""
+
+        def get_schema(self, schema_id: int, **kwargs: Any) -> Any:
+            return self.inner.get_schema(schema_id, **kwargs)
+
+        def get_version(self, *args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise ConnectionError("connection refused")
+            return self.inner.get_version(*args, **kwargs)
+
+    registry = VersionsDown(url)
+    value = b"\x00" + schema_id.to_bytes(4, "big") + b"\x0e\x08Oslo"  # id 7, city "Oslo"
+    builder = BatchBuilder(config(url), registry=registry)  # type: ignore[arg-type]
+    registry.down = True
+    with pytest.raises(TransientError, match="unreachable"):
+        builder.build(records_of([msg(0, value)]))
+    registry.down = False
+    built = builder.build(records_of([msg(0, value)]))  # asked again, not refused from the cache
+    assert built.bad == () and built.batch.to_pylist() == [{"id": 7, "home": {"city": "Oslo"}, "_offset": 0}]
