@@ -68,6 +68,8 @@ _NUMERIC_KEYS = {"timeout": float, "cache.capacity": int, "cache.latest.ttl.sec"
                  "max.retries": int, "retries.wait.ms": int, "retries.max.wait.ms": int}
 #: bounded defaults so one unreachable registry cannot hold a poll for long
 _DEFAULTS = {"timeout": 10.0, "max.retries": 2}
+#: imports every pool holds already (confluent-kafka's ``_init_pool``): never fetched as references
+_BUILTIN_PROTO_PREFIXES = ("confluent/", "google/protobuf/", "google/type/")
 _mock_clients: dict[str, SchemaRegistryClient] = {}
 _mock_lock = threading.Lock()
 _T = TypeVar("_T")
@@ -308,10 +310,8 @@ class WriterSchemas:
     def _add_protobuf_references(self, schema: Schema, pool: Any, added: set[str]) -> None:
         """Add the files ``schema`` references to ``pool``, dependencies first; registry failures
         raise as :meth:`get` says (an unreachable registry is transient, not a refused schema)."""
-        from confluent_kafka.schema_registry.common.protobuf import _is_builtin
-
         for ref in schema.references or ():
-            if not ref.name or ref.name in added or _is_builtin(ref.name):
+            if not ref.name or ref.name in added or ref.name.startswith(_BUILTIN_PROTO_PREFIXES):
                 continue  # well-known files are in every pool already
             added.add(ref.name)
             if ref.subject is None or ref.version is None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from confluent_kafka import Message
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaReference
+from confluent_kafka.schema_registry import Schema, SchemaReference
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
@@ -153,14 +154,15 @@ class ApicurioLikeRegistry:
         self.formats: list[str | None] = []
         reference = SchemaReference("shared/money.proto", "money", 1)
         self.schemas = {7: Schema(ORDER_TEXT, "PROTOBUF", [reference])}
-        self.versions = {("money", 1): RegisteredSchema(subject="money", version=1, schema_id=3, guid=None,
-                                                              schema=Schema(MONEY_TEXT, "PROTOBUF"))}
+        # RegisteredSchema's constructor differs across confluent-kafka releases; the reader uses .schema
+        self.versions = {("money", 1): SimpleNamespace(subject="money", version=1, schema_id=3,
+                                                       schema=Schema(MONEY_TEXT, "PROTOBUF"))}
 
     def get_schema(self, schema_id: int, subject_name: str | None = None, fmt: str | None = None) -> Schema:
         self.formats.append(fmt)
         return self.schemas[schema_id]
 
-    def get_version(self, subject: str, version: int, deleted: bool = False, fmt: str | None = None) -> RegisteredSchema:
+    def get_version(self, subject: str, version: int, deleted: bool = False, fmt: str | None = None) -> Any:
         self.formats.append(fmt)
         if self.down:
             raise ConnectionError("connection refused")
