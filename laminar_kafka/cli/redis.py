@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow.fs as pafs
 
 from laminar_kafka.cli.common import Parser, add_common, configure_command_logging
 from laminar_kafka.cluster.errors import UsageError
@@ -178,6 +179,7 @@ def read_stream_offsets(url: str, stream: str, partitions: int) -> tuple[dict[in
     import redis
 
     from laminar_kafka.redis_source.ids import offset_of
+    from laminar_kafka.redis_source.source import redacted
 
     client = redis.Redis.from_url(url, socket_timeout=30)
     offsets: dict[int, np.ndarray] = {}
@@ -194,10 +196,21 @@ def read_stream_offsets(url: str, stream: str, partitions: int) -> tuple[dict[in
             offsets[partition] = np.asarray(found, dtype=np.int64)
             ends[partition] = int(found[-1]) + 1 if found else 0
     except redis.RedisError as exc:
-        raise UsageError(f"cannot read the streams {stream}:* on {url}: {exc}", cause=exc) from exc
+        raise UsageError(f"cannot read the streams {stream}:* on {redacted(url)}: {exc}", cause=exc) from exc
     finally:
         client.close()
     return offsets, ends
+
+
+def _require_stream_directory(fs: pafs.FileSystem, root: str, output: str, stream: str, entries: int) -> None:
+    """A stream with entries but no directory in the output is a wrong ``--output`` or ``--stream``,
+    not a pipeline that lost everything: UsageError naming what the output holds."""
+    if entries == 0 or fs.get_file_info(f"{root}/{stream}").type == pafs.FileType.Directory:
+        return
+    held = sorted(info.base_name for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+                  if info.type == pafs.FileType.Directory and not info.base_name.startswith(("_", ".")))
+    raise UsageError(f"{output} holds no rows of stream {stream!r} ({entries} entries in Redis): "
+                     f"wrong --output or --stream? It holds {', '.join(held) or 'nothing'}")
 
 
 def cmd_redis_verify(args: argparse.Namespace) -> int:
@@ -207,6 +220,7 @@ def cmd_redis_verify(args: argparse.Namespace) -> int:
     _properties(args)
     expected, ends = read_stream_offsets(args.redis_url, args.stream, args.partitions)
     fs, root = open_output(args.output)
+    _require_stream_directory(fs, root, args.output, args.stream, sum(len(o) for o in expected.values()))
     report = audit(args.stream, expected, ends, read_output(fs, root, args.stream))
     print(report.table())
     return 0 if report.ok else 1
