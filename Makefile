@@ -3,6 +3,9 @@
 #               ZooKeeper jars from Maven Central (cached), builds the container images (make images,
 #               cached), and runs every suite against real servers: local processes, then containers.
 #   make demo   a local 3-node cluster with a live rebalance and a node kill, ending with `verify`.
+#   make matrix the compatibility matrix (.ci/matrix.sh, docs/compatibility.md): the smoke test and part of
+#               the source and coordinator suites on Kafka 3.9 (ZooKeeper-mode brokers; KRaft), ZooKeeper
+#               3.8, Python 3.13 and the oldest libraries pyproject.toml allows; the last step of `make test`.
 #   make bench  the benchmarks (JSON on stdout).
 #   make chaos  the seeded chaos campaign (SEEDS=20 draws every fault kind; CHAOS_ARGS for more flags).
 PYTHON ?= python3
@@ -22,7 +25,11 @@ CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_c
   tests/faults/test_smoke_broker_restart.py \
   tests/faults/coordinator/test_zk_faults.py::test_standalone_server_restart_members_reconnect_and_state_is_intact
 
-.PHONY: install jvm artifacts images test test-containers test-unit demo chaos bench clean
+# the matrix's cells (all by default) and extra pytest arguments for them
+MATRIX_CELLS ?=
+MATRIX_PYTEST_ARGS ?=
+
+.PHONY: install jvm artifacts images test test-containers test-unit matrix demo chaos bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +56,11 @@ images: jvm
 test: artifacts images
 	$(PY) -m pytest tests/unit tests/integration tests/faults $(PYTEST_ARGS)
 	LAMINAR_TEST_BACKEND=docker LAMINAR_CONTAINERS_REQUIRED=1 $(PY) -m pytest $(CONTAINER_TESTS) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory matrix
+
+# each cell makes its own venv on first use (.venv-py313, .venv-oldest) and resolves its jars (cached)
+matrix: install
+	PYTHON=$(PYTHON) MATRIX_PYTEST_ARGS="$(MATRIX_PYTEST_ARGS)" bash .ci/matrix.sh $(MATRIX_CELLS)
 
 test-containers: images
 	LAMINAR_TEST_BACKEND=docker LAMINAR_CONTAINERS_REQUIRED=1 $(PY) -m pytest $(CONTAINER_TESTS) $(PYTEST_ARGS)
@@ -75,4 +87,4 @@ bench: artifacts
 	$(PY) bench/bench_connect.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-py313 .venv-oldest .pytest_cache .hypothesis

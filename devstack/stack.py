@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artifacts
-from laminar_kafka.devstack.errors import DevStackStateError, ServerStartError
+from laminar_kafka.devstack.jvm.versions import selected_versions
+from laminar_kafka.devstack.errors import DevStackError, DevStackStateError, ServerStartError
 from laminar_kafka.devstack.processes import pid_alive, pid_cmdline, terminate_pid
 from laminar_kafka.devstack.jvm.servers import (
     DEFAULT_START_TIMEOUT_S, JvmServer, KafkaCluster, ZooKeeperEnsemble, new_kafka_cluster, new_zookeeper,
@@ -67,10 +68,23 @@ class DevStack:
         base_dir: Path | None = None,
         cache_dir: Path | None = None,
         secure: bool = False,
+        kafka_zookeeper: str | None = None,
     ) -> DevStack:
         """Prepare (not start) a stack; 0 brokers or 0 servers leaves that system out. `secure`
-        generates TLS material and a SCRAM user and adds the secured listeners to Kafka."""
-        lib_dir = ensure_artifacts(cache_dir)
+        generates TLS material and a SCRAM user and adds the secured listeners to Kafka.
+
+        The releases are `selected_versions()` (the POM's pins unless ``LAMINAR_KAFKA_VERSION``,
+        ``LAMINAR_KAFKA_MODE`` or ``LAMINAR_ZOOKEEPER_VERSION`` choose others). ZooKeeper-mode
+        brokers register under `kafka_zookeeper` (hosts and chroot), else under the chroot
+        ``/kafka`` of this stack's own ZooKeeper; without either, raises DevStackError (one line).
+        """
+        versions = selected_versions()
+        if versions.zookeeper_mode and kafka_brokers and not (kafka_zookeeper or zookeeper_servers):
+            raise DevStackError(f"{versions.describe()}: the brokers need a ZooKeeper; start one with the stack "
+                                "(zookeeper_servers=1) or pass kafka_zookeeper")
+        if versions.zookeeper_mode and secure:
+            raise DevStackError(f"{versions.describe()}: the secured listeners need KRaft brokers")
+        lib_dir = ensure_artifacts(cache_dir, versions)
         base = base_dir or Path(tempfile.mkdtemp(prefix="laminar-devstack-"))
         base.mkdir(parents=True, exist_ok=True)
         security = None
@@ -78,8 +92,12 @@ class DevStack:
             from laminar_kafka.devstack.security import generate_material
 
             security = generate_material(base / "security")
-        kafka = new_kafka_cluster(lib_dir, base, kafka_brokers, security) if kafka_brokers else None
         zookeeper = new_zookeeper(lib_dir, base, zookeeper_servers) if zookeeper_servers else None
+        broker_zookeeper = None
+        if versions.zookeeper_mode:
+            broker_zookeeper = kafka_zookeeper or (f"{zookeeper.hosts}/kafka" if zookeeper else None)
+        kafka = new_kafka_cluster(lib_dir, base, kafka_brokers, security, versions=versions,
+                                  zookeeper_connect=broker_zookeeper) if kafka_brokers else None
         stack = cls(base_dir=base, kafka=kafka, zookeeper=zookeeper)
         if security is not None:
             stack.write_client_configs()
@@ -97,14 +115,15 @@ class DevStack:
         attempts: int = 3,
         detach: bool = False,
         secure: bool = False,
+        kafka_zookeeper: str | None = None,
     ) -> DevStack:
-        """Create and start a stack; when a port was taken between choosing and binding it, try
-        again on fresh ports (up to `attempts` times). Returns a healthy, started stack."""
+        """Create and start a stack (see `create`); when a port was taken between choosing and binding
+        it, try again on fresh ports (up to `attempts` times). Returns a healthy, started stack."""
         for attempt in range(1, attempts + 1):
             stack = cls.create(
                 kafka_brokers=kafka_brokers, zookeeper_servers=zookeeper_servers,
                 base_dir=base_dir / f"attempt-{attempt}" if base_dir else None, cache_dir=cache_dir,
-                secure=secure,
+                secure=secure, kafka_zookeeper=kafka_zookeeper,
             )
             try:
                 stack.start(timeout, detach=detach)

@@ -13,6 +13,12 @@ Backend choice, in order:
    faults) run only with this backend.
 3. Otherwise (default): local JVM processes from `laminar_kafka.devstack.stack.DevStack`, started once per session.
 
+Server releases (local backend): the POM's pins, or those chosen by ``LAMINAR_KAFKA_VERSION``,
+``LAMINAR_KAFKA_MODE`` (``kraft`` | ``zookeeper``) and ``LAMINAR_ZOOKEEPER_VERSION``
+(`laminar_kafka.devstack.jvm.versions`; the compatibility matrix, docs/compatibility.md). ZooKeeper-mode
+brokers (Kafka 3.x) register under a chroot of their own on the session's `zookeeper`. The pytest
+header names the releases and the library versions in use, so a CI log shows its matrix cell.
+
 Unit tests (tests/unit) never touch these fixtures and never start a server.
 """
 from __future__ import annotations
@@ -29,6 +35,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from laminar_kafka.devstack.processes import free_port
+from laminar_kafka.devstack.jvm.artifacts import pinned_versions
+from laminar_kafka.devstack.jvm.versions import ServerVersions, UnsupportedVersionError, selected_versions
 from laminar_kafka.devstack.jvm.servers import KafkaCluster, ZooKeeperEnsemble
 from laminar_kafka.devstack.stack import DevStack
 from tests.s3_fixtures import moto_s3_server, s3_server  # noqa: F401
@@ -124,6 +132,57 @@ def _backend() -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "containers: needs a container engine and the project's images "
                                        "(runs only with LAMINAR_TEST_BACKEND=docker)")
+    _server_versions()  # a release the dev stack cannot run stops the session here, in one line
+
+
+def _server_versions() -> ServerVersions:
+    """The releases the local backend runs; raises pytest.UsageError (one line) for an unsupported
+    choice, or for a choice other than the pins with the container backend (its images are the pins)."""
+    try:
+        versions = selected_versions()
+    except UnsupportedVersionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    pinned = (versions.kafka, versions.zookeeper) == pinned_versions() and not versions.zookeeper_mode
+    if _backend() == "docker" and not pinned:
+        raise pytest.UsageError(f"LAMINAR_TEST_BACKEND=docker runs the pinned images, not {versions.describe()}: "
+                                "unset LAMINAR_KAFKA_VERSION, LAMINAR_KAFKA_MODE and LAMINAR_ZOOKEEPER_VERSION")
+    return versions
+
+
+def _library_versions() -> str:
+    """The Python and the runtime libraries this session imports, as one line."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    import confluent_kafka
+
+    parts = [f"Python {platform.python_version()}"]
+    for name in ("confluent-kafka", "pyarrow", "kazoo", "pyiceberg", "numpy"):
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            parts.append(f"{name} (not installed)")
+    parts[1] += f" (librdkafka {confluent_kafka.libversion()[0]})"
+    return ", ".join(parts)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """What this session runs against: the matrix cell (``LAMINAR_MATRIX_CELL``, set by .ci/matrix.sh),
+    the server releases and backend, the library versions."""
+    if os.environ.get("KAFKA_BOOTSTRAP") or os.environ.get("ZK_HOSTS"):
+        backend = "external servers (KAFKA_BOOTSTRAP / ZK_HOSTS): their releases are not known here"
+    elif _backend() == "docker":
+        backend = "containers of the pinned images"
+    else:
+        backend = "local processes"
+    lines = [
+        f"laminar servers: {_server_versions().describe()}; backend: {backend}",
+        f"laminar libraries: {_library_versions()}",
+    ]
+    cell = os.environ.get("LAMINAR_MATRIX_CELL")
+    if cell:
+        lines.insert(0, f"laminar matrix cell: {cell}")
+    return lines
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -224,10 +283,11 @@ def _container_handles(role: str, name: str) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def _local_stack(
-    tmp_path_factory: pytest.TempPathFactory, name: str, **servers: int
+    tmp_path_factory: pytest.TempPathFactory, name: str, kafka_zookeeper: str | None = None, **servers: int
 ) -> Iterator[DevStack]:
-    """A started local stack in a pytest temporary directory, stopped on exit."""
-    stack = DevStack.launch(base_dir=Path(tmp_path_factory.mktemp(name)), **servers)
+    """A started local stack in a pytest temporary directory, stopped on exit (`kafka_zookeeper`:
+    where ZooKeeper-mode brokers register, see `_broker_zookeeper`)."""
+    stack = DevStack.launch(base_dir=Path(tmp_path_factory.mktemp(name)), kafka_zookeeper=kafka_zookeeper, **servers)
     try:
         yield stack
     finally:
@@ -236,13 +296,24 @@ def _local_stack(
 
 @contextlib.contextmanager
 def _dedicated_stack(
-    tmp_path_factory: pytest.TempPathFactory, name: str, external_env: str, reason: str, **servers: int
+    tmp_path_factory: pytest.TempPathFactory, name: str, external_env: str, reason: str,
+    kafka_zookeeper: Callable[[], str | None] = lambda: None, **servers: int
 ) -> Iterator[DevStack]:
-    """A local stack a test module may kill and restart; skipped on external or container backends."""
+    """A local stack a test module may kill and restart; skipped on external or container backends.
+    `kafka_zookeeper` is called only when the stack is started (it may start the session's ZooKeeper)."""
     if os.environ.get(external_env) or _backend() == "docker":
         pytest.skip(reason if os.environ.get(external_env) else f"{reason} (container backend: the local backend covers it)")
-    with _local_stack(tmp_path_factory, name, **servers) as stack:
+    with _local_stack(tmp_path_factory, name, kafka_zookeeper(), **servers) as stack:
         yield stack
+
+
+def _broker_zookeeper(request: pytest.FixtureRequest, name: str) -> str | None:
+    """Where a local stack's ZooKeeper-mode brokers register: a chroot of their own on the session's
+    `zookeeper` (None with KRaft brokers, which need no ZooKeeper)."""
+    if not _server_versions().zookeeper_mode:
+        return None
+    zookeeper: ZooKeeperHandle = request.getfixturevalue("zookeeper")
+    return f"{zookeeper.hosts}/{name}-{_RUN_TOKEN}-{next(_counter)}"
 
 
 def _kafka_handle(stack: DevStack) -> KafkaHandle:
@@ -256,7 +327,7 @@ def _zookeeper_handle(stack: DevStack) -> ZooKeeperHandle:
 
 
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
+def kafka(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[KafkaHandle]:
     """A session-wide Kafka. Tests must not restart it; use `kafka_restartable` for that."""
     external = os.environ.get("KAFKA_BOOTSTRAP")
     if external:
@@ -266,12 +337,13 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
         with _container_handles("kafka", "laminar-test-kafka") as handle:
             yield handle
         return
-    with _local_stack(tmp_path_factory, "kafka", kafka_brokers=1, zookeeper_servers=0) as stack:
+    with _local_stack(tmp_path_factory, "kafka", _broker_zookeeper(request, "kafka"), kafka_brokers=1,
+                      zookeeper_servers=0) as stack:
         yield _kafka_handle(stack)
 
 
 @pytest.fixture(scope="module")
-def kafka_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
+def kafka_restartable(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[KafkaHandle]:
     """A dedicated single broker for one test module (a local process, or a container with the docker
     backend); tests may kill and restart it."""
     if _backend() == "docker" and not os.environ.get("KAFKA_BOOTSTRAP"):
@@ -280,18 +352,18 @@ def kafka_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafk
         return
     with _dedicated_stack(
         tmp_path_factory, "kafka-restartable", "KAFKA_BOOTSTRAP", "broker restarts need the local process backend",
-        kafka_brokers=1, zookeeper_servers=0,
+        lambda: _broker_zookeeper(request, "kafka-restartable"), kafka_brokers=1, zookeeper_servers=0,
     ) as stack:
         yield _kafka_handle(stack)
 
 
 @pytest.fixture(scope="module")
-def kafka_cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
+def kafka_cluster3(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[KafkaHandle]:
     """A dedicated three-broker KRaft cluster (replication 3, min.insync.replicas 2) for one module."""
     with _dedicated_stack(
         tmp_path_factory, "kafka-cluster3", "KAFKA_BOOTSTRAP",
         "a three-broker cluster with broker faults needs the local process backend",
-        kafka_brokers=3, zookeeper_servers=0,
+        lambda: _broker_zookeeper(request, "kafka-cluster3"), kafka_brokers=3, zookeeper_servers=0,
     ) as stack:
         yield _kafka_handle(stack)
 

@@ -1,14 +1,16 @@
 """The Kafka and ZooKeeper jars: pinned by `pom.xml` beside this module, resolved once into a cache.
 
 Maven resolves the official Maven Central artifacts (with their runtime dependencies); the first
-call runs it, later calls find the completed cache directory and return at once.
+call runs it, later calls find the completed cache directory and return at once. Other releases
+than the pins (`laminar_kafka.devstack.jvm.versions`: ``LAMINAR_KAFKA_VERSION``,
+``LAMINAR_ZOOKEEPER_VERSION``) resolve through the same POM with its version properties overridden,
+each pair of versions into its own cache directory.
 """
 from __future__ import annotations
 
 import fcntl
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -16,29 +18,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laminar_kafka.devstack.errors import ArtifactError, ToolMissingError
+from laminar_kafka.devstack.jvm.versions import POM_PATH, ServerVersions, pinned_versions, selected_versions
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "JAVA_HINT", "LOG_TAIL_LINES", "MAVEN_HINT", "POM_PATH", "cached_maven_build", "copy_dependencies", "default_cache_dir", "ensure_artifacts",
-    "pinned_versions", "require_tool",
+    "artifacts_dir", "pinned_versions", "require_tool",
 ]
 
-POM_PATH = Path(__file__).with_name("pom.xml")
 LOG_TAIL_LINES = 30
 
 JAVA_HINT = "Java 17 or newer is required to run Kafka and ZooKeeper: install it (Debian: apt-get install openjdk-17-jre-headless)"
 MAVEN_HINT = "Maven is required to fetch the Kafka and ZooKeeper artifacts: install it (Debian: apt-get install maven)"
-
-
-def pinned_versions(pom_path: Path = POM_PATH) -> tuple[str, str]:
-    """Return the (Kafka, ZooKeeper) versions pinned in the POM."""
-    text = pom_path.read_text()
-    kafka = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", text)
-    zookeeper = re.search(r"<zookeeper\.version>([^<]+)</zookeeper\.version>", text)
-    if not kafka or not zookeeper:
-        raise ArtifactError(f"{pom_path} does not pin kafka.version and zookeeper.version")
-    return kafka.group(1), zookeeper.group(1)
 
 
 def default_cache_dir() -> Path:
@@ -105,24 +97,36 @@ def cached_maven_build(target: Path, marker_text: str, what: str, maven_args: Ca
     return target
 
 
-def ensure_artifacts(cache_dir: Path | None = None) -> Path:
-    """Resolve the pinned Kafka and ZooKeeper jars (with their runtime dependencies) into the cache.
+def artifacts_dir(cache: Path, versions: ServerVersions) -> Path:
+    """The cache directory of one (Kafka, ZooKeeper) pair: ``jvm-kafka-<k>-zookeeper-<z>``."""
+    return cache / f"jvm-kafka-{versions.kafka}-zookeeper-{versions.zookeeper}"
 
-    Returns the directory holding the jars. The first call runs Maven (Maven Central only); later
-    calls find the completed directory and return at once (see :func:`cached_maven_build`).
+
+def ensure_artifacts(cache_dir: Path | None = None, versions: ServerVersions | None = None) -> Path:
+    """Resolve the Kafka and ZooKeeper jars (with their runtime dependencies) into the cache.
+
+    ``versions`` defaults to :func:`~laminar_kafka.devstack.jvm.versions.selected_versions` (the POM's
+    pins unless the environment chooses others). Returns the directory holding the jars: one
+    classpath for both servers, in which the POM's ZooKeeper wins over the one Kafka 3.x depends on
+    (so a ZooKeeper-mode broker's client is the chosen ZooKeeper release). The first call for a pair
+    runs Maven (Maven Central only); later calls find the completed directory and return at once
+    (see :func:`cached_maven_build`).
     """
     cache = cache_dir or default_cache_dir()
-    kafka_version, zookeeper_version = pinned_versions()
+    chosen = versions or selected_versions()
 
     def resolved(staging: Path) -> Path:
-        if not any(staging.glob("*kafka_2.13-*.jar")):
-            raise ArtifactError("Maven resolved no Kafka jar")
+        if not any(staging.glob(f"*kafka_2.13-{chosen.kafka}.jar")):
+            raise ArtifactError(f"Maven resolved no Kafka {chosen.kafka} jar")
+        if not any(staging.glob(f"*zookeeper-{chosen.zookeeper}.jar")):
+            raise ArtifactError(f"Maven resolved no ZooKeeper {chosen.zookeeper} jar")
         return staging
 
+    copy = copy_dependencies(POM_PATH)
     return cached_maven_build(
-        cache / f"jvm-kafka-{kafka_version}-zookeeper-{zookeeper_version}",
-        f"kafka={kafka_version}\nzookeeper={zookeeper_version}\n",
-        f"resolve Kafka {kafka_version} and ZooKeeper {zookeeper_version}",
-        copy_dependencies(POM_PATH),
+        artifacts_dir(cache, chosen),
+        f"kafka={chosen.kafka}\nzookeeper={chosen.zookeeper}\n",
+        f"resolve Kafka {chosen.kafka} and ZooKeeper {chosen.zookeeper}",
+        lambda staging: [*copy(staging), f"-Dkafka.version={chosen.kafka}", f"-Dzookeeper.version={chosen.zookeeper}"],
         resolved,
     )
