@@ -31,6 +31,8 @@ class LakeState:
     where: str
     cursors: dict[str, int] = field(default_factory=dict)
     verdict: str = ""
+    #: pipelines whose records the lake holds instead of the one asked for (a wrong ``--pipeline``?)
+    other_pipelines: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {"epoch": self.epoch, "where": self.where, "cursors": dict(self.cursors), "verdict": self.verdict}
@@ -67,4 +69,4 @@ def read_lake_state(target: LakeTarget, topics: Sequence[str], source_identity: 
         cursors = {k: v for c in facts.cursors.values() for k, v in c.items()}
     else:
         cursors = dict(facts.cursors.get(source_identity, {}))
-    return LakeState(facts.epoch, facts.where or "nothing recorded", cursors, verdict)
+    return LakeState(facts.epoch, facts.where or "nothing recorded", cursors, verdict, tuple(facts.other_pipelines))

@@ -219,8 +219,11 @@ def read_output(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
 
 def read_topic(
     kafka: KafkaTarget, topic: str, timeout: float = 120.0, progress: Callable[[int, int], None] | None = None,
+    ranges: Mapping[int, tuple[int, int]] | None = None,
 ) -> tuple[dict[int, np.ndarray], dict[int, int], dict[int, int]]:
-    """The offsets of ``topic`` a read_committed consumer sees, up to the high watermarks taken now.
+    """The offsets of ``topic`` a read_committed consumer sees, up to the high watermarks taken now;
+    with ``ranges`` (partition -> ``[start, end)``), only those offsets of only those partitions
+    (clipped to the watermarks: an incremental audit reads each offset once).
     ``progress(done, total)``, when given, is called after each fetch with the offsets read so far.
 
     Returns (partition -> sorted offsets, partition -> high watermark, partition -> low watermark). Raises :class:`VerifyError`
@@ -244,8 +247,13 @@ def read_topic(
         info = metadata.topics.get(topic)
         if info is None or info.error is not None or not info.partitions:
             raise VerifyError(f"topic {topic!r} does not exist on {bootstrap}")
-        ends = watermarks(consumer, [(topic, p) for p in info.partitions], 10.0)
-        bounds = {partition: low_high for (_topic, partition), low_high in ends.items()}
+        wanted = [p for p in info.partitions if ranges is None or p in ranges]
+        ends = watermarks(consumer, [(topic, p) for p in wanted], 10.0)
+        marks = {partition: low_high for (_topic, partition), low_high in ends.items()}
+        bounds = dict(marks)
+        if ranges is not None:
+            bounds = {p: (max(low, ranges[p][0]), max(max(low, ranges[p][0]), min(high, ranges[p][1])))
+                      for p, (low, high) in marks.items()}
         collected: dict[int, list[np.ndarray]] = {p: [] for p in bounds}
         pending = {p for p, (low, high) in bounds.items() if high > low}
         consumer.assign([TopicPartition(topic, p, bounds[p][0]) for p in pending])
@@ -274,7 +282,7 @@ def read_topic(
         for partition, chunks in collected.items():
             all_offsets = np.concatenate(chunks) if chunks else np.empty(0, np.int64)
             high = bounds[partition][1]
-            expected[partition] = np.unique(all_offsets[all_offsets < high])
-        return expected, {p: high for p, (_, high) in bounds.items()}, {p: low for p, (low, _) in bounds.items()}
+            expected[partition] = np.unique(all_offsets[(all_offsets >= bounds[partition][0]) & (all_offsets < high)])
+        return expected, {p: high for p, (_, high) in marks.items()}, {p: low for p, (low, _) in marks.items()}
     finally:
         consumer.close()

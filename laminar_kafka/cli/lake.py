@@ -87,6 +87,14 @@ def add_lake_commands(commands: argparse._SubParsersAction[Parser]) -> None:
                         help="the topic(s) to audit: a name, a comma-separated list, or re:<regex> (every matching topic)")
     verify.add_argument("--timeout", type=float, default=120.0, help="seconds to read the topic (default 120)")
     verify.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    verify.add_argument("--watch", type=float, default=0.0, metavar="SECONDS",
+                        help="audit continuously, a pass every SECONDS, reading only what landed since the last "
+                             "(one line per topic per pass; the laminar_audit_* metrics with --metrics-port) until "
+                             "SIGTERM or Ctrl-C; exit 0 if the last pass was exact (default 0: one full audit)")
+    verify.add_argument("--metrics-port", type=int, default=0, help="with --watch: serve the audit's Prometheus "
+                                                                    "metrics on this port (0: off)")
+    verify.add_argument("--metrics-address", default="127.0.0.1", help="with --watch: the metrics address "
+                                                                        "(default 127.0.0.1)")
     verify.set_defaults(handler=cmd_verify)
 
     compact = commands.add_parser("compact", help="compact an Iceberg table's small files, expire old snapshots",
@@ -131,7 +139,9 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
 
     try:
         fs, root = open_output(args.output)
-        is_directory = fs.get_file_info(root).type == pafs.FileType.Directory
+        kind = fs.get_file_info(root).type
+        # a watch may start before the pipeline made its output
+        is_directory = kind == pafs.FileType.Directory or (args.watch and kind == pafs.FileType.NotFound)
     except SinkError as exc:
         raise UsageError(str(exc), cause=exc) from exc
     except OSError as exc:
@@ -141,6 +151,8 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
     topics = sorted({t for t, _ in topic_partitions(kafka, (args.topic,), min(args.timeout, 10.0))})
     if not topics:
         raise UsageError(f"no topic matches {args.topic!r} on {kafka.bootstrap}")
+    if args.watch:
+        return _watch(args, kafka, target, topics)
     reports = []
     for topic in topics:
         try:
@@ -159,6 +171,46 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
     else:
         print("\n\n".join(r.table() for r in reports) + "\n" + lake.line())
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _watch(args: argparse.Namespace, kafka: Any, target: LakeTarget, topics: list[str]) -> int:
+    """`verify --watch`: passes every ``--watch`` seconds until SIGTERM/SIGINT; exit 0 if the last pass
+    was exact, 1 if not (a pass that cannot read the lake or Kafka is one line on stderr, retried)."""
+    import signal
+    import sys
+    import threading
+
+    from laminar_kafka.cluster.errors import VerifyError
+    from laminar_kafka.cluster.ops.audit_watch import AuditMetrics, AuditWatch
+
+    if args.watch < 0.1:
+        raise UsageError(f"--watch must be at least 0.1 s, got {args.watch:g}")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    metrics = AuditMetrics()
+    stop_metrics = metrics.serve(args.metrics_port, args.metrics_address) if args.metrics_port else None
+    watch = AuditWatch(target, kafka, topics, metrics=metrics, timeout_s=args.timeout)
+    audits = []
+    try:
+        while not stop.is_set():
+            try:
+                audits = watch.run_pass()
+            except VerifyError as exc:
+                print(f"audit pass failed (retried): {exc}", file=sys.stderr, flush=True)
+            else:
+                for audit in audits:
+                    print(json.dumps({"pass": watch.passes, "topic": audit.topic, "ok": audit.ok, "audited": audit.audited,
+                                      "missing": audit.missing, "duplicated": audit.duplicated,
+                                      "unexpected": audit.unexpected, "files": len(audit.files),
+                                      "marks": {str(p): a.mark for p, a in sorted(audit.partitions.items())},
+                                      "full_audits": audit.full_audits})
+                          if args.json else f"pass {watch.passes}: {audit.line()}", flush=True)
+            stop.wait(args.watch)
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
+    return 0 if audits and all(a.ok for a in audits) else 1
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
