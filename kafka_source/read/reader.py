@@ -300,6 +300,12 @@ class Reader:
             return
         while self._commands:
             command = self._commands.popleft()
+            # A submitter that gave up cancelled the future (asyncio.wait_for over wrap_future does,
+            # at its timeout or its own cancellation): the command is skipped, and the future can no
+            # longer be cancelled once running (completing a cancelled one raised InvalidStateError,
+            # which failed the reader thread, or on its way out kept it from closing the consumer).
+            if not command.future.set_running_or_notify_cancel():
+                continue
             if cancel:
                 command.future.set_exception(FatalError("the reader thread stopped"))
                 continue
