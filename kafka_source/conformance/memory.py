@@ -11,7 +11,8 @@ read. Rows carry ``_topic``, ``_partition``, ``_offset`` and ``value`` (int64). 
 (after ``notify_epoch_committed``) go to :attr:`MemoryLog.committed`, never backwards.
 
 Test switches: ``unreconciled`` (``try_checkpoint`` returns None), ``hang_polls`` /
-``hang_finishes`` (the next calls wait on an event that never fires unless the test sets it),
+``hang_finishes`` (the next calls wait on an event that never fires unless the test sets it;
+``hang_next_poll()`` / ``hang_next_finish()`` add one),
 ``tracked_thread`` (returned by ``terminal_task_tracker``) and the two policies.
 """
 from __future__ import annotations
@@ -128,6 +129,16 @@ class MemorySource(PartitionedLogSource):
                 self.log.committed[tp] = offset
 
     # -- the test switches ------------------------------------------------------------------------
+
+    def hang_next_poll(self) -> None:
+        """The next ``poll_batch`` waits for :attr:`release_hang` (or its cancellation) before it
+        reads (the conformance kit's ``HangsPolls`` switch: it cancels such a poll at a deadline)."""
+        self.hang_polls += 1
+
+    def hang_next_finish(self) -> None:
+        """The next ``finish_drain`` of the active round waits for :attr:`release_hang` (or its
+        cancellation) before it resolves anything (the kit's ``HangsFinishes`` switch)."""
+        self.hang_finishes += 1
 
     async def poll_batch(self, max_records: int) -> SourceBatch | None:
         self.calls.append("poll")

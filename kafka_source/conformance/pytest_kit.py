@@ -9,6 +9,9 @@ In a test module, define a fixture ``conformance_kit`` that yields a
 
 Each scenario becomes ``test_conformance_<rule>`` (``pytest -k conformance`` runs them all); a
 scenario the backend cannot run (advisory commits it cannot observe) is skipped with the reason.
+A thread that dies of an unhandled exception during a test fails it too
+(``PytestUnhandledThreadExceptionWarning`` as an error): a connector's threads must end cleanly,
+closing what they own, whatever the scenario did to its generation (a cancelled call included).
 The tests are coroutines: run them with pytest-asyncio in auto mode (or mark the module).
 """
 from __future__ import annotations
@@ -21,7 +24,10 @@ import pytest
 from laminar_kafka.kafka_source.conformance.backend import ConformanceSkipped, ConnectorKit
 from laminar_kafka.kafka_source.conformance.scenarios import SCENARIOS, Scenario
 
-__all__ = ["conformance_tests"]
+__all__ = ["THREADS_END_CLEANLY", "conformance_tests"]
+
+#: the mark every conformance test carries: a thread dying of an unhandled exception fails it
+THREADS_END_CLEANLY = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 
 
 def conformance_tests(namespace: MutableMapping[str, Any]) -> list[str]:
@@ -31,6 +37,7 @@ def conformance_tests(namespace: MutableMapping[str, Any]) -> list[str]:
         test = _test_of(scenario)
         test.__name__ = test.__qualname__ = f"test_conformance_{rule.replace('-', '_')}"
         test.__doc__ = f"{rule}: {scenario.rule}"
+        test = THREADS_END_CLEANLY(test)
         namespace[test.__name__] = test
         names.append(test.__name__)
     return names

@@ -93,8 +93,9 @@ async def read_until(
                 await asyncio.sleep(0.02)
 
 
-def take_batch(kit: ConnectorKit, batch: SourceBatch, reading: Reading) -> None:
-    rule = "checkpoint-bound-to-batch"
+def take_batch(kit: ConnectorKit, batch: SourceBatch, reading: Reading, rule: str = "checkpoint-bound-to-batch") -> None:
+    """Add ``batch``'s rows and checkpoint to ``reading``, checking that the checkpoint is bound to
+    it (see :func:`read_until`); a breach is reported under ``rule``."""
     records = batch.records
     topics = records.column(kit.topic_column).to_pylist()
     partitions = records.column(kit.partition_column).to_pylist()

@@ -5,13 +5,17 @@ one), drives them as the node runtime does, closes them, and raises :class:`Conf
 its rule when the connector breaks it. Scenarios append to the backend's log and never assume it
 is empty: they measure from the ends they read first. :data:`SCENARIOS` maps each rule's name to
 its scenario and the rule in one sentence (``docs/connector-guide.md`` has them in full); the vnode
-mode's are in :mod:`laminar_kafka.kafka_source.conformance.vnode_scenarios`, the shared reading in
+mode's are in :mod:`laminar_kafka.kafka_source.conformance.vnode_scenarios`, the declared policies'
+in :mod:`~laminar_kafka.kafka_source.conformance.policy_scenarios` and
+:mod:`~laminar_kafka.kafka_source.conformance.drain_cancellation_scenarios`, the shared reading in
 :mod:`laminar_kafka.kafka_source.conformance.reading`.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 
 from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.connector import SourceTopology
@@ -29,15 +33,21 @@ from laminar_kafka.kafka_source.conformance.reading import (
     start_generation,
     until,
 )
+from laminar_kafka.kafka_source.conformance.drain_cancellation_scenarios import cancelled_finish_drain
+from laminar_kafka.kafka_source.conformance.policy_scenarios import cancellation_policy, checkpoint_unavailable_policy
 from laminar_kafka.kafka_source.conformance.vnode_scenarios import (
     acquisition_at_the_offered_cursors,
     drain_abort,
     drain_commit,
+    drain_commit_handoff,
     vnode_scoped_reading,
 )
 from laminar_kafka.kafka_source.errors import FatalError
 
 __all__ = ["SCENARIOS", "Scenario"]
+
+#: the longest a thread a generation started may take to end after its close() (and tracker)
+THREAD_GRACE_S = 5.0
 
 # -- the scenarios -----------------------------------------------------------------------------------
 
@@ -171,6 +181,45 @@ async def close_ends_the_generation(kit: ConnectorKit) -> None:
     raise ConformanceError(rule, f"poll_batch() after close() returned {batch!r} instead of raising FatalError")
 
 
+async def terminal_task_tracker_ends_every_thread(kit: ConnectorKit) -> None:
+    """A generation's whole life (start, reading, an advisory commit, close); then its tracker's
+    ``wait()`` is True within the kit's bound, and no thread started during that life is still
+    alive after :data:`THREAD_GRACE_S` (the event loop's own executor threads, ``asyncio_*``, are the
+    loop's, not the connector's: work a connector runs there unawaited is not seen)."""
+    rule = "terminal-task-tracker"
+    before = set(threading.enumerate())
+    ends = append_everywhere(kit)
+    connector = await start_generation(kit)
+    try:
+        reading = await read_until(kit, connector, ends, rule)
+        await connector.notify_epoch_committed(1, reading.checkpoints[-1])
+    finally:
+        await connector.close()
+    tracker = connector.terminal_task_tracker()
+    if tracker is not None:
+        started = time.monotonic()
+        if not await tracker.wait(kit.read_timeout_s):
+            raise ConformanceError(rule, f"terminal_task_tracker().wait() was still False {kit.read_timeout_s:.0f} s "
+                                         f"after close()")
+        if not tracker.is_terminated():
+            raise ConformanceError(rule, f"terminal_task_tracker().wait() returned True after "
+                                         f"{time.monotonic() - started:.1f} s but is_terminated() is False")
+
+    def left() -> list[threading.Thread]:
+        return [t for t in threading.enumerate()
+                if t not in before and t.is_alive() and not t.name.startswith("asyncio_")]
+
+    deadline = time.monotonic() + min(THREAD_GRACE_S, kit.read_timeout_s)
+    while left() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if left():
+        names = sorted(t.name for t in left())
+        whose = ("its terminal_task_tracker() is None, so it may start no thread" if tracker is None
+                 else "its terminal_task_tracker() reports every thread ended: these are not tracked")
+        raise ConformanceError(rule, f"threads started during the generation's life were still running "
+                                     f"{min(THREAD_GRACE_S, kit.read_timeout_s):.0f} s after close(): {names}; {whose}")
+
+
 async def recovery_identity_is_deterministic(kit: ConnectorKit) -> None:
     rule = "recovery-identity"
     connector, again = kit.make_connector(), kit.make_connector()
@@ -234,6 +283,34 @@ SCENARIOS: dict[str, Scenario] = {
         "as drain-commit up to the cut; finish_drain(ABORT) (idempotent) resumes the paused partitions "
         "at exactly their cut",
         drain_abort),
+    "drain-commit-handoff": Scenario(
+        "on the side that gains partitions in a round, finish_drain(COMMIT, handoff_cursors) (a manifest's "
+        "cursors of every partition) places exactly the gained partitions at their handoff cursors, leaves "
+        "the kept ones where they are, needs no acquisition, and reading is exact from there; handoff "
+        "cursors lacking a gained partition raise DrainError and change nothing",
+        drain_commit_handoff),
+    "checkpoint-unavailable-policy": Scenario(
+        "while try_checkpoint() is None (a version whose gained partitions wait for cursors) the "
+        "connector is driven by its declared policy: HOLD_INTAKE (no poll; drive_control_plane() alone "
+        "must make the cursor available once reconciled) or POLL_TO_REPLAY_BOUNDARY (one poll per "
+        "retry, each batch bound to its cursor); the first checkpoint then is the cursor after exactly "
+        "the rows returned plus the offered cursors, and reading on is exact",
+        checkpoint_unavailable_policy),
+    "cancellation-policy": Scenario(
+        "after a cancelled poll_batch, by the declared policy: RETIRE_CONNECTOR (closed, its tracker "
+        "ends, a new generation from the last durable checkpoint reads exactly from there) or "
+        "CANCEL_SAFE (the same generation polled on returns every record not yet returned, once)",
+        cancellation_policy),
+    "cancelled-finish-drain": Scenario(
+        "a finish_drain(COMMIT) cancelled at its deadline, by the declared policy: RETIRE_CONNECTOR (or a "
+        "FatalError: closed, its tracker ends, the next generation at the committed target reads its "
+        "partitions exactly from the durable checkpoint holding the cut) or CANCEL_SAFE (the same "
+        "resolution applied again completes the round exactly)",
+        cancelled_finish_drain),
+    "terminal-task-tracker": Scenario(
+        "after close(), terminal_task_tracker().wait() is True within a bound, and no thread the "
+        "generation started outlives it (None: the connector starts no thread)",
+        terminal_task_tracker_ends_every_thread),
     "recovery-identity": Scenario(
         "recovery_identity_options() is deterministic and I/O-free (str -> str), and the contract is "
         "replayable and splittable",

@@ -1,6 +1,8 @@
 """The conformance scenarios of vnode mode: reading only what the node owns, acquiring at offered
-cursors, and drains that pause only the moving partitions at an exact cut. They drive the control
-plane as the node runtime does: ``drive_control_plane()`` every turn, no poll while not ready."""
+cursors, drains that pause only the moving partitions at an exact cut, and the handoff cursors a
+committed drain places gained partitions at. They drive the control plane as the node runtime does:
+``drive_control_plane()`` every turn, no poll while not ready. A connector without vnode mode (its
+``set_vnode_assignment`` fails closed with ``ConfigurationError``) skips them."""
 from __future__ import annotations
 
 import asyncio
@@ -10,6 +12,7 @@ from collections.abc import Callable
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
+from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.connector import (
     DeliveryGuarantee,
     InitialPosition,
@@ -30,8 +33,11 @@ from laminar_kafka.kafka_source.conformance.reading import (
     read_until,
     take_batch,
 )
+from laminar_kafka.kafka_source.errors import ConfigurationError, DrainError
 
-__all__ = ["acquisition_at_the_offered_cursors", "drain_abort", "drain_commit", "vnode_scoped_reading"]
+__all__ = [
+    "acquisition_at_the_offered_cursors", "drain_abort", "drain_commit", "drain_commit_handoff", "vnode_scoped_reading",
+]
 
 #: the identity and vnode count the vnode scenarios route with, and the node the generation is
 IDENTITY, VNODES, SELF = "conformance", 16, 1
@@ -66,7 +72,10 @@ async def _started_owning(
     registry = VnodeRegistry(VNODES)
     registry.publish(1, _owners_giving(kit, partitions))
     connector = kit.make_connector()
-    connector.set_vnode_assignment(IDENTITY, registry, SELF)
+    try:
+        connector.set_vnode_assignment(IDENTITY, registry, SELF)
+    except ConfigurationError as exc:  # the protocol's fail-closed default: no vnode mode
+        raise ConformanceSkipped(f"{type(connector).__name__} has no vnode mode: {exc}") from exc
     await connector.start(SourceStart(kit.config, InitialPosition(), DeliveryGuarantee.EXACTLY_ONCE))
     try:
         await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
@@ -217,3 +226,62 @@ async def drain_commit(kit: ConnectorKit) -> None:
 
 async def drain_abort(kit: ConnectorKit) -> None:
     await _drain(kit, SourceDrainOutcome.ABORT)
+
+
+async def drain_commit_handoff(kit: ConnectorKit) -> None:
+    """The recipient side of a committed round: this node gains the vnodes of ``others``. The
+    handoff cursors are a manifest's: every partition's, the kept ones behind their live cursor."""
+    rule = "drain-commit-handoff"
+    mine, others = _split(kit)
+    topic = kit.backend.topic
+    kept, gained = frozenset((topic, p) for p in mine), frozenset((topic, p) for p in others)
+    ends, registry, connector = await _started_owning(kit, mine, rule)
+    try:
+        reading = await read_until(kit, connector, {tp: ends[tp] for tp in kept}, rule)
+        live = connector.checkpoint().partitions()
+        target = _owners_giving(kit, mine | others)
+        round_ = AssignmentDrainId.for_round(registry.snapshot(), target, 1)
+        registry.begin_round(round_, target)
+        connector.begin_drain(SourceDrainRequest(round_), time.monotonic() + kit.read_timeout_s)
+        await _poll_until_drained(kit, connector, round_, reading, rule)
+        registry.clear_round(round_)
+        # the manifest holding the cut: the gained partitions where their old owner left them, the
+        # kept ones where this node acked them an epoch ago (behind the live cursor: never applied)
+        handoff = {tp: ends[tp] // 2 + 1 for tp in gained} | {tp: max(live[tp] - 3, 0) for tp in kept}
+        resolution = SourceDrainResolution(round_, SourceDrainOutcome.COMMIT)
+        lacking = min(gained)
+        try:  # both forms the protocol takes: a SourceCheckpoint here, the runtime's mapping below
+            await connector.finish_drain(resolution, time.monotonic() + kit.read_timeout_s,
+                                         SourceCheckpoint.from_partitions({tp: o for tp, o in handoff.items()
+                                                                           if tp != lacking}))
+        except DrainError:
+            pass  # refused, nothing changed: the runtime resolves the round again
+        else:
+            raise ConformanceError(rule, f"finish_drain(COMMIT) accepted handoff cursors that lack the gained "
+                                         f"partition {lacking[0]}:{lacking[1]} instead of raising DrainError")
+        await connector.finish_drain(resolution, time.monotonic() + kit.read_timeout_s, _keyed(handoff))
+        registry.publish(2, target)
+        await _drive_until(kit, connector, connector.checkpoint_ready, rule,
+                           "checkpoint_ready() after the committed target was published")
+        needed = connector.acquisition_needed()
+        if needed is not None:
+            raise ConformanceError(rule, f"after a commit with handoff cursors, acquisition_needed() is {needed}")
+        want = {tp: live[tp] for tp in kept} | {tp: handoff[tp] for tp in gained}
+        checkpoint = connector.checkpoint()
+        if checkpoint.partitions() != want or checkpoint.assignment_version != 2:
+            have = checkpoint.partitions()
+            wrong = {f"{t}:{p}": (have.get((t, p)), o) for (t, p), o in sorted(want.items()) if have.get((t, p)) != o}
+            raise ConformanceError(rule, f"after the commit the checkpoint (version {checkpoint.assignment_version}, "
+                                         f"want 2) differs: (have, want) {wrong}; extra "
+                                         f"{sorted(set(have) - set(want))}")
+        more = append_everywhere(kit, 5)
+        after = Reading()
+        await read_until(kit, connector, more, rule, after)
+        expect_exact(kit, rule, after, want, more)
+    finally:
+        await close_generation(connector)
+
+
+def _keyed(cursors: dict[TopicPartitionId, int]) -> dict[str, int]:
+    """Cursors as a manifest holds them: ``"topic:partition" -> next offset``."""
+    return {f"{t}:{p}": o for (t, p), o in sorted(cursors.items())}
