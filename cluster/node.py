@@ -11,9 +11,7 @@ last manifest). A second signal stops at once.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException
 from laminar_kafka.cluster.config import NodeSettings
 from laminar_kafka.cluster.errors import RuntimeFailure, SinkError, UsageError
 from laminar_kafka.cluster.lake.deadline import LakeCalls, LakeWatchdog, end_process
+from laminar_kafka.cluster.runtime.signals import stop_on_signals
 from laminar_kafka.cluster.lake.outputs import LakeOutput, open_lake
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
@@ -367,23 +366,12 @@ async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
     metrics.watch_lake_calls(runtime.lake_calls.age_s)
     # a lake call past lake-io-timeout-ms ends the process in one line (see cluster.lake.deadline)
     watchdog = LakeWatchdog(runtime.lake_calls, settings.lake_io_timeout_ms / 1000.0, end_process)
-    loop = asyncio.get_running_loop()
-    signals = {"count": 0}
-
-    def on_signal(signum: int) -> None:
-        signals["count"] += 1
-        logger.info("signal %s received", signal.Signals(signum).name)
-        runtime.request_stop(planned_leave=signals["count"] == 1)
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
     watchdog.start()
     try:
-        await runtime.run()
+        with stop_on_signals(runtime):
+            await runtime.run()
     finally:
         watchdog.stop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
         if stop_metrics is not None:
             stop_metrics()
     logger.info(

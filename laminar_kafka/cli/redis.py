@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import uuid
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from laminar_kafka.cluster.logs import quiet_clients
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.ops.verify import audit, read_output
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
+from laminar_kafka.cluster.runtime.signals import stop_on_signals
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
 from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.kafka_source.connector import ConnectorConfig
@@ -137,21 +137,10 @@ async def run_redis_node(options: RedisNodeOptions) -> int:
     metrics = NodeMetrics(options.node_id)
     stop_metrics = metrics.serve(options.metrics_port, "127.0.0.1") if options.metrics_port else None
     runtime = build_redis_runtime(options, metrics)
-    loop = asyncio.get_running_loop()
-    signals = {"count": 0}
-
-    def on_signal(signum: int) -> None:
-        signals["count"] += 1
-        logger.info("signal %s received", signal.Signals(signum).name)
-        runtime.request_stop(planned_leave=signals["count"] == 1)
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
     try:
-        await runtime.run()
+        with stop_on_signals(runtime):
+            await runtime.run()
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
         if stop_metrics is not None:
             stop_metrics()
     logger.info("redis node %d stopped: %d rows written, %d epochs committed",

@@ -46,7 +46,7 @@ def sample(port: int, name: str, topic: str) -> float:
 
 def marks(port: int, topic: str) -> float:
     try:
-        return sum(v for k, v in audit_metrics(port).items() if k.startswith(f'laminar_audit_high_water{{partition="')
+        return sum(v for k, v in audit_metrics(port).items() if k.startswith('laminar_audit_high_water{partition="')
                    and f'topic="{topic}"' in k)
     except OSError:
         return -1.0
