@@ -67,6 +67,14 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def _streams_of(reply: object) -> list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]:
+    """XREAD's answer as (stream key, entries) pairs: RESP2 gives a list of ``[key, entries]``, RESP3
+    (a URL with ``protocol=3``) a map of key to ``[entries]``."""
+    if isinstance(reply, dict):
+        return [(key, value[0] if value and isinstance(value[0], list) else value) for key, value in reply.items()]
+    return [(key, entries) for key, entries in reply or ()]  # type: ignore[attr-defined]
+
+
 class RedisStreamsSource(PartitionedLogSource):
     """One generation reading ``config.partitions`` streams ``<stream>:<n>``; rows carry
     ``_topic`` (the stream family), ``_partition``, ``_offset`` (the packed entry ID) and ``value``
@@ -147,7 +155,7 @@ class RedisStreamsSource(PartitionedLogSource):
             raise self._error(f"XREAD of {len(streams)} streams", exc) from exc
         reads: list[PartitionRead] = []
         left = max_records
-        for key, entries in reply or ():
+        for key, entries in _streams_of(reply):
             if left <= 0:
                 break
             entries = entries[:left]

@@ -24,3 +24,13 @@ def test_an_answered_error_is_fatal() -> None:
     error = RedisStreamsSource(CONFIG)._error("XREAD of 2 streams", ResponseError("WRONGTYPE Operation against a key"))
     assert isinstance(error, RedisCommandError) and isinstance(error, FatalError) and not isinstance(error, TransientError)
     assert "WRONGTYPE" in str(error)
+
+
+def test_both_protocols_xread_answers_read_alike() -> None:
+    """A URL with ``protocol=3`` makes redis-py answer XREAD with a map of key to ``[entries]``."""
+    from laminar_kafka.redis_source.source import _streams_of
+
+    entries = [(b"1-0", {b"value": b"a"}), (b"1-1", {b"value": b"b"})]
+    assert _streams_of([[b"s:0", entries]]) == [(b"s:0", entries)]
+    assert _streams_of({b"s:0": [entries]}) == [(b"s:0", entries)]
+    assert _streams_of(None) == [] and _streams_of([]) == [] and _streams_of({}) == []
