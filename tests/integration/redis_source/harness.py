@@ -82,11 +82,6 @@ def audit_lake(url: str, stream: str, output: Path) -> VerifyReport:
     return audit(stream, expected, ends, read_output(pafs.LocalFileSystem(), str(output), stream))
 
 
-def boots_publishing(output: Path, stream: str, node_id: int) -> int:
-    """How many boots of node ``node_id`` have published rows (``<stream>/epoch-E.node-N.boot-B...``)."""
-    return len({path.name.split(".")[2] for path in (output / stream).glob(f"epoch-*.node-{node_id}.boot-*.parquet")})
-
-
 def partitions_published(output: Path, stream: str, node_ids: set[int], after_epoch: int = 0) -> set[int]:
     """The partitions of the rows that nodes ``node_ids`` published at epochs past ``after_epoch``."""
     found: set[int] = set()
