@@ -38,10 +38,9 @@ def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
     waiting.wait_until(condition, timeout, "the reader condition", interval=0.002)
 
 
-def busy_reader() -> tuple[Reader, QuietConsumer, threading.Event, list[str]]:
-    """A started reader whose thread is held inside a first command until the event is set."""
-    consumer = QuietConsumer()
-    reader = Reader(
+def reader_of(consumer: object) -> Reader:
+    """A reader of partition 0 of TOPIC over ``consumer`` (not started)."""
+    return Reader(
         consumer,  # type: ignore[arg-type]
         ByteBoundedFifo(max_bytes=1_000),
         selector=TopicSelector((TOPIC,)),
@@ -50,6 +49,12 @@ def busy_reader() -> tuple[Reader, QuietConsumer, threading.Event, list[str]]:
         discovery_interval_s=0.0,
         consume_timeout_s=0.01,
     )
+
+
+def busy_reader() -> tuple[Reader, QuietConsumer, threading.Event, list[str]]:
+    """A started reader whose thread is held inside a first command until the event is set."""
+    consumer = QuietConsumer()
+    reader = reader_of(consumer)
     reader.start()
     release, ran = threading.Event(), list[str]()
 
@@ -95,15 +100,7 @@ class GatedConsumer(QuietConsumer):
 
 def test_a_stopping_reader_closes_its_consumer_despite_a_cancelled_command() -> None:
     consumer = GatedConsumer()
-    reader = Reader(
-        consumer,  # type: ignore[arg-type]
-        ByteBoundedFifo(max_bytes=1_000),
-        selector=TopicSelector((TOPIC,)),
-        assigned={(TOPIC, 0): 0},
-        chunk_records=10,
-        discovery_interval_s=0.0,
-        consume_timeout_s=0.01,
-    )
+    reader = reader_of(consumer)
     reader.start()
     consumer.gate.clear()
     consumer.inside.clear()
