@@ -158,6 +158,8 @@ class RedisStreamsSource(PartitionedLogSource):
         for key, entries in _streams_of(reply):
             if left <= 0:
                 break
+            if not entries:
+                continue
             entries = entries[:left]
             left -= len(entries)
             reads.append(PartitionRead(
@@ -170,8 +172,11 @@ class RedisStreamsSource(PartitionedLogSource):
 
     async def commit_advisory(self, offsets: Mapping[TopicPartitionId, int]) -> None:
         """Each partition's last landed entry ID into the advisory hash, never backwards. Advisory:
-        a failure is logged and left for the next committed epoch, which carries every cursor."""
-        client = self._require_client()
+        a failure is logged and left for the next committed epoch, which carries every cursor; a
+        closed generation writes nothing (its successor will)."""
+        client = self._client
+        if client is None:
+            return
         args: list[str] = []
         for (_stream, partition), cursor in sorted(offsets.items()):
             if cursor > 0:
