@@ -20,7 +20,17 @@ cd "$(dirname "$0")/.."
 KAFKA_39=3.9.1
 ZOOKEEPER_38=3.8.4
 PYTHON=${PYTHON:-python3}
-PYTHON313=${PYTHON313:-/root/.pyenv/versions/3.13.0/bin/python3.13}
+# a Python 3.13 that runs: $PYTHON313, else pyenv's (the machine image has 3.13.0), else one on PATH
+# (a pyenv shim on PATH may not run); nothing here may download an interpreter, Debian bookworm packages none
+if [[ -z ${PYTHON313:-} ]]; then
+  for candidate in "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.13*/bin/python3.13 "$(command -v python3.13 || true)"; do
+    if [[ -n $candidate ]] && "$candidate" --version >/dev/null 2>&1; then
+      PYTHON313=$candidate
+      break
+    fi
+  done
+fi
+PYTHON313=${PYTHON313:-python3.13}
 CONSTRAINTS=.ci/oldest-constraints.txt
 read -r -a EXTRA_ARGS <<<"${MATRIX_PYTEST_ARGS:-}"
 TESTS=(

@@ -49,3 +49,45 @@ def test_the_nodes_wait_out_a_redis_crash_and_the_lake_ends_exact(
         for node in nodes:
             node.stop()
         server.stop()
+
+
+def test_a_redis_pipeline_whose_zookeeper_subtree_was_lost_continues_from_the_lake(
+    redis_server: RedisServer, zookeeper: ZooKeeperHandle, unique: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """The state fault that once doubled a Kafka pipeline, on the Redis one: both nodes stopped, the
+    pipeline's ZooKeeper subtree deleted, the nodes started again. They must continue from the
+    lake's records (the same runtime), not land every entry a second time."""
+    from kazoo.client import KazooClient
+
+    stream, pipeline = unique("subtree"), unique("redis-subtree")
+    output, logs = tmp_path / "lake", tmp_path / "logs"
+    appender = Appender(redis_server.url, stream).start()
+    nodes = [start_node(n, redis_server.url, stream, zookeeper.hosts, pipeline, output, logs) for n in (1, 2)]
+    try:
+        wait_until(lambda: landed(output, stream) >= 600, 90, "the first 600 entries landed")
+        appender.stop()
+        for node in nodes:
+            node.terminate()
+        assert [node.wait(60) for node in nodes] == [0, 0]
+        before = entries(redis_server.url, stream)
+        zk = KazooClient(hosts=zookeeper.hosts, timeout=10)
+        zk.start(timeout=10)
+        try:
+            zk.delete(f"/laminar/{pipeline}", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+        appender = Appender(redis_server.url, stream).start()
+        for node in nodes:
+            node.start()
+        wait_until(lambda: landed(output, stream) >= before + 600, 90, "600 entries landed after the restart")
+        appender.stop()
+        total = entries(redis_server.url, stream)
+        wait_until(lambda: landed(output, stream) >= total, 60, f"all {total} entries landed")
+        report = audit_lake(redis_server.url, stream, output)
+        assert report.ok and report.duplicated == 0 and report.missing == 0, report.table()
+        assert "reseed" in "".join(node.log_text() for node in nodes).lower()
+    finally:
+        appender.stop()
+        for node in nodes:
+            node.stop()
