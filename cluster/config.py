@@ -29,8 +29,9 @@ from laminar_kafka.cluster.config_file import (
     as_node_id, as_str, as_topics, passthrough_tables, read_config_file,
 )
 from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import (
-    IcebergSettings, LakeTarget, PartitionGranularity, TableFormat, TableLocation, table_name_of,
+    IcebergSettings, LakeTarget, TableFormat, TableLocation, table_name_of,
 )
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
@@ -194,8 +195,9 @@ class NodeSettings:
         self._check_lake()
 
     def _check_lake(self) -> None:
-        for name, enum_type in (("table-format", TableFormat), ("partition-by", PartitionGranularity),
-                                ("on-lake-behind", OnLakeBehind), ("table-location", TableLocation)):
+        self._check_partitioning()
+        for name, enum_type in (("table-format", TableFormat), ("on-lake-behind", OnLakeBehind),
+                                ("table-location", TableLocation)):
             value = getattr(self, name.replace("-", "_"))
             choices = tuple(member.value for member in enum_type)
             if value not in choices:
@@ -214,6 +216,17 @@ class NodeSettings:
                               "(sqlite:///<local path> or an http(s):// REST catalog)")
         self.iceberg_settings()  # validates the names and the catalog URI
 
+    def _check_partitioning(self) -> None:
+        """``partition-by`` parses, and every column it reads is one the records can have."""
+        for source in self.partitioning.sources:
+            if source == "_key" and not self.include_key:
+                raise ConfigError("partition-by reads _key: set include-key = true")
+            if source == "_headers":  # PartitionSpec refuses it; kept for a clear order of checks
+                raise ConfigError("partition-by cannot read _headers")
+            if not source.startswith("_") and self.format == Format.RAW.value and source != "value":
+                raise ConfigError(f"partition-by reads {source}, a payload field: format=raw has only value "
+                                  "(use format=json or a registry format)")
+
     def with_node_id(self, node_id: int) -> NodeSettings:
         """These settings with the id ``node-id auto`` chose (``node_id_auto`` stays True)."""
         if not self.node_id_auto:
@@ -222,8 +235,9 @@ class NodeSettings:
         return replace(self, node_id=node_id)
 
     @property
-    def granularity(self) -> PartitionGranularity:
-        return PartitionGranularity(self.partition_by)
+    def partitioning(self) -> PartitionSpec:
+        """``partition-by`` parsed (raises :class:`ConfigError`)."""
+        return PartitionSpec.parse(self.partition_by)
 
     @property
     def lake_format(self) -> TableFormat:
@@ -306,6 +320,9 @@ class NodeSettings:
             props["json.schema"] = self.json_schema or json_schema
         if self.on_bad_record != "fail":
             props["on.bad.record"] = self.on_bad_record
+        required = self.partitioning.required_fields()
+        if required:  # a record partition-by cannot place is a bad record, never a row in a wrong directory
+            props["required.fields"] = required
         props["max.error.rate"] = repr(self.max_error_rate)
         if self.on_tombstone != "bad":
             props["on.tombstone"] = self.on_tombstone

@@ -174,7 +174,7 @@ def make_lake(settings: NodeSettings, sink: ParquetSink) -> LakeOutput:
     """The lake of ``table-format`` over ``sink``'s output."""
     return open_lake(
         settings.lake_format, sink.fs, sink.root, output_uri=settings.output, pipeline=settings.pipeline,
-        granularity=settings.granularity,
+        partitioning=settings.partitioning,
         iceberg=settings.iceberg_settings() if settings.lake_format is TableFormat.ICEBERG else None,
     )
 
@@ -303,7 +303,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         boot_id=uuid.uuid4().hex,
         max_file_bytes=settings.max_file_bytes,
         row_group_rows=settings.row_group_rows,
-        granularity=settings.granularity,
+        partitioning=settings.partitioning,
     )
     config = coordinator_config(settings)
     options = RuntimeOptions(

@@ -26,7 +26,8 @@ import pyarrow.fs as pafs
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
 from laminar_kafka.cluster.lake.record import LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.parquet.records import drop_records_after, read_parquet_facts, write_record
-from laminar_kafka.cluster.lake.settings import PartitionGranularity, TableFormat
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.parquet.sink import publish
 
@@ -113,7 +114,7 @@ def open_lake(
     *,
     output_uri: str,
     pipeline: str,
-    granularity: PartitionGranularity,
+    partitioning: PartitionSpec,
     iceberg: object | None = None,
 ) -> LakeOutput:
     """The lake of ``table_format`` over the sink's ``fs`` and ``root``; ``iceberg`` is the
@@ -124,4 +125,4 @@ def open_lake(
     from laminar_kafka.cluster.lake.settings import IcebergSettings
 
     assert isinstance(iceberg, IcebergSettings)
-    return IcebergOutput(iceberg, granularity, pipeline, output_uri, fs, root)
+    return IcebergOutput(iceberg, partitioning, pipeline, output_uri, fs, root)

@@ -93,7 +93,7 @@ def pipeline_values(settings: NodeSettings) -> dict[str, str]:
         "topic": normalise_topics(settings.topics),
         "output": normalise_output(settings.output),
         "table-format": settings.table_format,
-        "partition-by": settings.partition_by,
+        "partition-by": settings.partitioning.text,
         "format": settings.format,
         "vnode-count": str(settings.vnode_count),
         "source-identity": settings.source_identity,

@@ -1,16 +1,16 @@
-"""How a pipeline lays out its output: the table format, the partition granularity, the Iceberg catalog.
+"""How a pipeline lays out its output: the table format, the Iceberg catalog.
 
 Values only, no I/O. The Parquet directory and the Iceberg table share one file layout (Hive style,
 under the output root)::
 
-    <topic>/dt=YYYY-MM-DD/epoch-<E>.node-<N>.boot-<B>.seq-<S>.parquet            granularity DAY
-    <topic>/dt=YYYY-MM-DD/hour=HH/epoch-...parquet                              granularity HOUR
-    <topic>/epoch-...parquet                                                    granularity NONE
+    <topic>/dt=YYYY-MM-DD/epoch-<E>.node-<N>.boot-<B>.seq-<S>.parquet            partition-by day
+    <topic>/dt=YYYY-MM-DD/hour=HH/epoch-...parquet                              partition-by hour
+    <topic>/epoch-...parquet                                                    partition-by none
+    <topic>/region=eu/customer_id_bucket=3/epoch-...parquet                     region, bucket[16](customer_id)
 
-The partition values come from ``_timestamp`` (UTC); a row without one goes to
-``dt=__HIVE_DEFAULT_PARTITION__``. With the Iceberg format the same files become the data files of
-one Iceberg table per topic (location ``<output>/<topic>``), partitioned by the same granularity of
-``_timestamp`` (``day``/``hour`` transforms, or unpartitioned).
+(:mod:`laminar_kafka.cluster.lake.partition_spec` has the whole ``partition-by`` grammar). With the
+Iceberg format the same files become the data files of one Iceberg table per topic (location
+``<output>/<topic>``), partitioned by the same transforms.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from laminar_kafka.cluster.errors import ConfigError
 
-__all__ = ["IcebergSettings", "LakeTarget", "PartitionGranularity", "TableFormat", "TableLocation", "table_name_of"]
+__all__ = ["IcebergSettings", "LakeTarget", "TableFormat", "TableLocation", "table_name_of"]
 
 
 class TableFormat(enum.Enum):
@@ -29,15 +29,6 @@ class TableFormat(enum.Enum):
 
     PARQUET = "parquet"
     ICEBERG = "iceberg"
-
-
-class PartitionGranularity(enum.Enum):
-    """How ``_timestamp`` partitions the output: a directory (and an Iceberg partition) per day or
-    per hour, or none."""
-
-    DAY = "day"
-    HOUR = "hour"
-    NONE = "none"
 
 
 class TableLocation(enum.Enum):

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from laminar_kafka.cluster.errors import SinkError, UsageError
 from laminar_kafka.cluster.lake.outputs import open_lake
-from laminar_kafka.cluster.lake.settings import LakeTarget, PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.settings import LakeTarget
 from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, OnLakeBehind, reconcile
 from laminar_kafka.cluster.lake.parquet.sink import open_output
 from laminar_kafka.coordinator.errors import CodecError
@@ -53,7 +54,7 @@ def read_lake_state(target: LakeTarget, topics: Sequence[str], source_identity: 
     try:
         fs, root = open_output(target.output)
         lake = open_lake(target.table_format, fs, root, output_uri=target.output, pipeline=target.pipeline,
-                         granularity=PartitionGranularity.DAY, iceberg=target.iceberg)
+                         partitioning=PartitionSpec(), iceberg=target.iceberg)  # reading: the layout plays no part
         facts = lake.read_facts(target.pipeline, topics)
     except (SinkError, CodecError, OSError) as exc:
         raise UsageError(f"the lake at {target.output} cannot be read: {exc}", cause=exc) from exc

@@ -39,6 +39,9 @@ Recognised keys (all values are strings, as in a SQL ``WITH (...)`` clause):
                                    best-effort)
 ``max.error.rate``                 with ``skip``: max fraction of bad records (0.01), see
                                    :class:`~laminar_kafka.kafka_source.read.batches.DecodeFailures`
+``required.fields``                ``name`` or ``name:kind|kind,...``: columns every record must
+                                   have non-null, of one of the kinds (a bad record otherwise:
+                                   :mod:`~laminar_kafka.kafka_source.decode.required_fields`)
 ``on.tombstone``                   ``bad`` (default) | ``row``: a null value under a decoded
                                    format is a bad record, or a row of null payload columns
 ``fail.on.data.loss``              ``true`` (default) | ``false``: under guaranteed delivery a
@@ -88,6 +91,7 @@ from laminar_kafka.kafka_source.config.values import (
     specific_offsets,
 )
 from laminar_kafka.kafka_source.connector import ConnectorConfig
+from laminar_kafka.kafka_source.decode.required_fields import RequiredField, parse_required_fields, schema_problem
 from laminar_kafka.kafka_source.errors import ConfigurationError
 
 __all__ = [
@@ -124,6 +128,7 @@ VALID_KEYS: tuple[str, ...] = (
     "fail.on.data.loss",
     "schema.registry.url",
     "key.format",
+    "required.fields",
 )
 KAFKA_PREFIX = "kafka."
 REGISTRY_PREFIX = "schema.registry."
@@ -188,6 +193,8 @@ class KafkaSourceConfig:
     schema_registry_url: str | None = None
     #: ``schema.registry.<key>`` pass-through (may hold credentials: not in the repr)
     schema_registry_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: columns every record must have non-null (``required.fields``); a record that lacks one is bad
+    required_fields: tuple[RequiredField, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -233,6 +240,7 @@ class KafkaSourceConfig:
             key_format=formats.key_format,
             schema_registry_url=formats.registry_url,
             schema_registry_properties=registry_props,
+            required_fields=formats.required_fields,
             include_metadata=include_metadata,
             startup_mode=startup.mode,
             startup_timestamp_ms=startup.timestamp_ms,
@@ -372,6 +380,7 @@ class _Formats(NamedTuple):
     json_schema: pa.Schema | None
     key_format: KeyFormat
     registry_url: str | None
+    required_fields: tuple[RequiredField, ...]
 
 
 class _Startup(NamedTuple):
@@ -470,7 +479,32 @@ def _formats(props: Mapping[str, str], registry_props: Mapping[str, str], includ
         raise ConfigurationError("key.format needs the _key column (include.metadata)")
     if registry_url is None and registry_props:
         raise ConfigurationError("schema.registry.* properties need schema.registry.url")
-    return _Formats(fmt, schema, key_format, registry_url)
+    required = parse_required_fields(props.get("required.fields", ""))
+    _check_required_fields(required, fmt, schema, include_metadata)
+    return _Formats(fmt, schema, key_format, registry_url, required)
+
+
+def _check_required_fields(
+    required: tuple[RequiredField, ...], fmt: Format, json_schema: pa.Schema | None, include_metadata: tuple[str, ...],
+) -> None:
+    """Refuse a required field no record could have: a metadata column not included, or a payload
+    field the configured columns lack or type otherwise (known here for ``raw`` and for ``json``
+    with ``json.schema``; registry formats and metadata types are checked batch by batch)."""
+    for required_field in required:
+        if required_field.name in METADATA_COLUMNS:
+            if required_field.name not in include_metadata:
+                raise ConfigurationError(f"required.fields: {required_field.name} is not among include.metadata")
+            continue
+        payload: pa.Schema | None = None
+        if fmt is Format.RAW:
+            payload = pa.schema([pa.field("value", pa.binary())])
+        elif fmt is Format.JSON:
+            payload = json_schema
+        if payload is None:
+            continue
+        problem = schema_problem(payload, required_field)
+        if problem is not None:
+            raise ConfigurationError(f"required.fields: {problem}")
 
 
 def _startup(props: Mapping[str, str], selector: TopicSelector) -> _Startup:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeGuard, TypeVar
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat, TombstonePolicy
 from laminar_kafka.kafka_source.errors import ConfigurationError
 from laminar_kafka.kafka_source.decode.records import Records
+from laminar_kafka.kafka_source.decode.required_fields import bad_rows as required_field_problems
 from laminar_kafka.kafka_source.schema_registry.arrow_types import payload_fields
 from laminar_kafka.kafka_source.decode.timestamps import out_of_range_timestamps
 
@@ -118,6 +119,7 @@ class BatchBuilder:
     ) -> None:
         self.format = config.format
         self.metadata = config.include_metadata
+        self.required_fields = config.required_fields
         self.key_format = config.key_format
         self._values: Decoder | None = None
         #: ``on.tombstone=row``: a null value decodes to a row of null payload columns
@@ -175,7 +177,8 @@ class BatchBuilder:
         columns need (:meth:`RecordFields.of <laminar_kafka.kafka_source.decode.records.RecordFields.of>`).
 
         A record is bad when its value does not decode, or its key does not (``key.format``), or
-        its ``_timestamp`` lies outside years 0001-9999 (:mod:`laminar_kafka.kafka_source.decode.timestamps`).
+        its ``_timestamp`` lies outside years 0001-9999 (:mod:`laminar_kafka.kafka_source.decode.timestamps`),
+        or it breaks ``required.fields`` (:mod:`laminar_kafka.kafka_source.decode.required_fields`).
         Raises :class:`~laminar_kafka.kafka_source.errors.TransientError` when the schema registry cannot be
         reached and :class:`ConfigurationError` when it refuses access (nothing is consumed).
         """
@@ -201,7 +204,9 @@ class BatchBuilder:
         columns = payload + self._metadata_columns(good, key_column)
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
         if "_timestamp" in self.metadata:
-            batch = _without_out_of_range_timestamps(batch, len(values), bad_reasons)
+            batch = _without_rows(batch, len(values), bad_reasons, out_of_range_timestamps(batch.column("_timestamp")))
+        if self.required_fields:
+            batch = _without_rows(batch, len(values), bad_reasons, required_field_problems(batch, self.required_fields))
         bad = tuple(BadRecord(i, r) for i, r in sorted(bad_reasons.items()))
         return BuiltBatch(batch, bad)
 
@@ -334,10 +339,10 @@ def topic_column(topics: list[str] | str, count: int) -> pa.DictionaryArray:
     return pa.array(topics, type=pa.string()).dictionary_encode()
 
 
-def _without_out_of_range_timestamps(batch: pa.RecordBatch, total: int, bad_reasons: dict[int, str]) -> pa.RecordBatch:
-    """``batch`` (the rows of ``range(total)`` not in ``bad_reasons``) without its rows whose
-    ``_timestamp`` is out of range; those are added to ``bad_reasons`` under their input index."""
-    late = out_of_range_timestamps(batch.column("_timestamp"))
+def _without_rows(batch: pa.RecordBatch, total: int, bad_reasons: dict[int, str], late: dict[int, str]) -> pa.RecordBatch:
+    """``batch`` (the rows of ``range(total)`` not in ``bad_reasons``) without its rows in ``late``
+    (bad for a reason found after decoding: a ``_timestamp`` out of range, a required field null);
+    those are added to ``bad_reasons`` under their input index."""
     if not late:
         return batch
     kept = [i for i in range(total) if i not in bad_reasons]

@@ -23,7 +23,7 @@ from laminar_kafka.cluster.config import (
     BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, TOMBSTONE_POLICIES, env_name, load_settings,
 )
 from laminar_kafka.cluster.errors import ClusterError, UsageError
-from laminar_kafka.cluster.lake.settings import PartitionGranularity, TableFormat, TableLocation
+from laminar_kafka.cluster.lake.settings import TableFormat, TableLocation
 from laminar_kafka.cluster.logs import quiet_clients
 from laminar_kafka.cli.common import (
     PROG, Parser, add_common, add_kafka_client, configure_command_logging, kafka_client_of,
@@ -103,7 +103,9 @@ _RUN_HELP = {
                "writable by this user only (prefer the environment variable: flags show in ps)",
     "table-format": "parquet: a Hive-style Parquet tree <output>/<topic>/dt=YYYY-MM-DD/ (default); iceberg: one "
                     "Apache Iceberg table per topic, one Iceberg commit per epoch",
-    "partition-by": "partition the output by day (default) or hour of _timestamp (UTC), or none",
+    "partition-by": "day (default) or hour of _timestamp (UTC), none, or terms over fields: f, day(f), hour(f), "
+                    "bucket[N](f), truncate[W](f), comma-separated, e.g. 'day(event_time),bucket[16](customer_id)' "
+                    "(docs/partitioning.md); a record whose field is null or of another type is a bad record",
     "table": "table-format=iceberg, a single topic: the table name (default: the topic, dots and dashes as _)",
     "namespace": "table-format=iceberg: the Iceberg namespace (default: the pipeline name)",
     "catalog-uri": "table-format=iceberg: sqlite:///<path> or an http(s):// REST catalog (default: an embedded "
@@ -122,7 +124,6 @@ _RUN_CHOICES: dict[str, tuple[str, ...]] = {
     "on-bad-record": BAD_RECORD_POLICIES,
     "on-tombstone": TOMBSTONE_POLICIES,
     "table-format": tuple(f.value for f in TableFormat),
-    "partition-by": tuple(g.value for g in PartitionGranularity),
     "table-location": tuple(location.value for location in TableLocation),
 }
 

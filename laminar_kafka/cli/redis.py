@@ -25,7 +25,7 @@ import pyarrow.fs as pafs
 from laminar_kafka.cli.common import Parser, add_common, configure_command_logging
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.logs import quiet_clients
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.ops.verify import audit, read_output
@@ -116,7 +116,7 @@ def build_redis_runtime(options: RedisNodeOptions, metrics: NodeMetrics) -> Node
     coordinator = ZooKeeperCoordinator(coordinator_config, options.node_id,
                                        f"metrics:{options.metrics_port}" if options.metrics_port else "")
     sink = ParquetSink(options.output, node_id=options.node_id, boot_id=uuid.uuid4().hex,
-                       granularity=PartitionGranularity.NONE)
+                       partitioning=PartitionSpec())
     # the streams never change identity: a fixed id ("topic re-created" never fires)
     topology = Topology.of(TopicInfo(config.stream, f"redis:{config.stream}", config.partitions))
     runtime_options = RuntimeOptions(

@@ -43,20 +43,20 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
     ensure_namespace,
     evolves,
     absolute_path,
-    check_partitioning,
     iceberg_ready,
     iceberg_schema_of,
     load_table_or_none,
     open_catalog,
     optional_additions,
-    partition_spec_of,
     schema_conflicts,
     table_location,
 )
+from laminar_kafka.cluster.lake.iceberg.partitions import append_data_files, check_partitioning, partition_spec_of
 from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
 from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
-from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableFormat, TableLocation
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.settings import IcebergSettings, TableFormat, TableLocation
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.parquet.names import final_path
 
@@ -161,7 +161,7 @@ class IcebergOutput:
     def __init__(
         self,
         settings: IcebergSettings,
-        granularity: PartitionGranularity,
+        partitioning: PartitionSpec,
         pipeline: str,
         output_uri: str,
         fs: pafs.FileSystem,
@@ -172,7 +172,7 @@ class IcebergOutput:
         retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         self.settings = settings
-        self.granularity = granularity
+        self.partitioning = partitioning
         self.pipeline = pipeline
         self.output_uri = output_uri
         self.fs = fs
@@ -222,7 +222,7 @@ class IcebergOutput:
                 if table is not None:
                     if schema is not None:
                         self._check_takes(table, schema, source="the records", error=ConfigError)
-                    check_partitioning(table, self.granularity)
+                    check_partitioning(table, self.partitioning)
                 elif schema is not None:
                     self._create(topic, schema)
         except ConfigError:
@@ -237,7 +237,7 @@ class IcebergOutput:
     def _create(self, topic: str, schema: pa.Schema) -> Table:
         """Create the topic's table (or load it when a concurrent creator won)."""
         iceberg_schema = iceberg_schema_of(schema)
-        spec = partition_spec_of(self.granularity, iceberg_schema)
+        spec = partition_spec_of(self.partitioning, iceberg_schema)
         identifier = self.identifier(topic)
         location: str | None = None  # TableLocation.CATALOG: the catalog places it
         if self.settings.table_location is TableLocation.OUTPUT:
@@ -420,7 +420,7 @@ class IcebergOutput:
                 if evolves(table.schema(), unified):
                     with transaction.update_schema() as update:
                         update.union_by_name(optional_additions(table.schema(), unified))
-                transaction.add_files(paths, snapshot_properties=summary, check_duplicate_files=False)
+                append_data_files(transaction, paths, summary)
                 transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
         except (*_RETRYABLE, *_TRANSIENT):
             raise

@@ -23,13 +23,14 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan, parquet_file_to_data_file
+from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile, ManifestContent
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Snapshot
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.commit import without_blind_retries
+from laminar_kafka.cluster.lake.iceberg.partitions import data_files
 from laminar_kafka.cluster.lake.iceberg.tables import describe_error
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options
 
@@ -183,7 +184,7 @@ def _rewrite(table: Table, group: list[FileScanTask], written: list[str]) -> Dat
     written.append(path)
     with table.io.new_output(path).create(overwrite=False) as stream:
         pq.write_table(rows, stream, **writer_options(rows.schema))
-    return parquet_file_to_data_file(table.io, metadata, path)
+    return data_files(table.io, metadata, [path])[0]  # a bucket's partition cannot come from statistics
 
 
 def _delete_quietly(table: Table, paths: list[str]) -> None:

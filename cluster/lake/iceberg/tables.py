@@ -8,7 +8,6 @@ The pieces :mod:`laminar_kafka.cluster.lake.iceberg.commit` and :mod:`laminar_ka
 - :func:`absolute_path`: the URI pyiceberg's FileIO reads for a path relative to the output root.
 - :func:`iceberg_ready` / :func:`schema_conflicts`: Arrow schemas as Iceberg sees them (no
   dictionary type) and the columns a file cannot bring into a table.
-- :func:`partition_spec_of` / :func:`check_partitioning`: ``_timestamp`` by day, hour or not at all.
 - :func:`read_offsets` / :func:`data_file_count`: what ``verify`` reads of the current snapshot.
 
 pyiceberg's known-noisy log lines are filtered (:func:`quiet_pyiceberg`); catalog properties whose
@@ -29,14 +28,12 @@ import pyarrow.fs as pafs
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, ResolveError
 from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
-from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids, promote
 from pyiceberg.table import Table
-from pyiceberg.transforms import DayTransform, HourTransform
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
-from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity
+from laminar_kafka.cluster.lake.settings import IcebergSettings
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +42,6 @@ __all__ = [
     "OFFSET_COLUMNS",
     "TIMESTAMP_COLUMN",
     "absolute_path",
-    "check_partitioning",
     "data_file_count",
     "evolves",
     "describe_error",
@@ -54,7 +50,6 @@ __all__ = [
     "load_table_or_none",
     "loggable_properties",
     "open_catalog",
-    "partition_spec_of",
     "quiet_pyiceberg",
     "read_offsets",
     "schema_conflicts",
@@ -366,55 +361,6 @@ def _promotes(source: IcebergType, target: IcebergType) -> bool:
     except ResolveError:
         return False
     return True
-
-
-# --- partitioning --------------------------------------------------------------------------------
-
-_TRANSFORMS: dict[PartitionGranularity, type[DayTransform] | type[HourTransform]] = {
-    PartitionGranularity.DAY: DayTransform,
-    PartitionGranularity.HOUR: HourTransform,
-}
-
-
-def partition_spec_of(granularity: PartitionGranularity, schema: Schema) -> PartitionSpec:
-    """``day(_timestamp)`` named ``_timestamp_day``, ``hour(_timestamp)`` named ``_timestamp_hour``,
-    or unpartitioned. Raises :class:`ConfigError` when the schema has no ``_timestamp`` column."""
-    transform = _TRANSFORMS.get(granularity)
-    if transform is None:
-        return UNPARTITIONED_PARTITION_SPEC
-    try:
-        source = schema.find_field(TIMESTAMP_COLUMN)
-    except ValueError:
-        raise ConfigError(f"partitioning by {granularity.value} needs a {TIMESTAMP_COLUMN} column") from None
-    return PartitionSpec(
-        PartitionField(source_id=source.field_id, field_id=1000, transform=transform(),
-                       name=f"{TIMESTAMP_COLUMN}_{granularity.value}"),
-    )
-
-
-def check_partitioning(table: Table, granularity: PartitionGranularity) -> None:
-    """Raise :class:`ConfigError` (naming the table, the column and the setting ``partition-by``, the
-    one to change) unless the table is partitioned by exactly the granularity's transform of
-    ``_timestamp`` (or unpartitioned for ``NONE``)."""
-    name = ".".join(table.name())
-    spec = table.spec()
-    expected = _TRANSFORMS.get(granularity)
-    setting = f"setting partition-by is {granularity.value} here"
-    if expected is None:
-        if spec.fields:
-            raise ConfigError(f"iceberg table {name} is partitioned (its spec: {[str(f) for f in spec.fields]}), "
-                              f"but {setting}")
-        return
-    try:
-        source_id = table.schema().find_field(TIMESTAMP_COLUMN).field_id
-    except ValueError:
-        raise ConfigError(f"iceberg table {name} has no {TIMESTAMP_COLUMN} column to partition by") from None
-    matching = [f for f in spec.fields if f.source_id == source_id and isinstance(f.transform, expected)]
-    if len(spec.fields) != 1 or not matching:
-        raise ConfigError(
-            f"iceberg table {name} is not partitioned by {granularity.value}({TIMESTAMP_COLUMN}) "
-            f"(its spec: {[str(f) for f in spec.fields] or 'unpartitioned'}): {setting}"
-        )
 
 
 # --- reading -------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ files of both streams of a boot. The published path is a pure function of the st
 (:func:`final_path`): a sealed file keeps its directory. Rows staged before the Hive layout
 (``_staging/epoch-...parquet``, directory ``""``) still parse and publish, at the root. Readers of
 the rows skip every ``_``-prefixed directory, so they never see ``_staging/`` or ``_rejected/``.
-A directory is a ``/``-separated path of names made of ``[A-Za-z0-9._=-]``, none starting with
+A directory is a ``/``-separated path of names made of ``[A-Za-z0-9._=%~-]`` (``%`` and ``~``: the
+percent-encoded values of field partitions), none starting with
 ``_`` or ``.`` (so none is ``.`` or ``..``): no staged or published path escapes its place.
 """
 from __future__ import annotations
@@ -51,7 +52,7 @@ _NAME_RE = re.compile(
     r"\.boot-(?P<boot>[A-Za-z0-9-]+)\.seq-(?P<seq>\d{8})\.parquet"
 )
 #: one name of a directory: never ".", "..", "_staging" or hidden
-_DIRECTORY_PART_RE = re.compile(r"[A-Za-z0-9-][A-Za-z0-9._=-]*")
+_DIRECTORY_PART_RE = re.compile(r"[A-Za-z0-9-][A-Za-z0-9._=%~-]*")
 
 
 def is_valid_directory(directory: str) -> bool:

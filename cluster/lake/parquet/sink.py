@@ -2,7 +2,7 @@
 
 The output root is any ``pyarrow.fs`` filesystem location (a local path, ``file://``, ``s3://``...).
 Two streams share one staging directory and one epoch protocol: the decoded rows, published in
-Hive-style partition directories (``<topic>/dt=YYYY-MM-DD/``, per the granularity; see
+Hive-style partition directories (``<topic>/dt=YYYY-MM-DD/``, per ``partition-by``; see
 :mod:`laminar_kafka.cluster.lake.partitioning`), and the records the bad-record policy rejected, published under
 ``_rejected/`` (the names: :mod:`laminar_kafka.cluster.lake.parquet.names`). A rows file is staged under
 ``_staging/<its partition directory>/``. A manifest lists staged paths of both; the final path of a
@@ -38,10 +38,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options
 from laminar_kafka.cluster.lake.partitioning import check_topic, split_by_partition
 from laminar_kafka.cluster.lake.parquet.staged_files import DirectoryFiles, StreamFiles
+from laminar_kafka.cluster.lake.parquet.tree_lock import publishing
 from laminar_kafka.cluster.lake.parquet.names import REJECTED_DIR, STAGING_DIR, OutputStream, StagedName, final_path, parse_staged
 
 logger = logging.getLogger(__name__)
@@ -94,8 +95,8 @@ class ParquetSink:
     """One node's writer: appends batches to open staged files and seals them at each barrier.
 
     Two streams (:class:`OutputStream`): rows (:meth:`write`) and rejected records (the
-    ``rejected`` argument). Rows are split by ``_topic`` and by ``granularity`` of ``_timestamp``
-    into partition directories, each with its own open file; a batch without ``_topic`` goes to
+    ``rejected`` argument). Rows are split by ``_topic`` and by ``partitioning`` (the pipeline's
+    ``partition-by``) into partition directories, each with its own open file; a batch without ``_topic`` goes to
     ``default_topic``'s directories. Rejected records are not partitioned. Not thread-safe: the
     runtime calls it from one executor thread at a time. In each directory a file rotates when
     ``max_file_bytes`` is reached (the next row group goes to a new open file) and when a batch's
@@ -114,7 +115,7 @@ class ParquetSink:
         max_file_bytes: int = 128 * 1024 * 1024,
         row_group_rows: int = 65536,
         filesystem: tuple[pafs.FileSystem, str] | None = None,
-        granularity: PartitionGranularity = PartitionGranularity.DAY,
+        partitioning: PartitionSpec = PartitionSpec.parse("day"),
         default_topic: str | None = None,
         max_open_files: int = 64,
     ) -> None:
@@ -122,7 +123,7 @@ class ParquetSink:
         self.node_id = node_id
         self.max_file_bytes = max_file_bytes
         self.row_group_rows = row_group_rows
-        self.granularity = granularity
+        self.partitioning = partitioning
         self.default_topic = None if default_topic is None else check_topic(default_topic)
         self._boot_id = _check_boot(boot_id)
         self._seq = 0
@@ -183,7 +184,7 @@ class ParquetSink:
         :func:`laminar_kafka.cluster.lake.partitioning.split_by_partition`); nothing of the call is written then.
         """
         rows = self._streams[OutputStream.ROWS]
-        parts = split_by_partition(batch, self.granularity, self.default_topic)
+        parts = split_by_partition(batch, self.partitioning, self.default_topic)
         for directory, part in parts:
             self._append(rows, rows.use(directory), part)
         if rejected is not None and rejected.num_rows:
@@ -298,7 +299,19 @@ def publish(fs: pafs.FileSystem, root: str, staged: Iterable[str]) -> int:
 
     Returns how many files this call renamed. Raises :class:`SinkError` when a listed file is
     neither staged nor published (committed output lost) or a rename fails.
+
+    On a local filesystem the renames hold the tree's shared publish lock (one lock per call,
+    :func:`~laminar_kafka.cluster.lake.parquet.tree_lock.publishing`): a compaction, which holds it
+    exclusively, never exchanges a directory while a file is renamed into it.
     """
+    listed = list(staged)
+    if not listed:
+        return 0
+    with publishing(fs, root):
+        return _publish_listed(fs, root, listed)
+
+
+def _publish_listed(fs: pafs.FileSystem, root: str, staged: list[str]) -> int:
     renamed = 0
     directories: set[str] = set()
     for relative in staged:

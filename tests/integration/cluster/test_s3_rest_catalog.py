@@ -35,8 +35,10 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.table import Table
 
 from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
-from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of, load_table_or_none, partition_spec_of
-from laminar_kafka.cluster.lake.settings import LakeTarget, PartitionGranularity, TableFormat, table_name_of
+from laminar_kafka.cluster.lake.iceberg.partitions import partition_spec_of
+from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of, load_table_or_none
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.settings import LakeTarget, TableFormat, table_name_of
 from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
 from laminar_kafka.devstack.topics import create_topic
 from laminar_kafka.devstack.processes import free_port
@@ -84,7 +86,7 @@ def precreate_table(catalog: Catalog, identifier: tuple[str, str]) -> Table:
     schema = iceberg_schema_of(pa.schema([pa.field("_timestamp", pa.timestamp("ms"))]))
     catalog.create_namespace_if_not_exists(identifier[0])
     return catalog.create_table(identifier, schema=schema,
-                                partition_spec=partition_spec_of(PartitionGranularity.DAY, schema))
+                                partition_spec=partition_spec_of(PartitionSpec.parse("day"), schema))
 
 
 def catalog_pipeline(kafka: KafkaHandle, name: str, base: Path, catalog_uri: str, properties: dict[str, str],

@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, RetryPolicy
-from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.settings import IcebergSettings
 
 STAGING = "_staging/"
 DAY_1 = dt.datetime(2026, 1, 1, 3, 0)
@@ -62,20 +63,20 @@ class Lake:
     """An output root with staged files, manifests and Iceberg outputs (one per simulated node)."""
 
     def __init__(self, tmp_path: Path, *, pipeline: str = "pipe",
-                 granularity: PartitionGranularity = PartitionGranularity.DAY,
+                 partitioning: PartitionSpec = PartitionSpec.parse("day"),
                  settings: IcebergSettings | None = None) -> None:
         self.root = str(tmp_path / "out")
         self.fs = pafs.LocalFileSystem()
         self.fs.create_dir(self.root, recursive=True)
         self.pipeline = pipeline
-        self.granularity = granularity
+        self.partitioning = partitioning
         self.settings = settings or IcebergSettings(namespace=pipeline)
         self.manifests: dict[int, tuple[str, ...]] = {}
         self._seq = 0
 
     def output(self) -> IcebergOutput:
         return IcebergOutput(
-            self.settings, self.granularity, self.pipeline, self.root, self.fs, self.root,
+            self.settings, self.partitioning, self.pipeline, self.root, self.fs, self.root,
             final_path_of=layout_final_path, publish_files=layout_publish, retry=FAST_RETRY,
         )
 

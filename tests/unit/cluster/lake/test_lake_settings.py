@@ -6,8 +6,9 @@ import pytest
 from laminar_kafka.cluster.config import settings_from
 from laminar_kafka.cluster.config_file import passthrough_tables
 from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import (
-    IcebergSettings, PartitionGranularity, TableFormat, TableLocation, table_name_of,
+    IcebergSettings, TableFormat, TableLocation, table_name_of,
 )
 
 BASE = {"bootstrap": "k:9092", "topic": "orders.v1", "output": "/tmp/out"}
@@ -15,7 +16,7 @@ BASE = {"bootstrap": "k:9092", "topic": "orders.v1", "output": "/tmp/out"}
 
 def test_defaults_are_a_daily_parquet_tree() -> None:
     s = settings_from(BASE, {}, {})
-    assert s.lake_format is TableFormat.PARQUET and s.granularity is PartitionGranularity.DAY
+    assert s.lake_format is TableFormat.PARQUET and s.partitioning == PartitionSpec.parse("day")
 
 
 def test_iceberg_names_default_to_pipeline_and_topic() -> None:
@@ -42,7 +43,11 @@ def test_iceberg_table_and_env_properties() -> None:
 
 @pytest.mark.parametrize(("values", "message"), [
     ({"table-format": "delta"}, "table-format='delta': expected one of parquet, iceberg"),
-    ({"partition-by": "week"}, "partition-by='week': expected one of day, hour, none"),
+    ({"partition-by": "week"}, "partition-by reads week, a payload field: format=raw has only value"),
+    ({"partition-by": "month(ts)"}, "partition-by: 'month(ts)' is not a term"),
+    ({"partition-by": "bucket(customer)"}, "needs 1 <= N <= 1000000, got None"),
+    ({"partition-by": "day,region"}, "partition-by: day stands alone; with other terms write day(_timestamp)"),
+    ({"partition-by": "bucket[8](_key)"}, "partition-by reads _key: set include-key = true"),
     ({"table": "t"}, "table goes with table-format=iceberg"),
     ({"catalog-uri": "sqlite:////x.db"}, "catalog-uri goes with table-format=iceberg"),
     ({"table-format": "iceberg", "catalog-uri": "thrift://hive:9083"}, "catalog-uri 'thrift://hive:9083' is not supported"),

@@ -1,4 +1,5 @@
-"""Hive-style partition directories: splitting a batch by topic and by the granularity of _timestamp."""
+"""Hive-style partition directories: splitting a batch by topic and by the day or hour of _timestamp
+(field terms: test_partitioning_fields.py)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,17 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.partitioning import (
     HIVE_DEFAULT_PARTITION,
     check_partition_columns,
     check_topic,
-    partition_directory,
     split_by_partition,
 )
 from laminar_kafka.cluster.lake.parquet.names import is_valid_directory
 
-DAY, HOUR, NONE = PartitionGranularity.DAY, PartitionGranularity.HOUR, PartitionGranularity.NONE
+DAY, HOUR, NONE = PartitionSpec.parse("day"), PartitionSpec.parse("hour"), PartitionSpec()
 UTC = dt.timezone.utc
 
 
@@ -33,7 +33,7 @@ def rows(topics: list[str], stamps: list[dt.datetime | None], *, dictionary: boo
     })
 
 
-def expected_directory(topic: str, stamp: dt.datetime | None, granularity: PartitionGranularity) -> str:
+def expected_directory(topic: str, stamp: dt.datetime | None, granularity: PartitionSpec) -> str:
     """The reference: one row at a time, with datetime (the module under test never loops over rows)."""
     if granularity is NONE:
         return topic
@@ -47,15 +47,16 @@ def expected_directory(topic: str, stamp: dt.datetime | None, granularity: Parti
 @pytest.mark.parametrize(("granularity", "directory"), [
     (DAY, "orders/dt=2024-02-29"), (HOUR, "orders/dt=2024-02-29/hour=23"), (NONE, "orders"),
 ])
-def test_the_directory_of_each_granularity(granularity: PartitionGranularity, directory: str) -> None:
+def test_the_directory_of_each_granularity(granularity: PartitionSpec, directory: str) -> None:
     stamp = dt.datetime(2024, 2, 29, 23, 59, 59, 999000)
     parts = split_by_partition(rows(["orders"], [stamp]), granularity)
     assert [d for d, _ in parts] == [directory]
 
 
 def test_a_row_without_timestamp_goes_to_the_hive_default_partition() -> None:
-    assert partition_directory("t", None, DAY) == "t/dt=__HIVE_DEFAULT_PARTITION__"
-    assert partition_directory("t", None, HOUR) == "t/dt=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__"
+    assert [d for d, _ in split_by_partition(rows(["t"], [None]), DAY)] == ["t/dt=__HIVE_DEFAULT_PARTITION__"]
+    assert [d for d, _ in split_by_partition(rows(["t"], [None]), HOUR)] == [
+        "t/dt=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__"]
     parts = split_by_partition(rows(["t", "t"], [None, dt.datetime(2024, 1, 1)]), DAY)
     assert {d: p["_offset"].to_pylist() for d, p in parts} == {
         "t/dt=2024-01-01": [1], "t/dt=__HIVE_DEFAULT_PARTITION__": [0],
@@ -136,10 +137,10 @@ STAMPS = st.one_of(st.none(), st.datetimes(dt.datetime(1960, 1, 1), dt.datetime(
 @settings(max_examples=150, deadline=None)
 @given(
     data=st.lists(st.tuples(TOPICS, STAMPS), min_size=1, max_size=60),
-    granularity=st.sampled_from(PartitionGranularity), dictionary=st.booleans(),
+    granularity=st.sampled_from([DAY, HOUR, NONE]), dictionary=st.booleans(),
 )
 def test_every_row_lands_once_in_its_directory_in_its_order(
-    data: list[tuple[str, dt.datetime | None]], granularity: PartitionGranularity, dictionary: bool,
+    data: list[tuple[str, dt.datetime | None]], granularity: PartitionSpec, dictionary: bool,
 ) -> None:
     topics, stamps = [t for t, _ in data], [s for _, s in data]
     parts = split_by_partition(rows(topics, stamps, dictionary=dictionary), granularity)

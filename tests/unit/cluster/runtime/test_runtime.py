@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from laminar_kafka.cluster.errors import RuntimeFailure
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from laminar_kafka.cluster.runtime.measures import Watermarks
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
@@ -99,7 +99,7 @@ class FakeSource(SourceConnector):
 
 def make_runtime(tmp_path: Path, coordinator: FakeCoordinator, watermarks: Watermarks | None = None) -> NodeRuntime:
     FakeSource.generations = []
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, watermarks=watermarks)
 
@@ -274,7 +274,7 @@ async def test_a_rejected_ack_restarts_the_generation_and_acks_the_epoch_again(t
 
 def vnode_runtime(tmp_path: Path, coordinator: FakeCoordinator) -> NodeRuntime:
     FakeSource.generations = []
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", granularity=PartitionGranularity.NONE)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}),
                              vnode_mode=True, topology_interval_s=0)
     return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)
@@ -486,7 +486,7 @@ async def test_a_settled_runtime_turns_when_its_source_is_ready_not_every_50_ms(
     import laminar_kafka.cluster.runtime.node_runtime as runtime_module
 
     coordinator = FakeCoordinator()
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     runtime = NodeRuntime(coordinator, sink, QuietSource, lambda: TOPOLOGY, options)
     task = asyncio.create_task(runtime.run())
@@ -511,7 +511,7 @@ async def test_a_settled_runtime_turns_when_its_source_is_ready_not_every_50_ms(
 
 async def test_a_node_holding_rows_asks_for_an_epoch_once_per_commit_when_none_comes(tmp_path: Path) -> None:
     coordinator = FakeCoordinator()
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False,
                              epoch_ask_after_s=0.3)
     runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)
@@ -548,7 +548,7 @@ async def test_a_held_generation_with_data_waiting_turns_on_the_timer_not_in_a_l
     import laminar_kafka.cluster.runtime.node_runtime as runtime_module
 
     coordinator = FakeCoordinator()
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     runtime = NodeRuntime(coordinator, sink, HeldSource, lambda: TOPOLOGY, options)
     task = asyncio.create_task(runtime.run())

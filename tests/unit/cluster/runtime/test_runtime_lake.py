@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laminar_kafka.cluster.lake.outputs import ParquetTree
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable
@@ -34,7 +34,7 @@ class ExpiringLake(ParquetTree):
 async def test_a_publish_the_coordinator_cannot_answer_now_does_not_stop_the_node(tmp_path: Path) -> None:
     FakeSource.generations = []
     coordinator = FakeCoordinator()
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", granularity=PartitionGranularity.NONE)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", partitioning=PartitionSpec())
     lake = ExpiringLake(sink)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, lake=lake)
@@ -67,7 +67,7 @@ class TurnsLake(ParquetTree):
 async def test_a_node_commits_the_tables_of_the_epochs_whose_turn_is_its_own(tmp_path: Path) -> None:
     FakeSource.generations = []
     coordinator = FakeCoordinator()
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", granularity=PartitionGranularity.NONE)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", partitioning=PartitionSpec())
     lake = TurnsLake(sink)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, lake=lake)

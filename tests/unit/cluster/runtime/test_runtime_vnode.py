@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.cluster.errors import RuntimeFailure
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
@@ -65,7 +65,7 @@ class Cluster:
             self.generations.append(MemorySource(self.log, **source))  # type: ignore[arg-type]
             return self.generations[-1]
 
-        sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", granularity=PartitionGranularity.NONE)
+        sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", partitioning=PartitionSpec())
         topology = Topology.of(TopicInfo("t", "id-t", 4))
         self.runtime = NodeRuntime(self.coordinator, sink, factory, lambda: topology, options)
         self.task: asyncio.Task[None] | None = None

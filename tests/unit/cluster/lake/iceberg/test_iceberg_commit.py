@@ -13,7 +13,8 @@ from pyiceberg.exceptions import ServerError
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, RetryPolicy, committed_epoch, epoch_property
 from laminar_kafka.cluster.lake.iceberg.tables import data_file_count, iceberg_schema_of, load_table_or_none, read_offsets
-from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity, TableLocation
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.settings import IcebergSettings, TableLocation
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, offsets_of, rows
 
@@ -331,13 +332,13 @@ def test_a_file_the_table_cannot_take_commits_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("granularity", "partitions"), [
-    (PartitionGranularity.DAY, {"_timestamp_day"}),
-    (PartitionGranularity.HOUR, {"_timestamp_hour"}),
-    (PartitionGranularity.NONE, set()),
+    (PartitionSpec.parse("day"), {"_timestamp_day"}),
+    (PartitionSpec.parse("hour"), {"_timestamp_hour"}),
+    (PartitionSpec(), set()),
 ])
-def test_partition_spec_follows_the_granularity(tmp_path: Path, granularity: PartitionGranularity,
+def test_partition_spec_follows_the_granularity(tmp_path: Path, granularity: PartitionSpec,
                                                 partitions: set[str]) -> None:
-    lake = Lake(tmp_path, granularity=granularity)
+    lake = Lake(tmp_path, partitioning=granularity)
     lake.stage(1, rows("orders", 0, [0, 1], when=DAY_1))
     lake.stage(1, rows("orders", 0, [2], when=DAY_2))
     lake.stage(1, rows("orders", 0, [3], when=None))
@@ -347,7 +348,7 @@ def test_partition_spec_follows_the_granularity(tmp_path: Path, granularity: Par
     assert {field.name for field in table.spec().fields} == partitions
     files = list(table.scan().plan_files())
     assert len(files) == 3
-    if granularity is PartitionGranularity.DAY:
+    if granularity == PartitionSpec.parse("day"):
         days = sorted((task.file.partition[0] for task in files), key=lambda d: (d is None, d))
         assert days == [20454, 20455, None]
     assert len(read_offsets(table)) == 4
@@ -364,7 +365,7 @@ def test_the_sinks_own_layout_and_publish(tmp_path: Path) -> None:
     for relative, table in ((staged_rows, rows("orders", 0, range(4))), (staged_rejected, rows("orders", 0, [9]))):
         (tmp_path / "out" / relative).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, tmp_path / "out" / relative)
-    output = IcebergOutput(lake.settings, lake.granularity, "pipe", lake.root, lake.fs, lake.root)  # the defaults
+    output = IcebergOutput(lake.settings, lake.partitioning, "pipe", lake.root, lake.fs, lake.root)  # the defaults
     assert output.publish(1, (staged_rows, staged_rejected), {}.get, 1) == 1
     table = output.table("orders")
     assert [task.file.file_path for task in table.scan().plan_files()] == [

@@ -20,7 +20,8 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
     schema_conflicts,
     iceberg_schema_of,
 )
-from laminar_kafka.cluster.lake.settings import IcebergSettings, PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.settings import IcebergSettings
 from tests.unit.cluster.iceberg_fakes import Lake, rows
 
 SCHEMA = rows("orders", 0, [0]).schema
@@ -55,13 +56,13 @@ def test_check_without_schema_creates_no_table(tmp_path: Path) -> None:
 
 
 def test_check_refuses_a_table_partitioned_otherwise(tmp_path: Path) -> None:
-    Lake(tmp_path, granularity=PartitionGranularity.HOUR).output().check(["orders"], SCHEMA)
-    with pytest.raises(ConfigError, match=r"pipe\.orders is not partitioned by day\(_timestamp\) .*: setting "
-                                          r"partition-by is day here$"):
-        Lake(tmp_path, granularity=PartitionGranularity.DAY).output().check(["orders"], SCHEMA)
-    with pytest.raises(ConfigError, match=r"pipe\.orders is partitioned \(its spec: \['1000: _timestamp_hour: "
-                                          r"hour\(4\)'\]\), but setting partition-by is none here$") as refused:
-        Lake(tmp_path, granularity=PartitionGranularity.NONE).output().check(["orders"], SCHEMA)
+    Lake(tmp_path, partitioning=PartitionSpec.parse("hour")).output().check(["orders"], SCHEMA)
+    with pytest.raises(ConfigError, match=r"pipe\.orders is partitioned by hour\(_timestamp\), but setting "
+                                          r"partition-by is day here \(day\(_timestamp\)\)$"):
+        Lake(tmp_path, partitioning=PartitionSpec.parse("day")).output().check(["orders"], SCHEMA)
+    with pytest.raises(ConfigError, match=r"pipe\.orders is partitioned by hour\(_timestamp\), but setting "
+                                          r"partition-by is none here \(unpartitioned\)$") as refused:
+        Lake(tmp_path, partitioning=PartitionSpec()).output().check(["orders"], SCHEMA)
     assert "\n" not in str(refused.value), "one line (a node's stderr line)"
 
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.parquet.sink import (
     REJECTED_DIR,
     STAGING_DIR,
@@ -75,11 +75,11 @@ def test_rows_are_staged_and_published_in_topic_and_day_directories(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("granularity", "directories"), [
-    (PartitionGranularity.HOUR, ["t/dt=2024-05-01/hour=10", "t/dt=2024-05-01/hour=11"]),
-    (PartitionGranularity.NONE, ["t"]),
+    (PartitionSpec.parse("hour"), ["t/dt=2024-05-01/hour=10", "t/dt=2024-05-01/hour=11"]),
+    (PartitionSpec(), ["t"]),
 ])
-def test_hour_and_no_granularity(tmp_path: Path, granularity: PartitionGranularity, directories: list[str]) -> None:
-    sink = sink_at(tmp_path, granularity=granularity)
+def test_hour_and_no_granularity(tmp_path: Path, granularity: PartitionSpec, directories: list[str]) -> None:
+    sink = sink_at(tmp_path, partitioning=granularity)
     sink.write(rows([0, 1], [DAY0, DAY0 + dt.timedelta(hours=1)]))
     publish(sink.fs, sink.root, sink.seal(1))
     assert sorted({p.rsplit("/", 1)[0] for p in relative(sink, list_published(sink.fs, sink.root))}) == directories
@@ -140,7 +140,7 @@ def test_rows_that_cannot_be_partitioned_are_refused_before_anything_is_written(
 
 
 def test_a_batch_without_topic_lands_under_the_default_topic(tmp_path: Path) -> None:
-    sink = sink_at(tmp_path, default_topic="events", granularity=PartitionGranularity.NONE)
+    sink = sink_at(tmp_path, default_topic="events", partitioning=PartitionSpec())
     sink.write(pa.record_batch({"_offset": pa.array([0], pa.int64())}))
     (staged,) = sink.seal(1)
     assert final_path(staged) == "events/epoch-0000000001.node-1.boot-b.seq-00000001.parquet"

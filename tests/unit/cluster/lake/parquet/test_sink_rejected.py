@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from laminar_kafka.cluster.lake.settings import PartitionGranularity
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
 from laminar_kafka.cluster.lake.parquet.sink import (
     REJECTED_DIR,
@@ -209,7 +209,7 @@ class _SourceWithBadRecords(FakeSource):
 async def test_the_runtime_publishes_rejected_records_with_the_epoch_and_counts_them(tmp_path: Path) -> None:
     coordinator = FakeCoordinator()
     FakeSource.generations = []
-    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, granularity=PartitionGranularity.NONE)
+    sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
     runtime = NodeRuntime(coordinator, sink, _SourceWithBadRecords, lambda: TOPOLOGY, options)
     task = asyncio.create_task(runtime.run())
