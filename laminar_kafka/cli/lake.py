@@ -7,18 +7,24 @@ then the flags. pyiceberg is imported only for an Iceberg lake.
 `verify` audits a Parquet tree (every published file) or an Iceberg table (the data files of its
 current snapshot) against the topic: exit 0 only if nothing is missing or duplicated.
 
-`compact` rewrites an Iceberg table's small data files into files of about ``--target-file-bytes``
-and expires snapshots older than ``--expire-after`` (keeping ``--retain-last``), deleting the data
-files no retained snapshot needs. Each step is one atomic Iceberg commit: a reader sees the same rows
-before and after, and a pipeline may keep committing meanwhile (a conflicting commit is retried).
+`compact` rewrites small files into files of about ``--target-file-bytes`` (``--codec``, zstd by
+default), beside a running pipeline and its readers. A Parquet tree (local filesystem only): per leaf
+directory, the small files of epochs older than every kept epoch record, swapped in atomically (a
+reader lists all the old files or all the new ones); replaced directories are deleted after
+``--grace``. An Iceberg table: one atomic commit, then snapshots older than ``--expire-after`` are
+expired (keeping ``--retain-last``) with the data files no retained snapshot needs. Without
+``--table-format``, an output holding an Iceberg catalog or table is compacted as Iceberg.
+``--every`` repeats it until SIGTERM or Ctrl-C (a failed pass is one line on stderr).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import time
-from collections.abc import Mapping
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +32,9 @@ from laminar_kafka.cli.common import (
     Parser, add_common, add_kafka_client, configure_command_logging, kafka_client_of,
 )
 from laminar_kafka.cluster.errors import ClusterError, UsageError
+from laminar_kafka.cluster.lake.parquet.compaction_plan import (
+    DEFAULT_GRACE_S, DEFAULT_TARGET_FILE_BYTES, Codec, CompactionSettings,
+)
 from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
 
 __all__ = ["add_lake_commands", "lake_target"]
@@ -97,23 +106,29 @@ def add_lake_commands(commands: argparse._SubParsersAction[Parser]) -> None:
                                                                         "(default 127.0.0.1)")
     verify.set_defaults(handler=cmd_verify)
 
-    compact = commands.add_parser("compact", help="compact an Iceberg table's small files, expire old snapshots",
+    compact = commands.add_parser("compact", help="rewrite small files into large ones beside a running pipeline",
                                   description=__doc__.split("\n\n")[3])
     add_common(compact)
     _add_lake_flags(compact)
     compact.add_argument("--config", metavar="FILE", help="the TOML file `run` takes (its lake settings are used)")
     compact.add_argument("--topic", required=True, action="append",
-                         help="a topic whose table to compact (repeat for several)")
-    compact.add_argument("--target-file-bytes", type=int, default=128 * 1024 * 1024,
-                         help="the size of a rewritten file (default 128 MiB)")
+                         help="a topic whose directories (parquet) or table (iceberg) to compact (repeat for several)")
+    compact.add_argument("--target-file-bytes", type=int, default=DEFAULT_TARGET_FILE_BYTES,
+                         help="the size of a rewritten file; smaller files are rewritten (default 128 MiB, at least 1 MiB)")
+    compact.add_argument("--codec", default=Codec.ZSTD.value, choices=[c.value for c in Codec],
+                         help="the compression of a rewritten file (default zstd)")
+    compact.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, metavar="SECONDS",
+                         help="parquet: keep a replaced directory this long for readers holding it open before "
+                              f"deleting it (default {DEFAULT_GRACE_S:g}; a one-off run waits for it)")
     compact.add_argument("--expire-after", type=float, default=3600.0,
-                         help="expire snapshots older than this many seconds (default 3600; 0 = all but --retain-last)")
-    compact.add_argument("--retain-last", type=int, default=1, help="snapshots always kept (default 1)")
+                         help="iceberg: expire snapshots older than this many seconds (default 3600; 0 = all but "
+                              "--retain-last)")
+    compact.add_argument("--retain-last", type=int, default=1, help="iceberg: snapshots always kept (default 1)")
     compact.add_argument("--every", type=float, default=0.0, metavar="SECONDS",
                          help="run again every SECONDS until stopped (SIGTERM, Ctrl-C): maintenance beside a "
-                              "running pipeline (default 0: once)")
+                              "running pipeline; a failed pass is one line on stderr (default 0: once)")
     compact.add_argument("--json", action="store_true", help="print JSON instead of text")
-    compact.set_defaults(handler=cmd_compact, table_format="iceberg")
+    compact.set_defaults(handler=cmd_compact)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -214,38 +229,145 @@ def _watch(args: argparse.Namespace, kafka: Any, target: LakeTarget, topics: lis
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-
+    """`compact`: one pass, or a pass every ``--every`` seconds, until SIGTERM/SIGINT (exit 0: a pass
+    ends before its next directory)."""
     configure_command_logging(args)
+    settings = _compaction_settings(args)
+    if args.every < 0:
+        raise UsageError(f"--every must be >= 0, got {args.every:g}")
+    args.table_format = _compact_format(args, os.environ).value
     target = lake_target(args, os.environ)
-    if target.table_format is not TableFormat.ICEBERG or target.iceberg is None:
-        raise UsageError("compact works on Iceberg tables (table-format=iceberg)")
-    if args.target_file_bytes < 1024 * 1024:
-        raise UsageError(f"--target-file-bytes must be at least 1 MiB, got {args.target_file_bytes}")
+    stop = threading.Event()
+    if target.table_format is TableFormat.PARQUET:
+        one_pass = _parquet_passes(args, target, settings, stop)
+    else:
+        one_pass = _iceberg_passes(args, target, settings)
+    with _stopped_by_signals(stop):
+        if not args.every:
+            one_pass()
+            return 0
+        while not stop.is_set():
+            try:
+                one_pass()
+            except ClusterError as exc:  # the next pass tries again
+                print(f"compaction pass failed (next in {args.every:g} s): {exc}", file=sys.stderr, flush=True)
+            stop.wait(args.every)
+    return 0
+
+
+def _compaction_settings(args: argparse.Namespace) -> CompactionSettings:
     if args.retain_last < 1 or args.expire_after < 0:
         raise UsageError("--retain-last must be >= 1 and --expire-after >= 0")
+    return CompactionSettings(target_file_bytes=args.target_file_bytes, codec=Codec.parse(args.codec),
+                              grace_s=args.grace)
+
+
+def _compact_format(args: argparse.Namespace, env: Mapping[str, str]) -> TableFormat:
+    """The table format given (flag, ``LAMINAR_TABLE_FORMAT``, ``--config``), else the one the output
+    shows: Iceberg when a catalog is named or the output holds one (``_catalog/``) or a topic's
+    table (``<topic>/metadata/``), else Parquet."""
+    import logging
+
+    from laminar_kafka.cluster.config import env_name
+    from laminar_kafka.cluster.config_file import read_config_file
+
+    file_values = read_config_file(getattr(args, "config", None))
+
+    def given(name: str) -> object:
+        return (getattr(args, name.replace("-", "_"), None) or env.get(env_name(name)) or file_values.get(name)
+                or file_values.get(name.replace("-", "_")))
+
+    chosen = given("table-format")
+    if chosen:
+        choices = [f.value for f in TableFormat]
+        if chosen not in choices:
+            raise UsageError(f"table-format={chosen!r}: expected one of {', '.join(choices)}")
+        return TableFormat(chosen)
+    reason = ""
+    if given("catalog-uri"):
+        reason = "a catalog-uri is given"
+    elif "://" not in args.output or args.output.startswith("file://"):
+        local = args.output[len("file://"):] if args.output.startswith("file://") else args.output
+        if os.path.isdir(os.path.join(local, "_catalog")):
+            reason = f"{os.path.join(local, '_catalog')} holds an Iceberg catalog"
+        for topic in args.topic:
+            if not reason and os.path.isdir(os.path.join(local, topic, "metadata")):
+                reason = f"{os.path.join(local, topic)} holds an Iceberg table"
+    if not reason:
+        return TableFormat.PARQUET
+    logging.getLogger(__name__).info("table-format not given: %s; compacting it as iceberg", reason)
+    return TableFormat.ICEBERG
+
+
+def _parquet_passes(args: argparse.Namespace, target: LakeTarget, settings: CompactionSettings,
+                    stop: threading.Event) -> Callable[[], None]:
+    """A pass over the Parquet tree, printing its report. Checks the output first (local, a directory,
+    an atomic exchange, no other compaction): :class:`UsageError`. A one-off pass waits ``--grace``
+    (unless stopped) and deletes the directories it replaced."""
+    import dataclasses
+
+    from laminar_kafka.cluster.lake.parquet.compaction import TreeCompaction, check_local_output
+    from laminar_kafka.cluster.lake.parquet.sink import open_output
+
+    check_local_output(target.output)
+    try:
+        _, root = open_output(target.output)
+    except ClusterError as exc:
+        raise UsageError(str(exc), cause=exc) from exc
+    compaction = TreeCompaction(root, settings, stop=stop)
+    compaction.check()
+
+    def one_pass() -> None:
+        report = compaction.run_pass(tuple(args.topic))
+        if not args.every and report.leftovers_kept and not stop.wait(settings.grace_s):
+            deleted, kept = compaction.clean_leftovers()
+            report = dataclasses.replace(report, leftovers_deleted=report.leftovers_deleted + deleted,
+                                         leftovers_kept=kept)
+        print(json.dumps(report.to_json()) if args.json else "\n".join(report.lines()), flush=True)
+
+    return one_pass
+
+
+def _iceberg_passes(args: argparse.Namespace, target: LakeTarget, settings: CompactionSettings) -> Callable[[], None]:
+    """A pass over the topics' Iceberg tables (compact, then expire), printing its results."""
     from laminar_kafka.cluster.lake.iceberg.tables import open_catalog
     from laminar_kafka.cluster.lake.parquet.sink import open_output
 
+    if target.iceberg is None:
+        raise UsageError("compact: an Iceberg lake needs its catalog settings")
     try:
         fs, root = open_output(target.output)
         catalog = open_catalog(target.iceberg, fs, root)
     except ClusterError as exc:
         raise UsageError(str(exc), cause=exc) from exc
-    if args.every < 0:
-        raise UsageError(f"--every must be >= 0, got {args.every:g}")
-    while True:
-        results = [_compact_table(catalog, target, topic, args) for topic in args.topic]
+
+    def one_pass() -> None:
+        results = [_compact_table(catalog, target, topic, args, settings) for topic in args.topic]
         if args.json:
             print(json.dumps(results if len(results) > 1 else results[0], indent=2), flush=True)
         else:
             for result in results:
                 print(f"{result['table']}: {result['compact']}; {result['expire']}", flush=True)
-        if not args.every:
-            return 0
-        time.sleep(args.every)
+
+    return one_pass
 
 
-def _compact_table(catalog: Any, target: LakeTarget, topic: str, args: argparse.Namespace) -> dict[str, object]:
+@contextlib.contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """While the body runs, SIGTERM and SIGINT set ``stop`` (a pass ends before its next directory);
+    the previous handlers are restored on the way out."""
+    import signal
+
+    previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _compact_table(catalog: Any, target: LakeTarget, topic: str, args: argparse.Namespace,
+                   settings: CompactionSettings) -> dict[str, object]:
     from laminar_kafka.cluster.lake.iceberg.maintenance import compact, expire
     from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none
 
@@ -254,7 +376,7 @@ def _compact_table(catalog: Any, target: LakeTarget, topic: str, args: argparse.
     table = load_table_or_none(catalog, name)
     if table is None:
         raise UsageError(f"table {'.'.join(name)} does not exist in the catalog")
-    compacted = compact(table, target_file_bytes=args.target_file_bytes)
+    compacted = compact(table, target_file_bytes=settings.target_file_bytes, codec=settings.codec)
     expired = expire(catalog.load_table(name), older_than=timedelta(seconds=args.expire_after),
                      retain_last=args.retain_last)
     return {"table": ".".join(name), "compact": _as_dict(compacted), "expire": _as_dict(expired)}

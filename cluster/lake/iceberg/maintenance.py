@@ -2,7 +2,8 @@
 
 :func:`compact` rewrites small data files into files of about the target size, per partition, as one
 ``overwrite`` snapshot (summary ``laminar.operation=compact``) that deletes the inputs and adds the
-outputs: a reader sees the same multiset of rows before and after. A pipeline commit landing
+outputs (compressed with the given codec, zstd by default, as Iceberg's own writers do): a reader
+sees the same multiset of rows before and after. A pipeline commit landing
 meanwhile makes the commit fail; the same rewrite is then committed on the new snapshot while its
 inputs are all still live (pipeline commits only add files), else planned again (bounded).
 
@@ -32,6 +33,7 @@ from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.commit import without_blind_retries
 from laminar_kafka.cluster.lake.iceberg.partitions import data_files
 from laminar_kafka.cluster.lake.iceberg.tables import describe_error
+from laminar_kafka.cluster.lake.parquet.compaction_plan import Codec
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options
 
 logger = logging.getLogger(__name__)
@@ -86,9 +88,10 @@ def compact(
     min_input_files: int = 2,
     *,
     attempts: int = 10,
+    codec: Codec = Codec.ZSTD,
 ) -> CompactReport:
-    """Rewrite the small data files of each partition into files of about ``target_file_bytes``,
-    committed as ONE overwrite snapshot. Raises :class:`SinkError` after ``attempts`` lost races.
+    """Rewrite the small data files of each partition into files of about ``target_file_bytes``
+    compressed with ``codec``, committed as ONE overwrite snapshot. Raises :class:`SinkError` after ``attempts`` lost races.
 
     A pipeline commit landing meanwhile only adds files, so after a lost race the same rewrite is
     committed again on top of it (no data rewritten) as long as every input file is still live;
@@ -102,7 +105,7 @@ def compact(
             return CompactReport(len(tasks), len(tasks), 0, None)
         written: list[str] = []
         try:
-            outputs = [_rewrite(table, group, written) for group in groups]
+            outputs = [_rewrite(table, group, written, codec) for group in groups]
             inputs = [task.file for group in groups for task in group]
             committed = _commit_rewrite(table, inputs, outputs, attempts)
         except BaseException:  # noqa: BLE001 - the files written so far are deleted, then re-raised
@@ -169,7 +172,7 @@ def _plan(table: Table, tasks: list[FileScanTask], target_file_bytes: int,
     return groups
 
 
-def _rewrite(table: Table, group: list[FileScanTask], written: list[str]) -> DataFile:
+def _rewrite(table: Table, group: list[FileScanTask], written: list[str], codec: Codec) -> DataFile:
     """Read ``group``'s rows (projected onto the table schema), write them to one new data file in
     the same partition, and describe it with pyiceberg's own helper."""
     metadata = table.metadata
@@ -183,7 +186,7 @@ def _rewrite(table: Table, group: list[FileScanTask], written: list[str]) -> Dat
     path = f"{directory}/compact-{uuid.uuid4().hex}.parquet"
     written.append(path)
     with table.io.new_output(path).create(overwrite=False) as stream:
-        pq.write_table(rows, stream, **writer_options(rows.schema))
+        pq.write_table(rows, stream, compression=codec.parquet, **writer_options(rows.schema))
     return data_files(table.io, metadata, [path])[0]  # a bucket's partition cannot come from statistics
 
 

@@ -14,6 +14,7 @@ import laminar_kafka.cluster.lake.iceberg.maintenance as maintenance
 from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
 from laminar_kafka.cluster.lake.iceberg.maintenance import compact, expire, plan_bins
 from laminar_kafka.cluster.lake.iceberg.tables import data_file_count
+from laminar_kafka.cluster.lake.parquet.compaction_plan import Codec
 from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, rows
 
 
@@ -62,6 +63,18 @@ def test_compact_rewrites_small_files_per_partition_and_keeps_every_row(tmp_path
     assert compact(table, target_file_bytes=64 * 1024 * 1024).snapshot_id is None  # nothing left to do
 
 
+@pytest.mark.parametrize(("codec", "parquet_name"), [(Codec.ZSTD, "ZSTD"), (Codec.GZIP, "GZIP"), (Codec.NONE, "UNCOMPRESSED")])
+def test_compact_writes_its_files_with_the_codec(tmp_path: Path, codec: Codec, parquet_name: str) -> None:
+    _, table = landed(tmp_path, epochs=2)
+    before = all_rows(table)
+    compact(table, target_file_bytes=64 * 1024 * 1024, codec=codec)
+    table.refresh()
+    assert all_rows(table) == before
+    for task in table.scan().plan_files():
+        metadata = pq.read_metadata(task.file.file_path)
+        assert {metadata.row_group(0).column(i).compression for i in range(metadata.num_columns)} == {parquet_name}
+
+
 def test_compact_retries_when_a_pipeline_commit_lands_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lake, table = landed(tmp_path, epochs=3)
     lake.stage(4, rows("orders", 0, range(7), when=DAY_1))
@@ -69,11 +82,11 @@ def test_compact_retries_when_a_pipeline_commit_lands_meanwhile(tmp_path: Path, 
     pipeline_commits: list[int] = []
     rewrites: list[int] = []
 
-    def rewrite_while_the_pipeline_commits(table, group, written):  # type: ignore[no-untyped-def]
+    def rewrite_while_the_pipeline_commits(table, group, written, codec):  # type: ignore[no-untyped-def]
         if not pipeline_commits:
             pipeline_commits.append(lake.publish(lake.output(), 4))
         rewrites.append(len(group))
-        return original(table, group, written)
+        return original(table, group, written, codec)
 
     monkeypatch.setattr(maintenance, "_rewrite", rewrite_while_the_pipeline_commits)
     expected = all_rows(lake.output().table("orders")) + Counter()
