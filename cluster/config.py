@@ -217,15 +217,9 @@ class NodeSettings:
         self.iceberg_settings()  # validates the names and the catalog URI
 
     def _check_partitioning(self) -> None:
-        """``partition-by`` parses, and every column it reads is one the records can have."""
-        for source in self.partitioning.sources:
-            if source == "_key" and not self.include_key:
-                raise ConfigError("partition-by reads _key: set include-key = true")
-            if source == "_headers":  # PartitionSpec refuses it; kept for a clear order of checks
-                raise ConfigError("partition-by cannot read _headers")
-            if not source.startswith("_") and self.format == Format.RAW.value and source != "value":
-                raise ConfigError(f"partition-by reads {source}, a payload field: format=raw has only value "
-                                  "(use format=json or a registry format)")
+        """``partition-by`` parses, and every column it reads is one these records can have."""
+        self.partitioning.check_sources(record_format=self.format, json_schema=self.json_schema,
+                                        include_key=self.include_key)
 
     def with_node_id(self, node_id: int) -> NodeSettings:
         """These settings with the id ``node-id auto`` chose (``node_id_auto`` stays True)."""

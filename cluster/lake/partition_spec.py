@@ -29,8 +29,8 @@ A directory name drops the field's leading underscores (readers skip ``_``-prefi
 keep ``dt=`` and ``hour=``. Values in directory names are percent-encoded outside
 ``[A-Za-z0-9._~-]`` (Hive, Spark, pyarrow and DuckDB decode them). A record whose field is null or
 absent, or whose field has a type of another kind, is a bad record (the source's ``required.fields``,
-:meth:`PartitionSpec.required_fields`), never a row in a wrong directory; ``_timestamp`` is the one
-field allowed null (its legacy default partition).
+:meth:`PartitionSpec.required_fields`), never a row in a wrong directory; ``_timestamp`` under
+``day``/``hour`` is the one field allowed null (its legacy default partition).
 
 The spec is pinned with the pipeline (:mod:`laminar_kafka.cluster.lake.pins`, by
 :attr:`PartitionSpec.text`), so a node started with another one is refused; an Iceberg table whose
@@ -206,17 +206,44 @@ class PartitionSpec:
         return tuple(dict.fromkeys(t.source for t in self.terms))
 
     def required_fields(self) -> str:
-        """The source's ``required.fields`` for this spec: each source column but ``_timestamp``,
+        """The source's ``required.fields`` for this spec: each source column but a ``_timestamp``
+        only Kafka-time terms read (its null has a partition there; under ``bucket[N]`` it has none),
         with the kinds every term over it accepts (``""``: none required)."""
         parts = []
         for source in self.sources:
-            if source == TIMESTAMP_FIELD:
+            if all(t.is_kafka_time for t in self.terms if t.source == source):
                 continue
             kinds = [k for k in _ALL_KINDS if all(k in t.transform.kinds for t in self.terms if t.source == source)]
             if not kinds:
                 raise ConfigError(f"partition-by: no type of {source} suits every term over it")
             parts.append(f"{source}:{'|'.join(kinds)}")
         return ",".join(parts)
+
+    def check_sources(self, *, record_format: str, json_schema: str = "", include_key: bool = False) -> None:
+        """Raise :class:`ConfigError` (one line) when a column the terms read is one records of these
+        settings never have: ``_key`` without ``include-key``, a payload field under ``format=raw``
+        (only ``value``), or a field ``json_schema`` (``format=json``) lacks or types otherwise.
+        Registry formats are checked record by record (the source's ``required.fields``)."""
+        for source in self.sources:
+            if source == "_key" and not include_key:
+                raise ConfigError("partition-by reads _key: set include-key = true")
+            if not source.startswith("_") and record_format == "raw" and source != "value":
+                raise ConfigError(f"partition-by reads {source}, a payload field: format=raw has only value "
+                                  "(use format=json or a registry format)")
+        if record_format != "json" or not json_schema:
+            return
+        from laminar_kafka.kafka_source.config.values import parse_json_schema
+        from laminar_kafka.kafka_source.decode.required_fields import parse_required_fields, schema_problem
+        from laminar_kafka.kafka_source.errors import ConfigurationError
+
+        try:
+            schema = parse_json_schema(json_schema)
+        except ConfigurationError as exc:
+            raise ConfigError(str(exc)) from None
+        for required in parse_required_fields(self.required_fields()):
+            problem = None if required.name.startswith("_") else schema_problem(schema, required)
+            if problem is not None:
+                raise ConfigError(f"partition-by {self.text}: json-schema: {problem}")
 
     def __str__(self) -> str:
         return self.text
