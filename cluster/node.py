@@ -28,6 +28,7 @@ from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.lake.partitioning import check_topic
+from laminar_kafka.cluster.lake.lake_pins import LakePins
 from laminar_kafka.cluster.lake.pins import PipelinePins, chain_pins
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
@@ -335,6 +336,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         return source
 
     pins = PipelinePins.of(settings)
+    lake_pins = LakePins(sink.fs, sink.root, settings.pipeline, pins.values)
     return NodeRuntime(
         coordinator,
         sink,
@@ -344,9 +346,11 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         metrics=metrics,
         watermarks=WatermarkReader(kafka),
         resolve_start=resolve_start,
-        # the pipeline's settings first: a node that disagrees stops before the schema pin samples
-        pin_settings=chain_pins(pins, schema_pin),
-        check_settings=pins.check,
+        # the pipeline's settings first: a node that disagrees stops before the schema pin samples;
+        # the lake's copy is written once the coordinator's pins agree
+        pin_settings=chain_pins(pins, lake_pins.keep, schema_pin),
+        # before the node reconciles with the lake: a node either copy refuses reseeds and pins nothing
+        check_settings=chain_pins(pins.check, lake_pins.check),
         lake=make_lake(settings, sink),
     )
 

@@ -88,6 +88,37 @@ def test_zookeeper_subtree_lost_while_stopped_resumes_from_the_lake(pipeline: Pi
     assert f"no control state for pipeline '{pipeline.pipeline}': resuming from the lake at epoch " in logs(pipeline)
 
 
+@pytest.mark.parametrize("drift", [("--partition-by", "hour"), ("--format", "json", "--json-schema", "v:string")],
+                         ids=["partition-by", "format"])
+def test_zookeeper_subtree_lost_and_a_drifted_node_is_refused_by_the_lakes_pins(
+    pipeline: Pipeline, drift: tuple[str, ...],  # noqa: F811
+) -> None:
+    """The coordinator's pins are lost with its subtree; the first node to start again would pin its
+    own values. One whose configuration drifted meanwhile is refused by the pins the lake keeps, in
+    one line, having pinned nothing; the right configuration then resumes from the lake, exact, and
+    the tree holds one layout (before the lake kept pins, it landed the new records under hour/)."""
+    land_and_stop(pipeline)
+    with zookeeper(str(pipeline.zk)) as zk:
+        zk.delete(subtree(pipeline), recursive=True)
+    drifted = subprocess.run(
+        [sys.executable, "-m", "laminar_kafka.cli.main", "run", "--bootstrap", pipeline.bootstrap, "--topic",
+         pipeline.topic, "--zk", str(pipeline.zk), "--pipeline", pipeline.pipeline, "--output", pipeline.output,
+         "--node-id", "3", *drift, "--log-level", "warning"], capture_output=True, text=True, timeout=120)
+    assert drifted.returncode == 2, drifted.stderr[-3000:]
+    setting, value = drift[0].removeprefix("--"), drift[1]
+    pinned = {"partition-by": "day", "format": "raw"}[setting]
+    assert [line for line in drifted.stderr.splitlines() if line.strip()] == [
+        f"error: setting {setting} is {value} here, but pipeline {pipeline.pipeline} was created with {pinned} "
+        f"(kept in its lake); start this node with --{setting} {pinned}"], drifted.stderr
+    with zookeeper(str(pipeline.zk)) as zk:  # refused before it pinned anything
+        assert not zk.exists(f"{subtree(pipeline)}/settings") or not zk.get_children(f"{subtree(pipeline)}/settings")
+    restart(pipeline)
+    assert_exact(pipeline.finish(), pipeline)
+    directories = {Path(f).parent.name for f in list_published(*open_output(pipeline.output))
+                   if "/_" not in f.removeprefix(pipeline.output)}
+    assert directories and all(d.startswith("dt=") for d in directories), directories
+
+
 def test_zookeeper_subtree_lost_under_running_nodes_stops_them_and_a_restart_ends_exact(
     pipeline: Pipeline,  # noqa: F811
 ) -> None:
