@@ -84,13 +84,17 @@ def check_partition_columns(schema_names: Iterable[str], spec: PartitionSpec) ->
 
 def encode_value(value: object) -> str:
     """A partition value as it appears in a directory name: integers in decimal, booleans as
-    ``true``/``false``, text and bytes percent-encoded outside ``[A-Za-z0-9._~-]``."""
+    ``true``/``false``, text and bytes percent-encoded outside ``[A-Za-z0-9._~-]``, and the first
+    letter of a ``null`` in any case too (DuckDB reads a directory ``f=null`` or ``f=NULL`` as null)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, (str, bytes)):
-        return urllib.parse.quote(value, safe="")
+        encoded = urllib.parse.quote(value, safe="")
+        if encoded.lower() == "null":
+            return f"%{ord(encoded[0]):02X}{encoded[1:]}"
+        return encoded
     raise SinkError(f"partition value {value!r} ({type(value).__name__}) cannot name a directory")
 
 
@@ -138,6 +142,9 @@ def _level(batch: pa.RecordBatch, term: PartitionTerm) -> _Level:
     column = batch.column(index)
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
+    if _kind(column.type) not in term.transform.kinds:  # e.g. truncate of a boolean, identity of a uint64
+        raise SinkError(f"partition-by {term.text}: {term.source} is {column.type}, which "
+                        f"{term.transform.value} does not take (the source should have refused it: required.fields)")
     if column.null_count:
         raise SinkError(f"partition-by {term.text}: {column.null_count} row(s) have a null {term.source} "
                         "(the source should have refused them: required.fields)")
@@ -145,6 +152,24 @@ def _level(batch: pa.RecordBatch, term: PartitionTerm) -> _Level:
         return _field_level(column, term)
     except (pa.ArrowException, ValueError) as exc:
         raise SinkError(f"partition-by {term.text}: cannot transform {term.source} ({column.type}): {exc}") from None
+
+
+def _kind(arrow_type: pa.DataType) -> str | None:
+    """The value kind of a (dictionary-decoded) type, as
+    :func:`~laminar_kafka.kafka_source.decode.required_fields.kind_of` names it."""
+    if pa.types.is_signed_integer(arrow_type):
+        return "integer"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) or pa.types.is_fixed_size_binary(arrow_type):
+        return "binary"
+    if pa.types.is_boolean(arrow_type):
+        return "boolean"
+    if pa.types.is_date(arrow_type):
+        return "date"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp"
+    return None
 
 
 def _kafka_time_level(batch: pa.RecordBatch, transform: Transform) -> _Level:
@@ -245,12 +270,16 @@ def _time_keys(column: pa.Array, transform: Transform) -> np.ndarray:
 
 def _iceberg_input(column: pa.Array) -> pa.Array:
     """``column`` in the type Iceberg stores it as (what its bucket hashes): integers as int64,
-    timestamps in microseconds without a zone, large or fixed strings and bytes as plain ones."""
+    timestamps in microseconds without a zone (nanoseconds floored, Iceberg's ``nanos_to_micros``), large or
+    fixed strings and bytes as plain ones."""
     kind = column.type
     if pa.types.is_integer(kind):
         return column.cast(pa.int64())
+    if pa.types.is_timestamp(kind) and kind.unit == "ns":  # floored, as Iceberg does (a cast truncates toward 0)
+        micros = np.floor_divide(column.view(pa.int64()).to_numpy(zero_copy_only=False), 1_000)
+        return pa.array(micros, pa.timestamp("us"))
     if pa.types.is_timestamp(kind):
-        return column.cast(pa.timestamp("us"), safe=False)
+        return column.cast(pa.timestamp("us"))
     if pa.types.is_large_string(kind):
         return column.cast(pa.string())
     if pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):

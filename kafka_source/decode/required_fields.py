@@ -90,7 +90,7 @@ def parse_required_fields(text: str) -> tuple[RequiredField, ...]:
     unknown kind, a bad name, a field listed twice)."""
     fields: list[RequiredField] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        name, _, kinds_text = item.partition(":")
+        name, colon, kinds_text = item.partition(":")
         kinds = set()
         for word in filter(None, (w.strip().lower() for w in kinds_text.split("|"))):
             try:
@@ -98,7 +98,7 @@ def parse_required_fields(text: str) -> tuple[RequiredField, ...]:
             except ValueError:
                 allowed = ", ".join(k.value for k in ValueKind)
                 raise ConfigurationError(f"required.fields: {item!r}: unknown kind {word!r} (expected {allowed})") from None
-        if kinds_text.strip() and not kinds:
+        if colon and not kinds:
             raise ConfigurationError(f"required.fields: {item!r} names no kind after ':'")
         fields.append(RequiredField(name.strip(), frozenset(kinds)))
     names = [f.name for f in fields]
@@ -130,7 +130,7 @@ def bad_rows(batch: pa.RecordBatch, fields: Iterable[RequiredField]) -> dict[int
                 bad.setdefault(row, problem)
             continue
         column = batch.column(field.name)
-        if column.null_count:
+        if column.null_count or (pa.types.is_dictionary(column.type) and column.dictionary.null_count):
             reason = f"field {field.name} is null or absent"
             for row in _null_rows(column):
                 bad.setdefault(row, reason)
