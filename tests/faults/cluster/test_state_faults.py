@@ -96,7 +96,8 @@ def test_zookeeper_subtree_lost_and_a_drifted_node_is_refused_by_the_lakes_pins(
     """The coordinator's pins are lost with its subtree; the first node to start again would pin its
     own values. One whose configuration drifted meanwhile is refused by the pins the lake keeps, in
     one line, having pinned nothing; the right configuration then resumes from the lake, exact, and
-    the tree holds one layout (before the lake kept pins, it landed the new records under hour/)."""
+    the tree holds one layout (without the lake's copy nothing refused it: the coordinator's pins were
+    gone, and it would have pinned its own)."""
     land_and_stop(pipeline)
     with zookeeper(str(pipeline.zk)) as zk:
         zk.delete(subtree(pipeline), recursive=True)
