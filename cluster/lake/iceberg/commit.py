@@ -402,6 +402,10 @@ class IcebergOutput:
         name = ".".join(table.name())
         for relative, schema in zip(published, schemas):
             self._check_takes(table, schema, source=f"file {relative}", error=SinkError)
+        try:  # a spec evolved under the pipeline: its files' rows may span the new spec's partitions
+            check_partitioning(table, self.partitioning)
+        except ConfigError as exc:
+            raise SinkError(f"cannot add epoch {epoch}'s files: {exc}", cause=exc) from None
         unified = _unify(schemas, name)
         table = without_blind_retries(table)
         if committed_epoch(table, self.pipeline) >= epoch:

@@ -13,6 +13,7 @@ from pyiceberg.exceptions import ServerError
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, RetryPolicy, committed_epoch, epoch_property
 from laminar_kafka.cluster.lake.iceberg.tables import data_file_count, iceberg_schema_of, load_table_or_none, read_offsets
+from laminar_kafka.cluster.lake.iceberg.partitions import partition_spec_of
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import IcebergSettings, TableLocation
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable
@@ -137,8 +138,9 @@ def test_a_commit_that_loses_the_race_retries_and_adds_nothing_twice(
     if created_elsewhere:  # without commit.retry.num-retries=0: pyiceberg would re-add the files
         catalog = lake.output().catalog
         catalog.create_namespace("pipe")
-        catalog.create_table(("pipe", "orders"), schema=iceberg_schema_of(rows("orders", 0, [0]).schema),
-                             location=f"{lake.root}/orders")
+        schema = iceberg_schema_of(rows("orders", 0, [0]).schema)
+        catalog.create_table(("pipe", "orders"), schema=schema, location=f"{lake.root}/orders",
+                             partition_spec=partition_spec_of(lake.partitioning, schema))
     lake.publish(lake.output(), 1)
     lake.stage(2, rows("orders", 0, range(4, 8)), node=1)
     lake.stage(2, rows("orders", 1, range(0, 2)), node=2)
@@ -232,8 +234,9 @@ def test_a_first_commit_into_a_table_created_elsewhere_adds_nothing_twice(
     lake.stage(1, rows("orders", 1, range(2)), node=2)
     catalog = lake.output().catalog
     catalog.create_namespace("pipe")
-    catalog.create_table(("pipe", "orders"), schema=iceberg_schema_of(rows("orders", 0, [0]).schema),
-                         location=f"{lake.root}/orders")
+    schema = iceberg_schema_of(rows("orders", 0, [0]).schema)
+    catalog.create_table(("pipe", "orders"), schema=schema, location=f"{lake.root}/orders",
+                         partition_spec=partition_spec_of(lake.partitioning, schema))
     slow, fast = lake.output(), lake.output()
     original = IcebergOutput._commit_epoch
     raced: list[int] = []
@@ -509,3 +512,23 @@ def test_a_catalog_away_past_the_retry_policy_is_one_sink_error(tmp_path: Path, 
     monkeypatch.undo()
     assert epochs_of_snapshots(output) == ["1"]  # nothing half done: the next publish lands it
     assert lake.publish(output, 2) == 1
+
+
+def test_a_spec_evolved_under_the_pipeline_stops_the_commit_instead_of_mislabelling_files(tmp_path: Path) -> None:
+    """An operator adds a partition field while the pipeline runs: the next epoch's files were split
+    by the pipeline's spec, so under the new one a file's rows may span partitions and its first row
+    would label it wrongly (readers pruning by it would miss rows). The commit stops, naming both."""
+    from pyiceberg.transforms import IdentityTransform
+
+    lake = Lake(tmp_path)
+    lake.stage(1, rows("orders", 0, [0, 1], when=DAY_1))
+    output = lake.output()
+    lake.publish(output, 1)
+    with output.table("orders").update_spec() as update:
+        update.add_field("_partition", IdentityTransform(), "by_partition")
+    lake.stage(2, rows("orders", 0, [2], when=DAY_1))
+    with pytest.raises(SinkError, match=r"cannot add epoch 2's files: iceberg table pipe\.orders is partitioned by "
+                                        r"day\(_timestamp\), identity\(_partition\), but setting partition-by is day"):
+        lake.publish(output, 2)
+    table = output.table("orders")
+    assert committed_epoch(table, "pipe") == 1 and len(read_offsets(table)) == 2
