@@ -219,7 +219,7 @@ class NodeSettings:
     def _check_partitioning(self) -> None:
         """``partition-by`` parses, and every column it reads is one these records can have."""
         self.partitioning.check_sources(record_format=self.format, json_schema=self.json_schema,
-                                        include_key=self.include_key)
+                                        include_key=self.include_key, key_format=self.key_format)
 
     def with_node_id(self, node_id: int) -> NodeSettings:
         """These settings with the id ``node-id auto`` chose (``node_id_auto`` stays True)."""

@@ -44,12 +44,14 @@ from dataclasses import dataclass
 
 from laminar_kafka.cluster.errors import ConfigError
 
-__all__ = ["MAX_TERMS", "PartitionSpec", "PartitionTerm", "Transform"]
+__all__ = ["MAX_NAME_BYTES", "MAX_TERMS", "PartitionSpec", "PartitionTerm", "Transform"]
 
 #: terms a spec may have (each nests a directory level)
 MAX_TERMS = 4
 #: the widest bucket count and truncation width accepted
 MAX_PARAMETER = 1_000_000
+#: the longest directory name file systems take (ext4, xfs, APFS: 255 bytes)
+MAX_NAME_BYTES = 255
 TIMESTAMP_FIELD = "_timestamp"
 #: metadata columns no term may use: the topic names the table already, headers are lists
 _UNUSABLE = {"_topic": "every topic is its own directory or table already", "_headers": "headers are a list"}
@@ -136,6 +138,13 @@ class PartitionTerm:
         return self.source + self.transform.suffix
 
     @property
+    def max_value_bytes(self) -> int:
+        """The longest text (UTF-8 bytes) whose directory ``key=value`` surely fits a file name of
+        :data:`MAX_NAME_BYTES` (every byte percent-encoded, 3 bytes each): an identity term's values
+        longer than this are bad records (``required.fields`` ``<=N``)."""
+        return (MAX_NAME_BYTES - len(self.directory_key) - 1) // 3
+
+    @property
     def is_kafka_time(self) -> bool:
         """A day or hour of ``_timestamp``: the legacy ``dt=`` / ``hour=`` directories."""
         return self.source == TIMESTAMP_FIELD and self.transform in (Transform.DAY, Transform.HOUR)
@@ -216,20 +225,32 @@ class PartitionSpec:
             kinds = [k for k in _ALL_KINDS if all(k in t.transform.kinds for t in self.terms if t.source == source)]
             if not kinds:
                 raise ConfigError(f"partition-by: no type of {source} suits every term over it")
-            parts.append(f"{source}:{'|'.join(kinds)}")
+            bounds = [t.max_value_bytes for t in self.terms if t.source == source and t.transform is Transform.IDENTITY]
+            parts.append(f"{source}:{'|'.join(kinds)}" + (f"<={min(bounds)}" if bounds else ""))
         return ",".join(parts)
 
-    def check_sources(self, *, record_format: str, json_schema: str = "", include_key: bool = False) -> None:
+    def check_sources(self, *, record_format: str, json_schema: str = "", include_key: bool = False,
+                      key_format: str = "raw") -> None:
         """Raise :class:`ConfigError` (one line) when a column the terms read is one records of these
-        settings never have: ``_key`` without ``include-key``, a payload field under ``format=raw``
-        (only ``value``), or a field ``json_schema`` (``format=json``) lacks or types otherwise.
-        Registry formats are checked record by record (the source's ``required.fields``)."""
-        for source in self.sources:
+        settings never have, or have of a type a term's transform does not take: ``_key`` without
+        ``include-key`` (or binary, ``key-format raw``, under identity), ``day(_offset)``, a payload
+        field under ``format=raw`` (only ``value``), or a field ``json_schema`` (``format=json``)
+        lacks or types otherwise. Registry formats (and registry keys) are checked record by record
+        (the source's ``required.fields``)."""
+        metadata_kinds = {"_partition": "integer", "_offset": "integer", "_timestamp": "timestamp",
+                          "_key": {"raw": "binary", "string": "string"}.get(key_format)}
+        for term in self.terms:
+            source = term.source
             if source == "_key" and not include_key:
                 raise ConfigError("partition-by reads _key: set include-key = true")
             if not source.startswith("_") and record_format == "raw" and source != "value":
                 raise ConfigError(f"partition-by reads {source}, a payload field: format=raw has only value "
                                   "(use format=json or a registry format)")
+            kind = metadata_kinds.get(source) if source.startswith("_") else None
+            if kind is not None and kind not in term.transform.kinds:
+                raise ConfigError(f"partition-by {term.text}: {source} is {kind}"
+                                  f"{' (key-format ' + key_format + ')' if source == '_key' else ''}, but "
+                                  f"{term.transform.value} takes {', '.join(term.transform.kinds)}")
         if record_format != "json" or not json_schema:
             return
         from laminar_kafka.kafka_source.config.values import parse_json_schema

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
-from laminar_kafka.cluster.lake.partition_spec import TIMESTAMP_FIELD, PartitionSpec, PartitionTerm, Transform
+from laminar_kafka.cluster.lake.partition_spec import MAX_NAME_BYTES, TIMESTAMP_FIELD, PartitionSpec, PartitionTerm, Transform
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
@@ -130,7 +130,12 @@ class _Level:
 
 def _directory(topic: str, levels: list[_Level], keys: list[int]) -> str:
     check_topic(topic)
-    return "/".join([topic, *(level.segment(key) for level, key in zip(levels, keys))])
+    segments = [level.segment(key) for level, key in zip(levels, keys)]
+    for segment in segments:
+        if len(segment.encode()) > MAX_NAME_BYTES:  # identity values are bounded by the source; a wide truncate is not
+            raise SinkError(f"partition directory {segment[:60]}... is {len(segment.encode())} bytes, more than the "
+                            f"{MAX_NAME_BYTES} a file name may have: partition by a narrower truncate[W] or a bucket[N]")
+    return "/".join([topic, *segments])
 
 
 def _level(batch: pa.RecordBatch, term: PartitionTerm) -> _Level:

@@ -1,8 +1,9 @@
 """Required fields: columns every decoded record must have, non-null and of an accepted kind.
 
 The ``required.fields`` property names them: ``name`` (any type) or ``name:kind|kind...``, comma
-separated, for example ``customer_id:integer|string,event_time:timestamp|date``. A record whose
-required field is null (in JSON, also when the field is absent), or a batch whose decoded schema
+separated, for example ``customer_id:integer|string,event_time:timestamp|date``; ``<=N`` after the
+kinds bounds a text or bytes value to N bytes (UTF-8), for example ``region:string<=80``. A record whose
+required field is null (in JSON, also when the field is absent) or longer than its bound, or a batch whose decoded schema
 lacks the field or holds it with a type of another kind, is a *bad record* (the ``on.bad.record``
 policy: fail the source, or skip it into the rejected rows with the reason). A lake partitioned by a
 field declares that field here, so a record that cannot be placed never reaches a directory.
@@ -67,16 +68,22 @@ class RequiredField:
 
     name: str
     kinds: frozenset[ValueKind] = frozenset()
+    #: the most bytes a text or bytes value may have (``None``: unbounded)
+    max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
             raise ConfigurationError(f"required.fields: {self.name!r} is not a column name")
+        if self.max_bytes is not None and self.max_bytes < 1:
+            raise ConfigurationError(f"required.fields: {self.name}: a bound must be >= 1, got {self.max_bytes}")
 
     def text(self) -> str:
-        """The property form of this field (``name`` or ``name:kind|kind``, kinds in a fixed order)."""
+        """The property form of this field (``name`` or ``name:kind|kind``, kinds in a fixed order,
+        then ``<=N`` when bounded)."""
+        bound = "" if self.max_bytes is None else f"<={self.max_bytes}"
         if not self.kinds:
-            return self.name
-        return f"{self.name}:" + "|".join(k.value for k in ValueKind if k in self.kinds)
+            return self.name + bound
+        return f"{self.name}:" + "|".join(k.value for k in ValueKind if k in self.kinds) + bound
 
     def accepts(self, arrow_type: pa.DataType) -> bool:
         return not self.kinds or kind_of(arrow_type) in self.kinds
@@ -90,7 +97,14 @@ def parse_required_fields(text: str) -> tuple[RequiredField, ...]:
     unknown kind, a bad name, a field listed twice)."""
     fields: list[RequiredField] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        name, colon, kinds_text = item.partition(":")
+        head, bounded, limit = item.partition("<=")
+        max_bytes = None
+        if bounded:
+            try:
+                max_bytes = int(limit.strip())
+            except ValueError:
+                raise ConfigurationError(f"required.fields: {item!r}: the bound after <= is not an integer") from None
+        name, colon, kinds_text = head.partition(":")
         kinds = set()
         for word in filter(None, (w.strip().lower() for w in kinds_text.split("|"))):
             try:
@@ -100,7 +114,7 @@ def parse_required_fields(text: str) -> tuple[RequiredField, ...]:
                 raise ConfigurationError(f"required.fields: {item!r}: unknown kind {word!r} (expected {allowed})") from None
         if colon and not kinds:
             raise ConfigurationError(f"required.fields: {item!r} names no kind after ':'")
-        fields.append(RequiredField(name.strip(), frozenset(kinds)))
+        fields.append(RequiredField(name.strip(), frozenset(kinds), max_bytes))
     names = [f.name for f in fields]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"required.fields lists a field twice: {names}")
@@ -134,7 +148,21 @@ def bad_rows(batch: pa.RecordBatch, fields: Iterable[RequiredField]) -> dict[int
             reason = f"field {field.name} is null or absent"
             for row in _null_rows(column):
                 bad.setdefault(row, reason)
+        if field.max_bytes is not None and kind_of(column.type) in (ValueKind.STRING, ValueKind.BINARY):
+            reason = f"field {field.name} is longer than {field.max_bytes} bytes"
+            for row in _long_rows(column, field.max_bytes):
+                bad.setdefault(row, reason)
     return bad
+
+
+def _long_rows(column: pa.Array, max_bytes: int) -> Sequence[int]:
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    lengths = pc.binary_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+    return np.flatnonzero(lengths > max_bytes).tolist()
 
 
 def _null_rows(column: pa.Array) -> Sequence[int]:

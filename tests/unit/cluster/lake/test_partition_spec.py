@@ -177,21 +177,21 @@ def test_transforms_take_parameters_kinds_and_suffixes() -> None:
     ("none", ""),
     ("day", ""),
     ("hour", ""),
-    ("day(_timestamp),region", "region:integer|string|boolean|date"),
-    ("region", "region:integer|string|boolean|date"),
+    ("day(_timestamp),region", "region:integer|string|boolean|date<=82"),
+    ("region", "region:integer|string|boolean|date<=82"),
     ("bucket[4](c)", "c:integer|string|binary|date|timestamp"),
     ("truncate[3](n)", "n:integer|string|binary"),
     ("day(t)", "t:date|timestamp"),
     ("hour(t)", "t:timestamp"),
     ("day(t),hour(t)", "t:timestamp"),  # the kinds every term over t takes
-    ("x,truncate[2](x)", "x:integer|string"),
+    ("x,truncate[2](x)", "x:integer|string<=84"),  # identity: bounded to fit a file name
     ("bucket[4](x),truncate[2](x)", "x:integer|string|binary"),
     ("bucket[4](x),day(x)", "x:date|timestamp"),
-    ("x,day(x)", "x:date"),
-    ("region,bucket[4](c),day(t)", "region:integer|string|boolean|date,c:integer|string|binary|date|timestamp,"
+    ("x,day(x)", "x:date<=84"),
+    ("region,bucket[4](c),day(t)", "region:integer|string|boolean|date<=82,c:integer|string|binary|date|timestamp,"
                                    "t:date|timestamp"),
     ("bucket[8](_key)", "_key:integer|string|binary|date|timestamp"),
-    ("_partition", "_partition:integer|string|boolean|date"),
+    ("_partition", "_partition:integer|string|boolean|date<=81"),  # the key drops the _
     # a null _timestamp has a partition under day and hour (the legacy default), none under bucket
     ("bucket[4](_timestamp)", "_timestamp:integer|string|binary|date|timestamp"),
     ("day(_timestamp),bucket[4](_timestamp)", "_timestamp:date|timestamp"),

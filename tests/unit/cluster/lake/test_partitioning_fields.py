@@ -426,3 +426,15 @@ def test_readers_read_bytes_and_time_levels_back(tmp_path: Path) -> None:
         f"select b_trunc, ts_day from read_parquet('{root}/**/*.parquet', hive_partitioning=true, "
         "hive_types={'b_trunc': 'VARCHAR', 'ts_day': 'DATE'}) order by row").fetchall()
     assert read == [("a/b", dt.date(2024, 2, 29)), ("%zz", dt.date(1969, 12, 31))]
+
+
+def test_a_directory_name_past_what_a_file_system_takes_is_a_sink_error() -> None:
+    """Identity values are bounded by the source (required.fields <=N); a wide truncate of
+    multi-byte text is not, and must stop with a line saying what to change, not an OSError."""
+    wide = PartitionSpec.parse("truncate[40](name)")
+    batch = pa.record_batch({"_topic": pa.array(["t"]), "name": pa.array(["€" * 40])})
+    with pytest.raises(SinkError, match=r"is 371 bytes, more than the 255 a file name may have: partition by a "
+                                        r"narrower truncate\[W\] or a bucket\[N\]"):
+        split_by_partition(batch, wide)
+    narrow = PartitionSpec.parse("truncate[20](name)")  # 20 characters of at most 4 bytes, encoded: always fits
+    assert [d for d, _ in split_by_partition(batch, narrow)] == ["t/name_trunc=" + "%E2%82%AC" * 20]

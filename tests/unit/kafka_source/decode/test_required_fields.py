@@ -308,3 +308,20 @@ def test_the_config_carries_the_fields() -> None:
 def test_the_config_refuses_a_field_no_record_could_have(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         config(**props)
+
+
+def test_a_bound_after_the_kinds_makes_longer_text_or_bytes_bad() -> None:
+    fields = parse_required_fields("region:string<=5, raw:binary <= 3, n:integer<=1")
+    assert [f.text() for f in fields] == ["region:string<=5", "raw:binary<=3", "n:integer<=1"]
+    batch = pa.record_batch({
+        "region": pa.array(["abcde", "abcdef", "é€", "éé€"]),  # 5, 6, 5 and 7 UTF-8 bytes
+        "raw": pa.array([b"abc", b"ab", b"abcd", b""]),
+        "n": pa.array([10**9, 2, 3, 4], pa.int64()),  # a bound applies to text and bytes only
+    })
+    assert bad_rows(batch, fields) == {1: "field region is longer than 5 bytes", 3: "field region is longer than 5 bytes",
+                                       2: "field raw is longer than 3 bytes"}
+    dictionary = batch.set_column(0, "region", batch.column("region").dictionary_encode())
+    assert bad_rows(dictionary, fields) == bad_rows(batch, fields)
+    for text, message in (("a<=0", "a bound must be >= 1"), ("a:string<=x", "the bound after <= is not an integer")):
+        with pytest.raises(ConfigurationError, match=message):
+            parse_required_fields(text)
