@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.kafka_source.decode.required_fields import kind_of
 from laminar_kafka.cluster.lake.partition_spec import MAX_NAME_BYTES, TIMESTAMP_FIELD, PartitionSpec, PartitionTerm, Transform
 
 __all__ = [
@@ -147,7 +148,8 @@ def _level(batch: pa.RecordBatch, term: PartitionTerm) -> _Level:
     column = batch.column(index)
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
-    if _kind(column.type) not in term.transform.kinds:  # e.g. truncate of a boolean, identity of a uint64
+    kind = kind_of(column.type)
+    if kind is None or kind.value not in term.transform.kinds:  # e.g. truncate of a boolean, identity of a uint64
         raise SinkError(f"partition-by {term.text}: {term.source} is {column.type}, which "
                         f"{term.transform.value} does not take (the source should have refused it: required.fields)")
     if column.null_count:
@@ -157,24 +159,6 @@ def _level(batch: pa.RecordBatch, term: PartitionTerm) -> _Level:
         return _field_level(column, term)
     except (pa.ArrowException, ValueError) as exc:
         raise SinkError(f"partition-by {term.text}: cannot transform {term.source} ({column.type}): {exc}") from None
-
-
-def _kind(arrow_type: pa.DataType) -> str | None:
-    """The value kind of a (dictionary-decoded) type, as
-    :func:`~laminar_kafka.kafka_source.decode.required_fields.kind_of` names it."""
-    if pa.types.is_signed_integer(arrow_type):
-        return "integer"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return "string"
-    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) or pa.types.is_fixed_size_binary(arrow_type):
-        return "binary"
-    if pa.types.is_boolean(arrow_type):
-        return "boolean"
-    if pa.types.is_date(arrow_type):
-        return "date"
-    if pa.types.is_timestamp(arrow_type):
-        return "timestamp"
-    return None
 
 
 def _kafka_time_level(batch: pa.RecordBatch, transform: Transform) -> _Level:
