@@ -95,6 +95,9 @@ class CampaignConfig:
     catch_up_timeout_s: float = 150.0
     #: what the nodes land into: a Parquet tree, or Iceberg tables (embedded SQLite catalog)
     table_format: TableFormat = TableFormat.PARQUET
+    #: the nodes' ``partition-by`` (a field spec such as ``bucket[4](_partition),hour(_timestamp)``
+    #: drives the sink's field levels through every fault)
+    partition_by: str = "day"
     #: ``local`` (one output directory the nodes share) or ``s3-rest`` (each node in its own
     #: directory, Iceberg on SeaweedFS S3 through a REST catalog: :mod:`laminar_kafka.chaos.lake`)
     lake: str = "local"
@@ -166,6 +169,8 @@ def _node_flags(run: _Run, stack: DevStack, topic_arg: str) -> Callable[[int], l
              "--drain-timeout-ms", str(config.drain_timeout_ms)]
     if run.plan.pattern and "topology-interval-ms" in SETTING_NAMES:
         extra += ["--topology-interval-ms", "1000"]
+    if config.partition_by != "day":
+        extra += ["--partition-by", config.partition_by]
 
     def argv(node_id: int) -> list[str]:
         return node_command([
@@ -326,7 +331,8 @@ def _start_pipeline(run: _Run, stack: DevStack, started: _Started) -> tuple[Faul
                        checkpoint_interval_s=config.checkpoint_interval_ms / 1000.0, source_identity="kafka",
                        rng=random.Random(f"targets/{plan.seed}"), note=run.note, wait_until=run.wait_until,
                        pipeline=run.prefix, output_dir=run.output if run.lake.local else None, run_dir=run.dir,
-                       table_format=config.table_format.value, node_argv=node_argv, lake=run.lake,
+                       table_format=config.table_format.value, partition_by=config.partition_by,
+                       node_argv=node_argv, lake=run.lake,
                        services=run.services)
     return ctx, monitor
 

@@ -61,6 +61,8 @@ class FaultContext:
     output_dir: Path | None = None
     run_dir: Path | None = None
     table_format: str = "parquet"
+    #: the nodes' ``partition-by``
+    partition_by: str = "day"
     #: a node's argv by node id (the flags every node of the run gets)
     node_argv: Callable[[int], list[str]] | None = None
     #: the run's lake (its output, catalog, and how nodes and the harness reach them)

@@ -348,11 +348,12 @@ def _rollback_iceberg(ctx: FaultContext, wanted: int) -> dict[str, object]:
 # Pinned settings
 
 
-def misconfigured_value(setting: str, run_dir: Path, other_output: str | None = None) -> str:
+def misconfigured_value(setting: str, run_dir: Path, other_output: str | None = None, partition_by: str = "day") -> str:
     """The wrong value ``misconfigured-node`` gives ``setting`` (the run's nodes use the defaults:
-    256 vnodes, raw records, daily partitions, source identity kafka, the run's output);
+    256 vnodes, raw records, source identity kafka, the run's output; and ``partition_by``);
     ``other_output``: the other output (default ``<run>/output-misconfigured``)."""
-    values = {"vnode-count": "64", "format": "json", "partition-by": "hour", "source-identity": "other",
+    values = {"vnode-count": "64", "format": "json", "partition-by": "day" if partition_by == "hour" else "hour",
+              "source-identity": "other",
               "output": other_output or str(run_dir / "output-misconfigured")}
     if setting not in values:
         raise ChaosError(f"misconfigured-node does not know setting {setting!r}")
@@ -393,7 +394,8 @@ class MisconfiguredNode(Fault):
             raise ChaosError(f"{self.kind} needs the nodes' command line and the run's directory")
         setting = str(event.param("setting", "vnode-count"))
         lake = ctx.lake
-        value = misconfigured_value(setting, ctx.run_dir, lake.other_output(ctx.run_dir) if lake else None)
+        value = misconfigured_value(setting, ctx.run_dir, lake.other_output(ctx.run_dir) if lake else None,
+                                    ctx.partition_by)
         node_id = ctx.nodes.new_id()
         argv = with_setting(ctx.node_argv(node_id), f"--{setting}", value) + ["--log-level", "warning"]
         cwd = lake.prepare_node(node_id) if lake is not None else None

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laminar_kafka.cli.common import Parser, add_common, configure_command_logging
-from laminar_kafka.cluster.errors import UsageError
+from laminar_kafka.cluster.errors import ClusterError, UsageError
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import TableFormat
 
 
@@ -73,13 +74,18 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     table_format = args.table_format or ("iceberg" if args.lake == "s3-rest" else "parquet")
     if args.lake == "s3-rest" and table_format != "iceberg":
         raise UsageError("--lake s3-rest lands Iceberg tables through the REST catalog: --table-format iceberg")
+    try:
+        PartitionSpec.parse(args.partition_by).check_sources(record_format="raw")
+    except ClusterError as exc:
+        raise UsageError(f"--partition-by: {exc}") from exc
     if args.seeds < 1 or args.nodes < 2 or args.duration_s <= 0 or args.rate < 1 or args.partitions < 1:
         raise UsageError("--seeds >= 1, --nodes >= 2, --duration-s > 0, --rate >= 1 and --partitions >= 1 are required")
     config = CampaignConfig(seeds=args.seeds, seed_start=args.seed_start, duration_s=args.duration_s, kinds=kinds,
                             node_count=args.nodes, rate=args.rate, partitions=args.partitions,
                             kinds_per_run=args.kinds_per_run,
                             max_extras=args.max_extras, workdir=Path(args.workdir) if args.workdir else None,
-                            keep=args.keep, table_format=TableFormat(table_format), lake=args.lake)
+                            keep=args.keep, table_format=TableFormat(table_format), lake=args.lake,
+                            partition_by=args.partition_by)
     started = time.monotonic()
     results, base = run_campaign(config)
     rows = summarize(results, ALL_KINDS)
@@ -124,6 +130,9 @@ def add_chaos_command(commands: argparse._SubParsersAction[Parser]) -> None:
     chaos.add_argument("--table-format", choices=[f.value for f in TableFormat], default=None,
                        help="land into Parquet trees (default with --lake local) or Iceberg tables; the audit reads "
                             "the same")
+    chaos.add_argument("--partition-by", default="day",
+                       help="the nodes' partition-by (default day); a metadata field spec such as "
+                            "'hour(_timestamp),bucket[4](_partition)' runs every fault over the sink's field levels")
     chaos.add_argument("--lake", choices=LAKES, default="local",
                        help="local (default): the nodes share one output directory (Iceberg: a SQLite catalog); "
                             "s3-rest: each node in its own directory, Iceberg tables on SeaweedFS S3 through "
