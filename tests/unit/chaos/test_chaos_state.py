@@ -41,6 +41,9 @@ def test_misconfigured_values_differ_from_the_run_defaults(tmp_path: Path) -> No
     with pytest.raises(Exception, match="does not know setting"):
         misconfigured_value("topic", tmp_path)
     assert misconfigured_value("output", tmp_path, "s3://b/p-misconfigured") == "s3://b/p-misconfigured"
+    # a campaign partitioned by hour gets day as its wrong value; by a field spec, hour
+    assert misconfigured_value("partition-by", tmp_path, partition_by="hour") == "day"
+    assert misconfigured_value("partition-by", tmp_path, partition_by="hour(_timestamp),bucket[4](_partition)") == "hour"
 
 
 def test_with_setting_replaces_or_appends() -> None:
