@@ -114,7 +114,8 @@ def add_lake_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     compact.add_argument("--topic", required=True, action="append",
                          help="a topic whose directories (parquet) or table (iceberg) to compact (repeat for several)")
     compact.add_argument("--target-file-bytes", type=int, default=DEFAULT_TARGET_FILE_BYTES,
-                         help="the size of a rewritten file; smaller files are rewritten (default 128 MiB, at least 1 MiB)")
+                         help="the size of a rewritten file; smaller files are rewritten (default 128 MiB, "
+                              "at least 1 MiB)")
     compact.add_argument("--codec", default=Codec.ZSTD.value, choices=[c.value for c in Codec],
                          help="the compression of a rewritten file (default zstd)")
     compact.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, metavar="SECONDS",
@@ -249,8 +250,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
         while not stop.is_set():
             try:
                 one_pass()
-            except ClusterError as exc:  # the next pass tries again
-                print(f"compaction pass failed (next in {args.every:g} s): {exc}", file=sys.stderr, flush=True)
+            except Exception as exc:  # noqa: BLE001 - a catalog or filesystem error: the next pass tries again
+                what = str(exc) if isinstance(exc, ClusterError) else f"{type(exc).__name__}: {exc}"
+                print(f"compaction pass failed (next in {args.every:g} s): {' '.join(what.split())}",
+                      file=sys.stderr, flush=True)
             stop.wait(args.every)
     return 0
 

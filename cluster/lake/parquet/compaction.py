@@ -36,7 +36,6 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -47,6 +46,7 @@ from laminar_kafka.cluster.lake.parquet.compaction_plan import (
     CompactionSettings, DataFile, DirectoryPlan, Entry, WorkDirectory, is_candidate, links_for_exchange,
     plan_cleanup, plan_directory, strays_after_exchange,
 )
+from laminar_kafka.cluster.lake.parquet.compaction_report import DirectoryReport, TreeReport
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options
 from laminar_kafka.cluster.lake.parquet.exchange import exchange_directories
 from laminar_kafka.cluster.lake.parquet.records import read_record
@@ -76,71 +76,6 @@ def check_local_output(output: str) -> None:
             f"compact cannot rewrite a Parquet tree on {scheme}:// ({output}): an object store has no atomic "
             "swap of a directory, so a reader could see rows twice or miss them; land into table-format=iceberg, "
             "whose compaction is one atomic catalog commit")
-
-
-@dataclass(frozen=True)
-class DirectoryReport:
-    """One leaf directory a pass planned to rewrite (``directory``: relative to the root).
-    ``skipped``: why nothing was exchanged (files before and after are then equal)."""
-
-    directory: str
-    files_before: int
-    files_after: int
-    bytes_rewritten: int
-    outputs: tuple[str, ...] = ()
-    skipped: str = ""
-
-    def line(self) -> str:
-        if self.skipped:
-            return f"{self.directory}: skipped, {self.skipped}"
-        return (f"{self.directory}: {self.files_before} -> {self.files_after} files, "
-                f"{self.bytes_rewritten:,} bytes rewritten")
-
-
-@dataclass(frozen=True)
-class TreeReport:
-    """A pass over ``topics``: the directories it planned to rewrite, how many leaf directories it
-    saw, and the leftovers it deleted or kept (replaced directories still in their grace period)."""
-
-    topics: tuple[str, ...]
-    directories: tuple[DirectoryReport, ...] = ()
-    leaf_directories: int = 0
-    leftovers_deleted: int = 0
-    leftovers_kept: int = 0
-    oldest_record_epoch: int | None = None
-
-    @property
-    def files_before(self) -> int:
-        return sum(d.files_before for d in self.directories)
-
-    @property
-    def files_after(self) -> int:
-        return sum(d.files_after for d in self.directories)
-
-    @property
-    def bytes_rewritten(self) -> int:
-        return sum(d.bytes_rewritten for d in self.directories)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "format": "parquet", "topics": list(self.topics), "leaf_directories": self.leaf_directories,
-            "oldest_record_epoch": self.oldest_record_epoch,
-            "files_before": self.files_before, "files_after": self.files_after, "bytes_rewritten": self.bytes_rewritten,
-            "directories": [{"directory": d.directory, "files_before": d.files_before, "files_after": d.files_after,
-                             "bytes_rewritten": d.bytes_rewritten, "outputs": list(d.outputs), "skipped": d.skipped}
-                            for d in self.directories],
-            "leftovers_deleted": self.leftovers_deleted, "leftovers_kept": self.leftovers_kept,
-        }
-
-    def lines(self) -> list[str]:
-        """Text: a line per directory rewritten or skipped, then the summary."""
-        summary = (f"{', '.join(self.topics)}: {self.leaf_directories} leaf director{'y' if self.leaf_directories == 1 else 'ies'}, "
-                   f"{len([d for d in self.directories if not d.skipped])} rewritten: {self.files_before} -> "
-                   f"{self.files_after} files, {self.bytes_rewritten:,} bytes rewritten; leftovers "
-                   f"{self.leftovers_deleted} deleted, {self.leftovers_kept} kept for --grace")
-        if self.oldest_record_epoch is None:
-            summary += "; no epoch record in the tree: no epoch is known settled, nothing is rewritten"
-        return [d.line() for d in self.directories] + [summary]
 
 
 class TreeCompaction:
@@ -252,12 +187,13 @@ class TreeCompaction:
             except OSError as exc:
                 raise SinkError(f"cannot list {os.path.join(self.root, relative)}: {exc}", cause=exc) from exc
             entries = [Entry(e.name, e.is_dir(follow_symlinks=False)) for e in scanned]
-            pending.extend(sorted((f"{relative}/{e.name}" for e in entries if e.is_dir and not e.name.startswith(("_", "."))),
-                                  reverse=True))
+            visible = [e.name for e in entries if e.is_dir and not e.name.startswith(("_", "."))]
+            pending.extend(f"{relative}/{name}" for name in sorted(visible, reverse=True))
             if any(not e.is_dir and e.name.endswith(".parquet") and not e.name.startswith(("_", ".")) for e in entries):
                 yield relative, entries
 
-    def _plan(self, directory: str, entries: list[Entry], oldest: int | None, protected: frozenset[str]) -> DirectoryPlan:
+    def _plan(self, directory: str, entries: list[Entry], oldest: int | None,
+              protected: frozenset[str]) -> DirectoryPlan:
         """The plan of one leaf directory; the footers of its candidates are read (their schema)."""
         files = []
         for entry in entries:

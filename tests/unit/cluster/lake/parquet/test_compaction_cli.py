@@ -150,3 +150,54 @@ def test_every_runs_passes_until_sigterm_and_a_failed_pass_is_one_line(tmp_path:
     assert len(failures) >= 2 and all(str(broken) in line for line in failures), err
     assert "Traceback" not in err
     assert "16 -> 5 files" in out and tree.rows() == tree.expected()
+
+
+def iceberg_lake(tmp_path: Path) -> str:
+    """An Iceberg table `pipe.orders` on the embedded catalog under the output: 2 epochs of 4 small files."""
+    from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, rows
+
+    lake = Lake(tmp_path)
+    output = lake.output()
+    for epoch in (1, 2):
+        for node, when in ((1, DAY_1), (2, DAY_2)):
+            base = epoch * 100 + node * 10
+            lake.stage(epoch, rows("orders", node, range(base, base + 3), when=when), node=node)
+            lake.stage(epoch, rows("orders", node + 2, range(base, base + 2), when=when), node=node)
+        lake.publish(output, epoch)
+    return lake.root
+
+
+def test_an_iceberg_lake_is_compacted_as_iceberg_without_being_told_with_the_codec(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow.parquet as pq
+
+    from laminar_kafka.cluster.lake.iceberg.tables import open_catalog
+    from laminar_kafka.cluster.lake.parquet.sink import open_output
+    from laminar_kafka.cluster.lake.settings import IcebergSettings
+
+    root = iceberg_lake(tmp_path)
+    assert main(["compact", "--output", root, "--pipeline", "pipe", "--topic", "orders", "--codec", "gzip",
+                 "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["table"] == "pipe.orders" and body["compact"]["files_before"] == 8 and body["compact"]["files_after"] == 2
+    fs, _ = open_output(root)
+    table = open_catalog(IcebergSettings(namespace="pipe"), fs, root).load_table(("pipe", "orders"))
+    for task in table.scan().plan_files():
+        assert pq.read_metadata(task.file.file_path).row_group(0).column(0).compression == "GZIP"
+    assert not Path(root, "_laminar", "compact").exists()  # nothing of the Parquet compaction ran
+
+
+def test_every_on_an_iceberg_lake_until_sigterm(tmp_path: Path) -> None:
+    root = iceberg_lake(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "laminar_kafka.cli.main", "compact", "--output", root,
+                                "--pipeline", "pipe", "--topic", "orders", "--every", "0.2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(4.0)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0 and "Traceback" not in err, err
+    passes = [line for line in out.splitlines() if line.startswith("pipe.orders: ")]
+    assert len(passes) >= 2 and "'files_before': 8, 'files_after': 2" in passes[0], out
+    assert "'files_before': 2, 'files_after': 2" in passes[-1]  # nothing left to do

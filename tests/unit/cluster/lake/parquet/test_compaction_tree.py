@@ -127,6 +127,7 @@ def test_a_directory_holding_subdirectories_is_skipped(tmp_path: Path) -> None:
     assert skipped.skipped.startswith("it holds subdirectories (_scratch)") and skipped.files_before == skipped.files_after
     assert tree.published() == before and work_dirs(tree) == []
     assert "skipped, it holds subdirectories" in report.lines()[0]
+    assert (report.files_before, report.files_after, report.rewritten) == (0, 0, ())
 
 
 def test_a_file_that_cannot_be_read_stops_the_pass_naming_it_and_nothing_changes(tmp_path: Path) -> None:
