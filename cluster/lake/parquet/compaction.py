@@ -281,12 +281,12 @@ class TreeCompaction:
                 recorded = [e for e in self._record_epochs() if e <= plan.last_epoch]
                 if not problem and recorded:
                     problem = f"an epoch record of epoch {recorded[0]} appeared, not newer than every input"
+                problem = problem or _same_owner_and_mode(live, work)
                 if problem:
                     logger.warning("compaction of %s skipped: %s", plan.directory, problem)
                     return (), problem
                 for name in links:
                     os.link(os.path.join(live, name), os.path.join(work, name), follow_symlinks=False)
-                os.chmod(work, stat.S_IMODE(os.stat(live).st_mode))
                 _fsync(work)
                 exchange_directories(live, work)
                 self._maybe_fault("after-exchange")
@@ -357,6 +357,20 @@ class TreeCompaction:
         if self._fault == step:
             logger.warning("%s=%s: killing this process", FAULT_ENV, step)
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _same_owner_and_mode(live: str, work: str) -> str:
+    """Give ``work`` the owner, group and mode of ``live`` (nodes must go on publishing into it); ""
+    or why it cannot (a compaction run by another user than the directory's, without the right)."""
+    wanted = os.stat(live)
+    try:
+        if (os.stat(work).st_uid, os.stat(work).st_gid) != (wanted.st_uid, wanted.st_gid):
+            os.chown(work, wanted.st_uid, wanted.st_gid)
+    except PermissionError:
+        return (f"it belongs to uid {wanted.st_uid} gid {wanted.st_gid}, which this process cannot give its "
+                "replacement: run compact as the user the nodes run as")
+    os.chmod(work, stat.S_IMODE(wanted.st_mode))
+    return ""
 
 
 def _schema_key(path: str) -> str:

@@ -17,21 +17,17 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-import numpy as np
-import pyarrow.dataset as ds
 import pytest
 
 from laminar_kafka.cluster.errors import VerifyError
 from laminar_kafka.cluster.lake.parquet.compaction import WORK_DIR
-from laminar_kafka.cluster.lake.parquet.compaction_plan import epochs_of
 from laminar_kafka.cluster.lake.record import RECORDS_DIR, parse_record_name
 from laminar_kafka.cluster.ops.verify import VerifyReport
 from laminar_kafka.demo import audit_output
 from laminar_kafka.devstack.producers import produce
+from tests.compaction_readers import Readers
 from tests.integration.cluster.harness import Pipeline, embedded, pipeline  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -110,74 +106,6 @@ def assert_records_whole(output: str) -> set[str]:
     return set(listed)
 
 
-class Readers:
-    """Two threads reading the topic's tree until stopped, collecting what they saw wrong."""
-
-    def __init__(self, output: str, topic: str) -> None:
-        self.base = Path(output, topic)
-        self.stop = threading.Event()
-        self.problems: list[str] = []
-        self.reads = self.lost_to_exchange = self.listings = 0
-        self.rows = 0
-        self.sink_files: set[str] = set()
-        self.threads = [threading.Thread(target=self._read, daemon=True),
-                        threading.Thread(target=self._list, daemon=True)]
-
-    def __enter__(self) -> Readers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(60)
-
-    def _read(self) -> None:
-        while not self.stop.is_set():
-            if not self.base.exists():
-                time.sleep(0.1)
-                continue
-            try:
-                dataset = ds.dataset(self.base, format="parquet", partitioning="hive")
-                table = dataset.to_table(columns=["_partition", "_offset"])
-            except FileNotFoundError:  # listed before an exchange, opened after: never a wrong row
-                self.lost_to_exchange += 1
-                continue
-            self.sink_files.update(os.path.basename(f) for f in dataset.files if os.path.basename(f).startswith("epoch-"))
-            keys = table["_partition"].to_numpy().astype(np.int64) * 10**12 + table["_offset"].to_numpy()
-            if np.unique(keys).size != keys.size:
-                self.problems.append(f"read {self.reads}: {keys.size - np.unique(keys).size} row(s) seen twice")
-            if keys.size < self.rows:
-                self.problems.append(f"read {self.reads}: {keys.size} rows after {self.rows}")
-            self.rows = max(self.rows, int(keys.size))
-            self.reads += 1
-
-    def _list(self) -> None:
-        covered: dict[str, set[int]] = {}
-        while not self.stop.is_set():
-            directories = set(covered)
-            if self.base.exists():
-                directories |= {d.name for d in os.scandir(self.base) if d.is_dir() and not d.name.startswith("_")}
-            for directory in sorted(directories):
-                try:
-                    names = os.listdir(self.base / directory)
-                except FileNotFoundError:
-                    self.problems.append(f"{directory} vanished")
-                    continue
-                ranges = [r for r in (epochs_of(n) for n in names) if r is not None]
-                compacted = [e for r in ranges if r.compact_id for e in range(r.first, r.last + 1)]
-                alone = {r.first for r in ranges if not r.compact_id}
-                if len(compacted) != len(set(compacted)) or alone & set(compacted):
-                    self.problems.append(f"{directory}: an epoch in a compacted file and another: {sorted(names)}")
-                now = alone | set(compacted)
-                if not covered.get(directory, set()) <= now:
-                    self.problems.append(f"{directory}: epochs {sorted(covered[directory] - now)[:5]} vanished")
-                covered[directory] = now
-                self.listings += 1
-            time.sleep(0.001)
-
-
 def passes_with_rewrites(log: Path) -> list[dict[str, object]]:
     found = []
     for line in log.read_text().splitlines():
@@ -214,11 +142,11 @@ def test_compaction_beside_a_running_pipeline_and_readers_is_exact(pipeline: Pip
     text = log.read_text()
     assert code == 0 and "Traceback" not in text and "compaction pass failed" not in text, text[-3000:]
     assert readers.problems == [], readers.problems[:10]
-    assert readers.reads >= 10 and readers.listings >= 100, (readers.reads, readers.listings)
+    reads = readers.reads
+    assert reads["default"] >= 10 and reads["snapshot"] >= 10 and reads["listings"] >= 100, readers.summary()
     files = data_files(pipeline.output, pipeline.topic)
     compacted = [f for f in files if os.path.basename(f).startswith("epochs-")]
-    print(f"reads {readers.reads} ({readers.lost_to_exchange} lost a file to an exchange and were done again), "
-          f"listings {readers.listings}, passes that rewrote {len(passes_with_rewrites(log))}, published files "
+    print(f"reads: {readers.summary()}; passes that rewrote {len(passes_with_rewrites(log))}, published files "
           f"{len(files)} (the sink published {len(readers.sink_files)} or more)")
     kept = assert_records_whole(pipeline.output)
     settled = [f for f in files if f"{pipeline.topic}/{f}" not in kept]  # what no kept record lists

@@ -6,12 +6,11 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
@@ -22,6 +21,7 @@ from laminar_kafka.cluster.lake.parquet.compaction_plan import CompactionSetting
 from laminar_kafka.cluster.lake.parquet.records import read_parquet_facts
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, final_path, publish
 from laminar_kafka.cluster.lake.record import record_path
+from tests.compaction_readers import Readers
 from tests.unit.cluster.lake.parquet.compaction_trees import DAY0, MIB, TOPIC, Tree, work_dirs
 
 def test_a_pass_rewrites_the_settled_small_files_and_leaves_the_recorded_ones_alone(tmp_path: Path) -> None:
@@ -280,67 +280,21 @@ def test_a_stopped_pass_exchanges_nothing_and_leaves_nothing(tmp_path: Path) -> 
 
 
 def test_readers_never_see_a_row_twice_or_miss_one_while_epochs_land_and_passes_run(tmp_path: Path) -> None:
+    """See tests/compaction_readers.py: a snapshot listing never misses a row; pyarrow's own
+    discovery only when an exchange tore it (counted, never a row twice)."""
     tree = Tree(tmp_path)
     tree.land(4)
-    stop = threading.Event()
-    problems: list[str] = []
-    reads = [0, 0]  # complete reads, reads that lost a file to an exchange
-
-    def read() -> None:
-        floor = 0
-        while not stop.is_set():
-            try:
-                table = ds.dataset(f"{tree.root}/{TOPIC}", format="parquet", partitioning="hive").to_table(
-                    columns=["_partition", "_offset"])
-            except FileNotFoundError:  # listed before an exchange, opened after: never wrong rows
-                reads[1] += 1
-                continue
-            keys = table["_partition"].to_numpy().astype(np.int64) * 10**9 + table["_offset"].to_numpy()
-            if np.unique(keys).size != keys.size:
-                problems.append(f"a row twice among {keys.size}")
-            if keys.size < floor:
-                problems.append(f"{keys.size} rows after {floor}")
-            floor = max(floor, keys.size)
-            reads[0] += 1
-
-    def list_directories() -> None:
-        """Tight listings of each day directory by path: it never vanishes, the epochs its files
-        cover never shrink, and a compacted file's epochs are in no other file of the listing."""
-        covered: dict[str, set[int]] = {}
-        while not stop.is_set():
-            found = {d.name for d in os.scandir(f"{tree.root}/{TOPIC}") if d.is_dir() and not d.name.startswith("_")}
-            for directory in sorted(found | set(covered)):
-                try:
-                    names = os.listdir(f"{tree.root}/{TOPIC}/{directory}")
-                except FileNotFoundError:
-                    problems.append(f"{directory} vanished")
-                    continue
-                ranges = [epochs_of(n) for n in names]
-                seen = Counter(e for r in ranges if r for e in range(r.first, r.last + 1) if r.compact_id)
-                alone = Counter(r.first for r in ranges if r and not r.compact_id)
-                if any(count > 1 or e in alone for e, count in seen.items()):
-                    problems.append(f"{directory}: an epoch both in a compacted file and another: {sorted(names)}")
-                now = set(seen) | set(alone)
-                if not covered.get(directory, set()) <= now:
-                    problems.append(f"{directory}: epochs {sorted(covered[directory] - now)} vanished")
-                covered[directory] = now
-                reads[2] += 1
-
-    reads.append(0)
-    threads = [threading.Thread(target=read), threading.Thread(target=list_directories)]
-    for thread in threads:
-        thread.start()
     compaction = tree.compaction()
-    try:
+    with Readers(tree.root, TOPIC) as readers:
         for _ in range(12):
             tree.land(2, days=2)
             tree.keep_records_from(tree.epoch - 2)
             compaction.run_pass([TOPIC])
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(30)
-    assert problems == [] and reads[0] > 5 and reads[2] > 100
+            time.sleep(0.01)
+    print(readers.summary())
+    assert readers.problems == [], readers.problems[:10]
+    assert readers.reads["default"] > 5 and readers.reads["snapshot"] > 5 and readers.reads["listings"] > 100, \
+        readers.summary()
     assert tree.rows() == tree.expected()
     assert len(tree.published()) < 4 * tree.epoch / 2  # 4 files an epoch landed, fewer than half of them left
 
@@ -406,3 +360,38 @@ def test_the_report_in_json_and_text(tmp_path: Path) -> None:
     text = report.lines()
     assert text[0].endswith(": 10 -> 3 files, " + f"{report.bytes_rewritten:,} bytes rewritten")
     assert text[-1].startswith("orders: 1 leaf directory, 1 rewritten: 10 -> 3 files")
+
+
+def test_the_replacement_gets_the_directorys_mode_and_a_foreign_owner_is_skipped(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = Tree(tmp_path)
+    tree.land(5)
+    tree.keep_records_from(5)
+    (directory,) = {os.path.dirname(f) for f in tree.published()}
+    os.chmod(Path(tree.root, directory), 0o2770)
+    tree.compaction().run_pass([TOPIC])
+    assert os.stat(Path(tree.root, directory)).st_mode & 0o7777 == 0o2770
+
+    tree.land(2)
+    tree.keep_records_from(7)
+    live_stat = os.stat(Path(tree.root, directory))
+    real_stat = os.stat
+
+    class Foreign:  # the live directory as if another user owned it
+        def __init__(self, result: os.stat_result) -> None:
+            self.st_uid, self.st_gid, self.st_mode = result.st_uid + 1, result.st_gid, result.st_mode
+
+    def stat_of(path: object, *args: object, **kwargs: object) -> object:
+        result = real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+        return Foreign(result) if str(path) == str(Path(tree.root, directory)) else result
+
+    def chown(*_args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(compaction_module.os, "stat", stat_of)
+    monkeypatch.setattr(compaction_module.os, "chown", chown)
+    before = sorted(tree.published())
+    (skipped,) = tree.compaction().run_pass([TOPIC]).directories
+    assert f"it belongs to uid {live_stat.st_uid + 1}" in skipped.skipped and "run compact as the user" in skipped.skipped
+    monkeypatch.undo()
+    assert sorted(tree.published()) == before and work_dirs(tree) == []
