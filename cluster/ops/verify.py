@@ -17,6 +17,7 @@ the I/O. The report is OK iff nothing is missing, duplicated, unexpected or out 
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,8 @@ from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
 from laminar_kafka.cluster.runtime.metadata import ClientErrors
 from laminar_kafka.kafka_source.read.positions import watermarks
 from laminar_kafka.kafka_source.clients import KafkaTarget, client_config, make_consumer
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["OutputScan", "PartitionAudit", "VerifyReport", "audit", "read_output", "read_topic"]
 
@@ -199,9 +202,27 @@ def scan_table(table: pa.Table, topic: str, name: str, scan: OutputScan, *, reje
         found[int(partition)] = mine if previous is None else np.concatenate([previous, mine])
 
 
+#: listings of the output a scan tries when a listed file is gone before it is read
+_SCAN_ATTEMPTS = 5
+
+
 def read_output(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
     """Scan every published file under ``root`` (``_staging`` and other ``_`` paths are skipped),
-    then the rejected records published under ``root/_rejected``."""
+    then the rejected records published under ``root/_rejected``. A file listed and gone before it
+    is read (a compaction exchanged its directory) restarts the scan from a new listing, up to
+    :data:`_SCAN_ATTEMPTS` times."""
+    for attempt in range(1, _SCAN_ATTEMPTS + 1):
+        try:
+            return _read_output_once(fs, root, topic)
+        except FileNotFoundError as exc:
+            if attempt == _SCAN_ATTEMPTS:
+                raise VerifyError(f"cannot read the output under {root!r}: files kept vanishing while it was "
+                                  f"read ({exc})", cause=exc) from exc
+            logger.info("a listed file vanished before it was read (%s): listing the output again", exc)
+    raise AssertionError("unreachable")
+
+
+def _read_output_once(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
     scan = OutputScan()
     try:
         rejected_root = f"{root}/{REJECTED_DIR}" if root else REJECTED_DIR
@@ -212,6 +233,8 @@ def read_output(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
                     names = parquet.schema_arrow.names
                     columns = [c for c in _COLUMNS if c in names]
                     scan_table(parquet.read(columns=columns), topic, path, scan, rejected=rejected)
+    except FileNotFoundError:
+        raise
     except (OSError, pa.ArrowException) as exc:
         raise VerifyError(f"cannot read the output under {root!r}: {exc}", cause=exc) from exc
     return scan

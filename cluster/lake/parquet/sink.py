@@ -421,7 +421,13 @@ def _delete_if_present(fs: pafs.FileSystem, path: str) -> int:
 
 
 def list_published(fs: pafs.FileSystem, root: str) -> list[str]:
-    """Every published Parquet file (full paths), skipping ``_`` and ``.`` directories, sorted."""
+    """Every published Parquet file (full paths), skipping ``_`` and ``.`` directories, sorted. On a
+    local filesystem each directory is listed from one handle, so a compaction's directory exchange
+    cannot tear the listing (:mod:`laminar_kafka.cluster.lake.parquet.listing`)."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        from laminar_kafka.cluster.lake.parquet.listing import published_files
+
+        return published_files(root)
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
     result = []
     for info in fs.get_file_info(selector):

@@ -22,6 +22,7 @@ import fcntl
 import logging
 import os
 import socket
+import stat
 import time
 from collections.abc import Iterator
 
@@ -47,8 +48,21 @@ class CompactionRunning(UsageError):
     """Another compaction holds the tree's compaction lock."""
 
 
-def _open_lock(root: str, relative: str) -> int:
+def _open_lock(root: str, relative: str, *, writable: bool = False) -> int:
+    """A descriptor of the lock file (created when absent). ``flock`` needs no write access, so an
+    existing lock opens read-only unless ``writable``: a node publishing into a tree that turned
+    read-only (or full) fails at its renames, as it did before the lock, not at the lock."""
     path = os.path.join(root, relative)
+    if not writable:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return fd
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except FileNotFoundError:
@@ -118,7 +132,7 @@ def compaction_lock(root: str) -> Iterator[None]:
     :class:`CompactionRunning` naming the holder (pid, host, start) when another one runs, and
     :class:`SinkError` when the lock cannot be taken at all."""
     try:
-        fd = _open_lock(root, COMPACT_LOCK)
+        fd = _open_lock(root, COMPACT_LOCK, writable=True)  # it holds the holder's name
     except OSError as exc:
         raise SinkError(f"cannot open the compaction lock under {root!r}: {exc}", cause=exc) from exc
     try:

@@ -98,3 +98,33 @@ def test_rows_below_the_low_watermark_are_not_unexpected_but_still_count_as_dupl
     assert clean.ok
     # Without low watermarks the old rows cannot be told apart from strangers.
     assert audit("t", {0: np.arange(5, 8)}, {0: 8}, scan_of({0: [3, 4, 5, 6, 7]})).partitions[0].unexpected == 2
+
+
+def test_a_file_gone_between_listing_and_reading_restarts_the_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction exchanged a directory after the scan listed it: the scan lists again and counts
+    the new files once (never the old ones beside them); a tree whose files keep vanishing is a
+    VerifyError naming why."""
+    import laminar_kafka.cluster.ops.verify as verify_module
+
+    write(tmp_path / "t" / "a.parquet", [0, 0], [0, 1])
+    write(tmp_path / "t" / "b.parquet", [0], [2])
+    fs, root = open_output(str(tmp_path))
+    real = verify_module.list_published
+    listings = []
+
+    def compacting(fs_: object, directory: str) -> list[str]:
+        listed = real(fs_, directory)  # type: ignore[arg-type]
+        listings.append(directory)
+        if len(listings) == 1:  # the first listing is stale: a compaction replaces a.parquet and b.parquet
+            write(tmp_path / "t" / "c.parquet", [0, 0, 0], [0, 1, 2])
+            (tmp_path / "t" / "a.parquet").unlink()
+            (tmp_path / "t" / "b.parquet").unlink()
+        return listed
+
+    monkeypatch.setattr(verify_module, "list_published", compacting)
+    scan = read_output(fs, root, "t")
+    assert scan.files == 1 and sorted(scan.offsets[0].tolist()) == [0, 1, 2]
+
+    monkeypatch.setattr(verify_module, "list_published", lambda fs_, directory: [f"{directory}/gone.parquet"])
+    with pytest.raises(VerifyError, match="files kept vanishing while it was read"):
+        read_output(fs, root, "t")

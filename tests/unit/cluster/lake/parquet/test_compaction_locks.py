@@ -208,3 +208,25 @@ def test_locks_go_with_the_process(tmp_path: Path) -> None:
     with compaction_lock(root), exclusive_publishing(root, timeout_s=1):
         pass
     tree_lock._warned_unlocked.clear()
+
+
+def test_publish_into_a_read_only_tree_whose_files_are_published_needs_no_write(tmp_path: Path) -> None:
+    """flock needs no write access: with the lock file there, a publish whose files are all published
+    already (a retry after a crash) succeeds on a tree that turned read-only, as before the lock."""
+    fs, root, staged = staged_file(tmp_path)
+    assert publish(fs, root, [staged]) == 1
+    (Path(root) / PUBLISH_LOCK).chmod(0o444)
+    original = os.open
+    writes: list[str] = []
+
+    def watching(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        if str(path).endswith(PUBLISH_LOCK.rsplit("/", 1)[-1]) and flags & (os.O_RDWR | os.O_WRONLY):
+            writes.append(str(path))
+        return original(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    os.open = watching  # type: ignore[assignment]
+    try:
+        assert publish(fs, root, [staged]) == 0
+    finally:
+        os.open = original  # type: ignore[assignment]
+    assert writes == []
