@@ -275,20 +275,13 @@ _ALL_KINDS = ("integer", "string", "binary", "boolean", "date", "timestamp")
 
 def _split_terms(compact: str, text: str) -> list[str]:
     """``compact`` cut at the commas outside parentheses and brackets."""
-    items, depth, start = [], 0, 0
-    for index, char in enumerate(compact):
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            items.append(compact[start:index])
-            start = index + 1
-        if depth < 0:
-            break
-    if depth != 0:
-        raise ConfigError(f"partition-by={text!r}: unbalanced brackets")
-    items.append(compact[start:])
+    from laminar_kafka.kafka_source.config.type_text import split_top_level
+    from laminar_kafka.kafka_source.errors import ConfigurationError
+
+    try:
+        items = split_top_level(compact)
+    except ConfigurationError:
+        raise ConfigError(f"partition-by={text!r}: unbalanced brackets") from None
     if any(not item for item in items):
         raise ConfigError(f"partition-by={text!r} has an empty term")
     return items
