@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass
 
 from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
 
 __all__ = ["MAX_NAME_BYTES", "MAX_TERMS", "PartitionSpec", "PartitionTerm", "Transform"]
 
@@ -243,10 +244,10 @@ class PartitionSpec:
             source = term.source
             if source == "_key" and not include_key:
                 raise ConfigError("partition-by reads _key: set include-key = true")
-            if not source.startswith("_") and record_format == "raw" and source != "value":
+            if source not in METADATA_COLUMNS and record_format == "raw" and source != "value":
                 raise ConfigError(f"partition-by reads {source}, a payload field: format=raw has only value "
                                   "(use format=json or a registry format)")
-            kind = metadata_kinds.get(source) if source.startswith("_") else None
+            kind = metadata_kinds.get(source)
             if kind is not None and kind not in term.transform.kinds:
                 raise ConfigError(f"partition-by {term.text}: {source} is {kind}"
                                   f"{' (key-format ' + key_format + ')' if source == '_key' else ''}, but "
@@ -262,7 +263,7 @@ class PartitionSpec:
         except ConfigurationError as exc:
             raise ConfigError(str(exc)) from None
         for required in parse_required_fields(self.required_fields()):
-            problem = None if required.name.startswith("_") else schema_problem(schema, required)
+            problem = None if required.name in METADATA_COLUMNS else schema_problem(schema, required)
             if problem is not None:
                 raise ConfigError(f"partition-by {self.text}: json-schema: {problem}")
 

@@ -91,7 +91,7 @@ from laminar_kafka.kafka_source.config.values import (
     specific_offsets,
 )
 from laminar_kafka.kafka_source.connector import ConnectorConfig
-from laminar_kafka.kafka_source.decode.required_fields import RequiredField, parse_required_fields, schema_problem
+from laminar_kafka.kafka_source.decode.required_fields import RequiredField, check_required_fields, parse_required_fields
 from laminar_kafka.kafka_source.errors import ConfigurationError
 
 __all__ = [
@@ -480,31 +480,9 @@ def _formats(props: Mapping[str, str], registry_props: Mapping[str, str], includ
     if registry_url is None and registry_props:
         raise ConfigurationError("schema.registry.* properties need schema.registry.url")
     required = parse_required_fields(props.get("required.fields", ""))
-    _check_required_fields(required, fmt, schema, include_metadata)
+    payload = pa.schema([pa.field("value", pa.binary())]) if fmt is Format.RAW else schema if fmt is Format.JSON else None
+    check_required_fields(required, payload, include_metadata)
     return _Formats(fmt, schema, key_format, registry_url, required)
-
-
-def _check_required_fields(
-    required: tuple[RequiredField, ...], fmt: Format, json_schema: pa.Schema | None, include_metadata: tuple[str, ...],
-) -> None:
-    """Refuse a required field no record could have: a metadata column not included, or a payload
-    field the configured columns lack or type otherwise (known here for ``raw`` and for ``json``
-    with ``json.schema``; registry formats and metadata types are checked batch by batch)."""
-    for required_field in required:
-        if required_field.name in METADATA_COLUMNS:
-            if required_field.name not in include_metadata:
-                raise ConfigurationError(f"required.fields: {required_field.name} is not among include.metadata")
-            continue
-        payload: pa.Schema | None = None
-        if fmt is Format.RAW:
-            payload = pa.schema([pa.field("value", pa.binary())])
-        elif fmt is Format.JSON:
-            payload = json_schema
-        if payload is None:
-            continue
-        problem = schema_problem(payload, required_field)
-        if problem is not None:
-            raise ConfigurationError(f"required.fields: {problem}")
 
 
 def _startup(props: Mapping[str, str], selector: TopicSelector) -> _Startup:

@@ -25,9 +25,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
 from laminar_kafka.kafka_source.errors import ConfigurationError
 
-__all__ = ["RequiredField", "ValueKind", "bad_rows", "kind_of", "parse_required_fields", "schema_problem"]
+__all__ = [
+    "RequiredField", "ValueKind", "bad_rows", "check_required_fields", "kind_of", "parse_required_fields", "schema_problem",
+]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -131,6 +134,24 @@ def schema_problem(schema: pa.Schema, field: RequiredField) -> str | None:
     if not field.accepts(arrow_type):
         return f"field {field.name} is {arrow_type}, expected {field.describe_kinds()}"
     return None
+
+
+def check_required_fields(
+    required: Iterable[RequiredField], payload: pa.Schema | None, include_metadata: Iterable[str],
+) -> None:
+    """Refuse (:class:`ConfigurationError`) a required field no record could have: a metadata column
+    not in ``include_metadata``, or a payload field ``payload`` (the payload columns when known at
+    configuration: ``raw``, and ``json`` with ``json.schema``; ``None``: not known) lacks or types
+    otherwise. Registry payloads and metadata types are checked batch by batch (:func:`bad_rows`)."""
+    included = set(include_metadata)
+    for field in required:
+        if field.name in METADATA_COLUMNS:
+            if field.name not in included:
+                raise ConfigurationError(f"required.fields: {field.name} is not among include.metadata")
+            continue
+        problem = None if payload is None else schema_problem(payload, field)
+        if problem is not None:
+            raise ConfigurationError(f"required.fields: {problem}")
 
 
 def bad_rows(batch: pa.RecordBatch, fields: Iterable[RequiredField]) -> dict[int, str]:

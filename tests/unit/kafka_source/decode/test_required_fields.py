@@ -22,6 +22,7 @@ from laminar_kafka.kafka_source.decode.required_fields import (
     RequiredField,
     ValueKind,
     bad_rows,
+    check_required_fields,
     kind_of,
     parse_required_fields,
     schema_problem,
@@ -325,3 +326,12 @@ def test_a_bound_after_the_kinds_makes_longer_text_or_bytes_bad() -> None:
     for text, message in (("a<=0", "a bound must be >= 1"), ("a:string<=x", "the bound after <= is not an integer")):
         with pytest.raises(ConfigurationError, match=message):
             parse_required_fields(text)
+
+
+def test_a_payload_field_named_with_an_underscore_is_a_payload_field() -> None:
+    """Only the metadata columns need include.metadata; a JSON field ``_id`` is the payload's."""
+    check_required_fields(parse_required_fields("_id:integer"), pa.schema([("_id", pa.int64())]), ())
+    with pytest.raises(ConfigurationError, match="required.fields: the record has no field _id"):
+        check_required_fields(parse_required_fields("_id"), pa.schema([("id", pa.int64())]), ())
+    with pytest.raises(ConfigurationError, match="required.fields: _key is not among include.metadata"):
+        check_required_fields(parse_required_fields("_key"), None, ("_topic",))
