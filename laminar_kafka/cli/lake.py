@@ -319,6 +319,11 @@ def _parquet_passes(args: argparse.Namespace, target: LakeTarget, settings: Comp
         raise UsageError(str(exc), cause=exc) from exc
     compaction = TreeCompaction(root, settings, stop=stop)
     compaction.check()
+    absent = [topic for topic in args.topic if not os.path.isdir(os.path.join(root, topic))]
+    if absent:  # a mistyped topic would compact nothing, pass after pass, and say nothing wrong
+        present = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(("_", ".")))
+        raise UsageError(f"no directory for topic(s) {', '.join(absent)} under {root} (topics there: "
+                         f"{', '.join(present) or 'none'})")
 
     def one_pass() -> None:
         report = compaction.run_pass(tuple(args.topic))

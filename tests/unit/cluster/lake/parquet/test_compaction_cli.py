@@ -58,6 +58,15 @@ def test_json_and_a_one_off_run_waits_out_the_grace(tmp_path: Path, capsys: pyte
     assert metadata.row_group(0).column(0).compression == "SNAPPY"
 
 
+def test_a_topic_without_a_directory_is_refused_naming_the_ones_there(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped topic would compact nothing, pass after pass, and exit 0."""
+    tree = settled_tree(tmp_path)
+    assert main(["compact", "--output", tree.root, "--topic", "ordres", "--grace", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: no directory for topic(s) ordres under {tree.root} (topics there: {TOPIC})"
+
+
 @pytest.mark.parametrize("output", ["s3://bucket/lake", "gs://bucket/lake"])
 def test_an_object_store_is_refused_in_one_line(output: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compact", "--output", output, "--topic", TOPIC]) == 2
