@@ -132,6 +132,10 @@ class NodeMetrics:
             "laminar_offsets_lost", "Offsets Kafka deleted (retention) before this node read them, skipped "
             "under fail-on-data-loss=false", ["node"], registry=r,
         )
+        self.kafka_clients_replaced = Counter(
+            "laminar_kafka_clients_replaced", "Source consumers replaced because they fetched nothing and "
+            "could not reach a broker (a client that had lost every broker; docs/settings.md)", ["node"], registry=r,
+        )
 
     def _register_lake(self) -> None:
         """The lake: publish durations, Iceberg commits (their durations, conflicts and no-ops), start-up
@@ -182,6 +186,7 @@ class NodeMetrics:
             self.epochs_committed, self.epoch_asks, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
             self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
             self.partitions_discovered, self.acks_rejected, self.records_rejected, self.offsets_lost,
+            self.kafka_clients_replaced,
         ):
             family.labels(self.node)
         for kind in ("sent", "unchanged"):

@@ -333,6 +333,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
     def new_source() -> KafkaSource:
         source = KafkaSource(source_config)
         source.metrics.on_offsets_lost = metrics.offsets_lost.labels(metrics.node).inc
+        source.metrics.on_client_replaced = metrics.kafka_clients_replaced.labels(metrics.node).inc
         return source
 
     pins = PipelinePins.of(settings)

@@ -26,12 +26,22 @@ class SourceMetrics:
     drains_committed: int = 0
     drains_aborted: int = 0
     reconciliations: int = 0
+    #: consumers replaced because they reached no broker any more (:mod:`~laminar_kafka.kafka_source.read.client_watch`)
+    clients_replaced: int = 0
     #: called with every count added to :attr:`offsets_lost` (a node exports them); must not raise
     on_offsets_lost: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
+    #: called at every count added to :attr:`clients_replaced` (a node exports them); must not raise
+    on_client_replaced: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def count_discovered(self, count: int) -> None:
         """``count`` partitions appeared while the generation ran (the reader's callback)."""
         self.partitions_discovered += count
+
+    def count_client_replaced(self) -> None:
+        """The reader replaced its consumer (the reader's callback)."""
+        self.clients_replaced += 1
+        if self.on_client_replaced is not None:
+            self.on_client_replaced()
 
     def count_lost(self, count: int, resets: int = 1) -> None:
         """``resets`` partitions were read on past ``count`` offsets Kafka no longer holds (the

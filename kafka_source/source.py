@@ -241,6 +241,7 @@ class KafkaSource(SourceConnector):
             consumer, config, offsets, event=self._event, delivery=self._delivery, vnode_mode=self._vnode is not None,
             metadata_timeout_s=self._request_timeout_s, metrics=self.metrics,
             callbacks_pending=self._commits.awaiting_result,
+            consumer_factory=functools.partial(create_consumer, config, self._delivery, self._commits),
             prefetch=self._builder.prefetch if self._builder is not None and self._builder.prefetches else None,
             fields=RecordFields.of(config, keeps_rejected=self._decode_failures is not None
                                    and self._decode_failures.policy is BadRecordPolicy.SKIP),

@@ -85,6 +85,7 @@ def build_reader(
     callbacks_pending: Callable[[], bool],
     fields: RecordFields,
     prefetch: Callable[[Records], None] | None = None,
+    consumer_factory: Callable[[], Consumer] | None = None,
 ) -> Reader:
     """A reader (not started) that owns ``consumer`` at ``offsets`` and sets ``event`` (on the
     running loop) whenever it puts an item into its FIFO.
@@ -92,7 +93,8 @@ def build_reader(
     In vnode mode it does not look for new partitions itself: they arrive through
     ``add_partitions`` (the runtime watches the topology). A read offset the broker no longer holds
     is resolved by :func:`~laminar_kafka.kafka_source.read.startup.resolve_out_of_range` (lost offsets counted in
-    ``metrics``).
+    ``metrics``). A consumer that reaches no broker any more is replaced by one ``consumer_factory``
+    makes (:mod:`~laminar_kafka.kafka_source.read.client_watch`; counted in ``metrics``).
     """
     loop = asyncio.get_running_loop()
 
@@ -117,4 +119,6 @@ def build_reader(
         prefetch=prefetch,
         out_of_range=functools.partial(resolve_out_of_range, delivery=delivery, config=config),
         on_offsets_lost=metrics.count_lost,
+        consumer_factory=consumer_factory,
+        on_client_replaced=metrics.count_client_replaced,
     )

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.errors import FatalError, OffsetOutOfRangeError
+from laminar_kafka.kafka_source.read.client_watch import PROBE_TIMEOUT_S, STALL_S, StallWatch, replace_consumer
 from laminar_kafka.kafka_source.read.positions import OutOfRangeResolver, low_watermark, read_on_after_out_of_range
 from laminar_kafka.kafka_source.read.fifo import (
     MESSAGE_OVERHEAD_BYTES,
@@ -112,8 +113,16 @@ class Reader:
         prefetch: Callable[[Records], None] | None = None,
         out_of_range: OutOfRangeResolver | None = None,
         on_offsets_lost: Callable[[int], None] | None = None,
+        consumer_factory: Callable[[], Consumer] | None = None,
+        on_client_replaced: Callable[[], None] | None = None,
+        stall_s: float = STALL_S,
     ) -> None:
         self.consumer = consumer
+        #: makes a consumer like ``consumer`` (not assigned yet) to replace one that reaches no broker
+        #: any more (:mod:`~laminar_kafka.kafka_source.read.client_watch`); None: never replaced
+        self.consumer_factory = consumer_factory
+        #: called each time the consumer was replaced
+        self.on_client_replaced = on_client_replaced
         #: where to read on after an "offset out of range"; None: such an answer fails the reader
         self.out_of_range = out_of_range
         #: called with the number of offsets skipped when reading resumes past them
@@ -151,6 +160,8 @@ class Reader:
         self._next_discovery = time.monotonic() + discovery_interval_s
         self._next_sweep = 0.0
         self._sweep_interval = POSITION_SWEEP_S
+        #: when to probe the consumer: after ``stall_s`` without progress while fetching
+        self._stall = StallWatch(stall_s, quiet_since=time.monotonic())
 
     @property
     def thread(self) -> threading.Thread:
@@ -277,10 +288,12 @@ class Reader:
                     self._stop.wait(self.consume_timeout_s)
                     continue
                 if not self.fifo.wait_for_space(self._stop, self.consume_timeout_s):
+                    self._stall.progressed(time.monotonic())  # not fetching: a full FIFO is no stall
                     if self.callbacks_pending() and not self._stop.is_set():
                         self._serve_callbacks()
                     continue
                 self._read_chunk()
+                self._watch_client()
         except Exception as exc:  # noqa: BLE001 - surfaced to the source through the FIFO
             logger.exception("kafka source reader thread failed")
             self.fifo.put_control(ReaderFailed(FatalError(f"reader thread failed: {exc}", cause=exc)))
@@ -351,10 +364,38 @@ class Reader:
             timeout = 0
         self._put(parts, nbytes)
 
+    def _watch_client(self) -> None:
+        """Probe a consumer that brought nothing for a while with one metadata request; replace it
+        when it cannot answer (:mod:`~laminar_kafka.kafka_source.read.client_watch`)."""
+        now = time.monotonic()
+        if self.consumer_factory is None or now - self._stall.quiet_since < self._stall.stall_s:
+            return  # the common case, decided without walking the assignment
+        fetching = [tp for tp in self._assigned if tp not in self._blocked]
+        if not self._stall.probe_due(now, bool(fetching)):
+            return
+        try:
+            self.consumer.list_topics(fetching[0][0], timeout=PROBE_TIMEOUT_S)
+        except KafkaException as exc:
+            self._replace_consumer(exc)
+        self._stall.probed(time.monotonic())
+
+    def _replace_consumer(self, cause: KafkaException) -> None:
+        assert self.consumer_factory is not None
+        self.consumer = replace_consumer(self.consumer, self.consumer_factory, self._assigned, self._positions,
+                                         self._blocked)
+        self._note_fresh()
+        logger.warning(
+            "the kafka consumer fetched nothing for %.0f s and cannot reach a broker (%s): replaced by a new "
+            "one at the same positions of %d partition(s)", self._stall.stall_s, cause, len(self._assigned),
+        )
+        if self.on_client_replaced is not None:
+            self.on_client_replaced()
+
     def _note_fresh(self) -> None:
         """Partitions were just acquired or resumed: consume in short waits for a while."""
         self.fresh_until = time.monotonic() + FRESH_WINDOW_S
         self._sweep_interval = POSITION_SWEEP_S
+        self._stall.progressed(time.monotonic())
 
     def _read(self, messages: list[Message], errors: bool) -> tuple[list[Records], int]:
         """``messages`` without client errors (reported; ``errors``: whether any message has one)
@@ -379,6 +420,7 @@ class Reader:
         positions = self._moved_positions(parts)
         if not parts and not positions:
             return
+        self._stall.progressed(time.monotonic())
         records = Records.concat(parts) if parts else Records([], [], [], [])
         if parts and self.prefetch is not None:
             self.prefetch(records)

@@ -1,0 +1,154 @@
+"""Noticing a Kafka consumer that reaches no broker any more, and what replaces it.
+
+A consumer can end up knowing no broker and never learn one again, with no error: librdkafka (2.10
+and later) decommissions every broker missing from a metadata answer, and a broker fenced for a
+moment (a frozen or overloaded single broker misses its controller heartbeats) answers once with no
+broker at all. Measured with librdkafka 2.16 in the container fault test that pauses the broker for
+6 s (one run in four): the decommissioned broker's handle never finished terminating, so the client
+never bootstrapped again (``metadata.recovery.rebootstrap.trigger.ms`` did not help) and even
+``close()`` hung. The node went on acking empty epochs while its partitions' records waited, until
+it was stopped. A client of the same process whose broker handle did terminate bootstrapped again at
+once.
+
+The reader therefore watches its own progress: once no record and no position moved for
+:data:`STALL_S` while some partition is fetchable, it *probes* the client with one metadata request
+(:data:`PROBE_TIMEOUT_S`). A healthy client answers in milliseconds (the partitions are merely
+quiet) and the next probe waits another :data:`STALL_S`. A client that cannot answer is replaced: a
+new consumer is assigned every partition at the position the reader has handed out
+(:func:`replacement_assignment`), so reading goes on exactly where it stopped, and the old one is
+closed on a thread of its own (:func:`close_in_background`), where it may hang without holding the
+reader. While Kafka is really down every probe fails and the consumer is replaced every
+:data:`STALL_S` or so: harmless (a replacement costs a client's creation), and it is the same
+client Kafka's return finds.
+
+The decisions are pure; :func:`replace_consumer` is the one client step (run on the reader thread).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PROBE_TIMEOUT_S", "STALL_S", "StallWatch", "close_in_background", "replace_consumer",
+           "replacement_assignment"]
+
+#: How long the reader may see nothing move on a fetchable partition before it probes its client.
+STALL_S = 15.0
+#: How long a probe (one metadata request for one topic) may take before the client counts as lost.
+PROBE_TIMEOUT_S = 2.0
+
+
+@dataclass
+class StallWatch:
+    """When the reader should probe its client: after ``stall_s`` without progress while fetching,
+    then every ``stall_s`` while the quiet lasts. Times are ``time.monotonic()`` seconds."""
+
+    stall_s: float = STALL_S
+    #: when the last progress (a record, a moved position, a changed assignment) was seen
+    quiet_since: float = 0.0
+
+    def progressed(self, now: float) -> None:
+        """Records, a moved position or a changed assignment: the quiet starts again."""
+        self.quiet_since = now
+
+    def probe_due(self, now: float, fetching: bool) -> bool:
+        """Whether to probe now: some partition is fetchable (assigned, not paused for a drain) and
+        nothing moved for ``stall_s``. A partition-less or fully paused reader is never probed (it
+        expects nothing), and its quiet restarts, so fetching again waits a whole ``stall_s``."""
+        if not fetching:
+            self.quiet_since = now
+            return False
+        return now - self.quiet_since >= self.stall_s
+
+    def probed(self, now: float) -> None:
+        """A probe ran (answered, or its client was replaced): the next one waits ``stall_s``."""
+        self.quiet_since = now
+
+
+def replacement_assignment(
+    assigned: Iterable[TopicPartitionId],
+    consumed: Mapping[TopicPartitionId, int],
+    reported: Mapping[TopicPartitionId, int],
+    blocked: frozenset[TopicPartitionId],
+) -> tuple[list[KafkaTopicPartition], list[KafkaTopicPartition]]:
+    """The assignment of a consumer that replaces a lost one, and the partitions it pauses.
+
+    ``consumed``: the lost consumer's positions (the offset after the last message it handed to the
+    reader; negative when it handed none since the partition was assigned or sought); ``reported``:
+    the positions the reader reported (every record it put is below them). A fetchable partition
+    starts at ``consumed`` (which also covers a move past transaction markers not reported yet), else
+    at ``reported``: either way right after the last record put, so none is read twice or skipped. A
+    *blocked* partition (paused for a drain: its records after the boundary were dropped) starts at
+    ``reported`` (its boundary) and stays paused until the drain resumes it (which seeks) or
+    releases it. Pure.
+    """
+    assignment: list[KafkaTopicPartition] = []
+    paused: list[KafkaTopicPartition] = []
+    for topic, partition in sorted(assigned):
+        key = (topic, partition)
+        offset = consumed.get(key, -1)
+        if key in blocked or offset < 0:
+            offset = reported[key]
+        assignment.append(KafkaTopicPartition(topic, partition, offset))
+        if key in blocked:
+            paused.append(KafkaTopicPartition(topic, partition))
+    return assignment, paused
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_in_background(consumer: _Closable) -> threading.Thread:
+    """Close ``consumer`` on a daemon thread (a lost client's ``close()`` may never return), logging
+    a failure; returns the started thread."""
+
+    def close() -> None:
+        try:
+            consumer.close()
+        except Exception:  # noqa: BLE001 - a lost client's close is best effort
+            logger.warning("closing the replaced kafka consumer failed", exc_info=True)
+        else:
+            logger.info("the replaced kafka consumer closed")
+
+    thread = threading.Thread(target=close, name="kafka-consumer-close", daemon=True)
+    thread.start()
+    return thread
+
+
+def replace_consumer(
+    lost: Consumer,
+    factory: Callable[[], Consumer],
+    assigned: Mapping[TopicPartitionId, KafkaTopicPartition],
+    reported: Mapping[TopicPartitionId, int],
+    blocked: frozenset[TopicPartitionId],
+) -> Consumer:
+    """A consumer from ``factory`` assigned every partition of ``assigned`` where the ``lost`` one
+    left off (:func:`replacement_assignment`; its positions are local state, read without a broker),
+    paused where ``blocked``; ``lost`` is then closed aside (:func:`close_in_background`). Reader
+    thread only. On failure the new consumer is closed aside and ``lost`` is left as it was."""
+    keys = sorted(assigned)
+    try:
+        consumed = {(tp.topic, tp.partition): tp.offset for tp in lost.position([assigned[k] for k in keys])}
+    except KafkaException:
+        consumed = {}  # the reported positions are exact too (every record put is below them)
+    assignment, paused = replacement_assignment(keys, consumed, reported, blocked)
+    new = factory()
+    try:
+        new.assign(assignment)
+        if paused:
+            new.pause(paused)
+    except BaseException:
+        close_in_background(new)
+        raise
+    close_in_background(lost)
+    return new
