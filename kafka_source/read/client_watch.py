@@ -17,9 +17,8 @@ quiet) and the next probe waits another :data:`STALL_S`. A client that cannot an
 new consumer is assigned every partition at the position the reader has handed out
 (:func:`replacement_assignment`), so reading goes on exactly where it stopped, and the old one is
 closed on a thread of its own (:func:`close_in_background`), where it may hang without holding the
-reader. While Kafka is really down every probe fails and the consumer is replaced every
-:data:`STALL_S` or so: harmless (a replacement costs a client's creation), and it is the same
-client Kafka's return finds.
+reader. While Kafka is really down every probe fails; the consumer is replaced after 15, 30, 60...
+up to :data:`MAX_WAIT_S` seconds (:class:`StallWatch`), and the newest one reads when Kafka is back.
 
 The decisions are pure; :func:`replace_consumer` is the one client step (run on the reader thread).
 """
@@ -28,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaException
@@ -38,40 +37,61 @@ from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PROBE_TIMEOUT_S", "STALL_S", "StallWatch", "close_in_background", "replace_consumer",
+__all__ = ["MAX_WAIT_S", "PROBE_TIMEOUT_S", "STALL_S", "StallWatch", "close_in_background", "replace_consumer",
            "replacement_assignment"]
 
 #: How long the reader may see nothing move on a fetchable partition before it probes its client.
 STALL_S = 15.0
 #: How long a probe (one metadata request for one topic) may take before the client counts as lost.
 PROBE_TIMEOUT_S = 2.0
+#: The longest wait between probes while replacements bring nothing (Kafka down for long).
+MAX_WAIT_S = 240.0
 
 
 @dataclass
 class StallWatch:
     """When the reader should probe its client: after ``stall_s`` without progress while fetching,
-    then every ``stall_s`` while the quiet lasts. Times are ``time.monotonic()`` seconds."""
+    then every ``stall_s`` while the quiet lasts; after each probe that replaced the client the wait
+    doubles, up to :data:`MAX_WAIT_S`, until records or moved positions come again (a long Kafka
+    outage replaces the consumer a few times an hour, not every ``stall_s``: a lost client's close may
+    never return, and each one left closing holds its threads). Times are ``time.monotonic()`` seconds."""
 
     stall_s: float = STALL_S
-    #: when the last progress (a record, a moved position, a changed assignment) was seen
+    #: since when nothing moved (a record, a moved position), or the assignment last changed
     quiet_since: float = 0.0
+    #: the quiet that makes a probe due: ``stall_s``, doubled by each replacement without progress since
+    wait_s: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        self.wait_s = self.wait_s or self.stall_s
+
+    def waited(self, now: float) -> bool:
+        """Whether the quiet lasted the wait (the cheap test the reader makes every turn)."""
+        return now - self.quiet_since >= self.wait_s
 
     def progressed(self, now: float) -> None:
-        """Records, a moved position or a changed assignment: the quiet starts again."""
+        """Records or a moved position: the client works; the quiet starts again at ``stall_s``."""
+        self.quiet_since, self.wait_s = now, self.stall_s
+
+    def restarted(self, now: float) -> None:
+        """Partitions acquired, resumed or sought: the quiet starts again (the wait is kept)."""
         self.quiet_since = now
 
     def probe_due(self, now: float, fetching: bool) -> bool:
         """Whether to probe now: some partition is fetchable (assigned, not paused for a drain) and
-        nothing moved for ``stall_s``. A partition-less or fully paused reader is never probed (it
-        expects nothing), and its quiet restarts, so fetching again waits a whole ``stall_s``."""
+        the quiet lasted the wait. A partition-less or fully paused reader is never probed (it
+        expects nothing), and its quiet restarts, so fetching again waits the whole wait."""
         if not fetching:
             self.quiet_since = now
             return False
-        return now - self.quiet_since >= self.stall_s
+        return self.waited(now)
 
-    def probed(self, now: float) -> None:
-        """A probe ran (answered, or its client was replaced): the next one waits ``stall_s``."""
+    def probed(self, now: float, *, replaced: bool) -> None:
+        """A probe ran: answered (the next one waits the same), or its client was ``replaced`` (the
+        next one waits twice as long, up to :data:`MAX_WAIT_S`)."""
         self.quiet_since = now
+        if replaced:
+            self.wait_s = min(2 * self.wait_s, max(MAX_WAIT_S, self.stall_s))
 
 
 def replacement_assignment(

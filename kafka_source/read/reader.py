@@ -288,7 +288,7 @@ class Reader:
                     self._stop.wait(self.consume_timeout_s)
                     continue
                 if not self.fifo.wait_for_space(self._stop, self.consume_timeout_s):
-                    self._stall.progressed(time.monotonic())  # not fetching: a full FIFO is no stall
+                    self._stall.restarted(time.monotonic())  # not fetching: a full FIFO is no stall
                     if self.callbacks_pending() and not self._stop.is_set():
                         self._serve_callbacks()
                     continue
@@ -368,7 +368,7 @@ class Reader:
         """Probe a consumer that brought nothing for a while with one metadata request; replace it
         when it cannot answer (:mod:`~laminar_kafka.kafka_source.read.client_watch`)."""
         now = time.monotonic()
-        if self.consumer_factory is None or now - self._stall.quiet_since < self._stall.stall_s:
+        if self.consumer_factory is None or not self._stall.waited(now):
             return  # the common case, decided without walking the assignment
         fetching = [tp for tp in self._assigned if tp not in self._blocked]
         if not self._stall.probe_due(now, bool(fetching)):
@@ -376,17 +376,19 @@ class Reader:
         try:
             self.consumer.list_topics(fetching[0][0], timeout=PROBE_TIMEOUT_S)
         except KafkaException as exc:
-            self._replace_consumer(exc)
-        self._stall.probed(time.monotonic())
+            self._replace_consumer(exc, quiet_s=now - self._stall.quiet_since)
+            self._stall.probed(time.monotonic(), replaced=True)
+        else:
+            self._stall.probed(time.monotonic(), replaced=False)
 
-    def _replace_consumer(self, cause: KafkaException) -> None:
+    def _replace_consumer(self, cause: KafkaException, quiet_s: float) -> None:
         assert self.consumer_factory is not None
         self.consumer = replace_consumer(self.consumer, self.consumer_factory, self._assigned, self._positions,
                                          self._blocked)
         self._note_fresh()
         logger.warning(
             "the kafka consumer fetched nothing for %.0f s and cannot reach a broker (%s): replaced by a new "
-            "one at the same positions of %d partition(s)", self._stall.stall_s, cause, len(self._assigned),
+            "one at the same positions of %d partition(s)", quiet_s, cause, len(self._assigned),
         )
         if self.on_client_replaced is not None:
             self.on_client_replaced()
@@ -395,7 +397,7 @@ class Reader:
         """Partitions were just acquired or resumed: consume in short waits for a while."""
         self.fresh_until = time.monotonic() + FRESH_WINDOW_S
         self._sweep_interval = POSITION_SWEEP_S
-        self._stall.progressed(time.monotonic())
+        self._stall.restarted(time.monotonic())
 
     def _read(self, messages: list[Message], errors: bool) -> tuple[list[Records], int]:
         """``messages`` without client errors (reported; ``errors``: whether any message has one)

@@ -5,6 +5,7 @@ that never returns)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -13,7 +14,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from laminar_kafka.devstack import waiting
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.decode.records import RecordFields
-from laminar_kafka.kafka_source.read.client_watch import StallWatch, close_in_background, replacement_assignment
+from laminar_kafka.kafka_source.read.client_watch import MAX_WAIT_S, StallWatch, close_in_background, \
+    replacement_assignment
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, DrainBoundary, RecordChunk
 from laminar_kafka.kafka_source.read.reader import Reader
 
@@ -30,10 +32,25 @@ def test_a_probe_is_due_after_the_stall_and_then_every_stall_while_it_lasts() ->
     watch = StallWatch(stall_s=10.0, quiet_since=100.0)
     assert not watch.probe_due(109.9, fetching=True)
     assert watch.probe_due(110.0, fetching=True)
-    watch.probed(111.0)
+    watch.probed(111.0, replaced=False)  # the client answered: only quiet partitions
     assert not watch.probe_due(120.9, fetching=True) and watch.probe_due(121.0, fetching=True)
     watch.progressed(121.0)
     assert not watch.probe_due(130.0, fetching=True)
+
+
+def test_each_replacement_without_progress_doubles_the_wait_up_to_the_most_and_progress_resets_it() -> None:
+    watch = StallWatch(stall_s=15.0, quiet_since=0.0)
+    now, waits = 0.0, []
+    for _ in range(7):  # Kafka down: every probe fails, every replacement brings nothing
+        now += watch.wait_s
+        assert watch.probe_due(now, fetching=True)
+        watch.probed(now, replaced=True)
+        watch.restarted(now)  # the replacement's partitions were assigned: the wait is kept
+        waits.append(watch.wait_s)
+    assert waits == [30.0, 60.0, 120.0, 240.0, 240.0, 240.0, 240.0] and MAX_WAIT_S == 240.0
+    assert not watch.probe_due(now + 239.0, fetching=True)
+    watch.progressed(now + 1.0)  # Kafka is back: records
+    assert watch.wait_s == 15.0 and watch.probe_due(now + 16.0, fetching=True)
 
 
 def test_a_reader_that_expects_nothing_is_never_probed_and_its_quiet_restarts() -> None:
@@ -193,14 +210,14 @@ def test_a_partition_paused_for_a_drain_is_assigned_at_its_boundary_and_stays_pa
     lost = LostConsumer([Message(topic=TOPIC, partition=p, offset=o, value=b"v") for o in range(0, 3) for p in (0, 1)])
     replacements: list[HealthyConsumer] = []
     reader = reader_over(lost, replacements, [], assigned={(TOPIC, 0): 0, (TOPIC, 1): 0})
-    reader._stall.stall_s = 3600.0  # no probe while the drain's boundary is put
+    reader._stall = StallWatch(3600.0)  # no probe while the drain's boundary is put
     reader.start()
     try:
         wait_until(lambda: offsets_read(reader).get(1) == [0, 1, 2])
         boundary = reader.pause_for_drain(None, frozenset({(TOPIC, 1)})).result(5)  # type: ignore[arg-type]
         assert isinstance(boundary, DrainBoundary) and boundary.positions[(TOPIC, 1)] == 3
         lost.handed[1] = 7  # records of the paused partition fetched after the boundary: dropped
-        reader._stall.stall_s = 0.05
+        reader._stall = StallWatch(0.05, quiet_since=time.monotonic())
         wait_until(lambda: len(replacements) == 1 and len(offsets_read(reader).get(0, [])) >= 6)
     finally:
         reader.stop()
@@ -239,7 +256,7 @@ def test_without_a_factory_the_reader_never_probes() -> None:
 def test_a_reader_with_every_partition_paused_for_a_drain_is_not_probed(blocked: bool) -> None:
     lost = LostConsumer([])
     reader = reader_over(lost, [], [], assigned={(TOPIC, 0): 0})
-    reader._stall.stall_s = 0.0
+    reader._stall = StallWatch(1e-9)
     if blocked:
         reader._blocked = frozenset({(TOPIC, 0)})
     reader._watch_client()
