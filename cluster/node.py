@@ -42,6 +42,7 @@ from laminar_kafka.coordinator.errors import ConfigurationError as CoordinatorCo
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, format_key
+from laminar_kafka.kafka_source.read.client_watch import ClientKeeper, close_in_background
 from laminar_kafka.kafka_source.read.positions import high_watermarks
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
@@ -280,13 +281,20 @@ class WatermarkReader:
     """High watermarks for the lag metrics (one long-lived consumer; called from the control executor)."""
 
     def __init__(self, kafka: KafkaClientConfig) -> None:
-        self._consumer = make_consumer(kafka, "laminar-watermarks")
+        #: replaced when its requests failed for a while (:mod:`~laminar_kafka.kafka_source.read.client_watch`)
+        self._consumer = ClientKeeper(lambda: make_consumer(kafka, "laminar-watermarks"), close_in_background)
 
     def __call__(self, partitions: list[TopicPartitionId]) -> dict[TopicPartitionId, int]:
-        return high_watermarks(self._consumer, partitions, 5.0)
+        try:
+            highs = high_watermarks(self._consumer.client, partitions, 5.0)
+        except Exception as exc:  # noqa: BLE001 - counted, then re-raised to the caller (it retries)
+            self._consumer.failed(exc)
+            raise
+        self._consumer.succeeded()
+        return highs
 
     def close(self) -> None:
-        self._consumer.close()
+        self._consumer.client.close()
 
 
 def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: NodeMetrics) -> NodeRuntime:

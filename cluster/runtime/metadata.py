@@ -15,6 +15,7 @@ from laminar_kafka.cluster.errors import ClusterError
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_admin
 from laminar_kafka.kafka_source.config.topics import TopicSelector
+from laminar_kafka.kafka_source.read.client_watch import ClientKeeper, discard_in_background
 
 logger = logging.getLogger(__name__)
 
@@ -64,19 +65,28 @@ class TopologyReader:
         self.timeout_s = timeout_s
         self.kafka: KafkaClientConfig = client_config(kafka)
         self.errors = ClientErrors()
-        self._admin = make_admin(self.kafka, {"socket.timeout.ms": int(timeout_s * 1000), "error_cb": self.errors})
+        #: the admin client, replaced when its requests failed for a while (it may have lost every
+        #: broker for good: :mod:`~laminar_kafka.kafka_source.read.client_watch`)
+        self.admin = ClientKeeper(
+            lambda: make_admin(self.kafka, {"socket.timeout.ms": int(timeout_s * 1000), "error_cb": self.errors}),
+            discard_in_background,
+        )
 
     def read(self) -> Topology:
         """The selected topics that exist now. Raises :class:`MetadataUnavailable` when Kafka does
         not answer, or answers a selected topic with an error other than "unknown topic" (e.g. not
         authorized); a named topic that does not exist is simply absent (the caller decides)."""
+        admin = self.admin.client
         try:
-            metadata = self._admin.list_topics(timeout=self.timeout_s)
+            metadata = admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
-            self._admin.poll(0)  # serves error_cb: the last error says why (refused, auth, TLS...)
+            admin.poll(0)  # serves error_cb: the last error says why (refused, auth, TLS...)
             error = exc.args[0] if exc.args else exc
             detail = error.str() if isinstance(error, KafkaError) else str(error)
+            del admin
+            self.admin.failed(exc)
             raise MetadataUnavailable(f"{detail}{self.errors.cause()}", cause=exc) from exc
+        self.admin.succeeded()
         names = []
         for name in self.selector.select(metadata.topics):
             info = metadata.topics[name]
@@ -88,7 +98,7 @@ class TopologyReader:
                 names.append(name)
         if not names:
             return Topology()
-        futures = self._admin.describe_topics(TopicCollection(names), request_timeout=self.timeout_s)
+        futures = self.admin.client.describe_topics(TopicCollection(names), request_timeout=self.timeout_s)
         topics: list[TopicInfo] = []
         for name, future in futures.items():
             try:

@@ -20,15 +20,21 @@ closed on a thread of its own (:func:`close_in_background`), where it may hang w
 reader. While Kafka is really down every probe fails; the consumer is replaced after 15, 30, 60...
 up to :data:`MAX_WAIT_S` seconds (:class:`StallWatch`), and the newest one reads when Kafka is back.
 
-The decisions are pure; :func:`replace_consumer` is the one client step (run on the reader thread).
+The node's other long-lived clients (the topology reader's admin client, the watermark consumer of
+the lag metrics) are kept by a :class:`ClientKeeper`: one whose calls failed for :data:`STALL_S`
+is replaced by a new one at its next failure (same doubling wait), the old one dropped aside.
+
+The decisions are pure; :func:`replace_consumer` is the reader's one client step, and the keeper's
+replacement the other.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -37,8 +43,8 @@ from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_WAIT_S", "PROBE_TIMEOUT_S", "STALL_S", "StallWatch", "close_in_background", "replace_consumer",
-           "replacement_assignment"]
+__all__ = ["MAX_WAIT_S", "PROBE_TIMEOUT_S", "STALL_S", "ClientKeeper", "StallWatch", "close_in_background",
+           "discard_in_background", "replace_consumer", "replacement_assignment"]
 
 #: How long the reader may see nothing move on a fetchable partition before it probes its client.
 STALL_S = 15.0
@@ -172,3 +178,58 @@ def replace_consumer(
         raise
     close_in_background(lost)
     return new
+
+
+def discard_in_background(client: object, delay_s: float = 1.0) -> threading.Thread:
+    """Drop a reference to ``client`` (an admin client: it has no ``close``) on a daemon thread,
+    ``delay_s`` after the call: by then the caller let go of its own (it must keep none), so
+    librdkafka's destruction of a lost client, which may hang, happens on that thread. Returns it."""
+
+    def drop(*_held: object) -> None:
+        time.sleep(delay_s)  # the thread's arguments, the last reference, go when it returns
+
+    thread = threading.Thread(target=drop, args=(client,), name="kafka-client-discard", daemon=True)
+    del client
+    thread.start()
+    return thread
+
+
+T = TypeVar("T")
+
+
+class ClientKeeper(Generic[T]):
+    """A long-lived client (``make()`` builds one) that is replaced once its calls failed for
+    ``stall_s``, the old one handed to ``discard`` (which must not block: :func:`close_in_background`,
+    :func:`discard_in_background`). The caller reports every call's outcome; one thread at a time.
+
+    Like the reader's consumer, an admin client or a watermark consumer can lose every broker for good
+    (module docstring); unlike it, their calls fail (time out) and are retried by their callers, so
+    those failures are the probe.
+    """
+
+    def __init__(self, make: Callable[[], T], discard: Callable[[T], object], stall_s: float = STALL_S,
+                 clock: Callable[[], float] | None = None) -> None:
+        self._make, self._discard = make, discard
+        self._clock = clock or time.monotonic
+        self._watch = StallWatch(stall_s, quiet_since=self._clock())
+        self.client: T = make()
+        #: clients replaced so far
+        self.replaced = 0
+
+    def succeeded(self) -> None:
+        """A call answered: the client works."""
+        self._watch.progressed(self._clock())
+
+    def failed(self, cause: BaseException) -> bool:
+        """A call failed (``cause``); returns whether the client was replaced by this call."""
+        now = self._clock()
+        if not self._watch.waited(now):
+            return False
+        quiet_s = now - self._watch.quiet_since
+        old, self.client = self.client, self._make()
+        self._discard(old)
+        del old
+        self._watch.probed(now, replaced=True)
+        self.replaced += 1
+        logger.warning("a kafka client's calls failed for %.0f s (last: %s): replaced by a new one", quiet_s, cause)
+        return True

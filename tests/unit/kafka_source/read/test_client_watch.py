@@ -14,8 +14,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from laminar_kafka.devstack import waiting
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.decode.records import RecordFields
-from laminar_kafka.kafka_source.read.client_watch import MAX_WAIT_S, StallWatch, close_in_background, \
-    replacement_assignment
+from laminar_kafka.kafka_source.read.client_watch import MAX_WAIT_S, ClientKeeper, StallWatch, close_in_background, \
+    discard_in_background, replacement_assignment
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, DrainBoundary, RecordChunk
 from laminar_kafka.kafka_source.read.reader import Reader
 
@@ -261,3 +261,41 @@ def test_a_reader_with_every_partition_paused_for_a_drain_is_not_probed(blocked:
         reader._blocked = frozenset({(TOPIC, 0)})
     reader._watch_client()
     assert lost.probes == (0 if blocked else 1)
+
+
+# -- the node's other long-lived clients -----------------------------------------------------------
+
+def test_a_kept_client_is_replaced_only_after_failing_for_the_stall_and_ever_more_rarely() -> None:
+    now = [100.0]
+    made = iter(range(1, 100))
+    discarded: list[int] = []
+    keeper = ClientKeeper(lambda: next(made), discarded.append, stall_s=15.0, clock=lambda: now[0])
+    assert keeper.client == 1
+    now[0] = 110.0
+    assert not keeper.failed(TimeoutError()) and keeper.client == 1
+    keeper.succeeded()  # answers again: the quiet restarts
+    now[0] = 124.0
+    assert not keeper.failed(TimeoutError())
+    now[0] = 125.0
+    assert keeper.failed(TimeoutError()) and keeper.client == 2 and discarded == [1]
+    now[0] = 154.0  # Kafka still down: the next replacement waits twice as long
+    assert not keeper.failed(TimeoutError())
+    now[0] = 155.0
+    assert keeper.failed(TimeoutError()) and keeper.client == 3 and discarded == [1, 2] and keeper.replaced == 2
+    keeper.succeeded()
+    now[0] = 170.0  # progress reset the wait
+    assert keeper.failed(TimeoutError()) and keeper.client == 4
+
+
+def test_a_discarded_admin_client_is_destroyed_on_its_own_thread() -> None:
+    destroyed_on: list[str] = []
+
+    class Client:
+        def __del__(self) -> None:
+            destroyed_on.append(threading.current_thread().name)
+
+    client = Client()
+    thread = discard_in_background(client, delay_s=0.2)
+    del client  # as the keeper does, right after handing it over
+    thread.join(5)
+    assert destroyed_on == ["kafka-client-discard"]
