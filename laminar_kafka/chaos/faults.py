@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, TopicBook
 from laminar_kafka.chaos.faults_infra import (
-    AbortBurst, AddPartitions, BrokerKill, CatalogSlow, LakeServiceCut, LakeServiceRestart, NetworkCut, NewTopic,
-    OutputFault, SlowLinks, ZooKeeperKill,
+    AbortBurst, AddPartitions, BrokerFreeze, BrokerKill, CatalogSlow, LakeServiceCut, LakeServiceRestart, NetworkCut,
+    NewTopic, OutputFault, SlowLinks, ZooKeeperKill,
 )
 from laminar_kafka.chaos.faults_nodes import Churn, Join, LeaderKill, Leave, NodeKill, RoundKill, SessionExpiry, Zombie
 from laminar_kafka.chaos.faults_state import (
@@ -32,7 +32,7 @@ __all__ = ["FAULTS", "Fault", "FaultContext", "Injection", "TopicBook"]
 
 FAULTS: dict[str, Fault] = {f.kind: f for f in (
     NodeKill(), LeaderKill(), RoundKill("kill-donor"), RoundKill("kill-recipient"), Zombie(), Leave(), Join(),
-    Churn(), SessionExpiry(), AddPartitions(), NewTopic(), BrokerKill(), ZooKeeperKill("zk-kill"),
+    Churn(), SessionExpiry(), AddPartitions(), NewTopic(), BrokerKill(), BrokerFreeze(), ZooKeeperKill("zk-kill"),
     ZooKeeperKill("zk-quorum-loss"), NetworkCut("net-zk", "zookeeper"), NetworkCut("net-kafka", "kafka"),
     SlowLinks(), AbortBurst(), OutputFault("output-readonly"), OutputFault("output-full"),
     ZooKeeperSubtreeLost(), ZooKeeperReplaced(), ZooKeeperRollback(), LakeRollback(), MisconfiguredNode(),

@@ -18,7 +18,7 @@ from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, resolv
 from laminar_kafka.chaos.plan import FaultEvent
 from laminar_kafka.devstack.topics import create_topic
 
-__all__ = ["AbortBurst", "AddPartitions", "BrokerKill", "CatalogSlow", "LakeServiceCut", "LakeServiceRestart",
+__all__ = ["AbortBurst", "AddPartitions", "BrokerFreeze", "BrokerKill", "CatalogSlow", "LakeServiceCut", "LakeServiceRestart",
            "NetworkCut", "NewTopic", "OutputFault", "SlowLinks", "ZooKeeperKill"]
 
 
@@ -93,6 +93,30 @@ class BrokerKill(Fault):
             ctx.note(f"broker {index + 1} restarted")
         details: dict[str, object] = {"broker": index + 1, "leader": event.target == "broker:leader"}
         return Injection(at, targets, details, heal, event.hold_s)
+
+
+class BrokerFreeze(Fault):
+    """SIGSTOP a broker of the run (its sockets stay open, nothing answers), SIGCONT after ``hold_s``.
+    A single KRaft broker frozen this long misses its controller heartbeats and is fenced for a
+    moment; its next metadata answer lists no broker, which can leave a librdkafka client knowing
+    none for good (:mod:`laminar_kafka.kafka_source.read.client_watch`)."""
+
+    kind, role = "broker-freeze", "broker"
+
+    def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
+        kafka = ctx.stack.kafka
+        if kafka is None:
+            raise ChaosError("broker-freeze needs the run's Kafka cluster")
+        index = ctx.rng.randrange(len(kafka.brokers))
+        targets = ctx.highs()
+        kafka.pause_broker(index)
+        at = time.monotonic()
+        ctx.note(f"SIGSTOP broker {index + 1}")
+
+        def heal() -> None:
+            kafka.resume_broker(index)
+            ctx.note(f"SIGCONT broker {index + 1}")
+        return Injection(at, targets, {"broker": index + 1, "brokers": len(kafka.brokers)}, heal, event.hold_s)
 
 
 def _zk_mode(port: int) -> str:

@@ -60,6 +60,8 @@ _SPEC_LIST = (
     KindSpec("add-partitions", "add partitions to a topic while nodes run", 8.0, pattern=True),
     KindSpec("new-topic", "create a topic that matches the nodes' pattern", 8.0, pattern=True),
     KindSpec("broker-kill", "SIGKILL a Kafka broker of 3 (sometimes the busiest leader), restart it", 15.0, brokers=3),
+    KindSpec("broker-freeze", "SIGSTOP a Kafka broker for a few seconds or past the clients' 15 s stall, then "
+             "SIGCONT (fenced for a moment, it may leave a client knowing no broker)", 35.0),
     KindSpec("zk-kill", "SIGKILL a ZooKeeper server of 3, restart it", 10.0, zk_servers=3),
     KindSpec("zk-quorum-loss", "SIGKILL 2 of 3 ZooKeeper servers, restart them", 12.0, zk_servers=3),
     KindSpec("session-expiry", "expire a node's ZooKeeper session on the server", 8.0),

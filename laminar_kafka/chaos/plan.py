@@ -9,7 +9,7 @@ Which kinds a seed draws: seed ``s`` takes ``n`` *primary* kinds round-robin
 (``kinds[(s * n + j) % len(kinds)]``), so any ``ceil(len(kinds) / n)`` consecutive seeds draw every
 kind. ``n`` is ``kinds_per_run``, raised to ``ceil(len(kinds) / EVERY_KIND_WITHIN)`` when that is
 more, so that any :data:`EVERY_KIND_WITHIN` (20) consecutive seeds draw every kind however many
-kinds there are (with the 25 kinds, ``n`` is 2 and any 13 consecutive seeds draw them all); then up to ``max_extras`` random *extra* kinds that need no
+kinds there are (with the 26 kinds, ``n`` is 2 and any 13 consecutive seeds draw them all); then up to ``max_extras`` random *extra* kinds that need no
 heavier stack than the primaries already do (a 3-broker Kafka, a 3-server ensemble and network
 namespaces are only paid for when a primary asks for them); then, while the schedule is shorter than
 ``duration_s``, repeats of the run's kinds (at most ``MAX_EVENTS`` events in all).
@@ -72,7 +72,7 @@ class FaultEvent:
 
     ``target`` names a role the runner resolves when it injects: ``node:any``, ``node:leader``,
     ``node:donor``, ``node:recipient``, ``node:new``, ``node:all``, ``nodes`` (a burst),
-    ``broker:leader``, ``broker:<i>``, ``zk:leader``, ``zk:<i>``, ``zk:<i>,<j>``, ``topic:any``,
+    ``broker:leader``, ``broker:<i>``, ``broker:any``, ``zk:leader``, ``zk:<i>``, ``zk:<i>,<j>``, ``topic:any``,
     ``topic:new``, ``producer``, ``output``. ``params`` is a tuple of (name, value) pairs (hashable).
     """
 
@@ -266,6 +266,11 @@ def _event(kind: str, rng: random.Random, members: _Membership, session_timeout_
     if kind == "broker-kill":
         target = "broker:leader" if rng.random() < 0.5 else f"broker:{rng.randrange(3)}"
         return target, [], _round(rng.uniform(2.0, 8.0))
+    if kind == "broker-freeze":
+        # short: the clients see the broker fenced after it thaws (the wedge the reader's stall watch
+        # replaces, 15 s on); long: past the stall, the probes fail during the freeze itself
+        short = rng.random() < 0.5
+        return "broker:any", [], _round(rng.uniform(4.0, 8.0) if short else rng.uniform(17.0, 23.0))
     if kind == "zk-kill":
         target = "zk:leader" if rng.random() < 0.5 else f"zk:{rng.randrange(3)}"
         return target, [], _round(rng.uniform(2.0, 8.0))

@@ -15,10 +15,14 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from laminar_kafka.coordinator.codec import PartitionKey, format_partition_key
 from laminar_kafka.kafka_source.clients import client_config, make_producer
+from laminar_kafka.kafka_source.read.client_watch import discard_in_background
 
 from laminar_kafka.chaos.servers import ChaosError
 
 logger = logging.getLogger(__name__)
+
+#: an idempotent producer with records outstanding and no delivery report this long is replaced
+PRODUCER_STALL_S = 20.0
 
 __all__ = ["ChaosProducer"]
 
@@ -62,6 +66,11 @@ class ChaosProducer:
         self.without_offset = 0
         self.transactions = {"committed": 0, "aborted": 0}
         self.error: str | None = None
+        #: delivery reports received, and when the last one came (or nothing was outstanding)
+        self._reports = 0
+        self._last_report = time.monotonic()
+        #: producers replaced because they knew no broker any more (:meth:`_replace_if_lost`)
+        self.replaced = 0
 
     def _new_producer(self) -> Producer:
         config: dict[str, Any] = {"linger.ms": 5, "enable.idempotence": True, "acks": "all", "log_level": 0}
@@ -113,6 +122,8 @@ class ChaosProducer:
         key = format_partition_key(msg.topic(), msg.partition())
         offset = msg.offset()
         with self._lock:
+            self._reports += 1
+            self._last_report = time.monotonic()
             if err is not None:
                 self.failed += 1
             elif offset is None or offset < 0:
@@ -152,9 +163,29 @@ class ChaosProducer:
                 else:
                     self._produce_due(started)
                     self._producer.poll(0.01)
+                    self._replace_if_lost()
         except Exception as exc:  # noqa: BLE001 - reported by stop()
             self.error = f"producer thread failed: {exc!r}"
             logger.error("%s", self.error)
+
+    def _replace_if_lost(self) -> None:
+        """Idempotent mode: records outstanding and no delivery report for :data:`PRODUCER_STALL_S`:
+        the producer may know no broker any more (a broker-freeze;
+        :mod:`laminar_kafka.kafka_source.read.client_watch`), so produce on with a new one. The old one
+        is destroyed aside: its records land or fail there (the audit counts what the topic holds)."""
+        now = time.monotonic()
+        with self._lock:
+            if self.produced <= self._reports:
+                self._last_report = now
+                return
+            if now - self._last_report < PRODUCER_STALL_S:
+                return
+            self._last_report = now
+        old, self._producer = self._producer, self._new_producer()
+        discard_in_background(old)
+        del old
+        self.replaced += 1
+        logger.warning("the chaos producer got no delivery report for %.0f s: replaced by a new one", PRODUCER_STALL_S)
 
     def _settle(self, committed: bool | None) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ from laminar_kafka.coordinator.codec import PartitionKey, format_partition_key
 from laminar_kafka.coordinator.engine.model import ControlState
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.clients import client_config, make_consumer
+from laminar_kafka.kafka_source.read.client_watch import ClientKeeper, close_in_background
 from laminar_kafka.kafka_source.read.positions import answered_high_watermarks
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,10 @@ class ClusterProbe:
         self._source = source_identity
         self._hosts = zk_hosts
         self._zk = self._connect()
-        self._consumer = make_consumer(client_config(bootstrap), "laminar-chaos-probe", {"log_level": 0})
+        #: replaced when its requests went unanswered for a while (a broker-freeze can leave it knowing
+        #: no broker: :mod:`laminar_kafka.kafka_source.read.client_watch`)
+        self._consumer = ClientKeeper(
+            lambda: make_consumer(client_config(bootstrap), "laminar-chaos-probe", {"log_level": 0}), close_in_background)
         self._lock = threading.Lock()
         self._manifest_key: tuple[int, int] = (-1, -1)
         self._cursors: dict[PartitionKey, int] = {}
@@ -161,14 +165,18 @@ class ClusterProbe:
         """High watermarks now, by cursor key; a partition whose leader does not answer in time is
         left out (:func:`~laminar_kafka.kafka_source.read.positions.answered_high_watermarks`)."""
         with self._lock:
-            answered = answered_high_watermarks(self._consumer, partitions, timeout)
+            answered = answered_high_watermarks(self._consumer.client, partitions, timeout)
+            if len(answered) < len(set(partitions)):
+                self._consumer.failed(TimeoutError(f"{len(set(partitions)) - len(answered)} partition(s) unanswered"))
+            else:
+                self._consumer.succeeded()
         return {format_partition_key(topic, partition): high for (topic, partition), high in answered.items()}
 
     def broker_leaders(self, topics: Sequence[str]) -> dict[int, int]:
         """broker id -> how many partitions of ``topics`` it leads."""
         counts: dict[int, int] = {}
         with self._lock:
-            metadata = self._consumer.list_topics(timeout=10)
+            metadata = self._consumer.client.list_topics(timeout=10)
         for topic in topics:
             info = metadata.topics.get(topic)
             for p in (info.partitions.values() if info is not None else ()):
@@ -181,7 +189,7 @@ class ClusterProbe:
             self._zk.stop()
             self._zk.close()
         with contextlib.suppress(Exception):
-            self._consumer.close()
+            self._consumer.client.close()
 
 
 # --------------------------------------------------------------------------------------------------
