@@ -21,8 +21,8 @@ reader. While Kafka is really down every probe fails; the consumer is replaced a
 up to :data:`MAX_WAIT_S` seconds (:class:`StallWatch`), and the newest one reads when Kafka is back.
 
 The node's other long-lived clients (the topology reader's admin client, the watermark consumer of
-the lag metrics) are kept by a :class:`ClientKeeper`: one whose calls failed for :data:`STALL_S`
-is replaced by a new one at its next failure (same doubling wait), the old one dropped aside.
+the lag metrics) are kept by a :class:`ClientKeeper`: when a call fails and none answered for
+:data:`STALL_S`, the client is replaced by a new one (same doubling wait), the old one dropped aside.
 
 The decisions are pure; :func:`replace_consumer` is the reader's one client step, and the keeper's
 replacement the other.
@@ -198,9 +198,11 @@ T = TypeVar("T")
 
 
 class ClientKeeper(Generic[T]):
-    """A long-lived client (``make()`` builds one) that is replaced once its calls failed for
-    ``stall_s``, the old one handed to ``discard`` (which must not block: :func:`close_in_background`,
-    :func:`discard_in_background`). The caller reports every call's outcome; one thread at a time.
+    """A long-lived client (``make()`` builds one) that is replaced at a failed call once none
+    answered for ``stall_s`` (since the last that did, or since the client was made), the old one
+    handed to ``discard`` (which must not block: :func:`close_in_background`,
+    :func:`discard_in_background`); each replacement without an answer since doubles the wait, as
+    :class:`StallWatch` does. The caller reports every call's outcome; one thread at a time.
 
     Like the reader's consumer, an admin client or a watermark consumer can lose every broker for good
     (module docstring); unlike it, their calls fail (time out) and are retried by their callers, so
@@ -231,5 +233,6 @@ class ClientKeeper(Generic[T]):
         del old
         self._watch.probed(now, replaced=True)
         self.replaced += 1
-        logger.warning("a kafka client's calls failed for %.0f s (last: %s): replaced by a new one", quiet_s, cause)
+        logger.warning("no call of a kafka client answered for %.0f s (the last: %s): replaced by a new one",
+                       quiet_s, cause)
         return True

@@ -180,7 +180,8 @@ class ChaosProducer:
                 return
             if now - self._last_report < PRODUCER_STALL_S:
                 return
-            self._last_report = now
+            # the old producer's outstanding records are no longer awaited (their reports may never come)
+            self._last_report, self._reports = now, self.produced
         old, self._producer = self._producer, self._new_producer()
         discard_in_background(old)
         del old
