@@ -1,0 +1,74 @@
+{{/* The chart's name, at most 63 characters. */}}
+{{- define "laminar.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The release's full name: the StatefulSet's and so the pods' name prefix. At most 52 characters, so a
+pod name <fullname>-<ordinal> stays a valid host name whose ordinal `--node-id auto` reads
+(id = ordinal + 1), and the controller-revision-hash label fits.
+*/}}
+{{- define "laminar.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "laminar.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "laminar.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "laminar.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "laminar.selectorLabels" . }}
+app.kubernetes.io/component: node
+app.kubernetes.io/part-of: laminar-kafka
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+laminar.dev/pipeline: {{ .Values.pipeline | quote }}
+{{- end }}
+
+{{- define "laminar.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "laminar.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The topics as the TOML value: a list of names, or one "re:<regex>" string. */}}
+{{- define "laminar.topicsToml" -}}
+{{- .Values.topics | toJson }}
+{{- end }}
+
+{{/* The topics as one command-line value (comma-separated names, or the pattern). */}}
+{{- define "laminar.topicsArg" -}}
+{{- if kindIs "string" .Values.topics }}{{ .Values.topics }}{{ else }}{{ join "," .Values.topics }}{{ end }}
+{{- end }}
+
+{{/* Secrets the chart creates, or the user's existing ones: one name per concern, empty when none. */}}
+{{- define "laminar.kafkaSecret" -}}
+{{- if .Values.kafka.existingSecret }}{{ .Values.kafka.existingSecret }}{{ else if .Values.kafka.secretProperties }}{{ include "laminar.fullname" . }}-kafka{{ end }}
+{{- end }}
+{{- define "laminar.zookeeperSecret" -}}
+{{- if .Values.zookeeper.existingSecret }}{{ .Values.zookeeper.existingSecret }}{{ else if .Values.zookeeper.auth }}{{ include "laminar.fullname" . }}-zookeeper{{ end }}
+{{- end }}
+{{- define "laminar.objectStoreSecret" -}}
+{{- if .Values.objectStore.existingSecret }}{{ .Values.objectStore.existingSecret }}{{ else if or .Values.objectStore.accessKeyId .Values.objectStore.secretAccessKey }}{{ include "laminar.fullname" . }}-object-store{{ end }}
+{{- end }}
+{{- define "laminar.catalogSecret" -}}
+{{- if .Values.catalog.existingSecret }}{{ .Values.catalog.existingSecret }}{{ else if or .Values.catalog.credential .Values.catalog.token }}{{ include "laminar.fullname" . }}-catalog{{ end }}
+{{- end }}
+
+{{/* librdkafka property -> its LAMINAR_KAFKA__ variable (sasl.password -> LAMINAR_KAFKA__SASL_PASSWORD). */}}
+{{- define "laminar.kafkaEnvName" -}}
+{{- printf "LAMINAR_KAFKA__%s" (. | upper | replace "." "_") }}
+{{- end }}
