@@ -1,8 +1,11 @@
 """The health of a pipeline from one or two `status` observations: the exit code of ``laminar-kafka
 status`` and the reasons behind it. Pure: no I/O, no clock (the observations carry their times).
 
-Codes (:class:`HealthCode`): 0 healthy; 1 degraded; 2 unreachable (Kafka, ZooKeeper or the state
-directory could not be read: :func:`unreachable`, since there is then no observation to assess).
+Codes (:class:`HealthCode`), as monitoring plugins (Nagios) and probes read them: 0 healthy; 1
+degraded; 3 unreachable, the state unknown (Kafka, ZooKeeper or the state directory could not be
+read, the pipeline or a topic does not exist: :func:`unreachable`, since there is then no
+observation to assess). 2 is left to the command line's own usage errors (a wrong flag), which
+argparse and every `laminar-kafka` command exit with.
 
 Degraded, with one reason per finding (:func:`assess`):
 
@@ -40,11 +43,11 @@ DEFAULT_ROUND_GRACE = 5.0
 
 
 class HealthCode(enum.IntEnum):
-    """The exit code of ``laminar-kafka status``."""
+    """The exit code of ``laminar-kafka status`` (2 is never one: it is a usage error's)."""
 
     HEALTHY = 0
     DEGRADED = 1
-    UNREACHABLE = 2
+    UNREACHABLE = 3
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,11 @@ coordinator's store (:class:`~laminar_kafka.coordinator.store.ControlStore`, its
 node's state directory through :class:`~laminar_kafka.coordinator.local.store.LocalStore`), and the
 high watermarks from Kafka (:func:`read_kafka`) through the pipeline's shared client configuration
 (:class:`~laminar_kafka.kafka_source.clients.KafkaClientConfig`: SASL/SSL settings included). The
-health verdict (exit codes 0/1/2) is :func:`laminar_kafka.cluster.ops.health.assess`.
+health verdict (exit codes 0/1/3) is :func:`laminar_kafka.cluster.ops.health.assess`.
+
+The topics are the ones asked for, or else the pipeline's own: the ``topic`` setting its first node
+pinned in the control state (:mod:`laminar_kafka.cluster.lake.pins`), names or a ``re:<regex>``
+matched against Kafka's topics (:func:`status_topics`).
 """
 from __future__ import annotations
 
@@ -17,18 +21,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException
-
-from laminar_kafka.cluster.errors import ClusterError, UsageError
+from laminar_kafka.cluster.errors import UsageError
+from laminar_kafka.cluster.lake.pins import pin_name
 from laminar_kafka.cluster.lake.settings import LakeTarget
 from laminar_kafka.cluster.ops.lake_state import LakeState, read_lake_state
+from laminar_kafka.cluster.ops.status_kafka import read_kafka, status_topics
 from laminar_kafka.coordinator.codec import format_partition_key
 from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partitions_by_vnode
 from laminar_kafka.coordinator.values import Manifest, Member
-from laminar_kafka.kafka_source.read import positions
-from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_consumer
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
 if TYPE_CHECKING:
     from laminar_kafka.coordinator.config import ZkCredentials
@@ -37,12 +40,9 @@ if TYPE_CHECKING:
 #: The ZooKeeper root pipelines live under unless configured otherwise.
 DEFAULT_ROOT: str = CoordinatorConfig.root
 
-#: attempts to read one partition's high watermark (a new partition may briefly have no leader)
-_WATERMARK_ATTEMPTS = 8
-
 __all__ = [
     "DEFAULT_ROOT", "ControlView", "NodeStatus", "PartitionStatus", "PipelineStatus", "build_status",
-    "collect_status", "partition_ranges", "read_control", "read_kafka", "read_zookeeper",
+    "collect_status", "partition_ranges", "read_control", "read_kafka", "read_zookeeper", "status_topics",
 ]
 
 
@@ -232,36 +232,6 @@ def build_status(
     )
 
 
-def read_kafka(kafka: KafkaClientConfig, topics: Sequence[str], timeout: float = 10.0) -> dict[TopicPartitionId, int]:
-    """The high watermark of every partition of ``topics``
-    (:func:`~laminar_kafka.kafka_source.read.positions.high_watermarks`, asked again while a partition
-    has no leader yet); UsageError (one line, no secret) when Kafka does not answer or a topic does
-    not exist, ClusterError when the watermarks stay unavailable."""
-    consumer = make_consumer(kafka, "laminar-status")
-    try:
-        try:
-            metadata = consumer.list_topics(timeout=timeout)
-        except KafkaException as exc:
-            raise UsageError(f"cannot reach Kafka at {kafka.bootstrap} within {timeout:.0f}s", cause=exc) from exc
-        wanted: list[TopicPartitionId] = []
-        for topic in topics:
-            info = metadata.topics.get(topic)
-            if info is None or info.error is not None or not info.partitions:
-                raise UsageError(f"topic {topic!r} does not exist on {kafka.bootstrap}")
-            wanted.extend((topic, partition) for partition in info.partitions)
-        attempts = 0
-        while True:
-            try:
-                return positions.high_watermarks(consumer, wanted, timeout)
-            except KafkaException as exc:  # e.g. a new partition whose leader is not elected yet
-                attempts += 1
-                if attempts == _WATERMARK_ATTEMPTS:
-                    raise ClusterError(f"high watermarks unavailable: {exc.args[0].str()}") from exc
-                time.sleep(0.25)
-    finally:
-        consumer.close()
-
-
 @dataclass(frozen=True)
 class ControlView:
     """What the coordinator's store says about a pipeline (ZooKeeper or an embedded state directory)."""
@@ -272,6 +242,8 @@ class ControlView:
     manifest: Manifest | None
     round_info: Mapping[str, object] | None
     manifest_written_at: float | None = None
+    #: the pipeline's pinned ``topic`` setting (normal form), None when not pinned (or not read)
+    topics_pin: str | None = None
 
 
 def read_control(hosts: str, pipeline: str, timeout: float, root: str,
@@ -324,7 +296,8 @@ def _control_view(store: ControlStore, *, one_process: bool = False) -> ControlV
 
     ``one_process``: an embedded pipeline read from another process, whose members live in that
     process's memory: the register's owners stand for the members (whether the process still runs,
-    status cannot tell without a process table), the first of them for the leader."""
+    status cannot tell without a process table), the first of them for the leader. The pinned
+    ``topic`` setting is read too (read only: ``pin_setting`` with no value writes nothing)."""
     if one_process:
         control = store.read_register()
         members = tuple(Member(n, b) for n, b in control.boots) if control is not None else ()
@@ -334,12 +307,14 @@ def _control_view(store: ControlStore, *, one_process: bool = False) -> ControlV
         members = tuple(found[n] for n in sorted(found))
         leader = store.read_leader()
         control = store.read_register()
+    topics_pin = store.pin_setting(pin_name("topic"), None)
     if control is None:
-        return ControlView(members, leader, None, None, None)
+        return ControlView(members, leader, None, None, None, topics_pin=topics_pin)
     stored = store.read_stored_manifest(control.last_epoch)
     return ControlView(
         members, leader, control.snapshot, None if stored is None else stored.manifest,
         None if control.round is None else control.round.to_dict(), None if stored is None else stored.written_at,
+        topics_pin,
     )
 
 
@@ -373,6 +348,7 @@ def collect_status(
     :class:`KafkaClientConfig`, or a bare bootstrap string for plain brokers). ``credentials``: the
     pipeline's ZooKeeper identity. ``root``: the ZooKeeper root the pipeline lives under (a chroot in ``zk`` applies first).
     ``lake``: also read the lake's account and compare it with the control state's (:mod:`laminar_kafka.cluster.ops.lake_state`).
+    ``topics`` empty: the pipeline's pinned topics (:func:`status_topics`).
     """
     if kafka is None:
         if isinstance(bootstrap, KafkaClientConfig):
@@ -382,12 +358,14 @@ def collect_status(
         else:
             raise UsageError("status needs the Kafka bootstrap servers")
     observed_at = time.time()
-    highs = read_kafka(kafka, topics, timeout)
     if zk:
         view = read_control(zk, pipeline, timeout, root, credentials, absent_ok=lake is not None)
-    else:
-        assert state_dir is not None
+    elif state_dir is not None:
         view = _read_state_dir(state_dir)
+    else:
+        raise UsageError("status needs the pipeline's ZooKeeper hosts (--zk, LAMINAR_ZK) or, for an embedded "
+                         "pipeline, its state directory (--state-dir, LAMINAR_STATE_DIR)")
+    highs = read_kafka(kafka, status_topics(topics, view.topics_pin, pipeline), timeout)
     status = build_status(
         pipeline=pipeline, source_identity=source_identity, members=view.members, leader=view.leader,
         snapshot=view.snapshot or AssignmentSnapshot.initial(), manifest=view.manifest, high_watermarks=highs,

@@ -7,7 +7,7 @@ table per observation, or one JSON document per line with ``--json``. An observa
 (a server unreachable) is shown as health ``unreachable`` and the watch goes on.
 
 Ctrl-C (SIGINT) or SIGTERM ends the watch after the observation in progress (at most the read
-timeout); the exit code is the health code of the last observation (0 healthy, 1 degraded, 2
+timeout); the exit code is the health code of the last observation (0 healthy, 1 degraded, 3
 unreachable).
 """
 from __future__ import annotations
@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from laminar_kafka.cluster.errors import UsageError
-from laminar_kafka.cluster.ops.health import DEFAULT_STALE_AFTER, Health, assess, partition_rates, unreachable
+from laminar_kafka.cluster.ops.health import (
+    DEFAULT_STALE_AFTER, Health, HealthCode, assess, partition_rates, unreachable,
+)
 from laminar_kafka.cluster.ops.status import PipelineStatus, node_state
 from laminar_kafka.coordinator.stop_signals import stop_on_signals
 
@@ -91,7 +93,7 @@ def render_rich(observation: Observation) -> Any:
     from rich.text import Text
 
     health = observation.health
-    colour = {0: "green", 1: "yellow", 2: "red"}[int(health.code)]
+    colour = {HealthCode.HEALTHY: "green", HealthCode.DEGRADED: "yellow", HealthCode.UNREACHABLE: "red"}[health.code]
     parts: list[Any] = [Text(f"health: {health.state}", style=f"bold {colour}")]
     parts += [Text(f"  - {reason}", style=colour) for reason in health.reasons]
     status = observation.status

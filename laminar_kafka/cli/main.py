@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 the audit found missing or duplicated rows (``verify``) or a node failed;
 2 bad input (a wrong flag, an unreachable broker or ZooKeeper, a missing topic, an unwritable output),
-reported as one line on stderr (the stack trace only with ``--debug``).
+reported as one line on stderr (the stack trace only with ``--debug``). ``status`` answers as a probe
+does: 0 healthy, 1 degraded, 3 unreachable (its state unknown; one line), 2 only for a usage error.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, TypeVar
 
 from laminar_kafka.cluster.config import (
@@ -169,14 +170,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="show a pipeline: members, leader, assignment, cursors", description=(
         "Show members, the leader, the assignment version, vnodes and partitions per node, the durable "
-        "cursor against the high watermark per partition, and running rounds."))
+        "cursor against the high watermark per partition, and running rounds. The bootstrap servers, "
+        "ZooKeeper hosts, state directory and pipeline come from --config FILE, then LAMINAR_* environment "
+        "variables, then these flags (later wins), as for run."))
     add_common(status)
     add_kafka_client(status)
-    status.add_argument("--topic", required=True, help="topic(s), comma-separated")
-    group = status.add_mutually_exclusive_group(required=True)
-    group.add_argument("--zk", help="ZooKeeper hosts of the pipeline")
-    group.add_argument("--state-dir", help="embedded pipeline: its manifest directory")
-    status.add_argument("--pipeline", default="default", help="pipeline name (default 'default')")
+    status.add_argument("--topic", help="topic(s), comma-separated, or re:<regex> (default: the pipeline's own, as "
+                                        "its first node pinned them)")
+    group = status.add_mutually_exclusive_group()
+    group.add_argument("--zk", help="ZooKeeper hosts of the pipeline [env LAMINAR_ZK]")
+    group.add_argument("--state-dir", help="embedded pipeline: its manifest directory [env LAMINAR_STATE_DIR]")
+    status.add_argument("--pipeline", default=None, help="pipeline name (default 'default') [env LAMINAR_PIPELINE]")
     status.add_argument("--source-identity", default="kafka", help="source identity (default 'kafka')")
     status.add_argument("--output", help="the pipeline's output: also show the lake's latest epoch and cursors "
                                          "and whether they agree with the control state's")
@@ -187,13 +191,20 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.add_argument("--watch", action="store_true",
                         help="refresh every --interval seconds until Ctrl-C (a live view on a terminal)")
-    status.add_argument("--interval", type=float, default=2.0, help="seconds between --watch refreshes (default 2)")
+    status.add_argument("--interval", type=float, default=2.0,
+                        help="seconds between --watch refreshes and --wait observations (default 2)")
     status.add_argument("--stale-after", type=float, default=10.0,
                         help="seconds without a committed epoch while records wait before the pipeline counts as "
                              "degraded (default 10)")
+    status.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                        help="observe every --interval seconds until the pipeline is healthy and caught up (every "
+                             "record durable, lag 0), at most SECONDS; then print it. Not caught up in time: the last "
+                             "verdict (a healthy pipeline still behind is degraded)")
     status.epilog = ("Exit codes: 0 healthy; 1 degraded (a member missing, no leader, a round stuck past its "
-                     "deadline, durable lag growing); 2 Kafka, ZooKeeper or the state directory unreachable. "
-                     "ZooKeeper credentials: LAMINAR_ZK_AUTH or zk-auth in --config.")
+                     "deadline, durable lag growing, the lake disagreeing); 3 unreachable, the state unknown "
+                     "(Kafka, ZooKeeper or the state directory cannot be read, the pipeline or a topic does not "
+                     "exist: one line on stderr), as monitoring probes read 3; 2 is a usage error (a wrong flag "
+                     "or value), never a verdict. ZooKeeper credentials: LAMINAR_ZK_AUTH or zk-auth in --config.")
     status.set_defaults(handler=cmd_status)
 
     add_lake_commands(commands)
@@ -265,34 +276,62 @@ def cmd_run(args: argparse.Namespace) -> int:
     return asyncio.run(run_node(settings, id_origin=id_origin))
 
 
+def status_target(
+    flags: Mapping[str, str | None], env: Mapping[str, str], file_values: Mapping[str, object],
+) -> tuple[str | None, str | None, str]:
+    """(ZooKeeper hosts, state directory, pipeline) of ``status``: each from the config file, then the
+    environment (``LAMINAR_ZK``, ``LAMINAR_STATE_DIR``, ``LAMINAR_PIPELINE``), then the flags, later
+    wins. ``--state-dir`` wins over ZooKeeper hosts from the file or the environment; otherwise the
+    ZooKeeper hosts win over a state directory (a ZooKeeper node with ``node-id auto`` has one too).
+    Neither: :class:`UsageError`. Pure."""
+    found: dict[str, str | None] = {}
+    for setting in ("zk", "state-dir", "pipeline"):
+        value: object = flags.get(setting) or env.get(env_name(setting)) or file_values.get(setting) \
+            or file_values.get(setting.replace("-", "_"))
+        found[setting] = str(value) if value else None
+    zk, state_dir = found["zk"], found["state-dir"]
+    if flags.get("state-dir"):
+        zk = None
+    elif zk:
+        state_dir = None
+    if not zk and not state_dir:
+        raise UsageError("status needs the pipeline's ZooKeeper hosts (--zk, LAMINAR_ZK) or, for an embedded "
+                         "pipeline, its state directory (--state-dir, LAMINAR_STATE_DIR)")
+    return zk, state_dir, found["pipeline"] or "default"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    """Exit 0 healthy, 1 degraded, 2 unreachable (see laminar_kafka.cluster.ops.health); --watch: the last code."""
+    """Exit 0 healthy, 1 degraded, 3 unreachable (see laminar_kafka.cluster.ops.health); --watch: the
+    last code. A usage error (a wrong flag, a missing setting) is 2, from :func:`main`."""
     from laminar_kafka.cluster.config import read_config_file
     from laminar_kafka.cluster.errors import ConfigError
-    from laminar_kafka.cluster.ops.health import assess
+    from laminar_kafka.cluster.ops.health import HealthCode, assess, unreachable
     from laminar_kafka.cluster.ops.status import PipelineStatus, collect_status
+    from laminar_kafka.cluster.ops.status_wait import wait_caught_up
     from laminar_kafka.cluster.ops.status_watch import watch
     from laminar_kafka.coordinator.config import ZkCredentials
     from laminar_kafka.coordinator.errors import ConfigurationError
 
     configure_command_logging(args, default_level="warning")
     kafka = kafka_client_of(args)
-    topics = tuple(t.strip() for t in args.topic.split(",") if t.strip())
-    zk_auth = os.environ.get(env_name("zk-auth")) or ""
-    if not zk_auth and args.config:
-        file_values = read_config_file(args.config)
-        zk_auth = str(file_values.get("zk-auth") or file_values.get("zk_auth") or "")
+    topics = tuple(t.strip() for t in (args.topic or "").split(",") if t.strip())
+    file_values = read_config_file(args.config) if args.config else {}
+    zk, state_dir, pipeline = status_target({"zk": args.zk, "state-dir": args.state_dir, "pipeline": args.pipeline},
+                                            os.environ, file_values)
+    zk_auth = os.environ.get(env_name("zk-auth")) or str(file_values.get("zk-auth") or file_values.get("zk_auth") or "")
     try:
-        credentials = ZkCredentials.parse(zk_auth) if zk_auth and args.zk else None
+        credentials = ZkCredentials.parse(zk_auth) if zk_auth and zk else None
     except ConfigurationError as exc:
         raise ConfigError(str(exc)) from exc
+    if args.wait is not None and (args.wait < 0 or args.watch):
+        raise UsageError("--wait takes a number of seconds >= 0 and cannot be combined with --watch")
 
     lake = lake_target(args, os.environ) if args.output else None
 
     def observe() -> PipelineStatus:
         try:
-            return collect_status(kafka=kafka, topics=topics, zk=args.zk, state_dir=args.state_dir,
-                                  pipeline=args.pipeline, source_identity=args.source_identity,
+            return collect_status(kafka=kafka, topics=topics, zk=zk, state_dir=state_dir,
+                                  pipeline=pipeline, source_identity=args.source_identity,
                                   credentials=credentials, lake=lake)
         except UsageError:
             raise
@@ -303,13 +342,27 @@ def cmd_status(args: argparse.Namespace) -> int:
         if args.watch:
             return watch(observe, interval=args.interval, as_json=args.json, stale_after=args.stale_after,
                          out=sys.stdout, live=sys.stdout.isatty())
-        status = observe()  # unreachable: UsageError, one line, exit 2
-    health = assess(status, stale_after=args.stale_after)
+        if args.wait is not None:
+            status, health = wait_caught_up(observe, timeout=args.wait, interval=args.interval,
+                                            stale_after=args.stale_after)
+        else:
+            try:
+                status = observe()
+            except UsageError as exc:
+                if args.debug:
+                    logger.exception("status could not be read")
+                status, health = None, unreachable(str(exc))
+            else:
+                health = assess(status, stale_after=args.stale_after)
+    if status is None:  # unreachable: one line, exit 3 (2 is a usage error's)
+        print(f"error: {health.reasons[0]}", file=sys.stderr)
+        return int(HealthCode.UNREACHABLE)
     if args.json:
         print(json.dumps({**status.to_json(), "health": health.to_json()}, indent=2))
     else:
         print(status.table() + "\n\n" + health.lines())
     return int(health.code)
+
 
 
 def _dev_tooling_errors() -> tuple[type[Exception], ...]:

@@ -121,10 +121,12 @@ def test_every_finding_is_reported() -> None:
     assert [r.split(":")[0] for r in reasons] == ["member missing", "no leader", "round stuck", "durable lag growing"]
 
 
-def test_unreachable_is_code_2_with_its_reason() -> None:
+def test_unreachable_is_code_3_with_its_reason() -> None:
+    """3, UNKNOWN as monitoring probes read it: 2 is argparse's (every command's) usage error."""
     health = unreachable("cannot reach Kafka at h:9092 within 10s")
-    assert health.code is HealthCode.UNREACHABLE and int(health.code) == 2
-    assert health.to_json() == {"code": 2, "state": "unreachable", "reasons": ["cannot reach Kafka at h:9092 within 10s"]}
+    assert health.code is HealthCode.UNREACHABLE and int(health.code) == 3
+    assert health.to_json() == {"code": 3, "state": "unreachable", "reasons": ["cannot reach Kafka at h:9092 within 10s"]}
+    assert 2 not in {int(code) for code in HealthCode}
 
 
 def test_rates_are_durable_cursor_advance_per_second() -> None:
@@ -177,7 +179,7 @@ def test_watch_prints_one_json_line_per_observation_and_exits_with_the_last_code
                  max_observations=3)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     # the third is judged against the first (12 s older: the failed read in between is no baseline)
-    assert [line["health"]["code"] for line in lines] == [0, 2, 1]
+    assert [line["health"]["code"] for line in lines] == [0, 3, 1]
     assert lines[1]["health"]["reasons"] == ["cannot reach ZooKeeper at zk:2181 within 10s"]
     assert lines[2]["rates"] == {"t:0": 0.0} and lines[0]["pipeline"] == "p" and "pipeline" not in lines[1]
     assert code == 1
@@ -241,15 +243,24 @@ def test_status_exits_0_healthy_1_degraded(observed: PipelineStatus, code: int, 
 
 @pytest.mark.parametrize("error", [UsageError("cannot reach Kafka at 127.0.0.1:1 within 10s"),
                                    ClusterError("high watermark of t:0 unavailable: timed out")])
-def test_status_exits_2_when_a_server_cannot_be_read(error: Exception, monkeypatch: pytest.MonkeyPatch,
+def test_status_exits_3_when_a_server_cannot_be_read(error: Exception, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     def fail(**kwargs: object) -> PipelineStatus:
         raise error
 
     monkeypatch.setattr("laminar_kafka.cluster.ops.status.collect_status", fail)
-    assert cli.main(STATUS_ARGS) == 2
+    assert cli.main(STATUS_ARGS) == 3
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert err.count("\n") == 1 and err.startswith("error: ") and str(error).split(":")[0] in err
+
+
+def test_status_usage_errors_stay_2(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong flag, or no ZooKeeper hosts nor state directory from any source, is a usage error."""
+    for name in ("LAMINAR_ZK", "LAMINAR_STATE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    assert cli.main([*STATUS_ARGS, "--no-such-flag"]) == 2
+    assert cli.main(["status", "--bootstrap", "127.0.0.1:1"]) == 2
+    assert "--zk, LAMINAR_ZK" in capsys.readouterr().err
 
 
 def test_status_passes_zookeeper_credentials_from_the_environment(monkeypatch: pytest.MonkeyPatch,
