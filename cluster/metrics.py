@@ -3,35 +3,55 @@
 
 Each :class:`NodeMetrics` owns its own ``CollectorRegistry``, so several nodes in one process (tests)
 never collide. Counters are updated by the runtime per batch or per event, never per record.
+
+Names follow Prometheus's conventions (``tests/unit/cluster/test_metrics_names.py`` checks them):
+counters export ``<name>_total``; durations are in seconds (``_seconds``), sizes in bytes; every family
+has the label ``node``, the per-partition ones ``topic`` and ``partition`` (the partition's number).
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+import platform
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
+import confluent_kafka
 from prometheus_client import (
-    CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server,
+    CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, disable_created_metrics,
 )
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from laminar_kafka.cluster.node_server import Probes, serve_node
+from laminar_kafka.coordinator.base import CoordinatorMetrics
+from laminar_kafka.coordinator.versioning import installed_version
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["LakeCommitMetrics", "NodeMetrics"]
 
+# No ``<name>_created`` sample beside each counter and histogram: in the text format each is a family
+# of its own (a gauge), doubling the series for a start time ``process_start_time_seconds`` already
+# gives. Process-wide, and the same for every registry of the process.
+disable_created_metrics()
+
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class NodeMetrics:
-    """The node's metric families (label ``node`` on each, plus ``partition`` where per partition)."""
+    """The node's metric families (label ``node`` on each, plus ``topic`` and ``partition`` where per partition)."""
 
     def __init__(self, node_id: int) -> None:
         self.registry = CollectorRegistry()
         self.node = str(node_id)
-        #: gauge -> partition -> its labelled child (:meth:`set_partition_gauge`)
-        self._partition_children: dict[Gauge, dict[str, Any]] = {}
+        #: gauge -> (topic, partition) -> its labelled child (:meth:`set_partition_gauge`)
+        self._partition_children: dict[Gauge, dict[TopicPartitionId, Any]] = {}
         # the standard process_* (CPU, memory, open fds, start time) and python_info families
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         # registered in this order: /metrics lists the families in it
+        self._register_node()
         self._register_intake()
         self._register_partition_positions()
         self._register_epochs_and_rounds()
@@ -41,6 +61,18 @@ class NodeMetrics:
         self._register_lake()
         self._export_zeros()
 
+    def _register_node(self) -> None:
+        """The build, and the verdicts of ``/healthz`` and ``/readyz`` (read at each scrape once
+        :meth:`watch_probes` wired them; 0 before)."""
+        r = self.registry
+        build = Gauge("laminar_build_info", "The node's build: 1, labelled with the versions of laminar-kafka, "
+                      "Python and librdkafka", ["node", "version", "python", "librdkafka"], registry=r)
+        build.labels(self.node, installed_version(), platform.python_version(), confluent_kafka.libversion()[0]).set(1)
+        self.healthy = Gauge("laminar_node_healthy", "1 while /healthz answers 200 (the event loop turns, the "
+                             "ZooKeeper session is live or away for less than its timeout), else 0", ["node"], registry=r)
+        self.ready = Gauge("laminar_node_ready", "1 while /readyz answers 200 (joined, holding its assignment, "
+                           "reading, not leaving), else 0", ["node"], registry=r)
+
     def _register_intake(self) -> None:
         """What the sources delivered: records, Arrow bytes, batches."""
         r = self.registry
@@ -49,28 +81,29 @@ class NodeMetrics:
         self.batches = Counter("laminar_batches", "Batches polled from sources", ["node"], registry=r)
 
     def _register_partition_positions(self) -> None:
-        """Per partition: read and durable lag, and the pause of the last handoff."""
+        """Per partition: read and durable lag; the pauses of the handoffs of partitions this node acquired."""
         r = self.registry
         self.lag = Gauge(
-            "laminar_lag_records", "High watermark minus the read cursor", ["node", "partition"], registry=r
+            "laminar_lag_records", "High watermark minus the read cursor", ["node", "topic", "partition"], registry=r
         )
         self.durable_lag = Gauge(
             "laminar_durable_lag_records", "High watermark minus the durable (manifest) cursor",
-            ["node", "partition"], registry=r,
+            ["node", "topic", "partition"], registry=r,
         )
-        self.handoff_pause = Gauge(
-            "laminar_handoff_pause_seconds", "Pause of the last handoff of a partition this node acquired",
-            ["node", "partition"], registry=r,
+        self.handoff_pause = Histogram(
+            "laminar_handoff_pause_seconds", "Seconds a partition this node acquired in a live round paused: "
+            "from the round's start to its first row written here", ["node"], buckets=_DURATION_BUCKETS, registry=r,
         )
 
     def _register_epochs_and_rounds(self) -> None:
         """The protocol as this node lives it: drain and barrier durations, epochs, generations, rounds."""
         r = self.registry
         self.drain_seconds = Histogram(
-            "laminar_drain_seconds", "begin_drain to drain ready", ["node"], buckets=_DURATION_BUCKETS, registry=r
+            "laminar_drain_seconds", "Seconds from begin_drain to drain ready", ["node"], buckets=_DURATION_BUCKETS,
+            registry=r,
         )
         self.checkpoint_seconds = Histogram(
-            "laminar_checkpoint_seconds", "Epoch barrier: snapshot, seal and ack", ["node"],
+            "laminar_checkpoint_seconds", "Seconds of an epoch barrier: snapshot, seal and ack", ["node"],
             buckets=_DURATION_BUCKETS, registry=r,
         )
         self.epochs_committed = Counter("laminar_epochs_committed", "Epochs committed", ["node"], registry=r)
@@ -88,15 +121,11 @@ class NodeMetrics:
         self.rounds = Counter("laminar_rounds", "Rounds resolved", ["node", "outcome"], registry=r)
 
     def _register_coordinator(self) -> None:
-        """The coordinator's view: fenced writes, stale acks, the session state."""
+        """The coordinator's view: fenced writes and stale acks (its own counts, read at each scrape once
+        :meth:`watch_coordinator` wired them), the session state."""
         r = self.registry
-        self.fenced_writes_rejected = Gauge(
-            "laminar_fenced_writes_rejected", "Leader writes rejected by fencing (coordinator counter)",
-            ["node"], registry=r,
-        )
-        self.stale_acks_rejected = Gauge(
-            "laminar_stale_acks_rejected", "Acks rejected for a stale boot id or version", ["node"], registry=r
-        )
+        self._coordinator_counts = _CoordinatorCounts(self.node)
+        r.register(self._coordinator_counts)
         self.session_state = Gauge(
             "laminar_session_state", "1 for the current coordinator session state", ["node", "state"], registry=r
         )
@@ -142,7 +171,7 @@ class NodeMetrics:
         reconciliations, the lake's epoch, the age of the lake call in progress."""
         r = self.registry
         self.publish_seconds = Histogram(
-            "laminar_publish_seconds", "Publishing a committed epoch into the lake (renames; Iceberg: "
+            "laminar_publish_seconds", "Seconds publishing a committed epoch into the lake (renames; Iceberg: "
             "the table commits too)", ["node"], buckets=_DURATION_BUCKETS, registry=r,
         )
         self.lake_commits = Counter(
@@ -150,8 +179,8 @@ class NodeMetrics:
             "first counts on that node only)", ["node"], registry=r,
         )
         self.lake_commit_seconds = Histogram(
-            "laminar_lake_commit_seconds", "One Iceberg table commit this node made (the catalog transaction, "
-            "with its manifest writes)", ["node"], buckets=_DURATION_BUCKETS, registry=r,
+            "laminar_lake_commit_seconds", "Seconds of one Iceberg table commit this node made (the catalog "
+            "transaction, with its manifest writes)", ["node"], buckets=_DURATION_BUCKETS, registry=r,
         )
         self.lake_commit_conflicts = Counter(
             "laminar_lake_commit_conflicts", "Iceberg commits this node lost to a concurrent committer "
@@ -171,7 +200,7 @@ class NodeMetrics:
             ["node"], registry=r,
         )
         self.lake_call_seconds = Gauge(
-            "laminar_lake_call_seconds", "How long the lake call in progress (a write, seal or publish into the "
+            "laminar_lake_call_seconds", "Seconds the lake call in progress (a write, seal or publish into the "
             "object store or the catalog) has run (0: none); past lake-io-timeout-ms the node stops",
             ["node"], registry=r,
         )
@@ -183,8 +212,8 @@ class NodeMetrics:
             self.publish_seconds, self.lake_commits, self.lake_epoch, self.lake_call_seconds, self.lake_commit_seconds,
             self.lake_commit_conflicts, self.lake_commits_found_done,
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
-            self.epochs_committed, self.epoch_asks, self.epochs_aborted, self.generations_retired, self.fenced_writes_rejected,
-            self.stale_acks_rejected, self.owned_partitions, self.assignment_version,
+            self.epochs_committed, self.epoch_asks, self.epochs_aborted, self.generations_retired,
+            self.healthy, self.ready, self.handoff_pause, self.owned_partitions, self.assignment_version,
             self.partitions_discovered, self.acks_rejected, self.records_rejected, self.offsets_lost,
             self.kafka_clients_replaced,
         ):
@@ -198,6 +227,16 @@ class NodeMetrics:
         """Export ``age_s()`` (the running lake call's age, read at each scrape) as ``laminar_lake_call_seconds``."""
         self.lake_call_seconds.labels(self.node).set_function(age_s)
 
+    def watch_probes(self, probes: Probes) -> None:
+        """Export the verdicts of ``probes`` (read at each scrape) as ``laminar_node_healthy`` and ``laminar_node_ready``."""
+        self.healthy.labels(self.node).set_function(lambda: float(probes.health().ok))
+        self.ready.labels(self.node).set_function(lambda: float(probes.readiness().ok))
+
+    def watch_coordinator(self, counts: Callable[[], CoordinatorMetrics]) -> None:
+        """Export the coordinator's cumulative counts of ``counts()`` (read at each scrape) as the
+        counters ``laminar_fenced_writes_rejected_total`` and ``laminar_stale_acks_rejected_total``."""
+        self._coordinator_counts.counts = counts
+
     def set_session_state(self, state: str) -> None:
         for name in ("CONNECTED", "SUSPENDED", "LOST"):
             self.session_state.labels(self.node, name).set(1 if name == state else 0)
@@ -209,28 +248,45 @@ class NodeMetrics:
         self.bytes_in.labels(self.node).inc(nbytes)
         self.batches.labels(self.node).inc()
 
-    def set_partition_gauge(self, gauge: Gauge, values: dict[str, int | float]) -> None:
-        """Set ``gauge``'s child of each partition of ``values`` (children looked up once, not on
-        every export: ``labels()`` takes a lock and builds a key, 2,000 times per export at 1,000
-        partitions)."""
+    def set_partition_gauge(self, gauge: Gauge, values: Mapping[TopicPartitionId, int | float]) -> None:
+        """Set ``gauge``'s child of each ``(topic, partition)`` of ``values`` (labels ``topic`` and
+        ``partition``; children looked up once, not on every export: ``labels()`` takes a lock and
+        builds a key, 2,000 times per export at 1,000 partitions)."""
         children = self._partition_children.setdefault(gauge, {})
-        for partition, value in values.items():
-            child = children.get(partition)
+        for tp, value in values.items():
+            child = children.get(tp)
             if child is None:
-                child = children[partition] = gauge.labels(self.node, partition)
+                child = children[tp] = gauge.labels(self.node, tp[0], str(tp[1]))
             child.set(value)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> Callable[[], None]:
-        """Serve ``/metrics`` on ``port``; returns a function that stops the server."""
-        server, thread = start_http_server(port, addr=addr, registry=self.registry)
-        logger.info("metrics on http://%s:%d/metrics", addr, port)
+    def serve(self, port: int, addr: str = "0.0.0.0", probes: Probes | None = None) -> Callable[[], None]:
+        """Serve ``/metrics``, and ``/healthz`` and ``/readyz`` answered by ``probes``
+        (:mod:`~laminar_kafka.cluster.node_server`), on ``port``; returns a function that stops the server."""
+        return serve_node(port, addr, self.registry, probes)
 
-        def stop() -> None:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
 
-        return stop
+class _CoordinatorCounts(Collector):
+    """The coordinator's cumulative counts of fenced writes and stale acks, as counters read at each
+    scrape (0 until a coordinator is wired in)."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.counts: Callable[[], CoordinatorMetrics] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self.counts() if self.counts is not None else None
+        for name, documentation, value in (
+            ("laminar_fenced_writes_rejected", "Leader writes the coordinator rejected by fencing",
+             counts.fenced_writes_rejected if counts is not None else 0),
+            ("laminar_stale_acks_rejected", "Acks the coordinator rejected for a stale boot id or version",
+             counts.stale_acks_rejected if counts is not None else 0),
+        ):
+            family = CounterMetricFamily(name, documentation, labels=["node"])
+            family.add_metric([self.node], value)
+            yield family
+
+    def describe(self) -> Iterator[Metric]:
+        return self.collect()
 
 
 class LakeCommitMetrics:

@@ -32,6 +32,8 @@ from laminar_kafka.cluster.lake.lake_pins import LakePins
 from laminar_kafka.cluster.lake.pins import PipelinePins, chain_pins
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
+from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
+from laminar_kafka.cluster.runtime.probes import ProbeSettings
 from laminar_kafka.cluster.lake.schema_pin import JsonSchemaPin
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from laminar_kafka.cluster.runtime.topology import Topology
@@ -368,21 +370,25 @@ async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
     """Run one node until it is stopped; returns the process exit code (0 after a clean stop).
     ``settings.node_id`` is chosen (``node-id auto``: see :mod:`laminar_kafka.cluster.auto_node_id`,
     which says how in ``id_origin``). A lake call that runs past ``lake-io-timeout-ms`` ends the
-    process: one line on stderr, exit 1 (:func:`laminar_kafka.cluster.lake.deadline.end_process`)."""
+    process: one line on stderr, exit 1 (:func:`laminar_kafka.cluster.lake.deadline.end_process`).
+    The metrics port also answers ``/healthz`` and ``/readyz`` (:mod:`laminar_kafka.cluster.runtime.probes`)."""
     if settings.node_id < 1:
         raise UsageError("node-id auto: run_node needs the chosen id (choose_node_id, then settings.with_node_id)")
     metrics = NodeMetrics(settings.node_id)
-    stop_metrics = metrics.serve(settings.metrics_port, settings.metrics_address) if settings.metrics_port else None
     endpoint = f"metrics:{settings.metrics_port}" if settings.metrics_port else ""
     coordinator = make_coordinator(settings, endpoint, id_origin)
     runtime = build_runtime(settings, coordinator, metrics)
     metrics.watch_lake_calls(runtime.lake_calls.age_s)
+    probes = ProbeFeed(runtime, ProbeSettings(zookeeper=bool(settings.zk), session_timeout_s=settings.session_timeout_ms / 1000.0))
+    metrics.watch_probes(probes)
+    stop_metrics = metrics.serve(settings.metrics_port, settings.metrics_address, probes) if settings.metrics_port else None
     # a lake call past lake-io-timeout-ms ends the process in one line (see cluster.lake.deadline)
     watchdog = LakeWatchdog(runtime.lake_calls, settings.lake_io_timeout_ms / 1000.0, end_process)
     watchdog.start()
     try:
-        with stop_on_signals(runtime):
-            await runtime.run()
+        async with probes.running():
+            with stop_on_signals(runtime):
+                await runtime.run()
     finally:
         watchdog.stop()
         if stop_metrics is not None:

@@ -2,7 +2,8 @@
 
 - Handoff clock: a partition gained in a live round is "paused" from the round's start until its
   first row is written here; each pause is logged (``handoff partition=... pause_ms=...``, which
-  the end-to-end tests and the handoff bench read) and exported per partition.
+  the end-to-end tests and the handoff bench read) and observed in the ``laminar_handoff_pause_seconds``
+  histogram.
 - Lag: every few seconds, the high watermark minus the read cursor (lag) and minus the manifest
   cursor (durable lag) of every partition this node reads.
 """
@@ -59,7 +60,7 @@ class HandoffClock:
             if started is not None:
                 record = HandoffRecord(key, now - started)
                 self.handoffs.append(record)
-                metrics.handoff_pause.labels(metrics.node, key).set(record.pause_s)
+                metrics.handoff_pause.labels(metrics.node).observe(record.pause_s)
                 logger.info("handoff partition=%s pause_ms=%.1f", key, record.pause_s * 1000)
 
 
@@ -104,11 +105,12 @@ class LagExporter:
                 logger.debug("watermark lookup failed: %s", exc)
                 continue
             cursor, durable_cursor = source.checkpoint().offsets, durable()
-            lag, durable_lag = {}, {}
+            lag: dict[TopicPartitionId, int] = {}
+            durable_lag: dict[TopicPartitionId, int] = {}
             for tp, high in highs.items():
                 key = format_key(*tp)
-                lag[key] = max(0, high - cursor.get(key, 0))
-                durable_lag[key] = max(0, high - durable_cursor.get(key, 0))
+                lag[tp] = max(0, high - cursor.get(key, 0))
+                durable_lag[tp] = max(0, high - durable_cursor.get(key, 0))
             metrics.set_partition_gauge(metrics.lag, lag)
             metrics.set_partition_gauge(metrics.durable_lag, durable_lag)
 

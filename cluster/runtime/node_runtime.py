@@ -46,14 +46,8 @@ from laminar_kafka.cluster.lake.startup import reconcile_before_join
 from laminar_kafka.cluster.metrics import LakeCommitMetrics, NodeMetrics
 from laminar_kafka.cluster.runtime.context import RuntimeContext, RuntimeExecutors
 from laminar_kafka.cluster.runtime.measures import HandoffClock, LagExporter, Watermarks
-from laminar_kafka.cluster.runtime.state import (
-    HandoffRecord,
-    LeaveRequest,
-    RuntimeOptions,
-    RuntimePhase,
-    ack_cursors,
-    pinned_start_config,
-)
+from laminar_kafka.cluster.runtime.state import (HandoffRecord, LeaveRequest, RuntimeOptions, RuntimePhase, ack_cursors,
+                                                 pinned_start_config)
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from laminar_kafka.cluster.runtime.topology import Topology
 from laminar_kafka.cluster.runtime.topology_follower import TopologyFollower
@@ -115,6 +109,7 @@ class NodeRuntime:
         self.sink = sink
         self.options = options
         self.metrics = metrics or NodeMetrics(options.node_id)
+        self.metrics.watch_coordinator(lambda: coordinator.metrics)  # its counts, read at each scrape
         self._executors = RuntimeExecutors()
         lake = lake or ParquetTree(sink.fs, sink.root)
         context = RuntimeContext(coordinator, sink, lake, options, self.metrics, self._executors)
@@ -149,6 +144,11 @@ class NodeRuntime:
     @property
     def epochs_committed(self) -> int:
         return self.epochs.committed_count
+
+    @property
+    def leave_requested_at(self) -> float | None:
+        """When a planned leave was requested (:func:`time.monotonic`); None without one."""
+        return self._leave.requested_at if self._leave is not None else None
 
     @property
     def handoffs(self) -> list[HandoffRecord]:
@@ -466,9 +466,6 @@ class NodeRuntime:
         connector = self.generations.current.connector if self.generations.current is not None else None
         await self.epochs.committed(manifest, connector, self.assignment.routing_snapshot())
         self.generations.failures = 0
-        m = self.coordinator.metrics
-        self.metrics.fenced_writes_rejected.labels(self.metrics.node).set(m.fenced_writes_rejected)
-        self.metrics.stale_acks_rejected.labels(self.metrics.node).set(m.stale_acks_rejected)
         await self.epochs.recover_periodically(manifest.epoch)
 
     async def _on_ack_rejected(self, event: AckRejected) -> None:

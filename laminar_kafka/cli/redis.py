@@ -30,6 +30,8 @@ from laminar_kafka.cluster.logs import quiet_clients
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.ops.verify import audit, read_output
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
+from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
+from laminar_kafka.cluster.runtime.probes import ProbeSettings
 from laminar_kafka.cluster.runtime.signals import stop_on_signals
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
 from laminar_kafka.coordinator.config import CoordinatorConfig
@@ -135,11 +137,14 @@ def build_redis_runtime(options: RedisNodeOptions, metrics: NodeMetrics) -> Node
 async def run_redis_node(options: RedisNodeOptions) -> int:
     """Run until SIGTERM/SIGINT (the first: a planned leave; a second: stop now). Exit code 0."""
     metrics = NodeMetrics(options.node_id)
-    stop_metrics = metrics.serve(options.metrics_port, "127.0.0.1") if options.metrics_port else None
     runtime = build_redis_runtime(options, metrics)
+    probes = ProbeFeed(runtime, ProbeSettings(zookeeper=True, session_timeout_s=options.session_timeout_s))
+    metrics.watch_probes(probes)
+    stop_metrics = metrics.serve(options.metrics_port, "127.0.0.1", probes) if options.metrics_port else None
     try:
-        with stop_on_signals(runtime):
-            await runtime.run()
+        async with probes.running():
+            with stop_on_signals(runtime):
+                await runtime.run()
     finally:
         if stop_metrics is not None:
             stop_metrics()
