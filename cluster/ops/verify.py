@@ -8,6 +8,10 @@ that the topic does not hold (aborted transactions, another topic's data); ``bey
 at or above the high watermark (the pipeline ran ahead of the snapshot; not an error). Inside each
 output file, offsets of one partition must strictly increase (``order_violations``).
 
+A published file whose bytes do not parse as Parquet (truncated, corrupted) is a finding, not an
+error of the audit: the report names it (``damaged``) and is not OK; the rest of the output is still
+audited (the damaged file's rows count as missing).
+
 Records the bad-record policy skipped are published under ``_rejected/``: their offsets count as
 accounted for (``rejected``, not missing), and an offset in both the rows and ``_rejected/``, or
 twice in either, is duplicated.
@@ -20,7 +24,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,9 +43,24 @@ from laminar_kafka.kafka_source.clients import KafkaTarget, client_config, make_
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OutputScan", "PartitionAudit", "VerifyReport", "audit", "read_output", "read_topic"]
+__all__ = [
+    "DamagedFile", "OutputScan", "PartitionAudit", "VerifyReport", "audit", "read_offset_columns", "read_output",
+    "read_topic",
+]
 
 _COLUMNS = ["_topic", "_partition", "_offset"]
+
+
+@dataclass(frozen=True)
+class DamagedFile:
+    """A published file whose bytes do not parse as Parquet: its ``path`` and what is wrong
+    (``problem``, one line)."""
+
+    path: str
+    problem: str
+
+    def line(self) -> str:
+        return f"damaged file {self.path}: {self.problem}"
 
 
 @dataclass(frozen=True)
@@ -67,10 +88,12 @@ class VerifyReport:
     files: int
     rows: int
     order_violations: tuple[str, ...] = ()
+    #: published files that cannot be read as Parquet (their rows are not in ``rows``)
+    damaged: tuple[DamagedFile, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.order_violations and all(p.ok for p in self.partitions)
+        return not self.order_violations and not self.damaged and all(p.ok for p in self.partitions)
 
     @property
     def missing(self) -> int:
@@ -94,6 +117,7 @@ class VerifyReport:
             "duplicated": self.duplicated,
             "rejected": self.rejected,
             "order_violations": list(self.order_violations),
+            "damaged": [asdict(d) for d in self.damaged],
             "partitions": [{**asdict(p), "first_missing": list(p.first_missing)} for p in self.partitions],
         }
 
@@ -113,6 +137,7 @@ class VerifyReport:
         )
         for violation in self.order_violations[:10]:
             lines.append(f"order violation: {violation}")
+        lines.extend(d.line() for d in self.damaged)
         lines.append(f"{self.files} file(s), {self.rows} row(s): {'OK' if self.ok else 'FAILED'}")
         return "\n".join(lines)
 
@@ -127,6 +152,7 @@ class OutputScan:
     files: int = 0
     rows: int = 0
     order_violations: list[str] = field(default_factory=list)
+    damaged: list[DamagedFile] = field(default_factory=list)
 
 
 def audit(
@@ -176,6 +202,7 @@ def audit(
         files=scan.files,
         rows=scan.rows,
         order_violations=tuple(scan.order_violations),
+        damaged=tuple(scan.damaged),
     )
 
 
@@ -228,16 +255,50 @@ def _read_output_once(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
         rejected_root = f"{root}/{REJECTED_DIR}" if root else REJECTED_DIR
         for directory, rejected in ((root, False), (rejected_root, True)):
             for path in list_published(fs, directory):
-                with fs.open_input_file(path) as handle:
-                    parquet = pq.ParquetFile(handle)
-                    names = parquet.schema_arrow.names
-                    columns = [c for c in _COLUMNS if c in names]
-                    scan_table(parquet.read(columns=columns), topic, path, scan, rejected=rejected)
+                columns = read_offset_columns(lambda path=path: fs.open_input_file(path), path)
+                if isinstance(columns, DamagedFile):
+                    scan.damaged.append(columns)
+                else:
+                    scan_table(columns, topic, path, scan, rejected=rejected)
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException) as exc:
         raise VerifyError(f"cannot read the output under {root!r}: {exc}", cause=exc) from exc
     return scan
+
+
+#: opens one file for reading: a context manager of a file-like object (``read``, ``seek``, ``tell``)
+FileOpener = Callable[[], AbstractContextManager[Any]]
+
+
+def read_offset_columns(open_file: FileOpener, path: str) -> pa.Table | DamagedFile:
+    """The ``_topic``, ``_partition`` and ``_offset`` columns (those the file has) of the Parquet file
+    ``open_file`` opens, or the :class:`DamagedFile` that ``path`` is when its bytes do not parse.
+
+    A failed read may be the file's bytes or the way to them (an object store that failed a
+    request): after one, the file is read again whole into memory and parsed there. An error of that
+    read raises (``OSError``: the audit cannot read the lake, not a finding); a parse that fails
+    again is the file's own bytes: damaged. ``FileNotFoundError`` (the file vanished) raises at once.
+    """
+    try:
+        with open_file() as handle:
+            return _offset_columns(handle)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        logger.debug("reading %s failed (%s): reading it again whole", path, exc)
+    with open_file() as handle:
+        data = handle.read()
+    try:
+        return _offset_columns(pa.BufferReader(data))
+    except (OSError, pa.ArrowException) as exc:
+        return DamagedFile(path, f"not a readable Parquet file ({len(data)} bytes): {' '.join(str(exc).split())}")
+
+
+def _offset_columns(source: Any) -> pa.Table:
+    parquet = pq.ParquetFile(source)
+    names = parquet.schema_arrow.names
+    return parquet.read(columns=[c for c in _COLUMNS if c in names])
 
 
 def read_topic(

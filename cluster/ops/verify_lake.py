@@ -5,7 +5,8 @@ Each data file the current snapshot lists is read like a published Parquet file 
 ``_partition``, ``_offset``; offsets must increase per partition inside a file), so a file listed
 twice, or two files holding the same offsets, shows as duplicated, and a committed epoch missing from
 the table shows as missing. The records the bad-record policy skipped stay a Parquet stream under
-``<output>/_rejected/`` and are read from there.
+``<output>/_rejected/`` and are read from there. A data file whose bytes do not parse as Parquet is
+named in the scan's ``damaged`` (a finding, as in a Parquet tree: :func:`~laminar_kafka.cluster.ops.verify.read_offset_columns`).
 
 A table that does not exist while the topic holds records (and none of them was rejected) is a wrong
 ``--pipeline`` / ``--namespace`` / ``--table`` far more often than a lake that lost everything: that
@@ -18,12 +19,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.errors import ClusterError, VerifyError
 from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
 from laminar_kafka.cluster.lake.settings import LakeTarget, TableFormat, table_name_of
-from laminar_kafka.cluster.ops.verify import OutputScan, read_output, scan_table
+from laminar_kafka.cluster.ops.verify import DamagedFile, OutputScan, read_offset_columns, read_output, scan_table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -63,13 +63,11 @@ def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topi
         if table is not None and table.current_snapshot() is not None:
             for task in table.scan(selected_fields=tuple(_COLUMNS)).plan_files():
                 path = task.file.file_path
-                with table.io.new_input(path).open() as handle:
-                    data = pq.ParquetFile(handle).read(columns=_COLUMNS)
-                scan_table(data, topic, path, scan)
+                _scan_file(read_offset_columns(lambda path=path: table.io.new_input(path).open(), path), topic, path, scan)
         rejected_root = f"{root}/{REJECTED_DIR}" if root else REJECTED_DIR
         for path in list_published(fs, rejected_root):
-            with fs.open_input_file(path) as handle:
-                scan_table(pq.ParquetFile(handle).read(columns=_COLUMNS), topic, path, scan, rejected=True)
+            columns = read_offset_columns(lambda path=path: fs.open_input_file(path), path)
+            _scan_file(columns, topic, path, scan, rejected=True)
     except ClusterError as exc:
         raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc
     except (OSError, pa.ArrowException) as exc:
@@ -77,6 +75,15 @@ def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topi
     if table is None and topic_has_records and not scan.rejected:
         raise VerifyError(missing_table_message(catalog, identifier, _flags_of(target)))
     return scan
+
+
+def _scan_file(columns: pa.Table | DamagedFile, topic: str, path: str, scan: OutputScan, *,
+               rejected: bool = False) -> None:
+    """Add one file's offsets to ``scan``, or the file to its ``damaged``."""
+    if isinstance(columns, DamagedFile):
+        scan.damaged.append(columns)
+    else:
+        scan_table(columns, topic, path, scan, rejected=rejected)
 
 
 def _flags_of(target: LakeTarget) -> str:
