@@ -8,7 +8,9 @@ campaign all build their clients here, so a setting given once (``[kafka]`` in t
 
 Every client is created with ``logger=``: librdkafka's own log lines go through Python
 :mod:`logging` (logger ``laminar_kafka.kafka_source.clients.librdkafka``), never as raw ``%3|...|FAIL|`` lines
-on stderr. Secrets never leave this module in clear: :meth:`KafkaClientConfig.redacted` and
+on stderr. A coordinator a broker is still loading or moving (a fresh broker's first idempotent
+producer: "Coordinator load in progress: retrying") is a line librdkafka logs as a warning and retries
+on its own: it is logged at INFO (:func:`librdkafka_level`). Secrets never leave this module in clear: :meth:`KafkaClientConfig.redacted` and
 :func:`redact` replace them with ``***``.
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "client_config",
     "consumer_properties",
     "is_secret_key",
+    "librdkafka_level",
     "make_admin",
     "make_consumer",
     "make_producer",
@@ -41,6 +44,32 @@ __all__ = [
 
 #: The logger every client's librdkafka log lines go to.
 LIBRDKAFKA_LOGGER = logging.getLogger(__name__ + ".librdkafka")
+
+#: librdkafka errors of a coordinator (group or transaction) that is loading, not elected yet or
+#: moving: the client retries on its own, the next answer usually succeeds
+TRANSIENT_COORDINATOR_ERRORS = ("Coordinator load in progress", "Coordinator not available", "Not coordinator")
+
+
+def librdkafka_level(level: int, message: str) -> int:
+    """The :mod:`logging` level of a librdkafka log line of ``level`` (confluent_kafka's mapping of
+    librdkafka's syslog levels): ``level``, but at most INFO for a transient coordinator error
+    (:data:`TRANSIENT_COORDINATOR_ERRORS`). Pure."""
+    if level > logging.INFO and any(error in message for error in TRANSIENT_COORDINATOR_ERRORS):
+        return logging.INFO
+    return level
+
+
+class _LibrdkafkaLog:
+    """The ``logger=`` every client is given: confluent_kafka calls :meth:`log` for each librdkafka
+    line, which goes to :data:`LIBRDKAFKA_LOGGER` at :func:`librdkafka_level`."""
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        if not LIBRDKAFKA_LOGGER.isEnabledFor(min(level, logging.INFO)):
+            return
+        LIBRDKAFKA_LOGGER.log(librdkafka_level(level, msg % args if args else msg), msg, *args)
+
+
+_CLIENT_LOG = _LibrdkafkaLog()
 
 _SECRET_MARKERS = ("password", "secret", "key.pem", "ssl_key", "user.info", "token", "jaas")
 _REDACTED = "***"
@@ -142,14 +171,14 @@ def make_consumer(
 ) -> Consumer:
     """A consumer in ``group_id`` that never commits on its own (``enable.auto.commit=false``), its
     configuration :func:`consumer_properties`. Raises ``KafkaException`` when the client rejects it."""
-    return Consumer(consumer_properties(config, group_id, overrides, defaults=defaults), logger=LIBRDKAFKA_LOGGER)
+    return Consumer(consumer_properties(config, group_id, overrides, defaults=defaults), logger=_CLIENT_LOG)
 
 
 def make_admin(config: KafkaClientConfig, overrides: Mapping[str, Any] | None = None) -> AdminClient:
     """An admin client of ``config`` with ``overrides`` on top."""
-    return AdminClient(config.client_properties(overrides), logger=LIBRDKAFKA_LOGGER)
+    return AdminClient(config.client_properties(overrides), logger=_CLIENT_LOG)
 
 
 def make_producer(config: KafkaClientConfig, overrides: Mapping[str, Any] | None = None) -> Producer:
     """A producer of ``config`` with ``overrides`` on top."""
-    return Producer(config.client_properties(overrides), logger=LIBRDKAFKA_LOGGER)
+    return Producer(config.client_properties(overrides), logger=_CLIENT_LOG)
