@@ -5,7 +5,9 @@ Both find the lake as `run` does: ``--config FILE`` (its ``table-format``, ``pip
 then the flags. pyiceberg is imported only for an Iceberg lake.
 
 `verify` audits a Parquet tree (every published file) or an Iceberg table (the data files of its
-current snapshot) against the topic: exit 0 only if nothing is missing or duplicated.
+current snapshot) against the topic: exit 0 only if nothing is missing or duplicated; a published file
+that does not parse as Parquet (truncated, corrupted) is a finding too, one ``damaged file`` line naming
+it and what is wrong, exit 1 (a lake it cannot reach at all is exit 2).
 
 `compact` rewrites small files into files of about ``--target-file-bytes`` (``--codec``, zstd by
 default), beside a running pipeline and its readers. A Parquet tree (local filesystem only): per leaf
@@ -88,7 +90,8 @@ def add_lake_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     verify = commands.add_parser("verify", help="audit an output against its topic (exactly once?)", description=(
         "Read the published output (a Parquet tree, or an Iceberg table's current snapshot) and the topic "
         "(read_committed, up to the high watermark) and print per partition: expected, present, missing, "
-        "duplicated. Exit 0 only if nothing is missing or duplicated."))
+        "duplicated. Exit 0 only if nothing is missing or duplicated; a published file that is not readable Parquet "
+        "(truncated, corrupted) is named on a 'damaged file' line, exit 1."))
     add_common(verify)
     _add_lake_flags(verify)
     add_kafka_client(verify)
