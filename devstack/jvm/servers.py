@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from laminar_kafka.devstack.jvm.artifacts import JAVA_HINT, require_tool
+from laminar_kafka.devstack.jvm.java import java_executable
 from laminar_kafka.devstack.jvm.versions import ServerVersions, selected_versions
 from laminar_kafka.devstack.errors import ServerStartError
 from laminar_kafka.devstack.processes import free_port, log_tail, pid_alive, port_accepts, terminate_pid
@@ -87,7 +87,7 @@ class JvmServer:
         return self.workdir / "server.log"
 
     def command(self) -> list[str]:
-        java = require_tool("java", JAVA_HINT)
+        java = java_executable()
         log4j = self.workdir / "log4j2.properties"
         if not log4j.exists():
             log4j.write_text(_LOG4J2_PROPERTIES)
@@ -351,7 +351,7 @@ def _format_kraft_storage(classpath: str, cluster_id: str, properties: Path, ext
     """`kafka.tools.StorageTool format` (the same class and flags in Kafka 3.9 and 4.x); raises
     ServerStartError with its output when it fails."""
     format_command = [
-        require_tool("java", JAVA_HINT), "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool",
+        java_executable(), "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool",
         "format", f"--cluster-id={cluster_id}", "--config", str(properties), "--ignore-formatted",
         *extra_arguments,
     ]

@@ -14,6 +14,7 @@ from laminar_kafka.devstack import processes
 from laminar_kafka.devstack.jvm import servers
 from laminar_kafka.devstack import stack
 from laminar_kafka.devstack.errors import DevStackStateError, ToolMissingError
+from laminar_kafka.devstack.jvm.versions import ServerVersions
 from laminar_kafka.devstack.waiting import wait_until
 
 
@@ -26,14 +27,15 @@ def test_pom_pins_kafka_4_and_zookeeper_3_9() -> None:
 def test_missing_tool_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ToolMissingError, match="install"):
-        artifacts.require_tool("java", artifacts.JAVA_HINT)
+        artifacts.require_tool("mvn", artifacts.MAVEN_HINT)
     assert "\n" not in artifacts.JAVA_HINT and "\n" not in artifacts.MAVEN_HINT
 
 
-def test_ensure_artifacts_without_maven_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ensure_artifacts_of_an_unlocked_pair_without_maven_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # no lock covers Kafka 4.0.0: Maven must resolve it, and Maven is not on PATH
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(ToolMissingError):
-        artifacts.ensure_artifacts(tmp_path)
+    with pytest.raises(ToolMissingError, match="Maven is required"):
+        artifacts.ensure_artifacts(tmp_path, ServerVersions(kafka="4.0.0", zookeeper="3.9.3"))
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:

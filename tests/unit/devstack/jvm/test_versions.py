@@ -11,6 +11,7 @@ import pytest
 from laminar_kafka.devstack import stack
 from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.devstack.jvm import artifacts, servers
+from laminar_kafka.devstack.jvm.locks import JarBuild
 from laminar_kafka.devstack.jvm.versions import (
     KAFKA_MODE_ENV, KAFKA_VERSION_ENV, ZOOKEEPER_VERSION_ENV, KafkaMode, ServerVersions, UnsupportedVersionError,
     parse_release, selected_versions,
@@ -62,12 +63,11 @@ def test_each_pair_of_versions_has_its_own_cache_directory_and_maven_gets_both_o
 ) -> None:
     seen: dict[str, object] = {}
 
-    def fake_build(target: Path, marker: str, what: str, maven_args: Callable[[Path], list[str]],
-                   built_in: Callable[[Path], Path]) -> Path:
-        seen.update(target=target, marker=marker, args=maven_args(tmp_path / "staging"))
-        return target
+    def fake_build(cache: Path, build: JarBuild, marker: str, what: str, check: Callable[[Path], None]) -> Path:
+        seen.update(target=cache / build.name, marker=marker, args=build.maven_args(tmp_path / "staging"))
+        return cache / build.name
 
-    monkeypatch.setattr(artifacts, "cached_maven_build", fake_build)
+    monkeypatch.setattr(artifacts, "cached_jar_build", fake_build)
     assert artifacts.ensure_artifacts(tmp_path, KAFKA_39_ZK) == tmp_path / "jvm-kafka-3.9.1-zookeeper-3.8.4"
     assert "-Dkafka.version=3.9.1" in seen["args"] and "-Dzookeeper.version=3.8.4" in seen["args"]  # type: ignore[operator]
     assert seen["marker"] == "kafka=3.9.1\nzookeeper=3.8.4\n"
