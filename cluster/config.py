@@ -8,7 +8,9 @@ of the node (security: ``security.protocol``, ``sasl.*``, ``ssl.*``; also ``LAMI
 e.g. ``LAMINAR_KAFKA__SASL_PASSWORD`` for ``sasl.password``), and ``[schema_registry]``, properties of
 the schema-registry client (``basic.auth.user.info``...; also ``LAMINAR_SCHEMA_REGISTRY__<KEY>``),
 and ``[iceberg]``, properties of the Iceberg catalog and its FileIO (``token``, ``s3.endpoint``...;
-also ``LAMINAR_ICEBERG__<KEY>``). Reading the file and the tables: :mod:`laminar_kafka.cluster.config_file`.
+also ``LAMINAR_ICEBERG__<KEY>``; a key's ``_`` is a dot and ``__`` a dash, or the key is the property as
+written: :func:`laminar_kafka.cluster.config_file.env_property`). Reading the file and the tables:
+:mod:`laminar_kafka.cluster.config_file`.
 Secrets (see :func:`laminar_kafka.kafka_source.clients.is_secret_key`) never appear in ``repr`` or logs.
 
 Unknown names are rejected with the nearest valid one. Values are validated here, so a

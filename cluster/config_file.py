@@ -5,6 +5,7 @@ Pure apart from :func:`read_config_file`; :mod:`laminar_kafka.cluster.config` bu
 """
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +16,8 @@ from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX
 
 __all__ = [
     "AUTO", "ICEBERG_ENV_PREFIX", "KAFKA_ENV_PREFIX", "PassthroughTables", "REGISTRY_ENV_PREFIX", "as_bool",
-    "as_float", "as_int", "as_node_id", "as_str", "as_topics", "passthrough_tables", "read_config_file",
+    "as_float", "as_int", "as_node_id", "as_str", "as_topics", "env_property", "passthrough_tables",
+    "read_config_file",
 ]
 
 ENV_PREFIX = "LAMINAR_"
@@ -101,9 +103,32 @@ _TABLES: dict[str, str] = {
 }
 
 
-def _env_property(name: str) -> str:
-    """``SASL_PASSWORD`` -> ``sasl.password`` (librdkafka spelling)."""
-    return name.lower().replace("_", ".")
+#: the upper-case spelling of a key: names of letters and digits joined by ``_`` (a dot) or ``__`` (a dash)
+_UPPER_KEY = re.compile(r"[A-Z0-9]+(?:__?[A-Z0-9]+)*")
+
+
+def env_property(variable: str, key: str) -> str:
+    """The property that the environment ``variable`` (``LAMINAR_<TABLE>__<KEY>``) sets, from its ``key``.
+
+    - A key holding a lower-case letter, a ``.`` or a ``-`` is the property as written:
+      ``LAMINAR_ICEBERG__oauth2-server-uri``, ``LAMINAR_ICEBERG__s3.endpoint`` (any property: case
+      and underscores are kept; a shell cannot ``export`` such a name, ``env NAME=value``, Docker
+      and Kubernetes can).
+    - Otherwise the key is upper case: lower-cased, ``_`` is a dot and ``__`` a dash:
+      ``SASL_PASSWORD`` -> ``sasl.password``, ``S3_ENDPOINT`` -> ``s3.endpoint``,
+      ``OAUTH2__SERVER__URI`` -> ``oauth2-server-uri``, ``S3_ACCESS__KEY__ID`` -> ``s3.access-key-id``.
+
+    Raises :class:`ConfigError` naming ``variable`` for an upper-case key that is not letters and
+    digits joined by ``_`` or ``__`` (``S3___ENDPOINT``, a leading or trailing ``_``, an empty key).
+    Pure."""
+    if any(c.islower() or c in ".-" for c in key):
+        return key
+    if not _UPPER_KEY.fullmatch(key):
+        raise ConfigError(
+            f"environment variable {variable}: the property after the '__' is upper-case letters and digits "
+            "joined by '_' for a dot and '__' for a dash (LAMINAR_ICEBERG__S3_ACCESS__KEY__ID sets "
+            "s3.access-key-id), or the property as written (LAMINAR_ICEBERG__s3.access-key-id)")
+    return "-".join(part.replace("_", ".") for part in key.lower().split("__"))
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -123,7 +148,7 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def passthrough_tables(file_values: Mapping[str, Any], env: Mapping[str, str]) -> PassthroughTables:
     """The ``[kafka]``, ``[schema_registry]`` and ``[iceberg]`` tables of the config file, with the
     environment's ``LAMINAR_KAFKA__<KEY>`` / ``LAMINAR_SCHEMA_REGISTRY__<KEY>`` /
-    ``LAMINAR_ICEBERG__<KEY>`` on top. Pure."""
+    ``LAMINAR_ICEBERG__<KEY>`` on top (the key's spelling: :func:`env_property`). Pure."""
     tables: dict[str, dict[str, str]] = {}
     for table, prefix in _TABLES.items():
         values: dict[str, str] = {}
@@ -131,7 +156,7 @@ def passthrough_tables(file_values: Mapping[str, Any], env: Mapping[str, str]) -
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{table!r} in the config file must be a table of client properties")
         values.update({k: as_str(f"{table}.{k}", v) for k, v in _flatten(raw).items()})
-        values.update({_env_property(k[len(prefix):]): v for k, v in env.items() if k.startswith(prefix)})
+        values.update({env_property(k, k[len(prefix):]): v for k, v in env.items() if k.startswith(prefix)})
         tables[table] = values
     return PassthroughTables(tables["kafka"], tables["schema_registry"], tables["iceberg"])
 
