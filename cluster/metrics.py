@@ -262,7 +262,7 @@ class NodeMetrics:
     def serve(self, port: int, addr: str = "0.0.0.0", probes: Probes | None = None) -> Callable[[], None]:
         """Serve ``/metrics``, and ``/healthz`` and ``/readyz`` answered by ``probes``
         (:mod:`~laminar_kafka.cluster.node_server`), on ``port``; returns a function that stops the server."""
-        return serve_node(port, addr, self.registry, probes)
+        return serve_node(port, addr, self.registry, probes).stop
 
 
 class _CoordinatorCounts(Collector):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
@@ -22,7 +21,7 @@ from laminar_kafka.cluster.runtime.probes import Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Probes", "serve_node"]
+__all__ = ["NodeEndpoints", "Probes", "serve_node"]
 
 
 class Probes(Protocol):
@@ -81,17 +80,26 @@ def _family(host: str) -> socket.AddressFamily:
     return infos[0][0] if infos else socket.AF_INET
 
 
-def serve_node(port: int, address: str, registry: CollectorRegistry, probes: Probes | None) -> Callable[[], None]:
-    """Serve the endpoints on ``address:port`` from a daemon thread; returns the function that stops
-    the server. Raises :class:`OSError` when the port cannot be bound."""
-    server = _Server((address, port), registry, probes)
-    thread = threading.Thread(target=server.serve_forever, name="node-http", daemon=True)
-    thread.start()
-    logger.info("metrics on http://%s:%d/metrics, probes on /healthz and /readyz", address, server.server_port)
+class NodeEndpoints:
+    """The running server: its bound ``port`` (``serve_node(0, ...)`` picks a free one) and :meth:`stop`."""
 
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    def __init__(self, server: _Server) -> None:
+        self._server = server
+        self.port: int = server.server_port
+        self._thread = threading.Thread(target=server.serve_forever, name="node-http", daemon=True)
+        self._thread.start()
 
-    return stop
+    def stop(self) -> None:
+        """Stop serving and close the socket (idempotent)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+        self._server.server_close()
+
+
+def serve_node(port: int, address: str, registry: CollectorRegistry, probes: Probes | None) -> NodeEndpoints:
+    """Serve the endpoints on ``address:port`` from a daemon thread until ``stop()``. Raises
+    :class:`OSError` when the port cannot be bound."""
+    endpoints = NodeEndpoints(_Server((address, port), registry, probes))
+    logger.info("metrics on http://%s:%d/metrics, probes on /healthz and /readyz", address, endpoints.port)
+    return endpoints

@@ -1,0 +1,140 @@
+"""The probe snapshot a running NodeRuntime publishes, and the node's HTTP endpoints answering from it
+(an in-memory coordinator and source; the server on a free loopback port)."""
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from laminar_kafka.cluster.metrics import NodeMetrics
+from laminar_kafka.cluster.node_server import serve_node
+from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
+from laminar_kafka.cluster.runtime.probes import Activity, ProbeSettings, Verdict
+from laminar_kafka.cluster.runtime.state import RuntimePhase
+from laminar_kafka.coordinator.base import SessionState, SessionStateChanged
+from tests.unit.cluster.fakes import FakeCoordinator, wait_for
+from tests.unit.cluster.runtime.test_runtime import make_runtime, start_running, stop_running
+
+SETTINGS = ProbeSettings(zookeeper=True, session_timeout_s=10.0)
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    """The status and body of ``GET path`` (503 and 404 included)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@dataclass
+class FixedProbes:
+    healthy: Verdict
+    ready: Verdict
+
+    def health(self) -> Verdict:
+        return self.healthy
+
+    def readiness(self) -> Verdict:
+        return self.ready
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[int, FixedProbes, NodeMetrics]]:
+    metrics = NodeMetrics(4)
+    probes = FixedProbes(Verdict(True, "ok"), Verdict(False, "starting: joining the pipeline"))
+    metrics.watch_probes(probes)
+    endpoints = serve_node(0, "127.0.0.1", metrics.registry, probes)
+    try:
+        yield endpoints.port, probes, metrics
+    finally:
+        endpoints.stop()
+
+
+def test_the_endpoints_answer_the_verdicts_and_the_metrics(
+    served: tuple[int, FixedProbes, NodeMetrics], capfd: pytest.CaptureFixture[str]
+) -> None:
+    port, probes, _ = served
+    assert get(port, "/healthz") == (200, "ok\n")
+    assert get(port, "/readyz") == (503, "starting: joining the pipeline\n")
+    status, body = get(port, "/metrics")
+    assert status == 200
+    assert 'laminar_node_healthy{node="4"} 1.0' in body and 'laminar_node_ready{node="4"} 0.0' in body
+    probes.ready = Verdict(True, "ready: assignment version 3, 2 partition(s)")
+    probes.healthy = Verdict(False, "zookeeper session suspended for 12.3 s (timeout 10 s)")
+    assert get(port, "/readyz") == (200, "ready: assignment version 3, 2 partition(s)\n")
+    assert get(port, "/healthz") == (503, "zookeeper session suspended for 12.3 s (timeout 10 s)\n")
+    body = get(port, "/metrics")[1]
+    assert 'laminar_node_healthy{node="4"} 0.0' in body and 'laminar_node_ready{node="4"} 1.0' in body
+    assert get(port, "/healthz?verbose=1")[0] == 503  # a query string is ignored
+    assert get(port, "/other")[0] == 404
+    out, err = capfd.readouterr()
+    assert err == "" and out == ""  # quiet: no line per request
+
+
+def test_a_server_without_probes_answers_503() -> None:
+    endpoints = serve_node(0, "127.0.0.1", NodeMetrics(5).registry, None)
+    try:
+        port = endpoints.port
+        assert get(port, "/healthz") == (503, "probes not wired in this process\n")
+        assert get(port, "/readyz")[0] == 503
+        assert get(port, "/metrics")[0] == 200
+    finally:
+        endpoints.stop()
+
+
+def test_a_taken_port_raises_oserror(served: tuple[int, FixedProbes, NodeMetrics]) -> None:
+    with pytest.raises(OSError):
+        serve_node(served[0], "127.0.0.1", NodeMetrics(6).registry, None)
+
+
+async def test_the_feed_follows_a_runtime_from_start_to_stop(tmp_path: Path) -> None:
+    coordinator = FakeCoordinator()
+    runtime = make_runtime(tmp_path, coordinator)
+    feed = ProbeFeed(runtime, SETTINGS)
+    runtime.metrics.watch_probes(feed)
+    sample = runtime.metrics.registry.get_sample_value
+    assert feed.snapshot().phase is RuntimePhase.JOINING
+    assert feed.health().ok and feed.readiness() == Verdict(False, "starting: joining the pipeline")
+    async with feed.running():
+        task = await start_running(runtime, 10)
+        await wait_for(lambda: feed.readiness().ok)
+        snapshot = feed.snapshot()
+        assert snapshot.phase is RuntimePhase.RUNNING and snapshot.activity is Activity.READING
+        assert snapshot.assignment_version == 1 and snapshot.owned_partitions == 2  # embedded: every partition
+        assert sample("laminar_node_ready", {"node": "1"}) == 1.0
+        assert sample("laminar_node_healthy", {"node": "1"}) == 1.0
+
+        coordinator.emit(SessionStateChanged(SessionState.SUSPENDED))  # heard at once, published next tick
+        await wait_for(lambda: feed.snapshot().session.state is SessionState.SUSPENDED)
+        away_since = feed.snapshot().session.away_since
+        assert away_since is not None and feed.health().ok  # away for less than the timeout
+        coordinator.emit(SessionStateChanged(SessionState.CONNECTED))
+        await wait_for(lambda: feed.snapshot().session.away_since is None)
+
+        await stop_running(runtime, task)
+        await wait_for(lambda: feed.snapshot().phase is RuntimePhase.STOPPING)
+        assert feed.readiness() == Verdict(False, "stopping")
+        assert sample("laminar_node_ready", {"node": "1"}) == 0.0
+    taken = feed.snapshot().taken_at
+    await asyncio.sleep(0.6)  # the ticker stopped with the context: no snapshot after it
+    assert feed.snapshot().taken_at == taken
+
+
+async def test_a_loop_that_stops_turning_turns_the_node_unhealthy(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path, FakeCoordinator())
+    feed = ProbeFeed(runtime, ProbeSettings(zookeeper=False, session_timeout_s=10.0, loop_stale_s=0.3))
+    async with feed.running():
+        await asyncio.sleep(0.1)
+        assert feed.health().ok
+        stalled_at = feed.snapshot().taken_at
+        time.sleep(0.4)  # blocks the event loop: no tick
+        assert not feed.health().ok and feed.health().reason.startswith("event loop stalled")
+        await wait_for(lambda: feed.snapshot().taken_at > stalled_at)
+        assert feed.health().ok
