@@ -31,7 +31,7 @@ CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_c
 MATRIX_CELLS ?=
 MATRIX_PYTEST_ARGS ?=
 
-.PHONY: install jvm artifacts images test test-containers test-unit matrix demo chaos bench clean
+.PHONY: install jvm artifacts images test test-containers test-unit matrix demo chaos bench manifests k8s-apiserver-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,16 @@ bench: artifacts
 	$(PY) bench/bench_deployment.py landing
 	$(PY) bench/bench_deployment.py committers
 	$(PY) bench/bench_connect.py
+
+# manifests: deploy/kubernetes/ rendered from the Helm chart at its default values, for `kubectl apply -k`
+# (helm: $LAMINAR_HELM, else the one .ci/go-tools.sh builds and caches)
+manifests:
+	LAMINAR_HELM="$${LAMINAR_HELM:-$$(bash .ci/go-tools.sh | sed -n 's/^LAMINAR_HELM=//p')}" bash deploy/kubernetes/render.sh
+
+# k8s-apiserver-check: the chart installed into a real kube-apiserver and etcd on loopback, built from the Go
+# module proxy (a cold build takes minutes of both cores); no pods run (docs/kubernetes.md)
+k8s-apiserver-check:
+	flock /tmp/laminar-heavy.lock bash deploy/kubernetes/check-apiserver.sh
 
 clean:
 	rm -rf $(VENV) .venv-py313 .venv-oldest .pytest_cache .hypothesis
