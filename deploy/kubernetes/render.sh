@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders the chart deploy/helm/laminar-kafka at its default values into plain manifests for
 # `kubectl apply -k deploy/kubernetes` (one file per template, plus kustomization.yaml listing them).
-#   bash deploy/kubernetes/render.sh            rewrites deploy/kubernetes/ (make manifests)
+#   bash deploy/kubernetes/render.sh            rewrites deploy/kubernetes/ and the chart's copy of
+#                                               deploy/monitoring/alerts.yaml (make manifests)
 #   bash deploy/kubernetes/render.sh DIR        writes them into DIR instead (the drift test compares)
 # helm: $LAMINAR_HELM, else helm on PATH (`export $(bash .ci/go-tools.sh | tail -2)` builds one).
 set -euo pipefail
@@ -12,6 +13,12 @@ helm=${LAMINAR_HELM:-$(command -v helm || true)}
 if [ -z "$helm" ]; then
   echo "render.sh: no helm: set LAMINAR_HELM or run: export \$(bash .ci/go-tools.sh | tail -2)" >&2
   exit 1
+fi
+
+# The chart's PrometheusRule carries deploy/monitoring/alerts.yaml: refresh its copy (not when rendering
+# elsewhere: the drift test renders into a temporary directory and leaves the chart as it is).
+if [ -z "${1:-}" ]; then
+  cp "$here/../monitoring/alerts.yaml" "$chart/files/alerts.yaml"
 fi
 
 work=$(mktemp -d)

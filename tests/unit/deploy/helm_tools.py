@@ -20,6 +20,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "deploy" / "helm" / "laminar-kafka"
 MANIFESTS = REPO / "deploy" / "kubernetes"
+ALERTS = REPO / "deploy" / "monitoring" / "alerts.yaml"
 RELEASE = "laminar-kafka"
 #: the Kubernetes releases every rendered object is validated against (kubernetes-validate's schemas)
 KUBERNETES_RELEASES = ("1.33.0", "1.36.0")
@@ -113,7 +114,8 @@ ALL_FEATURES: dict[str, Any] = {
     "settings": {"checkpoint-interval-ms": 5000, "partition-by": "hour", "on-bad-record": "skip",
                  "include-key": True, "max-error-rate": 0.05},
     "logFormat": "json",
-    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+                "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}}},
     "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/lake"}},
     "podAnnotations": {"example.com/team": "data"},
     "nodeSelector": {"kubernetes.io/os": "linux"},

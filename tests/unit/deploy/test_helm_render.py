@@ -11,16 +11,17 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from laminar_kafka.cluster.config import settings_from
 from laminar_kafka.cluster.node_identity import NodeIdScheme, plan_node_id
 from laminar_kafka.cluster.runtime.state import RuntimeOptions
 from tests.unit.deploy.helm_tools import (
-    ALL_FEATURES, KUBERNETES_RELEASES, RELEASE, SECRET_STRINGS, by_kind, find_helm, one, render,
+    ALERTS, ALL_FEATURES, CHART, KUBERNETES_RELEASES, RELEASE, SECRET_STRINGS, by_kind, find_helm, one, render,
 )
 
 #: kinds of CustomResourceDefinitions the offline schemas do not know (checked by shape below)
-CUSTOM_KINDS = {"ServiceMonitor": "monitoring.coreos.com/v1"}
+CUSTOM_KINDS = {"ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1"}
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +64,10 @@ def test_defaults_render_the_expected_objects(defaults: list[dict[str, Any]]) ->
     assert {obj["metadata"]["name"] for obj in defaults} == {RELEASE}
 
 
-def test_all_features_render_secrets_and_the_service_monitor(all_features: list[dict[str, Any]]) -> None:
+def test_all_features_render_secrets_and_the_monitoring_resources(all_features: list[dict[str, Any]]) -> None:
     kinds = sorted(obj["kind"] for obj in all_features)
-    assert kinds == ["ConfigMap", "PodDisruptionBudget", "Secret", "Secret", "Secret", "Secret", "Service",
-                     "ServiceAccount", "ServiceMonitor", "StatefulSet"]
+    assert kinds == ["ConfigMap", "PodDisruptionBudget", "PrometheusRule", "Secret", "Secret", "Secret", "Secret",
+                     "Service", "ServiceAccount", "ServiceMonitor", "StatefulSet"]
 
 
 @pytest.mark.parametrize("release", KUBERNETES_RELEASES)
@@ -268,3 +269,14 @@ def test_a_changed_config_rolls_the_pods(helm: str, tmp_path: Path, defaults: li
     changed = render(helm, {"settings": {"checkpoint-interval-ms": 4000}}, tmp_path)
     checksum = lambda objects: one(objects, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]  # noqa: E731
     assert checksum(changed) != checksum(defaults)
+
+
+def test_the_prometheus_rule_carries_the_alert_rules(defaults: list[dict[str, Any]],
+                                                     all_features: list[dict[str, Any]]) -> None:
+    """Its groups are deploy/monitoring/alerts.yaml's, through the chart's copy (`make manifests` refreshes it)."""
+    assert (CHART / "files" / "alerts.yaml").read_text() == ALERTS.read_text(), (
+        "deploy/helm/laminar-kafka/files/alerts.yaml differs from deploy/monitoring/alerts.yaml: run `make manifests`")
+    assert by_kind(defaults, "PrometheusRule") == []
+    rule = one(all_features, "PrometheusRule")
+    assert rule["spec"]["groups"] == yaml.safe_load(ALERTS.read_text())["groups"]
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
