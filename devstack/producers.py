@@ -1,4 +1,5 @@
-"""Producing test data: `produce` (a bounded batch) and `ContinuousProducer` (a steady rate).
+"""Producing test data: `produce` (a bounded batch), `produce_numbered` (numbered records, at a
+rate or at once: `laminar-kafka dev produce`) and `ContinuousProducer` (a steady rate from a thread).
 
 Both are idempotent with ``acks=all``. Each takes an optional ``client``
 (`laminar_kafka.kafka_source.clients.KafkaClientConfig`: a secured connection) besides the bootstrap servers, as
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from laminar_kafka.devstack.topics import resolve_client
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, make_admin, make_producer
 
-__all__ = ["ContinuousProducer", "partition_count", "produce", "producer"]
+__all__ = ["ContinuousProducer", "numbered_record", "partition_count", "produce", "produce_numbered", "producer"]
 
 
 def producer(bootstrap: KafkaTarget, *, client: KafkaClientConfig | None = None, **extra: object) -> Producer:
@@ -46,34 +47,76 @@ def produce(
     Bounded by `timeout` for the final flush. Returns how many the broker acknowledged; raises
     KafkaException if any delivery failed or is still outstanding.
     """
-    failures: list[str] = []
     partitions = partition_count(bootstrap, topic, client=client) if partition is None else 0
-    kafka = producer(bootstrap, client=client)
+    targets = (partition if partition is not None else index % partitions for index in range(len(values)))
+    return _produce_all(producer(bootstrap, client=client), topic, zip(targets, values), key, timeout)
+
+
+def numbered_record(n: int) -> bytes:
+    """Record ``n`` of `produce_numbered` and `ContinuousProducer`: ``b"record-%012d" % n``."""
+    return b"record-%012d" % n
+
+
+def produce_numbered(
+    bootstrap: KafkaTarget,
+    topic: str,
+    count: int,
+    *,
+    rate: float = 0.0,
+    first: int = 0,
+    timeout: float = 60.0,
+    client: KafkaClientConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Produce records ``first`` .. ``first + count - 1`` (:func:`numbered_record`), record ``n`` to
+    partition ``n % partitions``; at most ``rate`` records per second (0: as fast as the client
+    takes them). Returns how many the broker acknowledged; raises KafkaException as `produce` does."""
+    partitions = partition_count(bootstrap, topic, client=client)
+    started = clock()
+
+    def paced() -> Iterable[tuple[int, bytes]]:
+        for index in range(count):
+            if rate > 0:
+                ahead = index / rate - (clock() - started)  # seconds this record is early
+                if ahead > 0:
+                    sleep(ahead)
+            n = first + index
+            yield n % partitions, numbered_record(n)
+
+    return _produce_all(producer(bootstrap, client=client), topic, paced(), None, timeout)
+
+
+def _produce_all(kafka: Producer, topic: str, records: Iterable[tuple[int, bytes]], key: bytes | None,
+                 timeout: float) -> int:
+    """Produce each ``(partition, value)``, then flush within `timeout`; the count acknowledged, or
+    KafkaException when a delivery failed or is still outstanding."""
+    failures: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
         if err is not None:
             failures.append(str(err))
 
-    for index, value in enumerate(values):
-        target = partition if partition is not None else index % partitions
+    count = 0
+    for count, (target, value) in enumerate(records, start=1):
         while True:
             try:
                 kafka.produce(topic, value=value, key=key, partition=target, on_delivery=on_delivery)
                 break
             except BufferError:
                 kafka.poll(0.05)
-        if index % 10_000 == 0:
+        if count % 10_000 == 1:
             kafka.poll(0)
     remaining = kafka.flush(timeout)
     if remaining or failures:
         raise KafkaException(f"{remaining} undelivered, failures: {failures[:3]}")
-    return len(values)
+    return count
 
 
 class ContinuousProducer:
     """Produces small records round-robin over partitions at ``rate`` per second from a thread.
 
-    Record ``n`` is ``b"record-%012d" % n`` on partition ``n % partitions``. ``partitions`` may be
+    Record ``n`` is :func:`numbered_record` ``(n)`` on partition ``n % partitions``. ``partitions`` may be
     raised while it runs (after partitions were added to the topic). ``produced``, ``acked`` and
     ``failed`` count records handed to the client, acknowledged, and failed.
     """
@@ -108,7 +151,7 @@ class ContinuousProducer:
             while self.produced < due and not self._stop.is_set():
                 try:
                     self._producer.produce(
-                        self._topic, value=b"record-%012d" % self.produced, partition=self.produced % self.partitions,
+                        self._topic, value=numbered_record(self.produced), partition=self.produced % self.partitions,
                         on_delivery=self._delivered,
                     )
                     self.produced += 1

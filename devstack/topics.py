@@ -1,4 +1,5 @@
-"""`create_topic`: the one way the dev tooling, the tests and the benches create a topic.
+"""`create_topic`: the one way the dev tooling, the tests and the benches create a topic;
+`ensure_topic`: the same when it does not exist yet (`laminar-kafka dev produce`).
 
 Every devstack helper that talks to Kafka takes the bootstrap servers (or a whole
 `laminar_kafka.kafka_source.clients.KafkaClientConfig`) and an optional `client` (a `KafkaClientConfig`, e.g.
@@ -14,7 +15,7 @@ from laminar_kafka.devstack.errors import WaitTimeout
 from laminar_kafka.devstack.waiting import wait_until
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_admin
 
-__all__ = ["create_topic", "resolve_client"]
+__all__ = ["create_topic", "ensure_topic", "resolve_client"]
 
 
 def resolve_client(bootstrap: KafkaTarget, client: KafkaClientConfig | None) -> KafkaClientConfig:
@@ -59,3 +60,22 @@ def create_topic(
         wait_until(every_partition_led, timeout, f"a leader for every partition of topic {topic}", interval=0.1)
     except WaitTimeout as exc:
         raise WaitTimeout(f"topic {topic} has no leader for every partition after {timeout:.0f}s") from exc
+
+
+def ensure_topic(
+    bootstrap: KafkaTarget,
+    topic: str,
+    partitions: int,
+    timeout: float = 30.0,
+    *,
+    client: KafkaClientConfig | None = None,
+) -> tuple[int, bool]:
+    """``(partitions, created)``: `topic`'s partition count once it exists, created with `partitions`
+    (see `create_topic`) when it did not; an existing topic is left as it is, whatever its count.
+    Raises the broker's error when the topic can neither be read nor created."""
+    admin = make_admin(resolve_client(bootstrap, client))
+    info = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    if info is not None and info.error is None and info.partitions:
+        return len(info.partitions), False
+    create_topic(bootstrap, topic, partitions, timeout, client=client)
+    return partitions, True

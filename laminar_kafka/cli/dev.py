@@ -7,8 +7,11 @@ commands never load the dev tooling; a runtime-only install (`pip install lamina
 `dev`: a local Kafka + ZooKeeper for development.
 
 `dev up` starts the servers detached, records them in a state file and prints the addresses and the
-time to healthy; `dev status` checks the recorded processes against the process table; `dev down`
-stops them and leaves no process behind. A state file left by a crashed `dev up` is detected (its
+time to healthy; `dev up --exports` prints them as shell ``export`` lines instead
+(``LAMINAR_BOOTSTRAP``, ``LAMINAR_ZK``, which `run`, `status` and `verify` read), for
+``eval "$(laminar-kafka dev up --exports)"``; `dev status` checks the recorded processes against the
+process table; `dev produce` creates a topic and produces to it (:mod:`laminar_kafka.cli.dev_produce`);
+`dev down` stops them and leaves no process behind. A state file left by a crashed `dev up` is detected (its
 processes are gone or no longer ours) and cleaned, never trusted blindly.
 
 `dev up --containers` is the container variant: Kafka and ZooKeeper containers of the project's
@@ -33,22 +36,26 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import shlex
+from collections.abc import Mapping
+
 from laminar_kafka.cli.tools import dev_tool
 from laminar_kafka.cli.common import Parser
+from laminar_kafka.cli.dev_produce import add_produce_command
 from laminar_kafka.cluster.errors import UsageError
 
 if TYPE_CHECKING:
     from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
     from laminar_kafka.devstack.stack import RecordedStack
 
-__all__ = ["add_dev_commands"]
+__all__ = ["add_dev_commands", "shell_exports"]
 
 CONTAINER_STACK = "laminar-dev"
 
 
 def add_dev_commands(subparsers: argparse._SubParsersAction[Parser]) -> None:
-    """Register the `dev` command and its `up`, `status` and `down` subcommands (no dev module is
-    imported to build them: `run --help` works on a runtime-only install)."""
+    """Register the `dev` command and its `up`, `status`, `produce` and `down` subcommands (no dev
+    module is imported to build them: `run --help` works on a runtime-only install)."""
     dev = subparsers.add_parser(
         "dev", help="run a local Kafka (KRaft) and ZooKeeper for development",
         description="Run a local Kafka (KRaft) and ZooKeeper from their Maven Central artifacts.",
@@ -58,12 +65,16 @@ def add_dev_commands(subparsers: argparse._SubParsersAction[Parser]) -> None:
         help="where the running stack is recorded (default: devstack/state.json in the laminar-kafka cache "
              "directory, ~/.cache/laminar-kafka unless LAMINAR_CACHE_DIR says otherwise)",
     )
-    actions = dev.add_subparsers(dest="dev_command", required=True, metavar="{up,status,down}")
+    actions = dev.add_subparsers(dest="dev_command", required=True, metavar="{up,status,produce,down}")
     up = actions.add_parser("up", help="start Kafka and ZooKeeper, print their addresses")
     up.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="Kafka brokers (default 1)")
     up.add_argument("--zookeepers", type=int, choices=(1, 3), default=1, help="ZooKeeper servers (default 1)")
     up.add_argument("--timeout", type=float, default=None, help="seconds to wait for health (default 90)")
-    up.add_argument("--json", action="store_true", help="print the state as JSON")
+    shown = up.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the state as JSON")
+    shown.add_argument("--exports", action="store_true",
+                       help="print only shell export lines (LAMINAR_BOOTSTRAP, LAMINAR_ZK; with --s3 the AWS_* "
+                            "variables): eval \"$(laminar-kafka dev up --exports)\"")
     up.add_argument("--containers", action="store_true",
                     help="run Kafka and ZooKeeper as containers of the project's images (one broker, one server)")
     up.add_argument("--secure", action="store_true",
@@ -74,8 +85,12 @@ def add_dev_commands(subparsers: argparse._SubParsersAction[Parser]) -> None:
                          "Iceberg REST catalog; prints the AWS_* variables and the catalog URI")
     up.set_defaults(handler=dev_tool("dev up", dev_up))
     status = actions.add_parser("status", help="show the recorded stack and whether each process is alive")
-    status.add_argument("--json", action="store_true", help="print the state as JSON")
+    status_shown = status.add_mutually_exclusive_group()
+    status_shown.add_argument("--json", action="store_true", help="print the state as JSON")
+    status_shown.add_argument("--exports", action="store_true",
+                              help="print only the shell export lines of the running stack, as dev up --exports")
     status.set_defaults(handler=dev_tool("dev status", dev_status))
+    add_produce_command(actions)
     down = actions.add_parser("down", help="stop the stack and remove its data (processes and containers)")
     down.add_argument("--containers", action="store_true",
                       help="also remove the container stack's containers when its state file is lost")
@@ -86,6 +101,14 @@ def _state_file(args: argparse.Namespace) -> Path:
     from laminar_kafka.devstack.stack import default_state_file
 
     return args.state_file or default_state_file()
+
+
+def shell_exports(bootstrap: str, zk_hosts: str, extra: Mapping[str, str] | None = None) -> str:
+    """The ``export`` lines of a stack, quoted for a POSIX shell: ``LAMINAR_BOOTSTRAP``, ``LAMINAR_ZK``
+    (the settings `run`, `status` and `verify` read from the environment), then ``extra`` (SeaweedFS's
+    ``AWS_*``). Pure."""
+    values = {"LAMINAR_BOOTSTRAP": bootstrap, "LAMINAR_ZK": zk_hosts, **(extra or {})}
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in values.items())
 
 
 def _print_stack(state: dict[str, object], as_json: bool) -> None:
@@ -160,8 +183,8 @@ def dev_up_containers(args: argparse.Namespace) -> int:
     running = _container_states(client, name)
     if running and state_file.exists() and all(c["status"] == "running" for c in running):
         state = json.loads(state_file.read_text())
-        print("dev stack (containers) already running")
-        _print_stack(state, args.json)
+        print("dev stack (containers) already running", file=sys.stderr if args.exports else sys.stdout)
+        _print_stack_or_exports(state, args)
         return 0
     if running or state_file.exists():
         removed = remove_stack(client, name)
@@ -176,8 +199,15 @@ def dev_up_containers(args: argparse.Namespace) -> int:
     temporary = state_file.with_suffix(".tmp")
     temporary.write_text(json.dumps(stack.to_state(), indent=2))
     temporary.replace(state_file)
-    _print_stack(stack.to_state(), args.json)
+    _print_stack_or_exports(stack.to_state(), args)
     return 0
+
+
+def _print_stack_or_exports(state: dict[str, object], args: argparse.Namespace) -> None:
+    if getattr(args, "exports", False):
+        print(shell_exports(str(state["bootstrap"]), str(state["zk_hosts"])), end="")
+    else:
+        _print_stack(state, args.json)
 
 
 def _containers_status(args: argparse.Namespace) -> tuple[dict[str, Any], bool] | None:
@@ -236,7 +266,7 @@ def dev_up(args: argparse.Namespace) -> int:
     secure = bool(getattr(args, "secure", False))
     if recorded is not None:
         if recorded.healthy and (recorded.secure is not None or not secure):
-            if not args.json:
+            if not args.json and not getattr(args, "exports", False):
                 print("dev stack already running", file=sys.stderr)
             state: dict[str, object] = {"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
                                         "startup_seconds": recorded.startup_seconds, "already_running": True,
@@ -264,6 +294,10 @@ def _print_stack_and_s3(state: dict[str, object], state_file: Path, args: argpar
     """Print the stack, and with ``--s3`` start (or find) SeaweedFS first: one JSON document with
     ``--json``, else the stack's lines then SeaweedFS's."""
     server = _s3_up(state_file) if getattr(args, "s3", False) else None
+    if getattr(args, "exports", False):
+        print(shell_exports(str(state["bootstrap"]), str(state["zk_hosts"]),
+                            server.env() if server is not None else None), end="")
+        return
     if args.json:
         print(json.dumps({**state, "s3": _s3_state(server)} if server is not None else state, indent=2))
         return
@@ -318,6 +352,9 @@ def dev_status(args: argparse.Namespace) -> int:
     containers_state = _containers_status(args)
     if containers_state is not None:
         state, healthy = containers_state
+        if getattr(args, "exports", False):
+            print(shell_exports(str(state["bootstrap"]), str(state["zk_hosts"])), end="")
+            return 0 if healthy else 1
         if args.json:
             print(json.dumps({**state, "healthy": healthy}, indent=2))
         else:
@@ -330,7 +367,7 @@ def dev_status(args: argparse.Namespace) -> int:
             dev_status_processes(args, recorded)
             return 1
     if recorded is None:
-        print("no dev stack recorded")
+        print("no dev stack recorded", file=sys.stderr if getattr(args, "exports", False) else sys.stdout)
         return 3
     return dev_status_processes(args, recorded)
 
@@ -340,7 +377,9 @@ def dev_status_processes(args: argparse.Namespace, recorded: RecordedStack) -> i
     from laminar_kafka.devstack.objectstore.seaweedfs import recorded_dev_server
 
     s3 = recorded_dev_server(_state_file(args))
-    if args.json:
+    if getattr(args, "exports", False):
+        print(shell_exports(recorded.bootstrap, recorded.zk_hosts, s3.env() if s3 is not None else None), end="")
+    elif args.json:
         print(json.dumps({
             "bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts, "healthy": recorded.healthy,
             "secure": dict(recorded.secure) if recorded.secure else None,
