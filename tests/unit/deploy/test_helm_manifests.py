@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 import yaml
 
+from laminar_kafka.cluster.config import settings_from
 from tests.unit.deploy.helm_tools import MANIFESTS, find_helm, render
 
 
@@ -35,3 +37,24 @@ def test_the_kustomization_lists_every_manifest_and_they_are_the_chart_objects()
     assert sorted(o["kind"] for o in objects) == sorted(o["kind"] for o in render(find_helm()))
     assert all("namespace" not in o["metadata"] for o in objects), "kustomize or kubectl sets the namespace"
 
+
+
+def test_the_overlay_example_settings_are_what_a_node_accepts() -> None:
+    """docs/kubernetes.md's overlay: its laminar.toml loads with the node's own parser, secrets aside."""
+    overlay = MANIFESTS / "overlay-example"
+    document = tomllib.loads((overlay / "laminar.toml").read_text())
+    settings = settings_from(document, {"LAMINAR_KAFKA__SASL_PASSWORD": "pw"}, {"node-id": "auto"})
+    assert (settings.pipeline, settings.table_format, settings.kafka["sasl.password"]) == ("orders", "iceberg", "pw")
+    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["../"]
+    generated = {g["name"] for g in kustomization["configMapGenerator"]}
+    assert generated == _names_of_kind("ConfigMap"), "the overlay replaces the rendered ConfigMap"
+
+
+def _names_of_kind(kind: str) -> set[str]:
+    names = set()
+    for path in MANIFESTS.glob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == kind:
+                names.add(doc["metadata"]["name"])
+    return names
