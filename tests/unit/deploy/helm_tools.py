@@ -70,9 +70,9 @@ def run_helm(helm: str, *args: str, values: Mapping[str, Any] | None = None, tmp
 
 
 def render(helm: str, values: Mapping[str, Any] | None = None, tmp: Path | None = None,
-           extra: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The objects ``helm template`` renders for ``values`` (defaults when None); fails on an error."""
-    done = run_helm(helm, "template", RELEASE, str(CHART), *extra, values=values, tmp=tmp)
+           extra: Sequence[str] = (), release: str = RELEASE) -> list[dict[str, Any]]:
+    """The objects ``helm template <release>`` renders for ``values`` (defaults when None); fails on an error."""
+    done = run_helm(helm, "template", release, str(CHART), *extra, values=values, tmp=tmp)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
