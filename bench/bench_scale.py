@@ -15,7 +15,7 @@ of ``--window`` seconds is measured from ``/proc``:
 - ZooKeeper: CPU ms/s, bytes written to disk per second (``/proc/<pid>/io``), and requests per
   second (``mntr``'s ``zk_packets_received``), each also per epoch committed in the window;
 - epoch commit (``laminar_checkpoint_seconds``) p50/p99 from the nodes' metrics over the window;
-- the join-round pause p99 (``laminar_handoff_pause_seconds``) over the whole run.
+- the join-round pause p99 (the ``laminar_handoff_pause_seconds`` histogram's buckets) over the whole run.
 
 ``burst_after_idle_s`` (``--rate 0``): after the window, 100 records produced at once and their
 latency to the lake (the quiet interval holds then; a node asks for the epoch that lands them).

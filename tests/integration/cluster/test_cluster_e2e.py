@@ -8,24 +8,31 @@ from __future__ import annotations
 import socket
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline, scrape  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
 
-#: the metric families DESIGN section 7 lists (Prometheus names, counters without _total)
+#: the metric families DESIGN section 7 lists (as exported: counters with _total, histograms by their samples)
 DESIGN_METRICS = (
-    "laminar_records_in", "laminar_bytes_in", "laminar_batches", "laminar_lag_records",
-    "laminar_durable_lag_records", "laminar_handoff_pause_seconds", "laminar_drain_seconds",
-    "laminar_checkpoint_seconds", "laminar_epochs_committed", "laminar_epochs_aborted",
-    "laminar_fenced_writes_rejected", "laminar_session_state",
+    "laminar_records_in_total", "laminar_bytes_in_total", "laminar_batches_total", "laminar_lag_records",
+    "laminar_durable_lag_records", "laminar_handoff_pause_seconds_count", "laminar_drain_seconds_count",
+    "laminar_checkpoint_seconds_count", "laminar_epochs_committed_total", "laminar_epochs_aborted_total",
+    "laminar_fenced_writes_rejected_total", "laminar_session_state", "laminar_node_healthy", "laminar_node_ready",
 )
 
 
 def sampled(body: str, family: str) -> bool:
     """Whether ``family`` has at least one sample with a node label."""
-    return any(line.startswith(family) and '{node="' in line for line in body.splitlines())
+    return any(line.startswith(family + "{") and 'node="' in line for line in body.splitlines())
+
+
+def samples(body: str, name: str) -> list[Sample]:
+    """The samples named ``name`` of a ``/metrics`` page, parsed as Prometheus parses it."""
+    return [s for family in text_string_to_metric_families(body) for s in family.samples if s.name == name]
 
 
 def test_planned_leave(pipeline: Pipeline) -> None:
@@ -44,7 +51,9 @@ def test_planned_leave(pipeline: Pipeline) -> None:
     pipeline.wait_until(lambda: all(sampled(scrape(port), f) for f in DESIGN_METRICS), 20, "every metric exported")
     body = scrape(port)
     assert 'laminar_session_state{node="1",state="CONNECTED"} 1.0' in body
-    assert 'laminar_handoff_pause_seconds{node="1",partition="' in body
+    assert [s.value for s in samples(body, "laminar_handoff_pause_seconds_count")][0] > 0  # acquired in live rounds
+    lag = samples(body, "laminar_lag_records")
+    assert lag and all(s.labels["topic"] == pipeline.topic and s.labels["partition"].isdigit() for s in lag)
 
 
 def free_port() -> int:
