@@ -3,13 +3,14 @@
 # of it (opt-in, not part of CI: `make k8s-apiserver-check`, under /tmp/laminar-heavy.lock).
 #
 #   1. builds etcd, kube-apiserver and kubectl from the Go module proxy, once per version, into
-#      $LAMINAR_CACHE_DIR/tools/kubernetes-<version> (a cold build takes minutes of both cores);
+#      $LAMINAR_CACHE_DIR/tools/kubernetes-<version>-etcd-<version> (a cold build: about 8.5 minutes
+#      of both cores);
 #   2. starts etcd and kube-apiserver on 127.0.0.1 (a service-account key pair from openssl, a token
 #      auth file, RBAC), with a throwaway data directory;
 #   3. helm install --dry-run=server, then helm install of deploy/helm/laminar-kafka with every Secret
 #      in use; checks the StatefulSet, Service, PDB, ConfigMap and Secrets as the server defaulted them;
-#      helm upgrade to another replica count; helm uninstall; then kubectl apply -k deploy/kubernetes
-#      and kubectl delete -k;
+#      helm upgrade to another replica count; helm uninstall; the same install with values-dev.yaml;
+#      then kubectl apply -k of deploy/kubernetes and of its overlay example, and delete -k;
 #   4. stops both servers and removes the data directory, whatever happened.
 #
 # No kubelet, container runtime, controller manager or scheduler runs: objects are stored and
@@ -86,10 +87,19 @@ step "binaries ready (etcd, kube-apiserver, kubectl $K8S_VERSION; helm)"
 # --- 2. etcd and kube-apiserver on loopback -------------------------------------------------------
 work=$(mktemp -d /tmp/laminar-apiserver.XXXXXX)
 pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+stop() {  # SIGTERM, then SIGKILL after 15 s (kube-apiserver can wait on a gone etcd for long)
+  local pid=$1 i
+  kill "$pid" 2>/dev/null || return 0
+  for i in $(seq 150); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {  # the API server first, then etcd
+  local i
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop "${pids[$i]}"; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -161,16 +171,22 @@ step "helm install --dry-run=server (validated by the server, nothing stored)"
 step "helm install"
 
 get() { kubectl get -n "$ns" "$@" -o json; }
-check() {  # $1 description, $2 jq expression that must be true on $3 (JSON)
-  echo "$3" | jq -e "$2" >/dev/null || fail "$1: $(echo "$3" | jq -c "$2")"
+check() {  # $1 description, $2 jq expression that must be true on $3 (JSON); the object is kept on failure
+  if ! echo "$3" | jq -e "$2" >/dev/null; then
+    echo "$3" > /tmp/check-apiserver-failed.json
+    fail "$1: $2 is $(echo "$3" | jq -c "$2") (the object: /tmp/check-apiserver-failed.json)"
+  fi
 }
 sts=$(get statefulset laminar-kafka)
 check "StatefulSet replicas 3, Parallel" '.spec.replicas == 3 and .spec.podManagementPolicy == "Parallel"' "$sts"
-check "StatefulSet defaulted by the server" \
-  '.spec.revisionHistoryLimit == 10 and .spec.updateStrategy.rollingUpdate.partition == 0
-   and .spec.persistentVolumeClaimRetentionPolicy.whenScaled == "Retain"
-   and .spec.template.spec.restartPolicy == "Always" and .spec.template.spec.dnsPolicy == "ClusterFirst"
-   and .spec.template.spec.schedulerName == "default-scheduler"' "$sts"
+# what the server filled in (the chart sets none of these)
+check "defaulted: revisionHistoryLimit" '.spec.revisionHistoryLimit == 10' "$sts"
+check "defaulted: PVC retention policy" '.spec.persistentVolumeClaimRetentionPolicy.whenScaled == "Retain"' "$sts"
+check "defaulted: restartPolicy, dnsPolicy, schedulerName" '.spec.template.spec | .restartPolicy == "Always"
+   and .dnsPolicy == "ClusterFirst" and .schedulerName == "default-scheduler"' "$sts"
+check "defaulted: container fields" '.spec.template.spec.containers[0] | .terminationMessagePath == "/dev/termination-log"
+   and .terminationMessagePolicy == "File"' "$sts"
+check "defaulted: emptyDir medium" '[.spec.template.spec.volumes[] | select(.emptyDir)] | length == 2' "$sts"
 check "the node's command" '.spec.template.spec.containers[0].args | index("--node-id") as $i | .[$i + 1] == "auto"' "$sts"
 check "probes defaulted" '.spec.template.spec.containers[0] | .livenessProbe.httpGet.scheme == "HTTP"
    and .livenessProbe.httpGet.path == "/healthz" and .readinessProbe.httpGet.path == "/readyz"
@@ -205,6 +221,17 @@ left=$(kubectl get statefulset,service,poddisruptionbudget,configmap,secret,serv
   -l app.kubernetes.io/instance=laminar-kafka -o name)
 [ -z "$left" ] || fail "left after helm uninstall: $left"
 step "helm uninstall (nothing left)"
+
+# values-dev.yaml: the dev servers beside the nodes
+kubectl create namespace laminar-dev >/dev/null
+"$helm" install try "$chart" -n laminar-dev -f "$chart/values-dev.yaml" --dry-run=server >/dev/null
+"$helm" install try "$chart" -n laminar-dev -f "$chart/values-dev.yaml" >/dev/null
+check "values-dev: four StatefulSets" '[.items[].metadata.name] | sort == ["try-laminar-kafka", "try-laminar-kafka-dev-kafka",
+   "try-laminar-kafka-dev-s3", "try-laminar-kafka-dev-zookeeper"]' "$(kubectl get statefulsets -n laminar-dev -o json)"
+check "values-dev: the topic init" '.spec.template.spec.initContainers[0].name == "topic-init-0"' \
+  "$(kubectl get statefulset try-laminar-kafka -n laminar-dev -o json)"
+"$helm" uninstall try -n laminar-dev >/dev/null
+step "helm install -f values-dev.yaml (dry-run=server, real), uninstall"
 
 kubectl create namespace laminar-manifests >/dev/null
 kubectl apply -k "$here" -n laminar-manifests --dry-run=server >/dev/null

@@ -19,6 +19,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "deploy" / "helm" / "laminar-kafka"
+#: the try-out values: dev servers inside the cluster
+DEV_VALUES = CHART / "values-dev.yaml"
 MANIFESTS = REPO / "deploy" / "kubernetes"
 ALERTS = REPO / "deploy" / "monitoring" / "alerts.yaml"
 RELEASE = "laminar-kafka"
@@ -69,12 +71,29 @@ def run_helm(helm: str, *args: str, values: Mapping[str, Any] | None = None, tmp
     return HelmRun(done.returncode, done.stdout, done.stderr)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a mapping with a key twice (PyYAML keeps the last one silently; the
+    API server's decoder refuses such a manifest)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
+        duplicated = sorted({str(k) for k in keys if keys.count(k) > 1})
+        if duplicated:
+            raise yaml.constructor.ConstructorError(None, None, f"keys given twice: {duplicated}", node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_documents(text: str) -> list[dict[str, Any]]:
+    """Every non-empty document of a multi-document YAML text; a key given twice in a mapping fails."""
+    return [doc for doc in yaml.load_all(text, Loader=_UniqueKeyLoader) if doc]
+
+
 def render(helm: str, values: Mapping[str, Any] | None = None, tmp: Path | None = None,
            extra: Sequence[str] = (), release: str = RELEASE) -> list[dict[str, Any]]:
     """The objects ``helm template <release>`` renders for ``values`` (defaults when None); fails on an error."""
     done = run_helm(helm, "template", release, str(CHART), *extra, values=values, tmp=tmp)
     assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return load_documents(done.stdout)
 
 
 def by_kind(objects: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.deploy.helm_tools import ALL_FEATURES, CHART, RELEASE, find_helm, run_helm
+from tests.unit.deploy.helm_tools import ALL_FEATURES, CHART, DEV_VALUES, RELEASE, find_helm, run_helm
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +15,11 @@ def helm() -> str:
 
 
 @pytest.mark.parametrize("strict", [False, True], ids=["lint", "lint-strict"])
-@pytest.mark.parametrize("features", ["defaults", "all-features"])
+@pytest.mark.parametrize("features", ["defaults", "all-features", "values-dev"])
 def test_chart_lints(helm: str, tmp_path: Path, strict: bool, features: str) -> None:
     values = ALL_FEATURES if features == "all-features" else None
-    done = run_helm(helm, "lint", str(CHART), *(["--strict"] if strict else []), values=values, tmp=tmp_path)
+    extra = ["-f", str(DEV_VALUES)] if features == "values-dev" else []
+    done = run_helm(helm, "lint", str(CHART), *(["--strict"] if strict else []), *extra, values=values, tmp=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 chart(s) failed" in done.stdout
 
@@ -41,6 +42,7 @@ WRONG_VALUES: list[tuple[dict[str, Any], str, str]] = [
     ({"terminationGracePeriodSeconds": 10}, "/terminationGracePeriodSeconds", "minimum"),
     ({"logFormat": "xml"}, "/logFormat", "must be one of 'text', 'json'"),
     ({"metricsPort": 80}, "/metricsPort", "minimum"),
+    ({"dev": {"enabled": True}}, "/objectStore/accessKeyId", "minLength: got 0, want 1"),
 ]
 
 

@@ -16,8 +16,9 @@ import yaml
 from laminar_kafka.cluster.config import settings_from
 from laminar_kafka.cluster.node_identity import NodeIdScheme, plan_node_id
 from laminar_kafka.cluster.runtime.state import RuntimeOptions
+from laminar_kafka.devstack.containers.engine import KAFKA_IMAGE, NODE_IMAGE, SEAWEEDFS_IMAGE, ZOOKEEPER_IMAGE
 from tests.unit.deploy.helm_tools import (
-    ALERTS, ALL_FEATURES, CHART, KUBERNETES_RELEASES, RELEASE, SECRET_STRINGS, by_kind, find_helm, one, render,
+    ALERTS, ALL_FEATURES, CHART, DEV_VALUES, KUBERNETES_RELEASES, RELEASE, SECRET_STRINGS, by_kind, find_helm, one, render,
 )
 
 #: kinds of CustomResourceDefinitions the offline schemas do not know (checked by shape below)
@@ -39,9 +40,21 @@ def all_features(helm: str, tmp_path_factory: pytest.TempPathFactory) -> list[di
     return render(helm, ALL_FEATURES, tmp_path_factory.mktemp("values"))
 
 
+@pytest.fixture(scope="module")
+def dev(helm: str) -> list[dict[str, Any]]:
+    return render(helm, extra=["-f", str(DEV_VALUES)])
+
+
 def _container(objects: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    (container,) = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"]
+    (container,) = _nodes(objects)["spec"]["template"]["spec"]["containers"]
     return container
+
+
+def _nodes(objects: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The nodes' StatefulSet (values-dev.yaml adds the dev servers' own)."""
+    (nodes,) = [o for o in by_kind(objects, "StatefulSet")
+                if o["metadata"]["labels"]["app.kubernetes.io/component"] == "node"]
+    return nodes
 
 
 def _option(args: Sequence[str], flag: str) -> str:
@@ -71,7 +84,7 @@ def test_all_features_render_secrets_and_the_monitoring_resources(all_features: 
 
 
 @pytest.mark.parametrize("release", KUBERNETES_RELEASES)
-@pytest.mark.parametrize("features", ["defaults", "all_features"])
+@pytest.mark.parametrize("features", ["defaults", "all_features", "dev"])
 def test_every_object_is_valid_for_the_kubernetes_release(request: pytest.FixtureRequest, features: str,
                                                           release: str) -> None:
     objects: list[dict[str, Any]] = request.getfixturevalue(features)
@@ -280,3 +293,54 @@ def test_the_prometheus_rule_carries_the_alert_rules(defaults: list[dict[str, An
     rule = one(all_features, "PrometheusRule")
     assert rule["spec"]["groups"] == yaml.safe_load(ALERTS.read_text())["groups"]
     assert rule["metadata"]["labels"]["release"] == "prometheus"
+
+
+def test_values_dev_starts_the_servers_from_the_images_the_project_builds(dev: list[dict[str, Any]]) -> None:
+    servers = {o["metadata"]["labels"]["app.kubernetes.io/component"]: o for o in by_kind(dev, "StatefulSet")}
+    assert sorted(servers) == ["dev-kafka", "dev-s3", "dev-zookeeper", "node"]
+    images = {name: sts["spec"]["template"]["spec"]["containers"][0]["image"] for name, sts in servers.items()}
+    assert images == {"dev-kafka": KAFKA_IMAGE, "dev-s3": SEAWEEDFS_IMAGE, "dev-zookeeper": ZOOKEEPER_IMAGE,
+                      "node": NODE_IMAGE}
+    services = {s["metadata"]["name"]: s for s in by_kind(dev, "Service")}
+    for name, sts in servers.items():
+        if name == "node":
+            continue
+        assert sts["spec"]["replicas"] == 1
+        pod = sts["spec"]["template"]
+        assert pod["metadata"]["labels"].items() >= services[sts["metadata"]["name"]]["spec"]["selector"].items()
+        assert pod["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
+    # the node Service and PDB select the nodes only
+    nodes = _nodes(dev)
+    for selector in (one_named(dev, "Service", RELEASE)["spec"]["selector"],
+                     one(dev, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"]):
+        assert selector.items() <= nodes["spec"]["template"]["metadata"]["labels"].items()
+        assert all(not selector.items() <= s["spec"]["template"]["metadata"]["labels"].items()
+                   for name, s in servers.items() if name != "node")
+
+
+def one_named(objects: Sequence[Mapping[str, Any]], kind: str, name: str) -> Mapping[str, Any]:
+    (found,) = [o for o in by_kind(objects, kind) if o["metadata"]["name"] == name]
+    return found
+
+
+def test_values_dev_points_the_nodes_at_the_dev_servers(dev: list[dict[str, Any]]) -> None:
+    kafka = f"{RELEASE}-dev-kafka:9092"
+    zookeeper = f"{RELEASE}-dev-zookeeper:2181"
+    document = tomllib.loads(one(dev, "ConfigMap")["data"]["laminar.toml"])
+    settings = settings_from(document, _secret_env(dev), {"node-id": "auto"})
+    assert (settings.bootstrap, settings.zk, settings.output) == (kafka, zookeeper, "s3://lake/orders")
+    pod = _nodes(dev)["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["AWS_ENDPOINT_URL"] == f"http://{RELEASE}-dev-s3:8333"
+    (init,) = pod["initContainers"]
+    assert init["command"] == ["python", "-m", "laminar_kafka.devstack.containers.topic_init", "--bootstrap", kafka,
+                               "--zk", zookeeper, "--topic", "orders", "--partitions", "8", "--bucket", "lake"]
+    # the dev S3 store's identity is the nodes' keys, from the object-store Secret the chart creates
+    (secret,) = by_kind(dev, "Secret")
+    s3 = one_named(dev, "StatefulSet", f"{RELEASE}-dev-s3")["spec"]["template"]["spec"]["containers"][0]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in s3["env"]}
+    assert refs == {"SEAWEEDFS_ACCESS_KEY": {"name": secret["metadata"]["name"], "key": "AWS_ACCESS_KEY_ID"},
+                    "SEAWEEDFS_SECRET_KEY": {"name": secret["metadata"]["name"], "key": "AWS_SECRET_ACCESS_KEY"}}
+    broker = one_named(dev, "StatefulSet", f"{RELEASE}-dev-kafka")["spec"]["template"]["spec"]["containers"][0]
+    advertised = {e["name"]: e.get("value") for e in broker["env"]}["KAFKA_ADVERTISED_LISTENERS"]
+    assert advertised.startswith(f"PLAINTEXT://{kafka},")

@@ -26,14 +26,21 @@ app.kubernetes.io/name: {{ include "laminar.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{- define "laminar.labels" -}}
+{{/* Labels of every object but the component's. */}}
+{{- define "laminar.commonLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{ include "laminar.selectorLabels" . }}
-app.kubernetes.io/component: node
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/part-of: laminar-kafka
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 laminar.dev/pipeline: {{ .Values.pipeline | quote }}
+{{- end }}
+
+{{/* Labels of the nodes' objects. */}}
+{{- define "laminar.labels" -}}
+{{ include "laminar.commonLabels" . }}
+app.kubernetes.io/name: {{ include "laminar.name" . }}
+app.kubernetes.io/component: node
 {{- end }}
 
 {{- define "laminar.serviceAccountName" -}}
@@ -71,4 +78,15 @@ laminar.dev/pipeline: {{ .Values.pipeline | quote }}
 {{/* librdkafka property -> its LAMINAR_KAFKA__ variable (sasl.password -> LAMINAR_KAFKA__SASL_PASSWORD). */}}
 {{- define "laminar.kafkaEnvName" -}}
 {{- printf "LAMINAR_KAFKA__%s" (. | upper | replace "." "_") }}
+{{- end }}
+
+{{/* Where the nodes find Kafka, ZooKeeper and the S3 endpoint: the in-cluster dev servers when dev.enabled. */}}
+{{- define "laminar.bootstrap" -}}
+{{- if .Values.dev.enabled }}{{ include "laminar.fullname" . }}-dev-kafka:9092{{ else }}{{ .Values.kafka.bootstrap }}{{ end }}
+{{- end }}
+{{- define "laminar.zookeeperHosts" -}}
+{{- if .Values.dev.enabled }}{{ include "laminar.fullname" . }}-dev-zookeeper:2181{{ else }}{{ .Values.zookeeper.hosts }}{{ end }}
+{{- end }}
+{{- define "laminar.objectStoreEndpoint" -}}
+{{- if .Values.dev.enabled }}http://{{ include "laminar.fullname" . }}-dev-s3:8333{{ else }}{{ .Values.objectStore.endpoint }}{{ end }}
 {{- end }}
