@@ -275,3 +275,23 @@ def test_the_readmes_prometheus_rule_wrapper_holds_the_rules(tmp_path: Path) -> 
     wrapped = yaml.safe_load((tmp_path / "laminar-kafka-rules.yaml").read_text())
     assert (wrapped["apiVersion"], wrapped["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
     assert wrapped["spec"] == yaml.safe_load(RULES.read_text())
+
+
+def grafana_expanded(expr: str) -> str:
+    """``expr`` with Grafana's variables as Grafana would expand them (all values selected)."""
+    for variable, value in (("$__rate_interval", "1m"), ("$__range", "1h"), ("$node", ".*"), ("$topic", ".*")):
+        expr = expr.replace(variable, value)
+    assert "$" not in expr, f"a variable this test does not expand: {expr}"
+    return expr
+
+
+def test_promtool_parses_every_dashboard_query(promtool: str, tmp_path: Path) -> None:
+    """Each query, its variables expanded, as a recording rule that `promtool check rules` parses."""
+    queries = {where: expr for where, expr in promql_expressions().items() if not where.startswith("alert ")}
+    rules = [{"record": f"dashboard:query_{index}", "expr": grafana_expanded(expr)}
+             for index, expr in enumerate(queries.values())]
+    path = tmp_path / "dashboard_queries.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    done = run_promtool(promtool, "check", "rules", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in done.stdout + done.stderr
