@@ -15,6 +15,7 @@ from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
 from laminar_kafka.demo import wait_caught_up
 from laminar_kafka.devstack.processes import NodeProcess
 from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
 from tests import support
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
@@ -81,9 +82,13 @@ def test_a_node_that_disagrees_with_the_pinned_settings_exits_2_in_one_line(
     agreeing = NodeProcess.launch(1, bootstrap=kafka.bootstrap, topic=topic, output=f"{output}/", zk=None,
                                   pipeline=pipeline, log_dir=tmp_path / "again",
                                   extra=["--state-dir", state, "--vnode-count", "64"])
-    try:  # the same settings (the output spelled with a trailing slash) start as before
-        assert wait_caught_up(kafka.bootstrap, topic, output, 60).ok
-        assert agreeing.alive()
+    try:  # the same settings (the output spelled with a trailing slash) start as before, and land
+        # the output is already caught up: await the node's own event, its check of the pins, not the output
+        wait_until(lambda: "settings agree with the pinned ones" in agreeing.log_text() or not agreeing.alive(), 60,
+                   "the agreeing node's check of the pinned settings")
+        assert agreeing.alive(), agreeing.log_text()[-3000:]
+        support.produce(kafka.bootstrap, topic, [b"w%d" % i for i in range(100)])
+        assert wait_caught_up(kafka.bootstrap, topic, output, 60).ok  # the new records, landed by this node
         agreeing.terminate()
         assert agreeing.wait(30) == 0
     finally:
