@@ -1,0 +1,290 @@
+"""The pytest plugin (entry point ``pytest11``: ``laminar_kafka``): real Kafka, ZooKeeper and an S3
+store with an Iceberg REST catalog, as fixtures. docs/testing.md is its guide.
+
+Inert until a fixture is used: registering it adds two options and a header line, imports no client
+library and starts nothing. A server fixture starts its servers on first use, shares them for the
+session and stops them at its end, also when the run is interrupted (Ctrl-C, or SIGTERM, which
+the plugin turns into the same orderly interruption while its servers run).
+
+Session fixtures (servers): `kafka_cluster` (one KRaft broker), `kafka_cluster_3` (three brokers,
+replication 3), `kafka_cluster_secure` (one broker with SASL_SSL and mTLS listeners), `zookeeper`,
+`object_store`. Function fixtures (helpers): `unique_topic`, `kafka_producer`, `produce_records`,
+`consume_records`, `network_partition`. A server that cannot start for want of a tool (Java, a
+container engine, an image) is an error at setup whose one line says what to install.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import signal
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from laminar_kafka.testing.options import BACKEND_ENV, Backend, PluginOptions, choose_backend
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
+
+    from laminar_kafka.testing.handles import KafkaTestCluster, ObjectStore, ZooKeeperTestEnsemble
+    from laminar_kafka.testing.partition import NetworkPartition
+    from laminar_kafka.testing.records import Record
+
+_OPTIONS = pytest.StashKey[PluginOptions]()
+_RUN = uuid.uuid4().hex[:6]
+_names = itertools.count(1)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("laminar_kafka", "laminar-kafka test servers (laminar_kafka.testing)")
+    group.addoption("--laminar-backend", default=None, choices=("process", "containers"),
+                    help=f"where Kafka and ZooKeeper run: local JVM processes (default) or containers of the "
+                         f"project's images (default from {BACKEND_ENV}: local|docker)")
+    group.addoption("--laminar-kafka-version", default=None, metavar="X.Y.Z",
+                    help="the Kafka release of the process backend (default: LAMINAR_KAFKA_VERSION, else the pinned one)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        backend = choose_backend(config.getoption("--laminar-backend"), os.environ)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    version = config.getoption("--laminar-kafka-version")
+    if version and backend is Backend.CONTAINERS:
+        raise pytest.UsageError("--laminar-kafka-version chooses the process backend's release; the containers "
+                                "backend runs the pinned images")
+    config.stash[_OPTIONS] = PluginOptions(backend, version)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return config.stash[_OPTIONS].describe()
+
+
+def _options(request: pytest.FixtureRequest) -> PluginOptions:
+    return request.config.stash[_OPTIONS]
+
+
+@contextlib.contextmanager
+def _versions_chosen(options: PluginOptions) -> Iterator[None]:
+    """``--laminar-kafka-version`` in force (as ``LAMINAR_KAFKA_VERSION``, the variable the dev stack
+    reads) while servers are prepared; the environment is restored after."""
+    if not options.kafka_version:
+        yield
+        return
+    saved = os.environ.get("LAMINAR_KAFKA_VERSION")
+    os.environ["LAMINAR_KAFKA_VERSION"] = options.kafka_version
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("LAMINAR_KAFKA_VERSION", None)
+        else:
+            os.environ["LAMINAR_KAFKA_VERSION"] = saved
+
+
+def _interrupt_on_sigterm() -> None:
+    """While servers run, SIGTERM interrupts the run as Ctrl-C does, so pytest stops them (the
+    default SIGTERM would end the process at once and leave them running). Only from the main
+    thread, and only when nobody set a SIGTERM handler of their own."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _servers(starter: Callable[[], contextlib.AbstractContextManager[Any]]) -> Iterator[Any]:
+    """Enter `starter()` (a context manager of `laminar_kafka.testing.servers`); a missing tool fails
+    the fixture with its one-line message instead of a traceback."""
+    from laminar_kafka.devstack.errors import DevStackError
+    from laminar_kafka.testing.servers import ServersUnavailable
+
+    _interrupt_on_sigterm()
+    try:
+        manager = starter()
+        value = manager.__enter__()
+    except ServersUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    except DevStackError as exc:
+        pytest.fail(f"the test servers did not start: {exc}", pytrace=False)
+    try:
+        yield value
+    except BaseException as exc:  # noqa: BLE001 - passed to the manager, which stops the servers
+        if not manager.__exit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        manager.__exit__(None, None, None)
+
+
+def _process_kafka(request: pytest.FixtureRequest, name: str, brokers: int, secure: bool = False) -> Callable[[], Any]:
+    """The starter of a process-backend cluster (ZooKeeper-mode brokers register on the session's
+    `zookeeper`, under a chroot of their own)."""
+    from laminar_kafka.devstack.jvm.versions import selected_versions
+    from laminar_kafka.testing.servers import process_kafka
+
+    options = _options(request)
+    with _versions_chosen(options):
+        zookeeper_mode = selected_versions().zookeeper_mode
+    chroot = None
+    if zookeeper_mode:
+        ensemble: ZooKeeperTestEnsemble = request.getfixturevalue("zookeeper")
+        chroot = f"{ensemble.hosts}/{name}-{_RUN}"
+    base = request.getfixturevalue("tmp_path_factory").mktemp(name)
+
+    @contextlib.contextmanager
+    def start() -> Iterator[Any]:
+        with _versions_chosen(options):
+            manager = process_kafka(base, brokers=brokers, secure=secure, zookeeper_connect=chroot)
+            cluster = manager.__enter__()
+        try:
+            yield cluster
+        finally:
+            manager.__exit__(None, None, None)
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaTestCluster]:
+    """One Kafka broker (KRaft) for the session: a local process, or a container with the containers
+    backend. Yields a `KafkaTestCluster` (bootstrap, admin, create_topic, brokers with faults)."""
+    if _options(request).backend is Backend.CONTAINERS:
+        from laminar_kafka.testing.servers import container_kafka
+
+        starter: Callable[[], Any] = container_kafka
+    else:
+        starter = _process_kafka(request, "kafka", 1)
+    with _servers(starter) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster_3(request: pytest.FixtureRequest) -> Iterator[KafkaTestCluster]:
+    """Three Kafka brokers (KRaft, replication 3, min.insync.replicas 2) for the session, as local
+    processes; skipped with the containers backend."""
+    if _options(request).backend is Backend.CONTAINERS:
+        pytest.skip("kafka_cluster_3 runs on the process backend only (--laminar-backend=process)")
+    with _servers(_process_kafka(request, "kafka3", 3)) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster_secure(request: pytest.FixtureRequest) -> Iterator[KafkaTestCluster]:
+    """One KRaft broker with SASL_SSL (SCRAM-SHA-512) and mTLS listeners, as a local process; its
+    `client_settings` are the SASL_SSL ones, `mtls_bootstrap`/`mtls_settings` the mTLS ones.
+    Skipped with the containers backend."""
+    if _options(request).backend is Backend.CONTAINERS:
+        pytest.skip("kafka_cluster_secure runs on the process backend only (--laminar-backend=process)")
+    with _servers(_process_kafka(request, "kafka-secure", 1, secure=True)) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def zookeeper(request: pytest.FixtureRequest) -> Iterator[ZooKeeperTestEnsemble]:
+    """A standalone ZooKeeper for the session (a local process, or a container). Yields a
+    `ZooKeeperTestEnsemble`: ``hosts``, ``client(chroot)`` (kazoo), ``servers`` with faults."""
+    from laminar_kafka.testing import servers
+
+    if _options(request).backend is Backend.CONTAINERS:
+        starter: Callable[[], Any] = servers.container_zookeeper
+    else:
+        base = request.getfixturevalue("tmp_path_factory").mktemp("zookeeper")
+        starter = lambda: servers.process_zookeeper(base)  # noqa: E731
+    with _servers(starter) as ensemble:
+        yield ensemble
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStore]:
+    """SeaweedFS for the session (a local process with either backend): S3 with the bucket
+    ``laminar-test``, and an Iceberg REST catalog (``catalog()`` gives a pyiceberg catalog)."""
+    from laminar_kafka.testing.servers import object_store as start_object_store
+
+    base = tmp_path_factory.mktemp("object-store")
+    with _servers(lambda: start_object_store(base)) as store:
+        yield store
+
+
+def _name(request: pytest.FixtureRequest, prefix: str) -> str:
+    """A topic name unique in this run and any other: `prefix`, the test's name, a counter, a token."""
+    test = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name).strip("-")[:80]
+    return f"{prefix}-{test}-{next(_names)}-{_RUN}"
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """``unique_topic(partitions=1, *, cluster=None, config=None, prefix="t")`` creates a topic no other
+    test uses (on `kafka_cluster` unless `cluster` is given) and returns its name."""
+
+    def make(partitions: int = 1, *, cluster: KafkaTestCluster | None = None,
+             config: dict[str, str] | None = None, prefix: str = "t") -> str:
+        target = cluster or request.getfixturevalue("kafka_cluster")
+        return target.create_topic(_name(request, prefix), partitions, config=config)
+
+    return make
+
+
+@pytest.fixture
+def kafka_producer(kafka_cluster: KafkaTestCluster) -> Iterator[Producer]:
+    """A confluent_kafka Producer of `kafka_cluster` (idempotent, ``acks=all``), flushed after the test."""
+    from confluent_kafka import Producer
+
+    producer = Producer(kafka_cluster.config(**{"enable.idempotence": True, "acks": "all", "linger.ms": 5}))
+    yield producer
+    producer.flush(30)
+
+
+@pytest.fixture
+def produce_records(request: pytest.FixtureRequest) -> Callable[..., int]:
+    """``produce_records(topic, values, *, key=None, partition=None, cluster=None)``: produce and wait
+    for every acknowledgement; returns the count (see `laminar_kafka.testing.records.produce_records`)."""
+    from laminar_kafka.testing import records
+
+    def produce(topic: str, values: Any, *, cluster: KafkaTestCluster | None = None, **options: Any) -> int:
+        return records.produce_records(cluster or request.getfixturevalue("kafka_cluster"), topic, values, **options)
+
+    return produce
+
+
+@pytest.fixture
+def consume_records(request: pytest.FixtureRequest) -> Callable[..., list[Record]]:
+    """``consume_records(topic, count=None, *, timeout=30, cluster=None)``: the topic's records from the
+    beginning (`laminar_kafka.testing.records.Record`: partition, offset, key, value)."""
+    from laminar_kafka.testing import records
+
+    def consume(topic: str, count: int | None = None, *, cluster: KafkaTestCluster | None = None,
+                **options: Any) -> list[Record]:
+        return records.consume_records(cluster or request.getfixturevalue("kafka_cluster"), topic, count, **options)
+
+    return consume
+
+
+@pytest.fixture
+def network_partition(request: pytest.FixtureRequest) -> Iterator[Callable[..., NetworkPartition]]:
+    """``network_partition(cluster=None, broker=None)``: a `NetworkPartition` between a client and the
+    brokers of `cluster` (default `kafka_cluster`), or broker `broker` only; removed after the test.
+    Skipped (one line, why) where the host cannot make network namespaces (needs Linux, root, iproute2)."""
+    from laminar_kafka.testing.partition import NetworkPartition, partition_available
+
+    available, reason = partition_available()
+    if not available:
+        pytest.skip(f"network_partition: {reason}")
+    made: list[NetworkPartition] = []
+
+    def make(cluster: KafkaTestCluster | None = None, broker: int | None = None) -> NetworkPartition:
+        partition = NetworkPartition(cluster or request.getfixturevalue("kafka_cluster"), broker)
+        made.append(partition)
+        return partition
+
+    yield make
+    for partition in made:
+        partition.close()
