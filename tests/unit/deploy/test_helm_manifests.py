@@ -41,12 +41,12 @@ def test_the_kustomization_lists_every_manifest_and_they_are_the_chart_objects()
 
 def test_the_overlay_example_settings_are_what_a_node_accepts() -> None:
     """docs/kubernetes.md's overlay: its laminar.toml loads with the node's own parser, secrets aside."""
-    overlay = MANIFESTS / "overlay-example"
+    overlay = MANIFESTS.parent / "kubernetes-overlay-example"
     document = tomllib.loads((overlay / "laminar.toml").read_text())
     settings = settings_from(document, {"LAMINAR_KAFKA__SASL_PASSWORD": "pw"}, {"node-id": "auto"})
     assert (settings.pipeline, settings.table_format, settings.kafka["sasl.password"]) == ("orders", "iceberg", "pw")
     kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
-    assert kustomization["resources"] == ["../"]
+    assert kustomization["resources"] == ["../kubernetes"]
     generated = {g["name"] for g in kustomization["configMapGenerator"]}
     assert generated == _names_of_kind("ConfigMap"), "the overlay replaces the rendered ConfigMap"
 
