@@ -178,10 +178,10 @@ class ObjectStore:
     endpoint: str
     region: str
     access_key_id: str
-    secret_access_key: str
-    bucket: str
-    catalog_uri: str
-    warehouse: str
+    secret_access_key: str = field(repr=False)
+    bucket: str = ""
+    catalog_uri: str = ""
+    warehouse: str = ""
     catalog_settings: Mapping[str, str] = field(default_factory=dict, repr=False)
     _access: Any = field(default=None, repr=False, compare=False)
 

