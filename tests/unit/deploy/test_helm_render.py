@@ -62,6 +62,12 @@ def _option(args: Sequence[str], flag: str) -> str:
     return args[args.index(flag) + 1]
 
 
+def one_named(objects: Sequence[Mapping[str, Any]], kind: str, name: str) -> Mapping[str, Any]:
+    """The single object of ``kind`` named ``name``."""
+    (found,) = [o for o in by_kind(objects, kind) if o["metadata"]["name"] == name]
+    return found
+
+
 def _secret_env(objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Every variable the chart's Secrets hand to the node (their keys are the variable names)."""
     env: dict[str, str] = {}
@@ -280,8 +286,11 @@ def test_scrape_annotations_by_default_and_the_service_monitor_on_request(
 
 def test_a_changed_config_rolls_the_pods(helm: str, tmp_path: Path, defaults: list[dict[str, Any]]) -> None:
     changed = render(helm, {"settings": {"checkpoint-interval-ms": 4000}}, tmp_path)
-    checksum = lambda objects: one(objects, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]  # noqa: E731
-    assert checksum(changed) != checksum(defaults)
+    assert _config_checksum(changed) != _config_checksum(defaults)
+
+
+def _config_checksum(objects: Sequence[Mapping[str, Any]]) -> str:
+    return str(one(objects, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
 
 
 def test_the_prometheus_rule_carries_the_alert_rules(defaults: list[dict[str, Any]],
@@ -316,11 +325,6 @@ def test_values_dev_starts_the_servers_from_the_images_the_project_builds(dev: l
         assert selector.items() <= nodes["spec"]["template"]["metadata"]["labels"].items()
         assert all(not selector.items() <= s["spec"]["template"]["metadata"]["labels"].items()
                    for name, s in servers.items() if name != "node")
-
-
-def one_named(objects: Sequence[Mapping[str, Any]], kind: str, name: str) -> Mapping[str, Any]:
-    (found,) = [o for o in by_kind(objects, kind) if o["metadata"]["name"] == name]
-    return found
 
 
 def test_values_dev_points_the_nodes_at_the_dev_servers(dev: list[dict[str, Any]]) -> None:
