@@ -6,7 +6,9 @@ Each data file the current snapshot lists is read like a published Parquet file 
 twice, or two files holding the same offsets, shows as duplicated, and a committed epoch missing from
 the table shows as missing. The records the bad-record policy skipped stay a Parquet stream under
 ``<output>/_rejected/`` and are read from there. A data file whose bytes do not parse as Parquet is
-named in the scan's ``damaged`` (a finding, as in a Parquet tree: :func:`~laminar_kafka.cluster.ops.verify.read_offset_columns`).
+named in the scan's ``damaged`` (a finding, as in a Parquet tree: :func:`~laminar_kafka.cluster.ops.verify.read_offset_columns`),
+and so is a data file the current snapshot lists that does not exist (unless a compaction replaced
+the snapshot meanwhile: the new one is scanned).
 
 A table that does not exist while the topic holds records (and none of them was rejected) is a wrong
 ``--pipeline`` / ``--namespace`` / ``--table`` far more often than a lake that lost everything: that
@@ -27,12 +29,17 @@ from laminar_kafka.cluster.ops.verify import DamagedFile, OutputScan, read_offse
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
 
 __all__ = ["missing_table_message", "read_iceberg_output", "read_lake_output", "rows_per_partition"]
 
 _COLUMNS = ["_topic", "_partition", "_offset"]
 #: names listed in the missing-table message (more become ", ...")
 _LISTED = 20
+#: scans of a table whose snapshot a compaction replaced while a data file it listed was read
+_SCAN_ATTEMPTS = 5
+#: the problem of a data file the snapshot lists that does not exist
+_NOT_FOUND = "not found"
 
 
 def read_lake_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: str, *,
@@ -60,10 +67,19 @@ def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topi
     try:
         catalog = open_catalog(target.iceberg, fs, root)
         table = load_table_or_none(catalog, identifier)
-        if table is not None and table.current_snapshot() is not None:
-            for task in table.scan(selected_fields=tuple(_COLUMNS)).plan_files():
-                path = task.file.file_path
-                _scan_file(read_offset_columns(lambda path=path: table.io.new_input(path).open(), path), topic, path, scan)
+        for attempt in range(1, _SCAN_ATTEMPTS + 1):
+            scan = OutputScan()
+            if table is None or table.current_snapshot() is None:
+                break
+            scanned = _scan_data_files(table, topic, scan)
+            if not any(d.problem.startswith(_NOT_FOUND) for d in scan.damaged) or attempt == _SCAN_ATTEMPTS:
+                break
+            # a file the snapshot lists was not found: damage, unless a compaction replaced the snapshot
+            # (and expired the old one) while it was read; then the new snapshot is scanned
+            table = load_table_or_none(catalog, identifier)
+            current = table.current_snapshot() if table is not None else None
+            if current is None or current.snapshot_id == scanned:
+                break
         rejected_root = f"{root}/{REJECTED_DIR}" if root else REJECTED_DIR
         for path in list_published(fs, rejected_root):
             columns = read_offset_columns(lambda path=path: fs.open_input_file(path), path)
@@ -75,6 +91,21 @@ def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topi
     if table is None and topic_has_records and not scan.rejected:
         raise VerifyError(missing_table_message(catalog, identifier, _flags_of(target)))
     return scan
+
+
+def _scan_data_files(table: Table, topic: str, scan: OutputScan) -> int:
+    """Add the data files of ``table``'s current snapshot to ``scan``; one that does not parse, or that
+    the snapshot lists and does not exist, to its ``damaged``. Returns the snapshot's id."""
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    for task in table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=tuple(_COLUMNS)).plan_files():
+        path = task.file.file_path
+        try:
+            columns = read_offset_columns(lambda path=path: table.io.new_input(path).open(), path)
+        except FileNotFoundError:
+            columns = DamagedFile(path, f"{_NOT_FOUND} (listed by snapshot {snapshot.snapshot_id} of the table)")
+        _scan_file(columns, topic, path, scan)
+    return snapshot.snapshot_id
 
 
 def _scan_file(columns: pa.Table | DamagedFile, topic: str, path: str, scan: OutputScan, *,

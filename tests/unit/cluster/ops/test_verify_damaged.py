@@ -5,6 +5,7 @@ the topic read is replaced by its result."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,8 @@ import laminar_kafka.cluster.node as node_module
 import laminar_kafka.cluster.ops.verify as verify_module
 from laminar_kafka.cli.main import main
 from laminar_kafka.cluster.errors import VerifyError
+from laminar_kafka.cluster.lake.iceberg.tables import open_catalog
+from laminar_kafka.cluster.lake.settings import IcebergSettings
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published, open_output, publish
 from laminar_kafka.cluster.ops.verify import DamagedFile, audit, read_offset_columns, read_output
 from laminar_kafka.cluster.ops.verify_lake import read_iceberg_output
@@ -197,3 +200,42 @@ def test_verify_of_an_unreadable_output_is_still_exit_2(tmp_path: Path, monkeypa
     monkeypatch.setattr("laminar_kafka.cluster.ops.verify_lake.read_output", unreachable)
     assert main(["verify", "--output", str(tmp_path / "out"), "--bootstrap", "127.0.0.1:1", "--topic", TOPIC]) == 2
     assert capsys.readouterr().err.startswith("error: cannot read the output under 'x'")
+
+
+def test_an_iceberg_data_file_the_snapshot_lists_and_that_is_gone_is_named(tmp_path: Path) -> None:
+    fs, root = lake_with_table(tmp_path / "out")
+    (data_file,) = [p for p in (tmp_path / "out" / TOPIC).rglob("*.parquet")]
+    data_file.unlink()
+    scan = read_iceberg_output(target(tmp_path / "out", "p1"), fs, root, TOPIC, topic_has_records=True)
+    (damaged,) = scan.damaged
+    assert damaged.path.removeprefix("file:").endswith(str(data_file))
+    assert re.fullmatch(r"not found \(listed by snapshot \d+ of the table\)", damaged.problem)
+    assert not audit(TOPIC, {0: np.arange(3)}, {0: 3}, scan).ok
+
+
+def test_a_data_file_gone_with_a_snapshot_a_compaction_replaced_is_no_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The audit loaded the table, then a compaction committed a new snapshot and expired the old one
+    (its files deleted) before the audit read them: the new snapshot is scanned, nothing is damaged."""
+    import laminar_kafka.cluster.lake.iceberg.tables as tables_module
+    from tests.unit.cluster.iceberg_fakes import rows as iceberg_rows
+
+    fs, root = lake_with_table(tmp_path / "out")
+    catalog = open_catalog(IcebergSettings(namespace="p1"), fs, root)
+    stale = catalog.load_table(("p1", TOPIC))
+    (old_file,) = [p for p in (tmp_path / "out" / TOPIC).rglob("*.parquet")]
+    fresh = catalog.load_table(("p1", TOPIC))
+    fresh.overwrite(iceberg_rows(TOPIC, 0, range(3)).cast(fresh.schema().as_arrow()))  # the compaction's commit
+    old_file.unlink()  # and its expiry
+    real = tables_module.load_table_or_none
+    loads: list[object] = []
+
+    def stale_first(catalog_: Any, identifier: tuple[str, str]) -> Any:
+        loads.append(identifier)
+        return stale if len(loads) == 1 else real(catalog_, identifier)
+
+    monkeypatch.setattr(tables_module, "load_table_or_none", stale_first)
+    scan = read_iceberg_output(target(tmp_path / "out", "p1"), fs, root, TOPIC, topic_has_records=True)
+    assert scan.damaged == [] and scan.rows == 3 and list(scan.offsets[0]) == [0, 1, 2]
+    assert len(loads) == 2
