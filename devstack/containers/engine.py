@@ -96,7 +96,8 @@ def start_podman_service(timeout: float = 15.0) -> None:
     if podman is None:
         raise ContainerError(
             "no container engine: neither DOCKER_HOST, /var/run/docker.sock nor podman; "
-            "install podman with `bash .ci/containers.sh` (Debian) or start Docker"
+            "install one: podman with `bash .ci/containers.sh` (Debian, as root), elsewhere podman or Docker "
+            "(then start it)"
         )
     if os.geteuid() != 0:
         raise ContainerError(f"podman's service socket {PODMAN_SOCKET} is not running and starting it needs root")

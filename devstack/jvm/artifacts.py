@@ -5,46 +5,35 @@ matrix's releases, the REST catalog's and Kafka Connect's jars) is downloaded fr
 and checked against its lock's SHA-256s, without Maven or Java. Any other build (a release the locks
 do not cover, chosen with ``LAMINAR_KAFKA_VERSION`` / ``LAMINAR_ZOOKEEPER_VERSION``:
 `laminar_kafka.devstack.jvm.versions`) is resolved by Maven through the same POM with its version
-properties overridden. Either way the first call fills the build's cache directory, and later calls
+properties overridden (the ``mvn`` on PATH, else Maven's own distribution from Maven Central:
+`laminar_kafka.devstack.jvm.maven`). Either way the first call fills the build's cache directory, and later calls
 find it complete and return at once.
 """
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from laminar_kafka.devstack.errors import ArtifactError, ToolMissingError
+from laminar_kafka.devstack.jvm.cache import cached_build, default_cache_dir
 from laminar_kafka.devstack.jvm.fetch import fetch_jars
 from laminar_kafka.devstack.jvm.java import JAVA_HINT, find_java
 from laminar_kafka.devstack.jvm.locks import LOCKS_DIR, MAVEN_CENTRAL, JarBuild, read_lock
+from laminar_kafka.devstack.jvm.maven import maven_executable
 from laminar_kafka.devstack.jvm.versions import POM_PATH, ServerVersions, pinned_versions, selected_versions
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "JAVA_HINT", "LOG_TAIL_LINES", "MAVEN_HINT", "POM_PATH", "artifacts_dir", "cached_build", "cached_jar_build",
+    "JAVA_HINT", "LOG_TAIL_LINES", "POM_PATH", "artifacts_dir", "cached_build", "cached_jar_build",
     "cached_maven_build", "default_cache_dir", "ensure_artifacts", "kafka_build", "pinned_versions", "require_tool",
 ]
 
 LOG_TAIL_LINES = 30
-
-MAVEN_HINT = ("Maven is required to resolve jars no lock covers (devstack/jvm/locks/): install it "
-              "(Debian: apt-get install maven)")
-
-
-def default_cache_dir() -> Path:
-    """`$LAMINAR_CACHE_DIR`, else `~/.cache/laminar-kafka`."""
-    configured = os.environ.get("LAMINAR_CACHE_DIR")
-    if configured:
-        return Path(configured)
-    return Path.home() / ".cache" / "laminar-kafka"
-
 
 def require_tool(name: str, hint: str) -> str:
     """Return the path of executable `name`, or raise ToolMissingError with one line saying what to install."""
@@ -54,50 +43,21 @@ def require_tool(name: str, hint: str) -> str:
     return path
 
 
-def cached_build(target: Path, marker_text: str, produce: Callable[[Path], Path]) -> Path:
-    """``target`` (a directory of the cache) produced once; return it.
-
-    ``produce(staging)`` fills the fresh directory ``staging`` and returns the directory of its
-    result (``staging`` or one inside it), which is renamed to ``target``; it raises
-    :class:`ArtifactError` when it fails. Concurrent callers serialise on a lock file beside
-    ``target``, and only a completed result gets the marker (written after the rename), so a
-    half-finished one is never mistaken for a complete one.
-    """
-    marker = target / ".complete"
-    if marker.exists():
-        return target
-    cache = target.parent
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists():
-            return target
-        staging = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
-        try:
-            built = produce(staging)
-            if target.exists():
-                shutil.rmtree(target)
-            built.rename(target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        marker.write_text(marker_text)
-    return target
-
-
 def cached_maven_build(target: Path, marker_text: str, what: str, maven_args: Callable[[Path], list[str]],
                        built_in: Callable[[Path], Path]) -> Path:
     """``target`` (a directory of the cache) built once by Maven; return it (see :func:`cached_build`).
 
     ``maven_args(staging)`` are Maven's arguments for a build into the fresh directory ``staging``;
     ``built_in(staging)`` is the directory that build produced, which becomes ``target`` (raise
-    :class:`ArtifactError` there when it is incomplete). Maven runs on :func:`find_java`'s Java
-    (as its ``JAVA_HOME``). Raises ToolMissingError without Java or Maven, ArtifactError with the
-    tail of Maven's output when the build fails.
+    :class:`ArtifactError` there when it is incomplete). Maven is the ``mvn`` on PATH, else Apache
+    Maven's distribution downloaded into the cache (`laminar_kafka.devstack.jvm.maven`); it runs on
+    :func:`find_java`'s Java (as its ``JAVA_HOME``). Raises ToolMissingError without Java,
+    ArtifactError when Maven cannot be had or the build fails (with the tail of Maven's output).
     """
     if (target / ".complete").exists():
         return target
     java_home = find_java().java.parent.parent
-    mvn = require_tool("mvn", MAVEN_HINT)
+    mvn = maven_executable(target.parent)
 
     def produce(staging: Path) -> Path:
         logger.info("Maven: %s (first use only)", what)

@@ -7,7 +7,7 @@ Kafka Connect with Iceberg's sink), Maven resolves the build twice over the same
 whose SHA-256s are taken from those copies. The two must name the same files (what the downloader
 will write is exactly what Maven would have), else the lock is not written.
 
-Run when a POM or a pinned version changes (needs Java and Maven, and Maven Central):
+Run when a POM or a pinned version changes (needs Maven Central; Maven and Java as the dev stack finds them):
 ``python -m laminar_kafka.devstack.jvm.lockgen [BUILD_NAME...]``; it rewrites ``locks/*.txt``.
 """
 from __future__ import annotations
@@ -21,10 +21,12 @@ import tempfile
 from pathlib import Path
 
 from laminar_kafka.devstack.errors import ArtifactError, DevStackError
-from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES, MAVEN_HINT, kafka_build, require_tool
+from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES, kafka_build
+from laminar_kafka.devstack.jvm.cache import default_cache_dir
 from laminar_kafka.devstack.jvm.connect import connect_build
 from laminar_kafka.devstack.jvm.java import find_java
 from laminar_kafka.devstack.jvm.locks import LOCKS_DIR, JarBuild, LockedJar, lock_path, parse_dependency_list, render_lock
+from laminar_kafka.devstack.jvm.maven import maven_executable
 from laminar_kafka.devstack.jvm.rest_catalog import rest_catalog_build, rest_catalog_s3_build
 from laminar_kafka.devstack.jvm.versions import KafkaMode, ServerVersions, pinned_versions
 
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown build(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     try:
-        mvn = require_tool("mvn", MAVEN_HINT)
+        mvn = maven_executable(default_cache_dir())
         java_home = find_java().java.parent.parent
         LOCKS_DIR.mkdir(exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="laminar-jvm-lock-") as workdir:

@@ -13,7 +13,8 @@ from laminar_kafka.devstack.jvm import artifacts
 from laminar_kafka.devstack import processes
 from laminar_kafka.devstack.jvm import servers
 from laminar_kafka.devstack import stack
-from laminar_kafka.devstack.errors import DevStackStateError, ToolMissingError
+from laminar_kafka.devstack.errors import ArtifactError, DevStackStateError, ToolMissingError
+from laminar_kafka.devstack.jvm import maven
 from laminar_kafka.devstack.jvm.versions import ServerVersions
 from laminar_kafka.devstack.waiting import wait_until
 
@@ -26,16 +27,25 @@ def test_pom_pins_kafka_4_and_zookeeper_3_9() -> None:
 
 def test_missing_tool_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(ToolMissingError, match="install"):
-        artifacts.require_tool("mvn", artifacts.MAVEN_HINT)
-    assert "\n" not in artifacts.JAVA_HINT and "\n" not in artifacts.MAVEN_HINT
+    with pytest.raises(ToolMissingError, match="install openssl"):
+        artifacts.require_tool("openssl", "install openssl")
+    assert "\n" not in artifacts.JAVA_HINT
 
 
-def test_ensure_artifacts_of_an_unlocked_pair_without_maven_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # no lock covers Kafka 4.0.0: Maven must resolve it, and Maven is not on PATH
+def test_an_unlocked_pair_without_mvn_on_path_bootstraps_maven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # no lock covers Kafka 4.0.0: Maven must resolve it, and with no mvn on PATH Maven's own
+    # distribution is fetched into the cache (stopped here before any download)
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(ToolMissingError, match="Maven is required"):
+    asked: list[Path] = []
+
+    def no_download(cache: Path) -> Path:
+        asked.append(cache)
+        raise ArtifactError("no download in a unit test")
+
+    monkeypatch.setattr(maven, "bootstrap_maven", no_download)
+    with pytest.raises(ArtifactError, match="no download"):
         artifacts.ensure_artifacts(tmp_path, ServerVersions(kafka="4.0.0", zookeeper="3.9.3"))
+    assert asked == [tmp_path]
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:
