@@ -387,7 +387,7 @@ async def run_node(settings: NodeSettings, id_origin: str = "") -> int:
     watchdog.start()
     try:
         async with probes.running():
-            with stop_on_signals(runtime):
+            with stop_on_signals(probes):  # the runtime's stop, published to /readyz at once
                 await runtime.run()
     finally:
         watchdog.stop()

@@ -5,7 +5,8 @@ heartbeat and swaps in a new frozen :class:`~laminar_kafka.cluster.runtime.probe
 the runtime's state (one reference assignment: a reader sees the old snapshot or the new one, never a
 mix). The coordinator session is followed from the coordinator's own events (their thread), with
 the time each arrived. :meth:`health` and :meth:`readiness` are the pure verdicts of
-:mod:`~laminar_kafka.cluster.runtime.probes` on the latest snapshot, callable from any thread.
+:mod:`~laminar_kafka.cluster.runtime.probes` on the latest snapshot, callable from any thread. A stop
+requested through :meth:`request_stop` (the signal handlers) is published at once.
 """
 from __future__ import annotations
 
@@ -64,6 +65,13 @@ class ProbeFeed:
             activity=activity,
             leave_requested_at=runtime.leave_requested_at,
         )
+
+    def request_stop(self, *, planned_leave: bool) -> None:
+        """``runtime.request_stop``, then a snapshot at once (on the loop's thread, e.g. from a signal
+        handler): ``/readyz`` answers 503 from the stop request on, even when the node is gone before
+        the next tick."""
+        self._runtime.request_stop(planned_leave=planned_leave)
+        self.publish()
 
     def health(self) -> Verdict:
         return health(self._snapshot, time.monotonic(), self.settings)

@@ -143,7 +143,7 @@ async def run_redis_node(options: RedisNodeOptions) -> int:
     stop_metrics = metrics.serve(options.metrics_port, "127.0.0.1", probes) if options.metrics_port else None
     try:
         async with probes.running():
-            with stop_on_signals(runtime):
+            with stop_on_signals(probes):  # the runtime's stop, published to /readyz at once
                 await runtime.run()
     finally:
         if stop_metrics is not None:

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from tests.integration.cluster.harness import Pipeline, pipeline  # noqa: F401 - fixture
+from tests.integration.cluster.harness import Pipeline, pipeline, scrape  # noqa: F401 - fixture
 from tests.integration.cluster.probes import ProbeLog, ask
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -22,6 +22,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def records_in(body: str) -> float:
+    """``laminar_records_in_total`` of a /metrics page (0 when absent)."""
+    for line in body.splitlines():
+        if line.startswith("laminar_records_in_total{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 def test_readyz_is_503_while_starting_200_once_reading_and_503_from_the_planned_leave(
@@ -39,6 +47,7 @@ def test_readyz_is_503_while_starting_200_once_reading_and_503_from_the_planned_
     assert ask("127.0.0.1", port, "/healthz") == (200, "ok")
     pipeline.wait_spread(2)
     ready.poll_until(200, 30)  # after the round that gave node 2 its share
+    pipeline.wait_until(lambda: records_in(scrape(port)) > 0, 30, "node 2 reading")  # so its leave drains rows
 
     node.terminate()  # a planned leave: its vnodes drain to node 1, then it exits 0
     leaving = ready.poll_until(503, 30, interval=0.02)

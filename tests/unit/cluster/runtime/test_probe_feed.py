@@ -138,3 +138,16 @@ async def test_a_loop_that_stops_turning_turns_the_node_unhealthy(tmp_path: Path
         assert not feed.health().ok and feed.health().reason.startswith("event loop stalled")
         await wait_for(lambda: feed.snapshot().taken_at > stalled_at)
         assert feed.health().ok
+
+
+async def test_a_stop_request_is_published_at_once(tmp_path: Path) -> None:
+    """Signal handlers stop the node through the feed: /readyz says so before the next tick (a node
+    with nothing to drain may be gone sooner)."""
+    runtime = make_runtime(tmp_path, FakeCoordinator())
+    feed = ProbeFeed(runtime, SETTINGS)
+    task = await start_running(runtime, 10)
+    feed.publish()
+    assert feed.readiness().ok
+    feed.request_stop(planned_leave=True)  # embedded: a stop at once
+    assert feed.readiness() == Verdict(False, "stopping")
+    await asyncio.wait_for(task, 5)
