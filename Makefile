@@ -19,7 +19,7 @@ CHAOS_ARGS ?=
 # container faults, the compose cluster, `dev up --containers`; tests that start local JVMs whatever
 # the backend are left to the first pass
 CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_containers_compose.py \
-  tests/integration/test_containers_production.py \
+  tests/integration/test_containers_production.py tests/integration/test_testing_doc.py \
   tests/integration/test_smoke.py tests/integration/test_readme_example.py tests/integration/kafka_source \
   tests/integration/coordinator tests/integration/cluster/test_cluster_e2e.py \
   tests/integration/cluster/test_runtime_zookeeper.py tests/faults/test_container_faults.py \
