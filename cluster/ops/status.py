@@ -358,6 +358,8 @@ def collect_status(
         else:
             raise UsageError("status needs the Kafka bootstrap servers")
     observed_at = time.time()
+    # topics asked for: Kafka first, as before the pins (an unreachable Kafka is named first)
+    highs = read_kafka(kafka, topics, timeout) if topics else None
     if zk:
         view = read_control(zk, pipeline, timeout, root, credentials, absent_ok=lake is not None)
     elif state_dir is not None:
@@ -365,7 +367,8 @@ def collect_status(
     else:
         raise UsageError("status needs the pipeline's ZooKeeper hosts (--zk, LAMINAR_ZK) or, for an embedded "
                          "pipeline, its state directory (--state-dir, LAMINAR_STATE_DIR)")
-    highs = read_kafka(kafka, status_topics(topics, view.topics_pin, pipeline), timeout)
+    if highs is None:
+        highs = read_kafka(kafka, status_topics(topics, view.topics_pin, pipeline), timeout)
     status = build_status(
         pipeline=pipeline, source_identity=source_identity, members=view.members, leader=view.leader,
         snapshot=view.snapshot or AssignmentSnapshot.initial(), manifest=view.manifest, high_watermarks=highs,
