@@ -38,7 +38,7 @@ from laminar_kafka.cluster.lake.settings import (
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
-from laminar_kafka.kafka_source.errors import ConfigurationError as ConnectorConfigurationError
+from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 __all__ = [

@@ -43,15 +43,16 @@ from laminar_kafka.coordinator.layout import pipeline_path
 from laminar_kafka.coordinator.errors import ConfigurationError as CoordinatorConfigurationError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source import KafkaSource
-from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, format_key
+from laminar_kafka.connector.checkpoint import format_key
+from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
 from laminar_kafka.kafka_source.read.client_watch import ClientKeeper, close_in_background
 from laminar_kafka.kafka_source.read.positions import high_watermarks
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
-from laminar_kafka.kafka_source.errors import ConfigurationError as ConnectorConfigurationError
-from laminar_kafka.kafka_source.errors import ConnectorError
+from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
+from laminar_kafka.connector.errors import ConnectorError
 from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
-from laminar_kafka.kafka_source.connector import ConnectorConfig
+from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.kafka_source.read.startup import resolve_start_offsets
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 
@@ -223,7 +224,7 @@ def check_registry(config: KafkaSourceConfig, partitions: list[TopicPartitionId]
     schemas: dict[str, pa.Schema] = {}
     if not config.format.uses_registry:
         return schemas
-    from laminar_kafka.kafka_source.errors import TransientError
+    from laminar_kafka.connector.errors import TransientError
     from laminar_kafka.kafka_source.schema_registry.client import UnknownSchemaError, safe_url
     from laminar_kafka.kafka_source.decode.schema import registry_subject_schema
 

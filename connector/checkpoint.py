@@ -1,23 +1,29 @@
-"""`SourceCheckpoint`: the exact Kafka cursor of a source, and its strict codec.
+"""`SourceCheckpoint`: the exact cursor of a source, stamped with its connector's name, and its strict codec.
 
-Cursor convention (the one place it is stated): for every ``"topic:partition"`` key the checkpoint
-holds the **next offset to read**, i.e. ``last emitted offset + 1``. A partition that was assigned
-but has emitted nothing holds its resolved start offset. With transactional topics the next offset
-may lie past transaction markers (it is the consumer position), so it can exceed
-``last emitted + 1``; it is never smaller.
+Cursor convention (the one place it is stated): for every ``"<name>:<partition>"`` key (a partition
+key of the coordinator's manifests, :func:`laminar_kafka.coordinator.codec.format_partition_key`: a
+Kafka topic or another log's partitioned stream, and a partition number) the checkpoint holds the
+**next position to read**, i.e. ``last emitted position + 1`` or anything above it and at or below
+the next record's. A partition that was assigned but has emitted nothing holds its resolved start.
 
-Encoding (UTF-8 JSON object, exactly these keys)::
+Encoding (UTF-8 JSON object, exactly these keys, canonical: sorted keys, no whitespace)::
 
-    {"connector": "kafka", "format_version": 1, "assignment_version": <u64>,
-     "offsets": {"<topic>:<partition>": <offset>, ...}}
+    {"assignment_version": <u64>, "connector": "<name>", "format_version": 1,
+     "offsets": {"<name>:<partition>": <position>, ...}}
+
+``connector`` names the connector that took the cursor (``"kafka"``, ``"redis"``, ...). Each
+connector names itself and checks the cursors it is given through its :class:`CursorFormat`; a
+checkpoint the node runtime rebuilds from a manifest's cursors is :data:`UNNAMED` (a manifest holds
+the cursors of its pipeline's one connector, not a name), and every connector accepts it.
 
 Decoding is strict: unknown or missing keys, wrong JSON types, booleans used as numbers, negative
-or out-of-range integers, non-canonical partition numbers and invalid topic names all raise
-:class:`~laminar_kafka.kafka_source.errors.CheckpointError`. This module does no I/O.
+or out-of-range integers, non-canonical partition numbers and invalid names all raise
+:class:`~laminar_kafka.connector.errors.CheckpointError`. This module does no I/O.
 """
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -26,23 +32,27 @@ from typing import Any
 from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, is_int, loads, parse_partition_key
 from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.errors import CheckpointError
+from laminar_kafka.connector.errors import CheckpointError
 
 __all__ = [
     "CHECKPOINT_FORMAT_VERSION",
-    "CONNECTOR_NAME",
-    "CursorCheckpoints",
+    "UNNAMED",
+    "CursorFormat",
     "SourceCheckpoint",
     "format_key",
     "parse_key",
 ]
 
-CONNECTOR_NAME: str = "kafka"
 CHECKPOINT_FORMAT_VERSION: int = 1
+#: the name of a checkpoint the runtime rebuilt from a manifest's cursors (see the module docstring)
+UNNAMED: str = ""
 _KEYS: frozenset[str] = frozenset({"connector", "format_version", "assignment_version", "offsets"})
+_NAME_RE = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+
 
 def format_key(topic: str, partition: int) -> str:
-    """The checkpoint key ``"topic:partition"``. Pre: valid Kafka topic name, 0 <= partition < 2**31.
+    """The checkpoint key ``"name:partition"``. Pre: a valid name (Kafka's topic-name rules),
+    0 <= partition < 2**31.
 
     One implementation for the whole project: :func:`laminar_kafka.coordinator.codec.format_partition_key` (the
     manifests' cursor keys), with its error raised as :class:`CheckpointError`.
@@ -65,20 +75,23 @@ def parse_key(key: str) -> TopicPartitionId:
 class SourceCheckpoint:
     """The cursor of exactly the rows a source has emitted.
 
-    ``offsets`` maps ``"topic:partition"`` to the next offset to read (``last emitted + 1``);
+    ``offsets`` maps ``"name:partition"`` to the next position to read (``last emitted + 1``);
     ``assignment_version`` is the published vnode-assignment version the cursor was taken under
-    (``0`` = unassigned / single node). Instances are immutable; ``offsets`` is a read-only mapping
-    sorted by key, so equal cursors compare and encode identically.
+    (``0`` = unassigned / single node); ``connector`` names the connector that took it
+    (:data:`UNNAMED` for cursors rebuilt from a manifest). Instances are immutable; ``offsets`` is a
+    read-only mapping sorted by key, so equal cursors compare and encode identically.
     """
 
     offsets: Mapping[str, int] = field(default_factory=dict)
     assignment_version: int = 0
-    connector: str = CONNECTOR_NAME
+    connector: str = UNNAMED
     format_version: int = CHECKPOINT_FORMAT_VERSION
 
     def __post_init__(self) -> None:
-        if self.connector != CONNECTOR_NAME:
-            raise CheckpointError(f"checkpoint belongs to connector {self.connector!r}, not 'kafka'")
+        if not isinstance(self.connector, str) or not (
+            self.connector == UNNAMED or _NAME_RE.fullmatch(self.connector)
+        ):
+            raise CheckpointError(f"invalid checkpoint connector name {self.connector!r}")
         if not is_int(self.format_version) or self.format_version != CHECKPOINT_FORMAT_VERSION:
             raise CheckpointError(f"unsupported checkpoint format_version {self.format_version!r}")
         if not is_int(self.assignment_version) or not 0 <= self.assignment_version <= U64_MAX:
@@ -92,30 +105,31 @@ class SourceCheckpoint:
         object.__setattr__(self, "offsets", MappingProxyType(dict(sorted(self.offsets.items()))))
 
     def __hash__(self) -> int:
-        return hash((tuple(self.offsets.items()), self.assignment_version))
+        return hash((tuple(self.offsets.items()), self.assignment_version, self.connector))
 
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def empty(cls, assignment_version: int = 0) -> SourceCheckpoint:
+    def empty(cls, assignment_version: int = 0, connector: str = UNNAMED) -> SourceCheckpoint:
         """A checkpoint with no partitions (``notify_epoch_committed`` treats it as a no-op)."""
-        return cls({}, assignment_version)
+        return cls({}, assignment_version, connector)
 
     @classmethod
     def from_partitions(
-        cls, offsets: Mapping[TopicPartitionId, int], assignment_version: int = 0
+        cls, offsets: Mapping[TopicPartitionId, int], assignment_version: int = 0, connector: str = UNNAMED
     ) -> SourceCheckpoint:
-        """Build from ``{(topic, partition): next_offset}``."""
-        return cls({format_key(t, p): o for (t, p), o in offsets.items()}, assignment_version)
+        """Build from ``{(name, partition): next_position}``."""
+        return cls({format_key(t, p): o for (t, p), o in offsets.items()}, assignment_version, connector)
 
     @classmethod
-    def _of_sorted_valid(cls, offsets: dict[str, int], assignment_version: int) -> SourceCheckpoint:
+    def of_sorted_valid(cls, offsets: dict[str, int], assignment_version: int, connector: str) -> SourceCheckpoint:
         """A checkpoint of ``offsets`` the caller guarantees canonical: keys made by
-        :func:`format_key`, in key order, offsets in range; nothing is checked or copied."""
+        :func:`format_key`, in key order, positions in range, a valid name; nothing is checked or
+        copied (a connector building one per batch pays only for the dict)."""
         checkpoint = object.__new__(cls)
         object.__setattr__(checkpoint, "offsets", MappingProxyType(offsets))
         object.__setattr__(checkpoint, "assignment_version", assignment_version)
-        object.__setattr__(checkpoint, "connector", CONNECTOR_NAME)
+        object.__setattr__(checkpoint, "connector", connector)
         object.__setattr__(checkpoint, "format_version", CHECKPOINT_FORMAT_VERSION)
         return checkpoint
 
@@ -126,11 +140,11 @@ class SourceCheckpoint:
         return not self.offsets
 
     def partitions(self) -> dict[TopicPartitionId, int]:
-        """``{(topic, partition): next_offset}`` (a fresh dict)."""
+        """``{(name, partition): next_position}`` (a fresh dict)."""
         return {parse_key(k): o for k, o in self.offsets.items()}
 
     def next_offset(self, topic: str, partition: int) -> int | None:
-        """The next offset to read for one partition, or ``None`` if the checkpoint lacks it."""
+        """The next position to read for one partition, or ``None`` if the checkpoint lacks it."""
         return self.offsets.get(format_key(topic, partition))
 
     def __iter__(self) -> Iterator[tuple[TopicPartitionId, int]]:
@@ -199,24 +213,44 @@ class SourceCheckpoint:
         return cls.from_json(text)
 
 
-class CursorCheckpoints:
-    """Checkpoints of a source's cursor, built at the cost of a dict per call: the checkpoint keys
-    of the cursor's partitions, and their order, are computed once per set of partitions (a source
-    builds a checkpoint per batch; formatting, checking and sorting every key each time cost a node
-    on 1,000 partitions a fifth of its event loop at 2,000 records/s).
+@dataclass(frozen=True)
+class CursorFormat:
+    """How one connector names its checkpoints and checks the cursors it is given (its hook).
 
-    Pre: the cursor's offsets are in range (they come from the Kafka client's positions).
+    ``name`` stamps every checkpoint the connector takes; ``also_reads`` are other names whose
+    checkpoints it accepts (those an earlier release stamped differently). A connector whose
+    positions obey more rules than "an integer in ``[0, 2**63)``" subclasses this and overrides
+    :meth:`check_cursor`.
     """
 
-    def __init__(self) -> None:
-        self._partitions: frozenset[TopicPartitionId] = frozenset()
-        self._order: list[tuple[str, TopicPartitionId]] = []
+    name: str
+    also_reads: frozenset[str] = frozenset()
 
-    def of(self, cursor: Mapping[TopicPartitionId, int], assignment_version: int) -> SourceCheckpoint:
-        """:meth:`SourceCheckpoint.from_partitions` of ``cursor``, equal to it in every way."""
-        if cursor.keys() != self._partitions:
-            self._partitions = frozenset(cursor)
-            self._order = sorted((format_key(t, p), (t, p)) for t, p in self._partitions)
-        if not 0 <= assignment_version <= U64_MAX:
-            raise CheckpointError(f"invalid assignment_version {assignment_version!r}")
-        return SourceCheckpoint._of_sorted_valid({key: cursor[tp] for key, tp in self._order}, assignment_version)
+    def __post_init__(self) -> None:
+        for name in (self.name, *self.also_reads):
+            if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+                raise CheckpointError(f"invalid connector name {name!r} (lower-case letters, digits, '_.-')")
+
+    def check_cursor(self, partition: TopicPartitionId, position: int) -> None:
+        """Raise :class:`CheckpointError` if ``position`` cannot be a cursor of ``partition`` here.
+        The default accepts every position the checkpoint itself accepts."""
+
+    def stamp(self, offsets: Mapping[TopicPartitionId, int], assignment_version: int = 0) -> SourceCheckpoint:
+        """This connector's checkpoint of ``{(name, partition): next_position}``."""
+        return SourceCheckpoint.from_partitions(offsets, assignment_version, self.name)
+
+    def accept(self, checkpoint: SourceCheckpoint) -> SourceCheckpoint:
+        """``checkpoint`` if this connector may resume from it: its name is this connector's, one
+        of ``also_reads`` or :data:`UNNAMED`, and :meth:`check_cursor` accepts every cursor. Raises
+        :class:`CheckpointError` otherwise (a checkpoint of another connector is never read)."""
+        if checkpoint.connector not in (self.name, UNNAMED, *self.also_reads):
+            raise CheckpointError(
+                f"checkpoint belongs to connector {checkpoint.connector!r}, not {self.name!r}"
+            )
+        for partition, position in checkpoint:
+            self.check_cursor(partition, position)
+        return checkpoint
+
+    def decode(self, data: bytes) -> SourceCheckpoint:
+        """:meth:`SourceCheckpoint.from_bytes`, then :meth:`accept`."""
+        return self.accept(SourceCheckpoint.from_bytes(data))

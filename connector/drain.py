@@ -1,15 +1,15 @@
 """One round's drain as this source sees it: phases, the cut, and what resolving it takes (pure).
 
 No I/O and no clock: callers pass ``now`` (a :func:`time.monotonic` value). Values are immutable;
-every transition returns a new one or raises :class:`~laminar_kafka.kafka_source.errors.FatalError` (an
-invariant broke: the caller fails the generation) or :class:`~laminar_kafka.kafka_source.errors.DrainError` (a
-rejection: nothing changed). :class:`~laminar_kafka.kafka_source.vnode.ownership.Ownership` holds the current or last
+every transition returns a new one or raises :class:`~laminar_kafka.connector.errors.FatalError` (an
+invariant broke: the caller fails the generation) or :class:`~laminar_kafka.connector.errors.DrainError` (a
+rejection: nothing changed). :class:`~laminar_kafka.connector.ownership.Ownership` holds the current or last
 :class:`DrainProgress` and checks each transition against the registry.
 
 Phases (:class:`DrainPhase`): ``IDLE`` (no round seen) -> ``DRAINING`` (boundary in the FIFO,
 revoked partitions paused) -> ``READY`` (boundary consumed; the cut is fixed) -> ``RESOLVED``
 (commit or abort applied; remembered so a repeated resolution is a no-op). ``FAILED`` is terminal
-(reported by :class:`~laminar_kafka.kafka_source.vnode.ownership.Ownership`). A round that revokes nothing is
+(reported by :class:`~laminar_kafka.connector.ownership.Ownership`). A round that revokes nothing is
 ``READY`` at once with an empty cut.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from types import MappingProxyType
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.connector import SourceDrainOutcome
-from laminar_kafka.kafka_source.errors import DrainError, FatalError
+from laminar_kafka.connector.protocol import SourceDrainOutcome
+from laminar_kafka.connector.errors import DrainError, FatalError
 
 __all__ = ["DrainPhase", "DrainProgress", "FinishPlan"]
 

@@ -1,8 +1,12 @@
-"""The one exception tree of ``kafka_source``.
+"""The exception tree of the source-connector protocol.
 
-Every error raised by the package is a :class:`ConnectorError`. When the error was caused by the
-Kafka client (a ``confluent_kafka.KafkaError`` / ``KafkaException``) or another library, that
-object is kept in :attr:`ConnectorError.cause` so callers can inspect codes without parsing text.
+Every error a connector raises through the protocol is a :class:`ConnectorError`; its class says
+what the caller may do: :class:`TransientError` is worth a retry (a new generation), after a
+:class:`FatalError` the generation is never called again, :class:`ConfigurationError`,
+:class:`CheckpointError` and :class:`DrainError` reject one call or value. A connector's own errors
+subclass these (Kafka's in ``laminar_kafka.kafka_source.errors``, Redis's in
+``laminar_kafka.redis_source.errors``). When the error was caused by a client library,
+that object is kept in :attr:`ConnectorError.cause` so callers can inspect codes without parsing text.
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 
 
 class ConnectorError(Exception):
-    """Root of every error raised by ``kafka_source``.
+    """Root of every error a connector raises through the protocol.
 
     ``cause`` holds the underlying library error (``KafkaError``, ``KafkaException``,
     ``pyarrow.ArrowInvalid``, ...) or ``None`` when the error originates here.
@@ -29,31 +33,6 @@ class CheckpointError(ConnectorError):
     """A checkpoint cannot be decoded, or cannot be honoured exactly by the broker."""
 
 
-class OffsetOutOfRangeError(CheckpointError):
-    """A requested offset lies outside the partition's retained range ``[low, high]``.
-
-    Raised under guaranteed delivery instead of silently resetting the position.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        topic: str,
-        partition: int,
-        offset: int,
-        low: int | None = None,
-        high: int | None = None,
-        cause: Any = None,
-    ) -> None:
-        super().__init__(message, cause=cause)
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.low = low
-        self.high = high
-
-
 class DrainError(ConnectorError):
     """A drain round cannot be started, observed or resolved."""
 
@@ -64,21 +43,6 @@ class TransientError(ConnectorError):
 
 class FatalError(ConnectorError):
     """The connector generation cannot continue and must be retired."""
-
-
-class DecodeError(ConnectorError):
-    """A record's payload does not decode under the configured format and schema.
-
-    ``topic``, ``partition`` and ``offset`` identify the first offending record.
-    """
-
-    def __init__(
-        self, message: str, *, topic: str, partition: int, offset: int, cause: Any = None
-    ) -> None:
-        super().__init__(message, cause=cause)
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
 
 
 class UnassignedVnodeError(FatalError):
@@ -96,19 +60,12 @@ class UnassignedVnodeError(FatalError):
         self.vnodes = vnodes
 
 
-class ErrorRateExceededError(FatalError):
-    """Best-effort delivery skipped more bad records than ``max.error.rate`` allows."""
-
-
 __all__ = [
     "CheckpointError",
     "ConfigurationError",
     "ConnectorError",
-    "DecodeError",
     "DrainError",
-    "ErrorRateExceededError",
     "FatalError",
-    "OffsetOutOfRangeError",
     "TransientError",
     "UnassignedVnodeError",
 ]

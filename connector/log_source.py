@@ -8,9 +8,10 @@ advisory offsets (:meth:`~PartitionedLogSource.commit_advisory`). Two logs use i
 (:mod:`.memory`, the example to start from) and Redis Streams
 (:mod:`laminar_kafka.redis_source`, over a real server).
 
-It is deliberately simple: no threads of its own and no read-ahead, so nothing is ever in flight
-between polls and a drain's cut is the cursor at ``begin_drain`` (a drain is ready as soon as it
-begins). A cursor is the position of the next record to read; a position between two records is
+Ownership is the one vnode state machine (:class:`~laminar_kafka.connector.ownership.Ownership`,
+Kafka's too): this class executes its plans at once, on the event loop. It is deliberately simple:
+no threads of its own and no read-ahead, so nothing is ever in flight between polls and a drain's
+cut is the cursor at ``begin_drain`` (a drain is ready as soon as it begins). A cursor is the position of the next record to read; a position between two records is
 valid (reading resumes at the first record at or above it), so cursors need not be dense.
 
 Rows carry ``_topic``, ``_partition``, ``_offset`` and ``value`` (its type is the subclass's
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import abc
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +30,9 @@ import pyarrow as pa
 
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint, parse_key
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint, parse_key
+from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
     ConnectorTaskTracker,
@@ -46,7 +48,8 @@ from laminar_kafka.kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
-from laminar_kafka.kafka_source.errors import ConfigurationError, DrainError, FatalError
+from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, DrainError, FatalError
+from laminar_kafka.connector.ownership import Ownership, route_partitions
 
 __all__ = ["PartitionRead", "PartitionedLogSource", "row_schema"]
 
@@ -69,23 +72,17 @@ class PartitionRead:
     next: int
 
 
-@dataclass(frozen=True)
-class _Drain:
-    round: AssignmentDrainId
-    #: partitions lost under the target: paused at their cut
-    revoked: frozenset[TopicPartitionId]
-    #: partitions owned under the target
-    target_owned: frozenset[TopicPartitionId]
-    resolved: SourceDrainOutcome | None = None
-
-
 class PartitionedLogSource(SourceConnector):
     """One generation reading a partitioned log; vnode-scoped once ``set_vnode_assignment`` is called.
 
-    A subclass gives :attr:`value_type`, :meth:`log_partitions`, :meth:`read_records` and
-    :meth:`commit_advisory`. Everything else is the protocol, implemented once here.
+    A subclass gives :attr:`cursor_format` (its name), :attr:`value_type`, :meth:`log_partitions`,
+    :meth:`read_records` and :meth:`commit_advisory`. Everything else is the protocol, implemented
+    once here.
     """
 
+    #: the connector's name and cursor rules: its checkpoints carry the name, and a checkpoint
+    #: it starts or acquires from must be its own (:meth:`CursorFormat.accept`)
+    cursor_format: CursorFormat
     #: the Arrow type of the ``value`` column
     value_type: pa.DataType = pa.binary()
 
@@ -108,14 +105,17 @@ class PartitionedLogSource(SourceConnector):
         self.committed: list[tuple[int, SourceCheckpoint]] = []
         #: every acquisition offered: (version, "topic:partition" -> cursor)
         self.acquired: list[tuple[int, dict[str, int]]] = []
-        # vnode ownership
+        # vnode ownership: ``own`` is None until both set_vnode_assignment and start were called
         self._identity = ""
         self._registry: VnodeRegistry | None = None
         self._self_id = 0
-        #: the assignment version the cursors are pinned to
-        self.version = 0
+        self.own: Ownership | None = None
         self._offer: tuple[int, dict[TopicPartitionId, int]] | None = None
-        self.drain: _Drain | None = None
+
+    @property
+    def version(self) -> int:
+        """The assignment version the cursors are pinned to (0 without vnode mode)."""
+        return self.own.version if self.own is not None else 0
 
     # -- what a log gives ---------------------------------------------------------------------------
 
@@ -150,13 +150,13 @@ class PartitionedLogSource(SourceConnector):
         in vnode mode, only those the registry's published assignment gives this node."""
         self.started_with = request
         position = request.position
-        resumed = position.checkpoint.partitions() if isinstance(position, ResumePosition) else {}
+        resumed = {}
+        if isinstance(position, ResumePosition):
+            resumed = self.cursor_format.accept(position.checkpoint).partitions()
         start = {tp: resumed.get(tp, 0) for tp in self.log_partitions()}
-        if self._registry is not None:
-            snapshot = self._registry.snapshot()
-            self.version = snapshot.version
-            start = {tp: o for tp, o in start.items() if tp in self._owned_at(snapshot.owners)}
         self.cursor = start
+        if self._registry is not None:
+            self._pin()
 
     async def close(self) -> None:
         self.closed = True
@@ -170,7 +170,8 @@ class PartitionedLogSource(SourceConnector):
     # -- data -------------------------------------------------------------------------------------
 
     def _paused(self) -> frozenset[TopicPartitionId]:
-        return self.drain.revoked if self.drain is not None and self.drain.resolved is None else frozenset()
+        drain = self.own.drain if self.own is not None else None
+        return drain.revoked if drain is not None and drain.active else frozenset()
 
     async def poll_batch(self, max_records: int) -> SourceBatch | None:
         """At most ``max_records`` rows from the partitions read (those paused by a drain left out),
@@ -179,6 +180,8 @@ class PartitionedLogSource(SourceConnector):
         the cursor, so the batch stays bound to its checkpoint."""
         if self.closed:
             raise FatalError("poll_batch on a closed generation")
+        if self.own is not None:
+            self.own.require_alive()
         paused = self._paused()
         starts = {tp: cursor for tp, cursor in sorted(self.cursor.items()) if tp not in paused}
         if not starts:
@@ -207,7 +210,7 @@ class PartitionedLogSource(SourceConnector):
         return SourceBatch(batch, self.checkpoint())
 
     def checkpoint(self) -> SourceCheckpoint:
-        return SourceCheckpoint.from_partitions(self.cursor, self.version)
+        return self.cursor_format.stamp(self.cursor, self.version)
 
     def try_checkpoint(self) -> SourceCheckpoint | None:
         return self.checkpoint() if self.checkpoint_ready() else None
@@ -220,67 +223,89 @@ class PartitionedLogSource(SourceConnector):
     # -- vnode ownership --------------------------------------------------------------------------
 
     def set_vnode_assignment(self, source_identity: str, registry: VnodeRegistry, self_id: int) -> None:
+        """Vnode mode: before :meth:`start`, the start reads only the partitions owned in the
+        published snapshot; after it, the partitions not owned stop being read at once."""
         if self._registry is not None:
             raise ConfigurationError("set_vnode_assignment was already called")
         self._identity, self._registry, self._self_id = source_identity, registry, self_id
+        if self.started_with is not None and not self.closed:
+            self._pin()
 
-    def _owned_at(self, owners: tuple[int, ...]) -> frozenset[TopicPartitionId]:
-        return frozenset(
-            tp for tp in self.log_partitions()
-            if owners[partition_vnode(self._identity, tp[0], tp[1], len(owners))] == self._self_id
-        )
+    def _pin(self) -> None:
+        """Pin to the published snapshot with the owned part of the cursor live (the rest dropped).
+        Raises :class:`~laminar_kafka.connector.errors.UnassignedVnodeError` for an invalid owner map."""
+        assert self._registry is not None
+        routes = route_partitions(self._identity, list(self.log_partitions()), self._registry.vnode_count)
+        own = Ownership.at(self._self_id, routes, self._registry.snapshot())
+        self.cursor = {tp: o for tp, o in self.cursor.items() if tp in own.owned}
+        self.own = own.started(frozenset(self.cursor))
 
-    def _reconcile_plan(self) -> tuple[int, frozenset[TopicPartitionId], frozenset[TopicPartitionId]] | None:
-        """``(published version, released, gained)`` when the pin is behind the published version."""
-        if self._registry is None or self.closed or (self.drain is not None and self.drain.resolved is None):
-            return None
-        snapshot = self._registry.snapshot()
-        if snapshot.version <= self.version:
-            return None
-        owned = self._owned_at(snapshot.owners)
-        held = frozenset(self.cursor)
-        # a partition that left and came back (self -> other -> self) is acquired again
-        moved = frozenset(
-            tp for tp in held & owned
-            if snapshot.changed_at[partition_vnode(self._identity, tp[0], tp[1], snapshot.vnode_count)] > self.version
-        )
-        return snapshot.version, (held - owned) | moved, (owned - held) | moved
+    def _fail(self, reason: str) -> FatalError:
+        """Fail the generation (every later call raises) and the error to raise now."""
+        assert self.own is not None
+        self.own = self.own.fail(reason)
+        return FatalError(f"source generation failed: {reason}")
+
+    def _take(self, acquire: Mapping[TopicPartitionId, int | None]) -> dict[TopicPartitionId, int]:
+        """Read the partitions of ``acquire`` from their cursors (a partition without one: 0)."""
+        taken = {tp: 0 if position is None else position for tp, position in acquire.items()}
+        self.cursor.update(taken)
+        return taken
 
     def checkpoint_ready(self) -> bool:
+        """Without vnode mode: True until closed. In vnode mode: pinned to the published version
+        with every owned partition read. Raises :class:`FatalError` once the generation failed."""
         if self.closed:
             return False
-        if self._registry is None:
-            return True
-        return self.version == self._registry.snapshot().version
+        if self.own is None or self._registry is None:
+            return self._registry is None
+        try:
+            return self.own.is_ready(self._registry.snapshot())
+        except FatalError as exc:
+            raise self._fail(str(exc)) from exc
 
     def drive_control_plane(self) -> None:
-        plan = self._reconcile_plan()
+        """One reconciliation step toward the published assignment (:meth:`Ownership.plan_reconcile`):
+        partitions not owned any more are dropped, gained ones read from the cursors offered for
+        exactly that version. Never raises: a failure surfaces from the next call."""
+        own = self.own
+        if own is None or self._registry is None or self.closed or own.failure is not None:
+            return
+        try:
+            plan = own.plan_reconcile(self._registry.snapshot(), self._offer)
+        except ConnectorError as exc:
+            self._fail(f"reconciliation failed: {exc}")
+            return
         if plan is None:
             return
-        version, released, gained = plan
-        if gained and (self._offer is None or self._offer[0] != version):
-            return  # waits for acquire_partitions at exactly this version
-        offer = self._offer[1] if self._offer is not None else {}
-        for tp in released:
+        for tp in plan.release:
             del self.cursor[tp]
-        for tp in gained:
-            self.cursor[tp] = offer.get(tp, 0)
-        self.version = version
+        self.own = own.reconciled(plan, self._take(plan.acquire))
 
     def acquisition_needed(self) -> tuple[int, frozenset[TopicPartitionId]] | None:
-        plan = self._reconcile_plan()
-        if plan is None or not plan[2]:
+        own = self.own
+        if own is None or self._registry is None or self.closed or own.failure is not None:
             return None
-        return plan[0], plan[2]
+        snapshot = self._registry.snapshot()
+        try:
+            plan = own.plan_reconcile(snapshot, (snapshot.version, {}))
+        except ConnectorError:
+            return None
+        if plan is None or not plan.acquire:
+            return None
+        return plan.version, frozenset(plan.acquire)
+
+    def _cursors_of(self, cursors: Mapping[str, int] | SourceCheckpoint) -> dict[TopicPartitionId, int]:
+        if isinstance(cursors, SourceCheckpoint):
+            return self.cursor_format.accept(cursors).partitions()
+        return {parse_key(k): o for k, o in cursors.items()}
 
     def acquire_partitions(self, cursors: Mapping[str, int] | SourceCheckpoint, version: int) -> None:
-        if self._registry is None:
+        if self._registry is None or self.own is None:
             raise ConfigurationError("no vnode assignment")
-        if version < self.version:
-            raise DrainError(f"cursors for version {version} are stale (pinned to {self.version})")
-        offsets = cursors.partitions() if isinstance(cursors, SourceCheckpoint) else {
-            parse_key(k): o for k, o in cursors.items()
-        }
+        if version < self.own.version:
+            raise DrainError(f"cursors for version {version} are stale (pinned to {self.own.version})")
+        offsets = self._cursors_of(cursors)
         self._offer = (version, offsets)
         self.acquired.append((version, {f"{t}:{p}": o for (t, p), o in offsets.items()}))
 
@@ -298,23 +323,30 @@ class PartitionedLogSource(SourceConnector):
 
     # -- drains -----------------------------------------------------------------------------------
 
-    def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
-        if self._registry is None:
+    def _vnode_state(self) -> Ownership:
+        if self._registry is None or self.own is None:
             raise ConfigurationError("no vnode assignment")
-        if self.drain is not None and self.drain.round == request.round and self.drain.resolved is None:
-            return
+        return self.own
+
+    def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
+        """:meth:`Ownership.begin_drain`; nothing is in flight, so the revoked partitions pause at
+        their cursors and the cut is fixed at once (the round is ready)."""
+        own = self._vnode_state()
+        assert self._registry is not None
         snapshot, pending = self._registry.state()
-        if pending is None or pending.drain_id != request.round:
-            raise DrainError(f"round {request.round} is not the registry's pending round")
-        if request.round.predecessor_version != self.version or snapshot.version != self.version:
-            raise DrainError(f"round {request.round} does not start at the pinned version {self.version}")
-        target = self._owned_at(pending.owners)
-        self.drain = _Drain(request.round, frozenset(self.cursor) - target, target)
+        own, started = own.begin_drain(request.round, deadline, time.monotonic(), snapshot, pending)
+        if not started:
+            return
+        drain = own.drain
+        assert drain is not None
+        if drain.revoked:
+            own = own.boundary_paused(request.round, {tp: self.cursor[tp] for tp in drain.revoked})
+            own = own.boundary_consumed(request.round, self.cursor, time.monotonic())
+        self.own = own
+        own.require_alive()
 
     def poll_drain_ready(self, round: AssignmentDrainId) -> bool:
-        if self.drain is None or self.drain.round != round or self.drain.resolved is not None:
-            raise DrainError(f"round {round} is not the active drain")
-        return True  # the cut is the cursor at begin_drain: nothing was in flight
+        return self._vnode_state().ready(round)
 
     async def finish_drain(
         self,
@@ -322,30 +354,22 @@ class PartitionedLogSource(SourceConnector):
         deadline: float,
         handoff_cursors: Mapping[str, int] | SourceCheckpoint | None = None,
     ) -> None:
-        drain = self.drain
-        if drain is None or drain.round != resolution.round:
-            raise DrainError(f"round {resolution.round} is not the active drain")
-        if drain.resolved is not None:
-            if drain.resolved is resolution.outcome:
-                return
-            raise DrainError(f"round {resolution.round} was already resolved as {drain.resolved.value}")
-        if resolution.outcome is SourceDrainOutcome.ABORT:
-            self.drain = _Drain(drain.round, drain.revoked, drain.target_owned, SourceDrainOutcome.ABORT)
-            return  # the paused partitions resume at their cut: their cursor never moved
-        gained = drain.target_owned - frozenset(self.cursor)
-        handoff: dict[TopicPartitionId, int] | None = None
-        if handoff_cursors is not None:
-            handoff = handoff_cursors.partitions() if isinstance(handoff_cursors, SourceCheckpoint) else {
-                parse_key(k): o for k, o in handoff_cursors.items()
-            }
-            if not gained <= handoff.keys():
-                raise DrainError(f"handoff cursors lack {sorted(gained - handoff.keys())}")
-        for tp in drain.revoked:
+        """:meth:`Ownership.plan_finish`, executed at once: Commit drops the revoked partitions and
+        reads the gained ones from ``handoff_cursors`` (without them they wait for an offer);
+        Abort resumes the paused partitions at their cut, where their cursors still are."""
+        own = self._vnode_state()
+        handoff = self._cursors_of(handoff_cursors) if handoff_cursors is not None else None
+        try:
+            plan = own.plan_finish(resolution, time.monotonic(), deadline, handoff)
+        except FatalError as exc:
+            raise self._fail(str(exc)) from exc
+        if plan is None:
+            return
+        if plan.outcome is SourceDrainOutcome.ABORT:
+            if any(self.cursor.get(tp) != position for tp, position in plan.resume.items()):
+                raise self._fail(f"abort of drain {resolution.round}: a paused cursor moved")
+            self.own = own.finished(plan, {})
+            return
+        for tp in plan.release:
             del self.cursor[tp]
-        self.version = drain.round.target_version
-        if handoff is not None:
-            for tp in gained:
-                self.cursor[tp] = handoff[tp]
-        else:
-            self.version = drain.round.predecessor_version  # the gained partitions wait for an offer
-        self.drain = _Drain(drain.round, drain.revoked, drain.target_owned, SourceDrainOutcome.COMMIT)
+        self.own = own.finished(plan, self._take(plan.acquire))

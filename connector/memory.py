@@ -1,10 +1,10 @@
 """The reference connector: in-memory partitioned logs, the whole protocol, vnode mode included.
 
-It proves that :class:`~laminar_kafka.kafka_source.connector.SourceConnector` is enough for the node
+It proves that :class:`~laminar_kafka.connector.protocol.SourceConnector` is enough for the node
 runtime (its tests run the runtime over it in vnode mode) and is the example to start a connector
 from: the protocol is :class:`~.log_source.PartitionedLogSource`'s (ownership, drains and
 acquisition through the declared methods only); this module gives it a log of Python lists. It
-passes the conformance kit (:mod:`laminar_kafka.kafka_source.conformance`) over :class:`MemoryBackend`.
+passes the conformance kit (:mod:`laminar_kafka.connector.conformance`) over :class:`MemoryBackend`.
 
 Offsets: a record's offset is its index in its partition's list; cursors are the next offset to
 read. Rows carry ``_topic``, ``_partition``, ``_offset`` and ``value`` (int64). Advisory commits
@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint
+from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     SourceBatch,
     SourceCheckpointUnavailablePolicy,
     SourceDrainRequest,
     SourceDrainResolution,
 )
-from laminar_kafka.kafka_source.conformance.backend import LogBackend
-from laminar_kafka.kafka_source.conformance.log_source import PartitionedLogSource, PartitionRead, row_schema
+from laminar_kafka.connector.conformance.backend import LogBackend
+from laminar_kafka.connector.log_source import PartitionedLogSource, PartitionRead, row_schema
 
 __all__ = ["SCHEMA", "MemoryBackend", "MemoryLog", "MemorySource"]
 
@@ -89,6 +89,7 @@ class MemorySource(PartitionedLogSource):
     """One generation reading a :class:`MemoryLog` (the protocol is :class:`PartitionedLogSource`'s),
     with the switches the runtime's tests use, and the calls it received in :attr:`calls`."""
 
+    cursor_format = CursorFormat("memory")
     value_type = pa.int64()
 
     def __init__(
@@ -166,8 +167,8 @@ class MemorySource(PartitionedLogSource):
         handoff_cursors: Mapping[str, int] | SourceCheckpoint | None = None,
     ) -> None:
         self.calls.append(f"finish_drain:{resolution.outcome.value}")
-        drain = self.drain
-        if self.hang_finishes and drain is not None and drain.round == resolution.round and drain.resolved is None:
+        drain = self.own.drain if self.own is not None else None
+        if self.hang_finishes and drain is not None and drain.round == resolution.round and drain.active:
             self.hang_finishes -= 1
             await self.release_hang.wait()
         await super().finish_drain(resolution, deadline, handoff_cursors)

@@ -2,8 +2,9 @@
 
 No I/O and no clock: callers pass ``now`` (a :func:`time.monotonic` value) and the registry
 snapshots they read. :class:`Ownership` is an immutable value; every transition returns a new one
-or raises. The vnode driver (:mod:`laminar_kafka.kafka_source.vnode.driver`) executes what a transition asks for (pause,
-release, acquire, rewind) on its reader thread and feeds the outcome back.
+or raises. A connector executes what a transition asks for (pause, release, acquire, rewind) and
+feeds the outcome back (Kafka's vnode driver on its reader thread; :class:`~laminar_kafka.connector.log_source.PartitionedLogSource`
+at once, on the event loop).
 
 Vocabulary (``TopicPartitionId`` = ``(topic, partition)``):
 
@@ -16,13 +17,13 @@ Vocabulary (``TopicPartitionId`` = ``(topic, partition)``):
   (and then ``owned`` equals the owned set computed from ``S``; a mismatch is a conflict).
 
 Drains: :attr:`Ownership.drain` is the current or last round's
-:class:`~laminar_kafka.kafka_source.vnode.drain.DrainProgress` (phases and the cut live in :mod:`laminar_kafka.kafka_source.vnode.drain`);
+:class:`~laminar_kafka.connector.drain.DrainProgress` (phases and the cut live in :mod:`laminar_kafka.connector.drain`);
 :class:`Ownership` checks each drain transition against the registry and fails the generation when
 one breaks an invariant.
 
 Owner maps: a map where a vnode that routes a known partition is unassigned while other vnodes have
-owners is rejected (:class:`~laminar_kafka.kafka_source.errors.UnassignedVnodeError`; in a round's target, a
-:class:`~laminar_kafka.kafka_source.errors.DrainError`). The coordinator assigns every vnode or none; an
+owners is rejected (:class:`~laminar_kafka.connector.errors.UnassignedVnodeError`; in a round's target, a
+:class:`~laminar_kafka.connector.errors.DrainError`). The coordinator assigns every vnode or none; an
 all-unassigned map (version 0 before the first publication, or no live member) is legitimate and
 gives this node nothing.
 
@@ -41,9 +42,9 @@ from types import MappingProxyType
 from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, AssignmentSnapshot, PendingTarget
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
-from laminar_kafka.kafka_source.connector import SourceDrainOutcome, SourceDrainResolution
-from laminar_kafka.kafka_source.vnode.drain import DrainPhase, DrainProgress, FinishPlan
-from laminar_kafka.kafka_source.errors import DrainError, FatalError, UnassignedVnodeError
+from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainResolution
+from laminar_kafka.connector.drain import DrainPhase, DrainProgress, FinishPlan
+from laminar_kafka.connector.errors import DrainError, FatalError, UnassignedVnodeError
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +200,7 @@ class Ownership:
         """Terminal: every later transition raises :class:`FatalError`. Idempotent (first reason kept)."""
         if self.failure is not None:
             return self
-        logger.error("kafka source ownership failed: %s", reason)
+        logger.error("source ownership failed: %s", reason)
         return replace(self, failure=reason)
 
     def expire(self, now: float) -> Ownership:

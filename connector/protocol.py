@@ -6,7 +6,7 @@ an implementation computes the time left as ``deadline - time.monotonic()`` and 
 provider work after it.
 
 The drain/vnode hooks fail closed by default: a connector that does not implement exact
-vnode-scoped ownership raises :class:`~laminar_kafka.kafka_source.errors.ConfigurationError` from them, so it can
+vnode-scoped ownership raises :class:`~laminar_kafka.connector.errors.ConfigurationError` from them, so it can
 never be placed as a splittable source while every node reads all input.
 """
 from __future__ import annotations
@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.errors import ConfigurationError
-from laminar_kafka.kafka_source.tasks import ConnectorTaskTracker
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.connector.tasks import ConnectorTaskTracker
 
 if TYPE_CHECKING:
     from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
@@ -91,7 +91,7 @@ class ConnectorCancellationPolicy(enum.Enum):
 class SourceTopology(enum.Enum):
     """Placement semantics of a source."""
 
-    #: Input splits into independent units (Kafka partitions) that can be owned by different nodes.
+    #: Input splits into independent units (partitions) that can be owned by different nodes.
     SPLITTABLE = "splittable"
     #: Exactly one instance may read the input.
     SINGLETON = "singleton"
@@ -197,7 +197,8 @@ class SourceBatch:
     ``rejected``: the records this poll consumed but could not decode, skipped by the bad-record
     policy (``None`` when there are none). The cursor is past them too, so a sink that keeps
     exactly once must write them with ``records`` (the node writes them to ``<output>/_rejected/``).
-    Columns: :data:`laminar_kafka.kafka_source.decode.rejected.REJECTED_SCHEMA`. ``records`` may then have no row.
+    Columns: the connector's own (Kafka's: ``laminar_kafka.kafka_source.decode.rejected.REJECTED_SCHEMA``).
+    ``records`` may then have no row.
     """
 
     records: pa.RecordBatch

@@ -10,10 +10,10 @@ def __getattr__(name: str) -> str:
         return installed_version()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.kafka_source.config.source_config import Format, IsolationLevel, KafkaSourceConfig, StartupMode
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.protocol import (
     CheckpointAttempt,
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -33,18 +33,16 @@ from laminar_kafka.kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
-from laminar_kafka.kafka_source.errors import (
+from laminar_kafka.connector.errors import (
     CheckpointError,
     ConfigurationError,
     ConnectorError,
-    DecodeError,
     DrainError,
-    ErrorRateExceededError,
     FatalError,
-    OffsetOutOfRangeError,
     TransientError,
     UnassignedVnodeError,
 )
+from laminar_kafka.kafka_source.errors import DecodeError, ErrorRateExceededError, OffsetOutOfRangeError
 from laminar_kafka.kafka_source.source import KafkaSource, SourceMetrics
 
 __all__ = [

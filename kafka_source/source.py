@@ -28,15 +28,17 @@ from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
-from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, CursorCheckpoints, SourceCheckpoint
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, KAFKA_CURSORS, CursorCheckpoints
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
 from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
     ConnectorTaskTracker,
     DeliveryGuarantee,
+    ResumePosition,
     SourceBatch,
     SourceCheckpointUnavailablePolicy,
     SourceConnector,
@@ -47,7 +49,8 @@ from laminar_kafka.kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
-from laminar_kafka.kafka_source.errors import ConfigurationError, ConnectorError, ErrorRateExceededError, FatalError
+from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, FatalError
+from laminar_kafka.kafka_source.errors import ErrorRateExceededError
 from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ByteBoundedFifo, ControlItem, FifoItem
 from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.opening import build_reader, create_consumer, start_offsets
@@ -193,13 +196,15 @@ class KafkaSource(SourceConnector):
         """Resolve the position to exact offsets, assign them, then start the reader thread.
 
         Post: :meth:`checkpoint` pins every partition's start offset. Raises
-        :class:`ConfigurationError`, :class:`~laminar_kafka.kafka_source.errors.CheckpointError` (e.g.
+        :class:`ConfigurationError`, :class:`~laminar_kafka.connector.errors.CheckpointError` (e.g.
         :class:`~laminar_kafka.kafka_source.errors.OffsetOutOfRangeError` under guaranteed delivery) or
         :class:`TransientError`; on error no consumer is left open.
         """
         if self._started or self._closed:
             raise FatalError("a KafkaSource generation can be started only once")
         config_in, position, delivery = request.into_parts()
+        if isinstance(position, ResumePosition):
+            KAFKA_CURSORS.accept(position.checkpoint)  # another connector's checkpoint is never read
         config = self._typed(config_in)
         if config.format is Format.JSON and config.json_schema is None:
             if self._json_schema is None or self._config is None or self._config.topics != config.topics:

@@ -1,7 +1,7 @@
 """``RedisStreamsSource``: an assignment-scoped source over Redis Streams, one stream per partition.
 
 The protocol (exact start and resume, vnode ownership, drains and acquisition, advisory commits)
-is :class:`~laminar_kafka.kafka_source.conformance.log_source.PartitionedLogSource`'s; this module
+is :class:`~laminar_kafka.connector.log_source.PartitionedLogSource`'s; this module
 gives it Redis: partition ``n`` of stream family ``s`` is the stream ``s:n``, an entry's offset is its
 ID packed into an integer (:mod:`laminar_kafka.redis_source.ids`), a poll is one ``XREAD`` (no
 ``BLOCK``) over the partitions read, and advisory offsets go to a hash, never backwards (one Lua
@@ -27,8 +27,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import BusyLoadingError, ConnectionError, RedisError, TimeoutError
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.connector import ConnectorCancellationPolicy, SourceStart
-from laminar_kafka.kafka_source.conformance.log_source import PartitionedLogSource, PartitionRead
+from laminar_kafka.connector.protocol import ConnectorCancellationPolicy, SourceStart
+from laminar_kafka.connector.log_source import PartitionedLogSource, PartitionRead
+from laminar_kafka.redis_source.checkpoint import REDIS_CURSORS
 from laminar_kafka.redis_source.config import RedisStreamsConfig
 from laminar_kafka.redis_source.errors import RedisCommandError, RedisSourceError, RedisUnavailable
 from laminar_kafka.redis_source.ids import offset_of, position_after, read_from
@@ -78,8 +79,10 @@ def _streams_of(reply: object) -> list[tuple[bytes, list[tuple[bytes, dict[bytes
 class RedisStreamsSource(PartitionedLogSource):
     """One generation reading ``config.partitions`` streams ``<stream>:<n>``; rows carry
     ``_topic`` (the stream family), ``_partition``, ``_offset`` (the packed entry ID) and ``value``
-    (the entry's ``value.field``, binary; null when the entry lacks it)."""
+    (the entry's ``value.field``, binary; null when the entry lacks it). Its checkpoints name
+    ``"redis"`` (:data:`~laminar_kafka.redis_source.checkpoint.REDIS_CURSORS`)."""
 
+    cursor_format = REDIS_CURSORS
     value_type = pa.binary()
 
     def __init__(self, config: RedisStreamsConfig,

@@ -25,8 +25,8 @@ from laminar_kafka.cluster.runtime.state import CANCEL_GRACE_S, ActiveRound, Rou
 from laminar_kafka.coordinator.base import RoundDecided, RoundOutcome, RoundStarted
 from laminar_kafka.coordinator.errors import CoordinatorError, RoundError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.kafka_source.connector import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
-from laminar_kafka.kafka_source.errors import ConnectorError, DrainError, FatalError
+from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
+from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
 
 logger = logging.getLogger(__name__)
 

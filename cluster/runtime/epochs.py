@@ -35,8 +35,8 @@ from laminar_kafka.cluster.lake.parquet.names import final_path
 from laminar_kafka.coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest
 from laminar_kafka.coordinator.errors import CoordinatorError, CoordinatorUnavailable, FencedError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import SourceConnector
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import SourceConnector
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Source generations: build one from the durable manifest, call it under a deadline, retire it.
 
-A *generation* is one started :class:`~laminar_kafka.kafka_source.connector.SourceConnector` value. It is never
+A *generation* is one started :class:`~laminar_kafka.connector.protocol.SourceConnector` value. It is never
 restarted: a failure, a cancellation under ``RETIRE_CONNECTOR``, or a loss of ownership without a
 committed drain retires it (close, then wait for its detached tasks), and the runtime builds the
 next one from the last durable manifest. The connector's two policies are read once, right after
@@ -20,8 +20,8 @@ from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.state import START_RETRY_S, RuntimeOptions, pinned_start_config
 from laminar_kafka.coordinator.base import Manifest
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, VnodeRegistry
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import (
     CheckpointAttempt,
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -30,7 +30,8 @@ from laminar_kafka.kafka_source.connector import (
     SourcePosition,
     SourceStart,
 )
-from laminar_kafka.kafka_source.errors import ConnectorError, ErrorRateExceededError, TransientError
+from laminar_kafka.connector.errors import ConnectorError, TransientError
+from laminar_kafka.kafka_source.errors import ErrorRateExceededError
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ async def start_generation(
 ) -> SourceGeneration:
     """Bind ``connector`` to the vnode registry (vnode mode) and start it at ``manifest``.
 
-    Raises the connector's error (a :class:`~laminar_kafka.kafka_source.errors.TransientError` is worth a
+    Raises the connector's error (a :class:`~laminar_kafka.connector.errors.TransientError` is worth a
     retry); the connector leaves nothing open then.
     """
     position, config = start_position(options, manifest)

@@ -20,8 +20,8 @@ import pyarrow as pa
 from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.state import HandoffRecord
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import format_key
-from laminar_kafka.kafka_source.connector import SourceConnector
+from laminar_kafka.connector.checkpoint import format_key
+from laminar_kafka.connector.protocol import SourceConnector
 
 logger = logging.getLogger(__name__)
 

@@ -65,9 +65,9 @@ from laminar_kafka.coordinator.base import (
 )
 from laminar_kafka.coordinator.errors import ControlStateLost, CoordinatorError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import SourceConnector
-from laminar_kafka.kafka_source.errors import ConnectorError, FatalError, TransientError
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import SourceConnector
+from laminar_kafka.connector.errors import ConnectorError, FatalError, TransientError
 
 logger = logging.getLogger(__name__)
 

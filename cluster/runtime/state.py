@@ -14,8 +14,8 @@ from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from laminar_kafka.kafka_source.checkpoint import parse_key
-from laminar_kafka.kafka_source.connector import ConnectorConfig, DeliveryGuarantee
+from laminar_kafka.connector.checkpoint import parse_key
+from laminar_kafka.connector.protocol import ConnectorConfig, DeliveryGuarantee
 
 __all__ = [
     "ActiveRound",

@@ -25,8 +25,8 @@ from laminar_kafka.cluster.runtime.topology import MISSING_OBSERVATIONS, Topolog
 from laminar_kafka.coordinator.base import Coordinator, Manifest
 from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, vnode_loads
-from laminar_kafka.kafka_source.checkpoint import format_key
-from laminar_kafka.kafka_source.errors import ConnectorError
+from laminar_kafka.connector.checkpoint import format_key
+from laminar_kafka.connector.errors import ConnectorError
 
 logger = logging.getLogger(__name__)
 

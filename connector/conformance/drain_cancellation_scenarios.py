@@ -26,8 +26,8 @@ from typing import Protocol, runtime_checkable
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import (
     CheckpointAttempt,
     ConnectorCancellationPolicy,
     DeliveryGuarantee,
@@ -38,15 +38,15 @@ from laminar_kafka.kafka_source.connector import (
     SourceDrainResolution,
     SourceStart,
 )
-from laminar_kafka.kafka_source.conformance.backend import ConformanceError, ConnectorKit
-from laminar_kafka.kafka_source.conformance.reading import (
+from laminar_kafka.connector.conformance.backend import ConformanceError, ConnectorKit
+from laminar_kafka.connector.conformance.reading import (
     Reading,
     append_everywhere,
     close_generation,
     expect_exact,
     read_until,
 )
-from laminar_kafka.kafka_source.conformance.vnode_scenarios import (
+from laminar_kafka.connector.conformance.vnode_scenarios import (
     IDENTITY,
     SELF,
     _drive_until,
@@ -55,7 +55,7 @@ from laminar_kafka.kafka_source.conformance.vnode_scenarios import (
     _split,
     _started_owning,
 )
-from laminar_kafka.kafka_source.errors import FatalError
+from laminar_kafka.connector.errors import FatalError
 
 __all__ = ["HangsFinishes", "cancelled_finish_drain"]
 

@@ -30,15 +30,15 @@ from collections.abc import Mapping
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     SourceBatch,
     SourceCheckpointUnavailablePolicy,
     SourceConnector,
 )
-from laminar_kafka.kafka_source.conformance.backend import ConformanceError, ConnectorKit
-from laminar_kafka.kafka_source.conformance.reading import (
+from laminar_kafka.connector.conformance.backend import ConformanceError, ConnectorKit
+from laminar_kafka.connector.conformance.reading import (
     POLL_RECORDS,
     RECORDS,
     Reading,
@@ -50,7 +50,7 @@ from laminar_kafka.kafka_source.conformance.reading import (
     start_generation,
     take_batch,
 )
-from laminar_kafka.kafka_source.conformance.vnode_scenarios import (
+from laminar_kafka.connector.conformance.vnode_scenarios import (
     _drive_until,
     _owners_giving,
     _split,

@@ -1,9 +1,9 @@
 """The conformance scenarios as pytest tests.
 
 In a test module, define a fixture ``conformance_kit`` that yields a
-:class:`~laminar_kafka.kafka_source.conformance.ConnectorKit` (a fresh log for each test), then::
+:class:`~laminar_kafka.connector.conformance.ConnectorKit` (a fresh log for each test), then::
 
-    from laminar_kafka.kafka_source.conformance.pytest_kit import conformance_tests
+    from laminar_kafka.connector.conformance.pytest_kit import conformance_tests
 
     conformance_tests(globals())
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from laminar_kafka.kafka_source.conformance.backend import ConformanceSkipped, ConnectorKit
-from laminar_kafka.kafka_source.conformance.scenarios import SCENARIOS, Scenario
+from laminar_kafka.connector.conformance.backend import ConformanceSkipped, ConnectorKit
+from laminar_kafka.connector.conformance.scenarios import SCENARIOS, Scenario
 
 __all__ = ["THREADS_END_CLEANLY", "conformance_tests"]
 

@@ -5,10 +5,10 @@ one), drives them as the node runtime does, closes them, and raises :class:`Conf
 its rule when the connector breaks it. Scenarios append to the backend's log and never assume it
 is empty: they measure from the ends they read first. :data:`SCENARIOS` maps each rule's name to
 its scenario and the rule in one sentence (``docs/connector-guide.md`` has them in full); the vnode
-mode's are in :mod:`laminar_kafka.kafka_source.conformance.vnode_scenarios`, the declared policies'
-in :mod:`~laminar_kafka.kafka_source.conformance.policy_scenarios` and
-:mod:`~laminar_kafka.kafka_source.conformance.drain_cancellation_scenarios`, the shared reading in
-:mod:`laminar_kafka.kafka_source.conformance.reading`.
+mode's are in :mod:`laminar_kafka.connector.conformance.vnode_scenarios`, the declared policies'
+in :mod:`~laminar_kafka.connector.conformance.policy_scenarios` and
+:mod:`~laminar_kafka.connector.conformance.drain_cancellation_scenarios`, the shared reading in
+:mod:`laminar_kafka.connector.conformance.reading`.
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import json
 import threading
 import time
 
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import SourceTopology
-from laminar_kafka.kafka_source.conformance.backend import ConformanceError, ConformanceSkipped, ConnectorKit
-from laminar_kafka.kafka_source.conformance.reading import (
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import SourceTopology
+from laminar_kafka.connector.conformance.backend import ConformanceError, ConformanceSkipped, ConnectorKit
+from laminar_kafka.connector.conformance.reading import (
     POLL_RECORDS,
     RECORDS,
     Scenario,
@@ -33,16 +33,16 @@ from laminar_kafka.kafka_source.conformance.reading import (
     start_generation,
     until,
 )
-from laminar_kafka.kafka_source.conformance.drain_cancellation_scenarios import cancelled_finish_drain
-from laminar_kafka.kafka_source.conformance.policy_scenarios import cancellation_policy, checkpoint_unavailable_policy
-from laminar_kafka.kafka_source.conformance.vnode_scenarios import (
+from laminar_kafka.connector.conformance.drain_cancellation_scenarios import cancelled_finish_drain
+from laminar_kafka.connector.conformance.policy_scenarios import cancellation_policy, checkpoint_unavailable_policy
+from laminar_kafka.connector.conformance.vnode_scenarios import (
     acquisition_at_the_offered_cursors,
     drain_abort,
     drain_commit,
     drain_commit_handoff,
     vnode_scoped_reading,
 )
-from laminar_kafka.kafka_source.errors import FatalError
+from laminar_kafka.connector.errors import FatalError
 
 __all__ = ["SCENARIOS", "Scenario"]
 

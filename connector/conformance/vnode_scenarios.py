@@ -12,8 +12,8 @@ from collections.abc import Callable
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import (
     DeliveryGuarantee,
     InitialPosition,
     SourceConnector,
@@ -22,8 +22,8 @@ from laminar_kafka.kafka_source.connector import (
     SourceDrainResolution,
     SourceStart,
 )
-from laminar_kafka.kafka_source.conformance.backend import ConformanceError, ConformanceSkipped, ConnectorKit
-from laminar_kafka.kafka_source.conformance.reading import (
+from laminar_kafka.connector.conformance.backend import ConformanceError, ConformanceSkipped, ConnectorKit
+from laminar_kafka.connector.conformance.reading import (
     POLL_RECORDS,
     RECORDS,
     Reading,
@@ -33,7 +33,7 @@ from laminar_kafka.kafka_source.conformance.reading import (
     read_until,
     take_batch,
 )
-from laminar_kafka.kafka_source.errors import ConfigurationError, DrainError
+from laminar_kafka.connector.errors import ConfigurationError, DrainError
 
 __all__ = [
     "acquisition_at_the_offered_cursors", "drain_abort", "drain_commit", "drain_commit_handoff", "vnode_scoped_reading",

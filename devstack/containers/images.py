@@ -62,8 +62,8 @@ def _python_context() -> dict[str, Path]:
 
 
 def _node_context() -> dict[str, Path]:
-    return {name: REPO / name for name in ("pyproject.toml", "README.md", "laminar_kafka", "kafka_source", "redis_source", "coordinator",
-                                          "cluster", "devstack")}
+    return {name: REPO / name for name in ("pyproject.toml", "README.md", "laminar_kafka", "connector", "kafka_source",
+                                          "redis_source", "coordinator", "cluster", "devstack")}
 
 
 def _seaweedfs_context() -> dict[str, Path]:

@@ -90,9 +90,9 @@ from laminar_kafka.kafka_source.config.values import (
     parse_json_schema,
     specific_offsets,
 )
-from laminar_kafka.kafka_source.connector import ConnectorConfig
+from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.kafka_source.decode.required_fields import RequiredField, check_required_fields, parse_required_fields
-from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.connector.errors import ConfigurationError
 
 __all__ = [
     "as_kafka_config",

@@ -4,7 +4,7 @@
 pinned as text and read back equal: type aliases (``int64``, ``string``, ``timestamp[ms]``...),
 ``list<item: T>`` (or ``list<T>``), ``struct<name: T, ...>``, ``map<K, V>``, ``decimal128(p, s)`` and
 ``timestamp[unit, tz=Zone]``. :func:`schema_text` writes a schema; :func:`parse_schema_text` reads
-one. Pure; errors are :class:`~laminar_kafka.kafka_source.errors.ConfigurationError` naming the text.
+one. Pure; errors are :class:`~laminar_kafka.connector.errors.ConfigurationError` naming the text.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import re
 
 import pyarrow as pa
 
-from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.connector.errors import ConfigurationError
 
 __all__ = ["parse_schema_text", "parse_type", "schema_text", "split_top_level"]
 

@@ -20,7 +20,7 @@ import pyarrow.json as pa_json
 from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat, TombstonePolicy
-from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.kafka_source.decode.records import Records
 from laminar_kafka.kafka_source.decode.required_fields import bad_rows as required_field_problems
 from laminar_kafka.kafka_source.schema_registry.arrow_types import payload_fields
@@ -179,7 +179,7 @@ class BatchBuilder:
         A record is bad when its value does not decode, or its key does not (``key.format``), or
         its ``_timestamp`` lies outside years 0001-9999 (:mod:`laminar_kafka.kafka_source.decode.timestamps`),
         or it breaks ``required.fields`` (:mod:`laminar_kafka.kafka_source.decode.required_fields`).
-        Raises :class:`~laminar_kafka.kafka_source.errors.TransientError` when the schema registry cannot be
+        Raises :class:`~laminar_kafka.connector.errors.TransientError` when the schema registry cannot be
         reached and :class:`ConfigurationError` when it refuses access (nothing is consumed).
         """
         values = records.values

@@ -17,7 +17,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, metadata_fields
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
-from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.kafka_source.schema_registry.arrow_types import UnsupportedSchemaError, payload_fields
 from laminar_kafka.kafka_source.read.startup import query_broker_facts, source_consumer
 
@@ -104,7 +104,7 @@ def registry_subject_schema(
     (the default TopicNameStrategy) will have: a start-time check and preview (blocking).
 
     Raises :class:`ConfigurationError` when the format is not a registry format, the subject is
-    missing or its schema has no Arrow mapping; :class:`~laminar_kafka.kafka_source.errors.TransientError` when
+    missing or its schema has no Arrow mapping; :class:`~laminar_kafka.connector.errors.TransientError` when
     the registry is unreachable. Protobuf: the first message of the file.
     """
     from laminar_kafka.kafka_source.schema_registry.client import UnknownSchemaError, WriterSchemas, registry_client, writer_type

@@ -15,8 +15,9 @@ import pyarrow as pa
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, BuiltBatch
 from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
-from laminar_kafka.kafka_source.connector import DeliveryGuarantee
-from laminar_kafka.kafka_source.errors import ConnectorError, DecodeError, ErrorRateExceededError
+from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.connector.errors import ConnectorError
+from laminar_kafka.kafka_source.errors import DecodeError, ErrorRateExceededError
 from laminar_kafka.kafka_source.read.fifo import (
     AssignmentApplied,
     ControlItem,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.errors import ConnectorError, FatalError
+from laminar_kafka.connector.errors import ConnectorError, FatalError
 from laminar_kafka.kafka_source.decode.records import Records
 
 __all__ = [

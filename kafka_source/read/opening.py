@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, KafkaException
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
-from laminar_kafka.kafka_source.connector import DeliveryGuarantee, InitialPosition, ResumePosition, SourcePosition
-from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.connector.protocol import DeliveryGuarantee, InitialPosition, ResumePosition, SourcePosition
+from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
 from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.reader import Reader

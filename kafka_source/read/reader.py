@@ -35,7 +35,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.errors import FatalError, OffsetOutOfRangeError
+from laminar_kafka.connector.errors import FatalError
+from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 from laminar_kafka.kafka_source.read.client_watch import PROBE_TIMEOUT_S, STALL_S, StallWatch, replace_consumer
 from laminar_kafka.kafka_source.read.positions import OutOfRangeResolver, low_watermark, read_on_after_out_of_range
 from laminar_kafka.kafka_source.read.fifo import (

@@ -20,19 +20,14 @@ from confluent_kafka.admin import TopicMetadata
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.kafka_source.clients import make_consumer
 from laminar_kafka.kafka_source.read.positions import watermarks
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig, StartupMode
-from laminar_kafka.kafka_source.connector import DeliveryGuarantee
+from laminar_kafka.connector.protocol import DeliveryGuarantee
 from laminar_kafka.kafka_source.config.topics import TopicSelector
-from laminar_kafka.kafka_source.errors import (
-    CheckpointError,
-    ConfigurationError,
-    ConnectorError,
-    OffsetOutOfRangeError,
-    TransientError,
-)
+from laminar_kafka.connector.errors import CheckpointError, ConfigurationError, ConnectorError, TransientError
+from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 
 logger = logging.getLogger(__name__)
 

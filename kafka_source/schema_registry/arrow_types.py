@@ -37,7 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from laminar_kafka.kafka_source.errors import ConnectorError
+from laminar_kafka.connector.errors import ConnectorError
 
 __all__ = [
     "UnsupportedSchemaError",

@@ -38,7 +38,7 @@ import fastavro
 import pyarrow as pa
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 
-from laminar_kafka.kafka_source.errors import ConfigurationError, ConnectorError, TransientError
+from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, TransientError
 from laminar_kafka.kafka_source.schema_registry.arrow_types import (
     UnsupportedSchemaError,
     avro_to_arrow,

@@ -84,8 +84,8 @@ class RegistryDecoder:
         self._schemas.prefetch(sorted(ids))
 
     def decode(self, values: Sequence[bytes | None]) -> Decoded:
-        """Decode ``values``; raises :class:`~laminar_kafka.kafka_source.errors.ConfigurationError` or
-        :class:`~laminar_kafka.kafka_source.errors.TransientError` for registry failures (nothing is consumed)."""
+        """Decode ``values``; raises :class:`~laminar_kafka.connector.errors.ConfigurationError` or
+        :class:`~laminar_kafka.connector.errors.TransientError` for registry failures (nothing is consumed)."""
         bad: dict[int, str] = {}
         framed: list[tuple[int, int, tuple[int, ...], memoryview] | None] = []
         for index, value in enumerate(values):

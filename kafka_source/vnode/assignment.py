@@ -1,6 +1,6 @@
 """Executing ownership plans on the reader thread, and the FIFO markers that report them back.
 
-:class:`AssignmentExecutor` holds one vnode-mode generation's :class:`~laminar_kafka.kafka_source.vnode.ownership.Ownership`
+:class:`AssignmentExecutor` holds one vnode-mode generation's :class:`~laminar_kafka.connector.ownership.Ownership`
 and everything in flight between it and the reader thread: the assignment change submitted and not
 yet applied, the pause of a drain, and the partitions whose queued records must be dropped. Plans
 are executed by the reader between two ``consume`` calls; their markers come back through the data
@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.vnode.drain import DrainPhase, FinishPlan
-from laminar_kafka.kafka_source.errors import ConfigurationError, FatalError
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.drain import DrainPhase, FinishPlan
+from laminar_kafka.connector.errors import ConfigurationError, FatalError
 from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ControlItem, DrainBoundary
 from laminar_kafka.kafka_source.metrics import SourceMetrics
-from laminar_kafka.kafka_source.vnode.ownership import Ownership, Reconcile
+from laminar_kafka.connector.ownership import Ownership, Reconcile
 from laminar_kafka.kafka_source.read.reader import Reader
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 One :class:`VnodeDriver` per generation. It pins the start to the published assignment,
 reconciles with each later publication (releasing and acquiring partitions, with explicit cursors
 offered by the runtime), routes partitions that appear in the topology, and runs drains (begin,
-readiness, resolution). The pure state machine is :mod:`laminar_kafka.kafka_source.vnode.ownership`; the execution of
+readiness, resolution). The pure state machine is :mod:`laminar_kafka.connector.ownership`; the execution of
 its plans on the reader thread is :mod:`laminar_kafka.kafka_source.vnode.assignment`. Never blocks; the only
 coroutine is :meth:`VnodeDriver.finish_drain`, which awaits the reader up to the resolution's deadline.
 """
@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.vnode.assignment import AssignmentExecutor, VnodeBinding, cursor_offsets
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
-from laminar_kafka.kafka_source.errors import ConnectorError, DrainError, FatalError
-from laminar_kafka.kafka_source.vnode.ownership import Ownership, Reconcile, route_partitions
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
+from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
+from laminar_kafka.connector.ownership import Ownership, Reconcile, route_partitions
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class VnodeDriver(AssignmentExecutor):
     def pin(self, offsets: Mapping[TopicPartitionId, int]) -> dict[TopicPartitionId, int]:
         """Pin to the published snapshot; the start ``offsets`` of the partitions owned there.
 
-        Raises :class:`~laminar_kafka.kafka_source.errors.UnassignedVnodeError` for an invalid owner map.
+        Raises :class:`~laminar_kafka.connector.errors.UnassignedVnodeError` for an invalid owner map.
         """
         binding = self.binding
         routes = route_partitions(binding.source_identity, list(offsets), binding.registry.vnode_count)

@@ -35,8 +35,8 @@ from laminar_kafka.cluster.runtime.probes import ProbeSettings
 from laminar_kafka.cluster.runtime.signals import stop_on_signals
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
 from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.kafka_source.connector import ConnectorConfig
-from laminar_kafka.kafka_source.errors import ConnectorError
+from laminar_kafka.connector.protocol import ConnectorConfig
+from laminar_kafka.connector.errors import ConnectorError
 
 logger = logging.getLogger(__name__)
 

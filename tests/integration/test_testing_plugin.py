@@ -1,13 +1,20 @@
 """laminar_kafka.testing's fixtures beyond docs/testing.md's examples: a three-broker cluster keeps
-taking writes with a broker killed or paused, and `consume_records` with a count waits for records
-produced after the call."""
+taking writes with a broker killed or paused, `consume_records` with a count waits for records
+produced after the call, and an interrupted run (Ctrl-C, SIGTERM) leaves no server behind."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Callable
 
 import pytest
 
+from laminar_kafka.devstack.processes import pid_cmdline, port_accepts
+from laminar_kafka.devstack.waiting import wait_until
 from laminar_kafka.testing.handles import KafkaTestCluster
 from laminar_kafka.testing.records import Record
 
@@ -48,3 +55,38 @@ def test_consume_records_with_a_count_waits_for_records_produced_later(
     assert all(records[i].partition <= records[i + 1].partition for i in range(2))
     with pytest.raises(TimeoutError, match=r"3 records after 1s, wanted 4"):
         consume_records(topic, 4, timeout=1)
+
+
+WAITS_FOREVER = '''
+import time
+
+
+def test_waits(kafka_cluster, tmp_path_factory):
+    with open("bootstrap.txt", "w") as out:
+        out.write(kafka_cluster.bootstrap)
+    time.sleep(600)
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_stops_its_servers(signum: int, tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) or a SIGTERM while a test runs: pytest ends, and no server process of the run
+    is left (none whose command line names the run's temporary directory)."""
+    (tmp_path / "test_wait.py").write_text(WAITS_FOREVER)
+    basetemp = tmp_path / "basetemp"
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--basetemp={basetemp}"],
+                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: (tmp_path / "bootstrap.txt").exists() or run.poll() is not None, 120, "the broker up")
+        assert run.poll() is None, run.communicate()[0]
+        port = int((tmp_path / "bootstrap.txt").read_text().rsplit(":", 1)[1])
+        assert port_accepts(port)
+        run.send_signal(signum)
+        output = run.communicate(timeout=90)[0]
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert "KeyboardInterrupt" in output or "Interrupted" in output, output[-2000:]
+    assert not port_accepts(port)
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and str(basetemp) in pid_cmdline(int(pid))]
+    assert left == []

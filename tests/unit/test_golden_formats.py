@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.coordinator.manifest_delta import decode_stored, encode_stored
 from laminar_kafka.coordinator.values import Manifest
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.errors import CheckpointError
+from laminar_kafka.kafka_source.checkpoint import KAFKA_CURSORS
+from laminar_kafka.redis_source.checkpoint import REDIS_CURSORS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 CURSORS_5 = {"orders_source": {"orders.v1:0": 42, "orders.v1:1": 7}, "payments_source": {"payments:3": 0}}
@@ -31,6 +36,19 @@ def test_a_kafka_checkpoint_of_the_release_decodes_and_encodes_the_same() -> Non
     assert checkpoint.assignment_version == 12
     assert checkpoint.partitions() == {("orders.v1", 0): 42, ("orders.v1", 1): 7, ("payments", 3): 0}
     assert checkpoint.to_bytes() == raw
+    assert KAFKA_CURSORS.decode(raw) == checkpoint == KAFKA_CURSORS.stamp(checkpoint.partitions(), 12)
+
+
+def test_a_redis_checkpoint_the_release_stamped_kafka_is_read_as_redis_and_new_ones_name_redis() -> None:
+    raw = _golden("redis_checkpoint_named_kafka_v1.json")
+    checkpoint = REDIS_CURSORS.decode(raw)
+    assert checkpoint.connector == "kafka"
+    assert checkpoint.partitions() == {("events", 0): 1733443200000 << 20, ("events", 1): 5}
+    assert checkpoint.to_bytes() == raw
+    renamed = REDIS_CURSORS.stamp(checkpoint.partitions(), checkpoint.assignment_version)
+    assert renamed.connector == "redis" and renamed.offsets == checkpoint.offsets
+    with pytest.raises(CheckpointError, match="belongs to connector 'redis', not 'kafka'"):
+        KAFKA_CURSORS.decode(renamed.to_bytes())  # a Redis checkpoint never resumes a Kafka source
 
 
 def test_a_full_manifest_as_stored_decodes_and_encodes_the_same() -> None:

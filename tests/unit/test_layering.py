@@ -3,12 +3,13 @@
 One namespace, ``laminar_kafka`` (docs/DESIGN.md, "The house"). Its floors, lowest first:
 
 1. ``coordinator``: vnode assignment (pure) and its backends.
-2. ``kafka_source``: the protocol and the Kafka source; of the coordinator it uses only the pure
-   modules (vnode routing and rounds, the codec, the errors).
-3. ``cluster`` (the node runtime), ``devstack`` (the dev servers) and ``redis_source`` (a second
-   source over the protocol, built on ``kafka_source``'s reference connector), side by side: none
-   imports another.
-4. The top floor, ``laminar_kafka`` itself: the command line, the demo and the chaos campaign.
+2. ``connector``: the source-connector protocol, its checkpoint, errors, the vnode ownership and
+   drain state machines, ``PartitionedLogSource`` and the conformance kit; nothing of Kafka. Of the
+   coordinator it uses only the pure modules (vnode routing and rounds, the codec, the errors).
+3. ``kafka_source`` and ``redis_source``, the connectors over the protocol, side by side: neither
+   imports the other; ``kafka_source`` too uses only the pure coordinator.
+4. ``cluster`` (the node runtime) and ``devstack`` (the dev servers), side by side.
+5. The top floor, ``laminar_kafka`` itself: the command line, the demo and the chaos campaign.
 
 Every import counts, at module level or inside a function, under ``TYPE_CHECKING`` or not.
 """
@@ -25,10 +26,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "laminar_kafka"
-MAPPED = ("coordinator", "kafka_source", "redis_source", "cluster", "devstack")  # repository folders mapped into NS
-FLOOR = {"coordinator": 1, "kafka_source": 2, "cluster": 3, "devstack": 3, "redis_source": 3}
-TOP = 4
-KAFKA_SOURCE_MAY_USE = ("coordinator.vnodes.", "coordinator.codec", "coordinator.errors", "coordinator.versioning")
+# repository folders mapped into NS
+MAPPED = ("coordinator", "connector", "kafka_source", "redis_source", "cluster", "devstack")
+FLOOR = {"coordinator": 1, "connector": 2, "kafka_source": 3, "redis_source": 3, "cluster": 4, "devstack": 4}
+TOP = 5
+PURE_COORDINATOR = ("coordinator.vnodes.", "coordinator.codec", "coordinator.errors", "coordinator.versioning")
 MAX_ROOT_MODULES = 15
 
 
@@ -101,10 +103,11 @@ def test_every_import_points_down_or_sideways_within_its_floor() -> None:
     assert not upward, "imports that run up (or across cluster/devstack):\n" + "\n".join(sorted(upward))
 
 
-def test_kafka_source_uses_only_the_pure_coordinator() -> None:
-    used = {target for name, targets in GRAPH.items() if _floor(name)[1] == "kafka_source"
+@pytest.mark.parametrize("area", ["connector", "kafka_source"])
+def test_the_protocol_and_kafka_use_only_the_pure_coordinator(area: str) -> None:
+    used = {target for name, targets in GRAPH.items() if _floor(name)[1] == area
             for target in targets if _floor(target)[1] == "coordinator"}
-    other = {t for t in used if not t.removeprefix(f"{NS}.").startswith(KAFKA_SOURCE_MAY_USE)}
+    other = {t for t in used if not t.removeprefix(f"{NS}.").startswith(PURE_COORDINATOR)}
     assert used and not other, other
 
 

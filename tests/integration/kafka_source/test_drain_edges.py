@@ -20,7 +20,7 @@ from laminar_kafka.kafka_source import (
     SourceDrainRequest,
     SourceDrainResolution,
 )
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from tests.integration.kafka_source.driver import Node, Producing, assert_contiguous, emitted_by_partition
 from tests.integration.kafka_source.test_drain import PARTITIONS, finish, stop_all, two_nodes
 

@@ -9,9 +9,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
 from laminar_kafka.kafka_source import KafkaSource
-from laminar_kafka.kafka_source.connector import ConnectorConfig
-from laminar_kafka.kafka_source.conformance import ConnectorKit, LogBackend
-from laminar_kafka.kafka_source.conformance.pytest_kit import conformance_tests
+from laminar_kafka.connector.protocol import ConnectorConfig
+from laminar_kafka.connector.conformance import ConnectorKit, LogBackend
+from laminar_kafka.connector.conformance.pytest_kit import conformance_tests
 from tests import support
 
 

@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from laminar_kafka.kafka_source.checkpoint import CursorCheckpoints, SourceCheckpoint, format_key, parse_key
-from laminar_kafka.kafka_source.errors import CheckpointError
+from laminar_kafka.connector.checkpoint import UNNAMED, CursorFormat, SourceCheckpoint, format_key, parse_key
+from laminar_kafka.connector.errors import CheckpointError
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.kafka_source.checkpoint import KAFKA_CURSORS, CursorCheckpoints
 
 topics = st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True).filter(lambda t: t not in (".", ".."))
 partitions = st.integers(min_value=0, max_value=2**31 - 1)
@@ -41,7 +43,7 @@ def test_key_round_trip(topic: str, partition: int) -> None:
 def test_next_offset_convention_is_last_emitted_plus_one() -> None:
     # The documented convention: a partition whose last emitted offset is 41 resumes at 42.
     last_emitted = 41
-    checkpoint = SourceCheckpoint.from_partitions({("orders", 3): last_emitted + 1})
+    checkpoint = SourceCheckpoint.from_partitions({("orders", 3): last_emitted + 1}, connector="kafka")
     assert checkpoint.next_offset("orders", 3) == 42
     assert checkpoint.next_offset("orders", 4) is None
     assert checkpoint.to_dict() == {
@@ -68,7 +70,9 @@ def _doc(**overrides: object) -> dict:
     [
         _doc(extra=1),
         {k: v for k, v in _doc().items() if k != "offsets"},
-        _doc(connector="postgres"),
+        _doc(connector="Kafka"),
+        _doc(connector="kafka!"),
+        _doc(connector="k" * 65),
         _doc(connector=1),
         _doc(format_version=2),
         _doc(format_version="1"),
@@ -175,7 +179,7 @@ def test_cursor_checkpoints_equal_from_partitions_in_every_way(steps: list[tuple
     checkpoints = CursorCheckpoints()
     for cursor, version in steps:
         for _ in range(2):  # the second call reuses the keys of the first
-            built, expected = checkpoints.of(cursor, version), SourceCheckpoint.from_partitions(cursor, version)
+            built, expected = checkpoints.of(cursor, version), KAFKA_CURSORS.stamp(cursor, version)
             assert built == expected
             assert list(built.offsets.items()) == list(expected.offsets.items())  # same key order
             assert built.to_dict() == expected.to_dict() and hash(built) == hash(expected)
@@ -185,6 +189,48 @@ def test_cursor_checkpoints_follow_a_cursor_whose_partitions_change() -> None:
     checkpoints = CursorCheckpoints()
     assert checkpoints.of({("t", 2): 5, ("t", 10): 1}, 3).offsets == {"t:10": 1, "t:2": 5}
     assert list(checkpoints.of({("t", 2): 6, ("t", 10): 1, ("u", 0): 0}, 3).offsets) == ["t:10", "t:2", "u:0"]
-    assert checkpoints.of({}, 4) == SourceCheckpoint.empty(4)
+    assert checkpoints.of({}, 4) == SourceCheckpoint.empty(4, "kafka")
     with pytest.raises(CheckpointError):
         checkpoints.of({("t", 1): 0}, -1)
+
+
+# -- the connector's name and cursor hook (CursorFormat) -------------------------------------------
+
+
+def test_a_checkpoint_is_named_by_its_connector_and_unnamed_by_default() -> None:
+    assert SourceCheckpoint.from_partitions({("t", 0): 1}).connector == UNNAMED
+    assert KAFKA_CURSORS.stamp({("t", 0): 1}, 2) == SourceCheckpoint({"t:0": 1}, 2, "kafka")
+    named = CursorFormat("redis").stamp({("s", 1): 9})
+    assert named.connector == "redis" and SourceCheckpoint.from_bytes(named.to_bytes()) == named
+    assert named != SourceCheckpoint({"s:1": 9}, 0, "kafka")  # the name is part of the value
+
+
+def test_a_connector_accepts_its_own_unnamed_and_the_names_it_also_reads() -> None:
+    redis = CursorFormat("redis", also_reads=frozenset({"kafka"}))
+    for name in ("redis", UNNAMED, "kafka"):
+        checkpoint = SourceCheckpoint({"s:0": 3}, 1, name)
+        assert redis.accept(checkpoint) is checkpoint
+    with pytest.raises(CheckpointError, match="belongs to connector 'memory', not 'redis'"):
+        redis.accept(SourceCheckpoint({"s:0": 3}, 1, "memory"))
+    with pytest.raises(CheckpointError, match="belongs to connector 'redis', not 'kafka'"):
+        KAFKA_CURSORS.decode(SourceCheckpoint({"s:0": 3}, 1, "redis").to_bytes())
+
+
+def test_a_connector_checks_its_cursors_through_its_hook() -> None:
+    class EvenPositions(CursorFormat):
+        def check_cursor(self, partition: TopicPartitionId, position: int) -> None:
+            if position % 2:
+                raise CheckpointError(f"odd position {position} of {partition}")
+
+    even = EvenPositions("even")
+    assert even.accept(SourceCheckpoint({"t:0": 2, "t:1": 4})).offsets == {"t:0": 2, "t:1": 4}
+    with pytest.raises(CheckpointError, match="odd position 3"):
+        even.accept(SourceCheckpoint({"t:0": 2, "t:1": 3}, 0, "even"))
+
+
+@pytest.mark.parametrize("name", ["", "Kafka", "kafka source", "9lives", "k" * 65])
+def test_a_connector_name_is_lower_case_and_short(name: str) -> None:
+    with pytest.raises(CheckpointError):
+        CursorFormat(name)
+    with pytest.raises(CheckpointError):
+        CursorFormat("ok", also_reads=frozenset({name}))

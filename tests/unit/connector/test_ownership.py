@@ -1,4 +1,4 @@
-"""Unit and property tests of the pure ownership / drain state machine (laminar_kafka.kafka_source.vnode.ownership)."""
+"""Unit and property tests of the pure ownership / drain state machine (laminar_kafka.connector.ownership)."""
 from __future__ import annotations
 
 from types import MappingProxyType
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, PendingTarget
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.kafka_source import DrainError, FatalError, SourceDrainOutcome, SourceDrainResolution, UnassignedVnodeError
-from laminar_kafka.kafka_source.vnode.drain import DrainPhase
-from laminar_kafka.kafka_source.vnode.ownership import Ownership, route_partitions
+from laminar_kafka.connector.drain import DrainPhase
+from laminar_kafka.connector.ownership import Ownership, route_partitions
 
 VNODES = 8
 T = "t"

@@ -9,7 +9,7 @@ from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.read.batches import DecodeFailures
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
-from laminar_kafka.kafka_source.connector import DeliveryGuarantee
+from laminar_kafka.connector.protocol import DeliveryGuarantee
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
 from laminar_kafka.kafka_source.decode.records import RecordFields, Records
 

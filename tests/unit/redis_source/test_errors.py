@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from redis.exceptions import BusyLoadingError, ConnectionError, ResponseError, TimeoutError
 
-from laminar_kafka.kafka_source.errors import FatalError, TransientError
+from laminar_kafka.connector.errors import FatalError, TransientError
 from laminar_kafka.redis_source import RedisCommandError, RedisStreamsConfig, RedisStreamsSource, RedisUnavailable
 
 CONFIG = RedisStreamsConfig.from_properties({"redis.url": "redis://app:s3cret@db:6380/0", "stream": "s", "partitions": "2"})

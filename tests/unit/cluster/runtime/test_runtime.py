@@ -29,8 +29,8 @@ from laminar_kafka.coordinator.base import (
 from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import (
     ConnectorConfig,
     ResumePosition,
     SourceBatch,
@@ -40,7 +40,7 @@ from laminar_kafka.kafka_source.connector import (
     SourceStart,
     SourceTopology,
 )
-from laminar_kafka.kafka_source.errors import FatalError
+from laminar_kafka.connector.errors import FatalError
 from tests.unit.cluster.fakes import FakeCoordinator, published_offsets, wait_for
 
 TOPIC = "t"
@@ -393,7 +393,7 @@ async def test_a_transient_source_failure_restarts_the_generation_without_counti
     """A schema registry that stays unreachable for a while (TransientError from poll_batch, nothing
     consumed) must not stop the node after max_generation_failures: each generation is retired and
     the next starts from the manifest after START_RETRY_S."""
-    from laminar_kafka.kafka_source.errors import TransientError
+    from laminar_kafka.connector.errors import TransientError
 
     monkeypatch.setattr("laminar_kafka.cluster.runtime.generation.START_RETRY_S", 0.01)
     outages = [TransientError("the schema registry is unreachable")] * 8  # > max_generation_failures

@@ -21,14 +21,14 @@ from laminar_kafka.coordinator.base import AssignmentChanged, EpochOpened, Manif
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy as Cancellation,
     ConnectorConfig,
     ResumePosition,
     SourceCheckpointUnavailablePolicy as Unavailable,
 )
 from tests.unit.cluster.fakes import FakeCoordinator, published_offsets, wait_for
-from laminar_kafka.kafka_source.conformance.memory import MemoryLog, MemorySource
+from laminar_kafka.connector.memory import MemoryLog, MemorySource
 
 VNODES = 8
 #: partition -> vnode ("src", topic "t", 8 vnodes): 0 -> 7, 1 -> 5, 2 -> 1, 3 -> 3

@@ -12,8 +12,9 @@ from dataclasses import replace
 import pytest
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint, parse_key
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.checkpoint import SourceCheckpoint, parse_key
+from laminar_kafka.connector.drain import DrainProgress
+from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
     ConnectorTaskTracker,
@@ -25,10 +26,10 @@ from laminar_kafka.kafka_source.connector import (
     SourceDrainResolution,
     SourceStart,
 )
-from laminar_kafka.kafka_source.conformance import ConformanceError, ConnectorKit
-from laminar_kafka.kafka_source.conformance.log_source import PartitionedLogSource
-from laminar_kafka.kafka_source.conformance.memory import MemoryBackend, MemoryLog, MemorySource
-from laminar_kafka.kafka_source.conformance.scenarios import SCENARIOS
+from laminar_kafka.connector.conformance import ConformanceError, ConnectorKit
+from laminar_kafka.connector.log_source import PartitionedLogSource
+from laminar_kafka.connector.memory import MemoryBackend, MemoryLog, MemorySource
+from laminar_kafka.connector.conformance.scenarios import SCENARIOS
 
 TOPIC = "events"
 POLL = SourceCheckpointUnavailablePolicy.POLL_TO_REPLAY_BOUNDARY
@@ -121,23 +122,36 @@ class ReadyBeforeAcquiring(MemorySource):
         return not self.closed
 
 
+def _active_drain(source: MemorySource) -> DrainProgress | None:
+    return source.own.drain if source.own is not None else None
+
+
+def _set_drain(source: MemorySource, drain: DrainProgress) -> None:
+    """Overwrite the source's drain state (what a broken connector would get wrong)."""
+    assert source.own is not None
+    source.own = replace(source.own, drain=drain)
+
+
 class PausesEverything(MemorySource):
     def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
         super().begin_drain(request, deadline)
-        assert self.drain is not None
-        self.drain = replace(self.drain, revoked=frozenset(self.cursor))
+        drain = _active_drain(self)
+        assert drain is not None
+        _set_drain(self, replace(drain, revoked=frozenset(self.cursor)))
 
 
 class ReadsPastTheCut(MemorySource):
     def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
         super().begin_drain(request, deadline)
-        assert self.drain is not None
-        self.drain = replace(self.drain, revoked=frozenset())
+        drain = _active_drain(self)
+        assert drain is not None
+        _set_drain(self, replace(drain, revoked=frozenset()))
 
 
 class ResumesPastTheCut(MemorySource):
     async def finish_drain(self, resolution: SourceDrainResolution, deadline: float, handoff_cursors: object = None) -> None:
-        revoked = self.drain.revoked if self.drain is not None else frozenset()
+        drain = _active_drain(self)
+        revoked = drain.revoked if drain is not None else frozenset()
         await super().finish_drain(resolution, deadline, handoff_cursors)  # type: ignore[arg-type]
         if resolution.outcome is SourceDrainOutcome.ABORT:
             for tp in revoked:
@@ -149,10 +163,11 @@ class AcceptsLackingHandoff(MemorySource):
 
     async def finish_drain(self, resolution: SourceDrainResolution, deadline: float,
                            handoff_cursors: Mapping[str, int] | SourceCheckpoint | None = None) -> None:
-        if handoff_cursors is not None and self.drain is not None:
+        drain = _active_drain(self)
+        if handoff_cursors is not None and drain is not None:
             given = (handoff_cursors.partitions() if isinstance(handoff_cursors, SourceCheckpoint)
                      else {parse_key(k): o for k, o in handoff_cursors.items()})
-            handoff_cursors = {f"{t}:{p}": o for (t, p), o in ({tp: 0 for tp in self.drain.target_owned} | given).items()}
+            handoff_cursors = {f"{t}:{p}": o for (t, p), o in ({tp: 0 for tp in drain.target_owned} | given).items()}
         await super().finish_drain(resolution, deadline, handoff_cursors)
 
 
@@ -211,9 +226,8 @@ class ReconcilesFromThePreHoldCursor(MemorySource):
     def drive_control_plane(self) -> None:
         if self.held is None and not PartitionedLogSource.checkpoint_ready(self):
             self.held = dict(self.cursor)
-        version = self.version
         super().drive_control_plane()
-        if self.version != version and self.held is not None:
+        if self.held is not None and PartitionedLogSource.checkpoint_ready(self):  # reconciled
             self.cursor.update({tp: o for tp, o in self.held.items() if tp in self.cursor})
             self.held = None
 
@@ -316,12 +330,12 @@ class MarksResolvedBeforeApplying(MemorySource):
 
     async def finish_drain(self, resolution: SourceDrainResolution, deadline: float,
                            handoff_cursors: Mapping[str, int] | SourceCheckpoint | None = None) -> None:
-        drain = self.drain
-        if self.hang_finishes and drain is not None and drain.round == resolution.round and drain.resolved is None:
+        drain = _active_drain(self)
+        if self.hang_finishes and drain is not None and drain.round == resolution.round and drain.active:
             self.hang_finishes -= 1
-            self.drain = replace(drain, resolved=resolution.outcome)
+            _set_drain(self, drain.resolved(resolution.outcome))
             await self.release_hang.wait()
-            self.drain = drain
+            _set_drain(self, drain)
         await super().finish_drain(resolution, deadline, handoff_cursors)
 
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from laminar_kafka.kafka_source.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.connector import (
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
     SourceBatch,
@@ -17,12 +17,12 @@ from laminar_kafka.kafka_source.connector import (
     SourceDrainResolution,
 )
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
-from laminar_kafka.kafka_source.conformance import ConnectorKit
-from laminar_kafka.kafka_source.conformance.backend import ConformanceSkipped
-from laminar_kafka.kafka_source.conformance.log_source import PartitionedLogSource
-from laminar_kafka.kafka_source.conformance.memory import MemoryBackend, MemoryLog, MemorySource
-from laminar_kafka.kafka_source.conformance.pytest_kit import THREADS_END_CLEANLY, conformance_tests
-from laminar_kafka.kafka_source.conformance.scenarios import SCENARIOS
+from laminar_kafka.connector.conformance import ConnectorKit
+from laminar_kafka.connector.conformance.backend import ConformanceSkipped
+from laminar_kafka.connector.log_source import PartitionedLogSource
+from laminar_kafka.connector.memory import MemoryBackend, MemoryLog, MemorySource
+from laminar_kafka.connector.conformance.pytest_kit import THREADS_END_CLEANLY, conformance_tests
+from laminar_kafka.connector.conformance.scenarios import SCENARIOS
 
 TOPIC = "events"
 RETIRE, CANCEL_SAFE = ConnectorCancellationPolicy.RETIRE_CONNECTOR, ConnectorCancellationPolicy.CANCEL_SAFE

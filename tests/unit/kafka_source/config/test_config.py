@@ -10,7 +10,7 @@ from laminar_kafka.kafka_source.config.source_config import (
     KafkaSourceConfig,
     StartupMode,
 )
-from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.connector.errors import ConfigurationError
 
 BASE = {"bootstrap.servers": "localhost:9092", "topic": "orders", "group.id": "g"}
 

@@ -27,7 +27,7 @@ from laminar_kafka.kafka_source.decode.required_fields import (
     parse_required_fields,
     schema_problem,
 )
-from laminar_kafka.kafka_source.errors import ConfigurationError
+from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.kafka_source.schema_registry.client import registry_client
 
 from tests.unit.kafka_source.wiring import records_of

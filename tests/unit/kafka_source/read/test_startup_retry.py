@@ -14,8 +14,8 @@ from confluent_kafka import KafkaError, TopicPartition
 from laminar_kafka.kafka_source.read import startup
 from laminar_kafka.kafka_source.read.positions import EARLIEST
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
-from laminar_kafka.kafka_source.connector import DeliveryGuarantee
-from laminar_kafka.kafka_source.errors import CheckpointError, ConfigurationError, TransientError
+from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.connector.errors import CheckpointError, ConfigurationError, TransientError
 from laminar_kafka.kafka_source.read.startup import (
     FIRST_BACKOFF_S, MAX_BACKOFF_S, MIN_CALL_TIMEOUT_S, is_retriable, resolve_start_offsets, retry_transient,
 )

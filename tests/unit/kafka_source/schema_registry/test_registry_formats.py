@@ -21,7 +21,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, ti
 
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat
-from laminar_kafka.kafka_source.errors import ConfigurationError, TransientError
+from laminar_kafka.connector.errors import ConfigurationError, TransientError
 from laminar_kafka.kafka_source.schema_registry.client import UnknownSchemaError, WireFormatError, registry_client, safe_url, split_wire
 from laminar_kafka.kafka_source.decode.schema import registry_subject_schema
 from laminar_kafka.kafka_source.schema_registry.arrow_types import (
@@ -472,7 +472,7 @@ def test_bad_client_properties_name_no_value() -> None:
 
 
 def test_registry_errors_are_connector_errors() -> None:
-    from laminar_kafka.kafka_source.errors import ConnectorError
+    from laminar_kafka.connector.errors import ConnectorError
 
     assert issubclass(UnknownSchemaError, ConnectorError) and issubclass(UnsupportedSchemaError, ConnectorError)
 

@@ -29,7 +29,7 @@ from laminar_kafka.cluster.lake.parquet.sink import (
 )
 from laminar_kafka.cluster.ops.verify import OutputScan, audit, read_output
 from laminar_kafka.coordinator.base import EpochOpened
-from laminar_kafka.kafka_source.connector import ConnectorConfig, SourceBatch
+from laminar_kafka.connector.protocol import ConnectorConfig, SourceBatch
 from laminar_kafka.kafka_source.decode.rejected import REJECTED_SCHEMA
 from tests.unit.cluster.fakes import FakeCoordinator, wait_for
 from tests.unit.cluster.runtime.test_runtime import TOPOLOGY, FakeSource
