@@ -7,10 +7,12 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Block", "RUNNABLE_MARKER", "fenced_blocks", "laminar_commands", "links", "prose"]
+__all__ = ["Block", "ILLUSTRATION_MARKER", "RUNNABLE_MARKER", "fenced_blocks", "laminar_commands", "links", "prose"]
 
 #: the comment, on the line before a fence, that marks a shell block the README test runs as written
 RUNNABLE_MARKER = "<!-- runnable"
+#: the comment that marks a shell block shown, not run (installs, placeholders, more flags)
+ILLUSTRATION_MARKER = "<!-- illustration"
 
 _FENCE = re.compile(r"^(```+|~~~+)\s*([\w+-]*)\s*$")
 #: a redirection: `2> file`, `>> file`, `< file`, `2>&1`
@@ -34,6 +36,10 @@ class Block:
     @property
     def runnable(self) -> bool:
         return self.marker.startswith(RUNNABLE_MARKER)
+
+    @property
+    def illustration(self) -> bool:
+        return self.marker.startswith(ILLUSTRATION_MARKER)
 
     @property
     def is_shell(self) -> bool:

@@ -1,6 +1,6 @@
 """The README's shell blocks as a reader copies them: every `laminar-kafka` command in any of them
 parses with the real command line (`build_parser`, nothing run), so no flag the CLI does not accept
-is shown; the runnable blocks (run by tests/integration/test_readme_commands.py) start their own
+is shown; each is marked runnable or an illustration; the runnable blocks (run by tests/integration/test_readme_commands.py) start their own
 servers and stop what they start."""
 from __future__ import annotations
 
@@ -44,6 +44,14 @@ def test_a_wrong_flag_is_caught() -> None:
     assert [parse_error(argv) is not None for argv in laminar_commands(shell)] == [True, True]
     assert laminar_commands("laminar-kafka run ... --node-id 2 \\\n  --output ./lake  # a comment --x\n") == [
         ["run", "--node-id", "2", "--output", "./lake"]]
+
+
+def test_every_shell_block_says_whether_it_runs() -> None:
+    """A reader knows what to copy: each shell block is marked runnable (run as written by the
+    README test) or an illustration (installs, placeholders, more flags)."""
+    unmarked = [block.line for block in fenced_blocks(README) if block.is_shell
+                and not (block.runnable or block.illustration)]
+    assert unmarked == [], f"README.md shell blocks without a runnable/illustration marker at lines {unmarked}"
 
 
 def test_the_runnable_blocks_start_their_servers_and_stop_what_they_start() -> None:
