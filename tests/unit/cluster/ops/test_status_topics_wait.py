@@ -1,7 +1,9 @@
 """`status` without `--topic` shows the pipeline's pinned topics; where its control state and
-settings come from (file, environment, flags); `--wait` until caught up (no server, no clock)."""
+settings come from (file, environment, flags); `--wait` until caught up (no server, no clock); the
+live view of every verdict."""
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -12,10 +14,11 @@ from laminar_kafka.cli.main import status_target
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.lake.pins import pin_name
 from laminar_kafka.cluster.ops import status
-from laminar_kafka.cluster.ops.health import HealthCode, assess
+from laminar_kafka.cluster.ops.health import Health, HealthCode, assess, unreachable
 from laminar_kafka.cluster.ops.status import PartitionStatus, PipelineStatus
 from laminar_kafka.cluster.ops.status_kafka import _selected, status_topics
 from laminar_kafka.cluster.ops.status_wait import caught_up, wait_caught_up
+from laminar_kafka.cluster.ops.status_watch import Observation, render_rich
 from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.local.store import LocalStore
 from laminar_kafka.coordinator.values import Member
@@ -193,3 +196,18 @@ def test_status_wait_exits_with_the_verdict(monkeypatch: pytest.MonkeyPatch, cap
     assert "health: healthy" in capsys.readouterr().out
     assert cli.main([*argv, "--wait", "5", "--watch"]) == 2
     assert cli.main([*argv, "--wait", "-1"]) == 2
+
+
+# -- the live view shows every verdict ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("health", [Health(HealthCode.HEALTHY), Health(HealthCode.DEGRADED, ("no leader",)),
+                                    unreachable("cannot reach Kafka at h:1 within 10s")], ids=lambda h: h.state)
+def test_the_live_view_renders_every_verdict(health: Health) -> None:
+    from rich.console import Console
+
+    screen = io.StringIO()
+    shown = None if health.code is HealthCode.UNREACHABLE else observed()
+    Console(file=screen, width=140, color_system=None).print(render_rich(Observation(shown, health, {})))
+    assert f"health: {health.state}" in screen.getvalue()
+    assert all(reason in screen.getvalue() for reason in health.reasons)
