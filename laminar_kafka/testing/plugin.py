@@ -46,7 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"where Kafka and ZooKeeper run: local JVM processes (default) or containers of the "
                          f"project's images (default from {BACKEND_ENV}: local|docker)")
     group.addoption("--laminar-kafka-version", default=None, metavar="X.Y.Z",
-                    help="the Kafka release of the process backend (default: LAMINAR_KAFKA_VERSION, else the pinned one)")
+                    help="the Kafka release of the process backend "
+                         "(default: LAMINAR_KAFKA_VERSION, else the pinned one)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,6 +59,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if version and backend is Backend.CONTAINERS:
         raise pytest.UsageError("--laminar-kafka-version chooses the process backend's release; the containers "
                                 "backend runs the pinned images")
+    if version:
+        from laminar_kafka.devstack.jvm.versions import UnsupportedVersionError, selected_versions
+
+        try:
+            selected_versions({**os.environ, "LAMINAR_KAFKA_VERSION": version})
+        except UnsupportedVersionError as exc:
+            raise pytest.UsageError(f"--laminar-kafka-version: {exc}") from None
     config.stash[_OPTIONS] = PluginOptions(backend, version)
 
 

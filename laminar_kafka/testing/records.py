@@ -81,7 +81,9 @@ def consume_records(
             for message in consumer.consume(num_messages=10_000, timeout=0.2):
                 if message.error():
                     raise KafkaException(message.error())
-                records.append(Record(message.partition(), message.offset(), message.key(), message.value()))
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None  # a fetched record always has both
+                records.append(Record(partition, offset, message.key(), message.value()))
     finally:
         consumer.close()
     ordered = sorted(records, key=lambda r: (r.partition, r.offset))

@@ -151,7 +151,8 @@ def _server_container(role: str) -> Iterator[Any]:
                                           servers.zookeeper_environment(), servers.zookeeper_health(port))
         name = f"laminar-testing-{role}-{uuid.uuid4().hex[:8]}"
         container = DockerContainer(image).with_name(name).with_envs(**env)
-        container.ports[f"{inside}/tcp"] = ("127.0.0.1", port)  # loopback only, at the advertised port
+        # loopback only, at the host port the broker advertises
+        container.ports[f"{inside}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment,unused-ignore]
         container.with_kwargs(labels={servers.ROLE_LABEL: role, RUN_LABEL: "1"})
         try:
             container.start()

