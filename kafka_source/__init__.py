@@ -1,4 +1,5 @@
-"""The LaminarDB source-connector protocol in Python and its splittable Kafka implementation."""
+"""The splittable Kafka source: :class:`KafkaSource`, an implementation of the source-connector
+protocol (:mod:`laminar_kafka.connector`), whose names a Kafka user needs are re-exported here."""
 from __future__ import annotations
 
 from laminar_kafka.coordinator.versioning import installed_version
