@@ -63,7 +63,7 @@ def _kafka(args: argparse.Namespace, state_file: Path) -> object:
 
 def dev_produce(args: argparse.Namespace) -> int:
     """Create the topic when needed, produce ``--records`` records, print one line of what was done."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
 
     from laminar_kafka.devstack.producers import produce_numbered
     from laminar_kafka.devstack.stack import default_state_file
@@ -81,8 +81,10 @@ def dev_produce(args: argparse.Namespace) -> int:
         if args.partitions is not None and partitions != args.partitions:
             raise UsageError(f"topic {args.topic!r} exists with {partitions} partitions, not {args.partitions}")
         acknowledged = produce_numbered(kafka, args.topic, args.records, rate=args.rate, first=args.first)
-    except KafkaException as exc:
-        print(f"error: producing to {args.topic!r} on {kafka.bootstrap} failed: {exc}", file=sys.stderr)
+    except KafkaException as exc:  # one line: librdkafka's text, not the KafkaError{...} dump
+        error = exc.args[0] if exc.args else None
+        text = error.str() if isinstance(error, KafkaError) else str(exc)
+        print(f"error: producing to {args.topic!r} on {kafka.bootstrap} failed: {text}", file=sys.stderr)
         return 1
     print(f"{'created' if created else 'topic'} {args.topic} ({partitions} partitions); produced {acknowledged} "
           f"records (record-{args.first:012d} onwards) in {time.monotonic() - started:.1f} s")
