@@ -9,7 +9,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -90,3 +90,44 @@ def test_an_interrupted_run_stops_its_servers(signum: int, tmp_path: Path) -> No
     assert not port_accepts(port)
     left = [pid for pid in os.listdir("/proc") if pid.isdigit() and str(basetemp) in pid_cmdline(int(pid))]
     assert left == []
+
+
+def test_kafka_producer_is_a_producer_of_the_session_cluster(
+    kafka_producer: Any, unique_topic: Callable[..., str], consume_records: Callable[..., list[Record]],
+) -> None:
+    topic = unique_topic()
+    errors: list[object] = []
+    kafka_producer.produce(topic, b"v", key=b"k", on_delivery=lambda error, message: errors.append(error))
+    assert kafka_producer.flush(30) == 0 and errors == [None]
+    assert [(r.key, r.value) for r in consume_records(topic)] == [(b"k", b"v")]
+
+
+def test_a_partition_from_one_broker_cuts_only_that_broker(
+    kafka_cluster_3: KafkaTestCluster, unique_topic: Callable[..., str], network_partition: Callable[..., Any],
+) -> None:
+    from confluent_kafka import Producer
+
+    topic = unique_topic(partitions=6, cluster=kafka_cluster_3)
+    leaders = {p: meta.leader for p, meta in kafka_cluster_3.admin().list_topics(topic, timeout=10).topics[topic]
+               .partitions.items()}
+    cut_node = 2  # broker index 1
+    on_cut = next(p for p, leader in leaders.items() if leader == cut_node)
+    elsewhere = next(p for p, leader in leaders.items() if leader != cut_node)
+    partition = network_partition(kafka_cluster_3, broker=1)
+    producer = partition.inside(lambda: Producer(kafka_cluster_3.config(message_timeout_ms=5000, acks="all")))
+    outcomes: dict[int, object] = {}
+
+    def deliver(target: int) -> None:
+        producer.produce(topic, b"x", partition=target,
+                         on_delivery=lambda error, message: outcomes.__setitem__(target, error))
+
+    deliver(elsewhere)  # the client knows every broker before the cut
+    producer.flush(10)
+    assert outcomes == {elsewhere: None}
+    partition.cut()
+    deliver(on_cut)
+    deliver(elsewhere)
+    producer.flush(15)
+    assert outcomes[elsewhere] is None
+    assert getattr(outcomes[on_cut], "name", lambda: None)() == "_MSG_TIMED_OUT"
+    partition.heal()
