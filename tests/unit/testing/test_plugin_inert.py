@@ -82,3 +82,14 @@ def test_an_unsupported_kafka_release_stops_the_run_in_one_line(tmp_path: Path) 
     assert result.returncode == 4
     assert "--laminar-kafka-version: LAMINAR_KAFKA_VERSION=2.0.0 is not supported" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_without_a_container_engine_the_containers_backend_errors_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "test_kafka.py").write_text("def test_uses_kafka(kafka_cluster):\n    pass\n")
+    gone = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    result = _pytest(tmp_path, "--laminar-backend=containers", env=gone)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 error" in result.stdout
+    assert ("the containers backend needs a container engine (Docker, or podman with its Docker API service): "
+            f"DOCKER_HOST=unix://{tmp_path}/no-engine.sock does not answer") in result.stdout
+    assert "Traceback" not in result.stdout and "exception" not in result.stdout
