@@ -266,7 +266,7 @@ def dev_up(args: argparse.Namespace) -> int:
     secure = bool(getattr(args, "secure", False))
     if recorded is not None:
         if recorded.healthy and (recorded.secure is not None or not secure):
-            if not args.json and not getattr(args, "exports", False):
+            if not args.json:  # stderr: the --exports lines on stdout stay shell
                 print("dev stack already running", file=sys.stderr)
             state: dict[str, object] = {"bootstrap": recorded.bootstrap, "zk_hosts": recorded.zk_hosts,
                                         "startup_seconds": recorded.startup_seconds, "already_running": True,
