@@ -29,10 +29,17 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, is_int, loads, parse_partition_key
+from laminar_kafka.connector.errors import CheckpointError
+from laminar_kafka.coordinator.codec import (
+    OFFSET_MAX,
+    U64_MAX,
+    format_partition_key,
+    is_int,
+    loads,
+    parse_partition_key,
+)
 from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.errors import CheckpointError
 
 __all__ = [
     "CHECKPOINT_FORMAT_VERSION",

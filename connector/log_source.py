@@ -11,8 +11,9 @@ advisory offsets (:meth:`~PartitionedLogSource.commit_advisory`). Two logs use i
 Ownership is the one vnode state machine (:class:`~laminar_kafka.connector.ownership.Ownership`,
 Kafka's too): this class executes its plans at once, on the event loop. It is deliberately simple:
 no threads of its own and no read-ahead, so nothing is ever in flight between polls and a drain's
-cut is the cursor at ``begin_drain`` (a drain is ready as soon as it begins). A cursor is the position of the next record to read; a position between two records is
-valid (reading resumes at the first record at or above it), so cursors need not be dense.
+cut is the cursor at ``begin_drain`` (a drain is ready as soon as it begins). A cursor is the
+position of the next record to read; a position between two records is valid (reading resumes at
+the first record at or above it), so cursors need not be dense.
 
 Rows carry ``_topic``, ``_partition``, ``_offset`` and ``value`` (its type is the subclass's
 :attr:`~PartitionedLogSource.value_type`).
@@ -150,7 +151,7 @@ class PartitionedLogSource(SourceConnector):
         in vnode mode, only those the registry's published assignment gives this node."""
         self.started_with = request
         position = request.position
-        resumed = {}
+        resumed: dict[TopicPartitionId, int] = {}
         if isinstance(position, ResumePosition):
             resumed = self.cursor_format.accept(position.checkpoint).partitions()
         start = {tp: resumed.get(tp, 0) for tp in self.log_partitions()}

@@ -381,7 +381,7 @@ class Ownership:
                 raise FatalError(f"ownership conflict at version {self.version}: two owner maps")
             if self.settled:
                 return None
-            new_owned, stale = self.owned, frozenset()
+            new_owned, stale = self.owned, frozenset[TopicPartitionId]()
         else:
             new_owned = self.owned_at(snapshot.owners)
             stale = frozenset(
