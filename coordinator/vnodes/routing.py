@@ -37,8 +37,9 @@ __all__ = [
 
 ROUTE_DOMAIN: bytes = b"laminardb.kafka.partition-route.v1\0"
 
-#: one Kafka partition as ``(topic, partition)``: the project's one name for it (confluent-kafka's
-#: ``TopicPartition`` is the client's own class, which carries an offset and an error besides)
+#: one partition of a partitioned log as ``(name, partition)``: a Kafka topic's, a Redis stream
+#: family's. The project's one name for it, re-exported by ``laminar_kafka.connector``
+#: (confluent-kafka's ``TopicPartition`` is the client's own class, with an offset and an error)
 TopicPartitionId = tuple[str, int]
 
 
