@@ -82,3 +82,21 @@ def test_every_library_the_protocol_and_kit_import_is_a_core_dependency_or_in_th
     third_party = {m for m in used if m not in sys.stdlib_module_names and m not in ("laminar_kafka", "__future__")}
     assert "pyarrow" in third_party and "pytest" in third_party
     assert third_party <= {"pyarrow", "xxhash", "numpy", "hypothesis", "pytest", "pytest_asyncio"}, third_party
+
+
+def test_the_public_surface_resolves_and_states_its_contracts() -> None:
+    """Every name of ``laminar_kafka.connector.__all__`` (and of the kit's) exists, and every class
+    and function among them has a docstring (the contracts live there)."""
+    import inspect
+
+    import laminar_kafka.connector as connector
+    import laminar_kafka.connector.conformance as kit
+
+    for module in (connector, kit):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                assert inspect.getdoc(value), f"{module.__name__}.{name} has no docstring"
+    assert {"PartitionedLogSource", "PartitionRead", "CursorFormat", "ConnectorConfig", "TopicPartitionId",
+            "SourceCheckpoint", "SourceConnector"} <= set(connector.__all__)
+    assert {"ConnectorKit", "LogBackend", "conformance_tests"} <= set(kit.__all__)
