@@ -22,6 +22,7 @@ from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.kafka_source.checkpoint import KAFKA_CURSORS
 from laminar_kafka.connector.drain import DrainPhase, FinishPlan
 from laminar_kafka.connector.errors import ConfigurationError, FatalError
 from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ControlItem, DrainBoundary
@@ -80,9 +81,10 @@ class _DrainPause:
 
 
 def cursor_offsets(cursors: Mapping[str, int] | SourceCheckpoint) -> dict[TopicPartitionId, int]:
-    """``"topic:partition" -> offset`` cursors (or a checkpoint) as ``{(topic, partition): offset}``."""
+    """``"topic:partition" -> offset`` cursors (or a checkpoint: Kafka's own or unnamed, else
+    :class:`~laminar_kafka.connector.errors.CheckpointError`) as ``{(topic, partition): offset}``."""
     if isinstance(cursors, SourceCheckpoint):
-        return cursors.partitions()
+        return KAFKA_CURSORS.accept(cursors).partitions()
     return SourceCheckpoint(dict(cursors)).partitions()
 
 
