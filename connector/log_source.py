@@ -284,17 +284,12 @@ class PartitionedLogSource(SourceConnector):
         self.own = own.reconciled(plan, self._take(plan.acquire))
 
     def acquisition_needed(self) -> tuple[int, frozenset[TopicPartitionId]] | None:
+        """``(published version, partitions)`` while reconciling waits for explicit cursors
+        (:meth:`acquire_partitions`), else ``None`` (:meth:`Ownership.acquisition_needed`)."""
         own = self.own
-        if own is None or self._registry is None or self.closed or own.failure is not None:
+        if own is None or self._registry is None or self.closed:
             return None
-        snapshot = self._registry.snapshot()
-        try:
-            plan = own.plan_reconcile(snapshot, (snapshot.version, {}))
-        except ConnectorError:
-            return None
-        if plan is None or not plan.acquire:
-            return None
-        return plan.version, frozenset(plan.acquire)
+        return own.acquisition_needed(self._registry.snapshot())
 
     def _cursors_of(self, cursors: Mapping[str, int] | SourceCheckpoint) -> dict[TopicPartitionId, int]:
         if isinstance(cursors, SourceCheckpoint):

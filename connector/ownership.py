@@ -44,16 +44,11 @@ from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
 from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainResolution
 from laminar_kafka.connector.drain import DrainPhase, DrainProgress, FinishPlan
-from laminar_kafka.connector.errors import DrainError, FatalError, UnassignedVnodeError
+from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError, UnassignedVnodeError
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "Ownership",
-    "Reconcile",
-    "route_partitions",
-    "unassigned_vnodes",
-]
+__all__ = ["Ownership", "Reconcile", "route_partitions", "unassigned_vnodes"]
 
 
 def _frozen(mapping: Mapping[TopicPartitionId, int | None]) -> Mapping[TopicPartitionId, int | None]:
@@ -397,6 +392,18 @@ class Ownership:
         if snapshot.version == self.version and not release and not acquire:
             return None
         return Reconcile(snapshot.version, new_owned, release, _frozen(acquire))
+
+    def acquisition_needed(self, snapshot: AssignmentSnapshot) -> tuple[int, frozenset[TopicPartitionId]] | None:
+        """``(snapshot.version, partitions)`` when reconciling with ``snapshot`` waits for explicit
+        cursors (an offer for that version) of ``partitions``, else ``None`` (nothing to acquire or
+        do now, or a snapshot :meth:`plan_reconcile` rejects: that error surfaces on reconciling)."""
+        try:
+            plan = self.plan_reconcile(snapshot, (snapshot.version, {}))
+        except ConnectorError:
+            return None
+        if plan is None or not plan.acquire:
+            return None
+        return plan.version, frozenset(plan.acquire)
 
     def reconciled(self, plan: Reconcile, acquired: Mapping[TopicPartitionId, int]) -> Ownership:
         """Apply a :class:`Reconcile` the consumer executed (``acquired``: partitions assigned)."""

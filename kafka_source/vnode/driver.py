@@ -188,14 +188,7 @@ class VnodeDriver(AssignmentExecutor):
         own = self.own
         if own is None or self.failure is not None or self._change is not None:
             return None
-        snapshot = self.registry.snapshot()
-        try:
-            plan = own.plan_reconcile(snapshot, (snapshot.version, {}))
-        except ConnectorError:
-            return None
-        if plan is None or not plan.acquire:
-            return None
-        return plan.version, frozenset(plan.acquire)
+        return own.acquisition_needed(self.registry.snapshot())
 
     def moved_since(self, version: int) -> frozenset[TopicPartitionId]:
         """Partitions whose vnode changed owner after assignment ``version``: a checkpoint taken

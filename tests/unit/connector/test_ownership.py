@@ -401,3 +401,32 @@ def test_a_settled_source_plans_nothing_at_its_version_and_an_unsettled_one_stil
     other = AssignmentSnapshot.initial(VNODES).next(1, ALL1)
     with pytest.raises(FatalError, match="two owner maps"):
         own.plan_reconcile(other, None)
+
+
+def test_acquisition_needed_names_the_gained_partitions_of_the_published_version() -> None:
+    s1 = snap(HALF)
+    own = started(s1, 2)
+    assert own.acquisition_needed(s1) is None  # reconciled: nothing waits
+    s2 = snap(HALF, ALL1)  # node 2 loses everything: a release, no acquisition
+    assert own.acquisition_needed(s2) is None
+    gained = snap(HALF, (2,) * VNODES)
+    version, partitions = own.acquisition_needed(gained)  # type: ignore[misc]
+    assert version == 2 and partitions == {tp for tp in PARTS if tp[1] % 8 < 4}
+    assert own.acquisition_needed(gained) == (version, partitions)  # a query: nothing changed
+    step = own.plan_reconcile(gained, (2, {}))
+    assert step is not None
+    assert own.reconciled(step, dict.fromkeys(step.acquire, 0)).acquisition_needed(gained) is None
+
+
+def test_acquisition_needed_is_none_while_failed_draining_or_given_a_rejected_map() -> None:
+    s1 = snap(HALF)
+    own = started(s1, 2)
+    gained = snap(HALF, (2,) * VNODES)
+    assert own.fail("boom").acquisition_needed(gained) is None
+    drain_id, pending = round_to(s1, (2,) * VNODES)
+    draining, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    assert draining.acquisition_needed(gained) is None
+    partial = snap(HALF, (2, 0, 2, 2, 2, 2, 2, 2))  # a routed vnode unassigned: plan_reconcile raises
+    with pytest.raises(UnassignedVnodeError):
+        own.plan_reconcile(partial, (2, {}))
+    assert own.acquisition_needed(partial) is None
