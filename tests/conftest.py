@@ -1,17 +1,23 @@
 """Session fixtures: real Kafka and ZooKeeper for tests/integration and tests/faults.
 
+One test bed: the servers are started by the project's pytest plugin, `laminar_kafka.testing`
+(its `servers` module, through its `start_servers`); this file gives them the names and handles
+this suite's tests use (`KafkaHandle`, `ZooKeeperHandle`). `kafka` is the plugin's own `kafka_cluster`.
+
 Backend choice, in order:
 1. `KAFKA_BOOTSTRAP` / `ZK_HOSTS` set: use that existing cluster (servers cannot be restarted, so
    tests that need to control a server are skipped with that reason).
-2. `LAMINAR_TEST_BACKEND=docker`: testcontainers starts Kafka (KRaft) and ZooKeeper containers from
-   the project's images (`python -m laminar_kafka.devstack.containers build`; missing server images are built on
-   first use), on any engine that answers the Docker API (Docker, or podman's service, started when
-   needed). Restartable fixtures are dedicated containers the tests kill, stop, pause and restart;
-   the three-broker cluster and the ZooKeeper ensemble stay on the local backend (skipped here).
-   Without an engine the tests are skipped with the one-line reason, or fail when
-   `LAMINAR_CONTAINERS_REQUIRED=1` (CI). Tests marked `containers` (images, compose, container
-   faults) run only with this backend.
-3. Otherwise (default): local JVM processes from `laminar_kafka.devstack.stack.DevStack`, started once per session.
+2. The container backend (`LAMINAR_TEST_BACKEND=docker`, or `--laminar-backend=containers`: the
+   plugin's choice, `laminar_kafka.testing.options`): testcontainers starts Kafka (KRaft) and
+   ZooKeeper containers from the project's images (`python -m laminar_kafka.devstack.containers
+   build`; server images missing or older than their recipes are built on first use), on any engine
+   that answers the Docker API (Docker, or podman's service, started when needed). Restartable
+   fixtures are dedicated containers the tests kill, stop, pause and restart; the three-broker
+   cluster and the ZooKeeper ensemble stay on the local backend (skipped here). Without an engine
+   the tests are skipped with the one-line reason, or fail when `LAMINAR_CONTAINERS_REQUIRED=1`
+   (CI). Tests marked `containers` (images, compose, container faults) run only with this backend.
+3. Otherwise (default): local JVM processes (`laminar_kafka.devstack.stack.DevStack`), the session
+   ones started once per session. A missing tool (Java) fails the fixture in one line.
 
 Server releases (local backend): the POM's pins, or those chosen by ``LAMINAR_KAFKA_VERSION``,
 ``LAMINAR_KAFKA_MODE`` (``kraft`` | ``zookeeper``) and ``LAMINAR_ZOOKEEPER_VERSION``
@@ -30,17 +36,22 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, cast
 
 import pytest
 
-from laminar_kafka.devstack.processes import free_port
 from laminar_kafka.devstack.jvm.artifacts import pinned_versions
 from laminar_kafka.devstack.jvm.versions import ServerVersions, UnsupportedVersionError, selected_versions
 from laminar_kafka.devstack.jvm.servers import KafkaCluster, ZooKeeperEnsemble
-from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.testing import servers as test_servers
+from laminar_kafka.testing.handles import KafkaTestCluster, ZooKeeperTestEnsemble
+from laminar_kafka.testing.options import Backend
+from laminar_kafka.testing.plugin import session_backend, start_servers
 from tests.s3_fixtures import moto_s3_server, s3_server  # noqa: F401
 from tests.rest_catalog_fixtures import rest_catalog, rest_catalog_on_s3  # noqa: F401
+
+if TYPE_CHECKING:
+    from laminar_kafka.devstack.containers.servers import ContainerGroup
 
 _RUN_TOKEN = uuid.uuid4().hex[:8]
 _counter = itertools.count(1)
@@ -75,10 +86,10 @@ class KafkaHandle(_Controllable):
     """
 
     bootstrap: str
-    cluster: KafkaCluster | None = None
+    cluster: KafkaCluster | ContainerGroup | None = None
     _control_kind = "Kafka"
 
-    def _controlled(self) -> KafkaCluster | None:
+    def _controlled(self) -> KafkaCluster | ContainerGroup | None:
         return self.cluster
 
     def restart_broker(self, index: int = 0) -> None:
@@ -103,10 +114,10 @@ class ZooKeeperHandle(_Controllable):
     `ContainerGroup` with the docker backend)."""
 
     hosts: str
-    ensemble: ZooKeeperEnsemble | None = None
+    ensemble: ZooKeeperEnsemble | ContainerGroup | None = None
     _control_kind = "ZooKeeper"
 
-    def _controlled(self) -> ZooKeeperEnsemble | None:
+    def _controlled(self) -> ZooKeeperEnsemble | ContainerGroup | None:
         return self.ensemble
 
     def kill_server(self, index: int = 0) -> None:
@@ -125,17 +136,20 @@ class ZooKeeperHandle(_Controllable):
         self._require_control().resume_server(index)
 
 
-def _backend() -> str:
-    return os.environ.get("LAMINAR_TEST_BACKEND", "local").lower()
+def _containers(config: pytest.Config) -> bool:
+    """Whether this session runs the container backend: the plugin's choice
+    (`laminar_kafka.testing.plugin.session_backend`: ``--laminar-backend``, else
+    ``LAMINAR_TEST_BACKEND``), so this suite's fixtures and the plugin's run in the same place."""
+    return session_backend(config) is Backend.CONTAINERS
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "containers: needs a container engine and the project's images "
                                        "(runs only with LAMINAR_TEST_BACKEND=docker)")
-    _server_versions()  # a release the dev stack cannot run stops the session here, in one line
+    _server_versions(config)  # a release the dev stack cannot run stops the session here, in one line
 
 
-def _server_versions() -> ServerVersions:
+def _server_versions(config: pytest.Config) -> ServerVersions:
     """The releases the local backend runs; raises pytest.UsageError (one line) for an unsupported
     choice, or for a choice other than the pins with the container backend (its images are the pins)."""
     try:
@@ -143,8 +157,8 @@ def _server_versions() -> ServerVersions:
     except UnsupportedVersionError as exc:
         raise pytest.UsageError(str(exc)) from None
     pinned = (versions.kafka, versions.zookeeper) == pinned_versions() and not versions.zookeeper_mode
-    if _backend() == "docker" and not pinned:
-        raise pytest.UsageError(f"LAMINAR_TEST_BACKEND=docker runs the pinned images, not {versions.describe()}: "
+    if _containers(config) and not pinned:
+        raise pytest.UsageError(f"the container backend runs the pinned images, not {versions.describe()}: "
                                 "unset LAMINAR_KAFKA_VERSION, LAMINAR_KAFKA_MODE and LAMINAR_ZOOKEEPER_VERSION")
     return versions
 
@@ -171,12 +185,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     the server releases and backend, the library versions."""
     if os.environ.get("KAFKA_BOOTSTRAP") or os.environ.get("ZK_HOSTS"):
         backend = "external servers (KAFKA_BOOTSTRAP / ZK_HOSTS): their releases are not known here"
-    elif _backend() == "docker":
+    elif _containers(config):
         backend = "containers of the pinned images"
     else:
         backend = "local processes"
     lines = [
-        f"laminar servers: {_server_versions().describe()}; backend: {backend}",
+        f"laminar servers: {_server_versions(config).describe()}; backend: {backend}",
         f"laminar libraries: {_library_versions()}",
     ]
     cell = os.environ.get("LAMINAR_MATRIX_CELL")
@@ -186,7 +200,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _backend() == "docker":
+    if _containers(config):
         return
     skip = pytest.mark.skip(reason="container test: runs with LAMINAR_TEST_BACKEND=docker (the container pass)")
     for item in items:
@@ -197,7 +211,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _engine_problem: list[str] = []
 
 
-def containers_unavailable(reason: str) -> None:
+def containers_unavailable(reason: str) -> NoReturn:
     """Skip with `reason`, or fail when LAMINAR_CONTAINERS_REQUIRED=1 (CI: the container pass must run)."""
     if os.environ.get("LAMINAR_CONTAINERS_REQUIRED") == "1":
         pytest.fail(reason, pytrace=False)
@@ -205,8 +219,10 @@ def containers_unavailable(reason: str) -> None:
 
 
 def container_engine(*, compose: bool = False) -> Any:
-    """The docker SDK client of the engine, with the server images built (and a compose client when
-    `compose`); skips (or fails) saying in one line what is missing."""
+    """The docker SDK client of the engine, with the server images current with this checkout's
+    recipes (`laminar_kafka.testing.servers.engine_with_images`; and a compose client when
+    `compose`); skips (or fails) saying in one line what is missing. An engine found missing once
+    is not looked for again in the session."""
     from laminar_kafka.devstack.containers import engine as containers
 
     if compose:
@@ -218,195 +234,166 @@ def container_engine(*, compose: bool = False) -> Any:
             containers_unavailable(str(exc))
     if not _engine_problem:
         try:
-            client = containers.connect()
-            containers.check_container_runs(client)
-            containers.configure_testcontainers()
-            from laminar_kafka.devstack.containers.images import ImageBuilder
+            return test_servers.engine_with_images(up_to_date=True)
+        except test_servers.ServersUnavailable as exc:
+            _engine_problem.append(str(exc))
+    containers_unavailable(_engine_problem[0])
 
-            ImageBuilder(client, log=lambda line: None).build(["kafka", "zookeeper"])
-            return client
-        except containers.ContainerError as exc:
-            _engine_problem.append(str(exc).splitlines()[0])
-    containers_unavailable(f"LAMINAR_TEST_BACKEND=docker but {_engine_problem[0]}")
+
+#: what the containers this suite starts are named after and labelled with (besides the plugin's labels)
+def _container_names(name: str) -> dict[str, Any]:
+    return {"name_prefix": f"{name}-{_RUN_TOKEN}", "labels": {"dev.laminar.test": _RUN_TOKEN}}
+
+
+def _kafka_handle(cluster: KafkaTestCluster) -> KafkaHandle:
+    """This suite's handle on a cluster the plugin's servers started: the brokers' group (the dev
+    stack's `KafkaCluster`, or a `ContainerGroup`) has the fault controls by index."""
+    return KafkaHandle(bootstrap=cluster.bootstrap, cluster=cast(Any, cluster.brokers[0].group))
+
+
+def _zookeeper_handle(ensemble: ZooKeeperTestEnsemble) -> ZooKeeperHandle:
+    """As `_kafka_handle`, for ZooKeeper (the dev stack's `ZooKeeperEnsemble`, or a `ContainerGroup`)."""
+    return ZooKeeperHandle(hosts=ensemble.hosts, ensemble=cast(Any, ensemble.servers[0].group))
 
 
 @contextlib.contextmanager
-def _server_container(role: str, name: str) -> Iterator[Any]:
-    """A Kafka or ZooKeeper container started by testcontainers, healthy, removed on exit.
-
-    Yields a `laminar_kafka.devstack.containers.servers.ServerContainer` (host port, health, fault controls).
-    """
+def _container_kafka(name: str) -> Iterator[KafkaHandle]:
+    """A single broker in a container (`laminar_kafka.testing.servers.container_kafka`), removed on
+    exit; skipped (or failed in CI) without an engine."""
     container_engine()
-    from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found]
-
-    from laminar_kafka.devstack.containers import servers
-
-    for attempt in range(1, 4):
-        port = free_port()
-        if role == "kafka":
-            image, inside, env, health = (servers.KAFKA_IMAGE, servers.KAFKA_PORT, servers.kafka_environment(port),
-                                          servers.kafka_health(port))
-        else:
-            image, inside, env, health = (servers.ZOOKEEPER_IMAGE, servers.ZOOKEEPER_PORT,
-                                          servers.zookeeper_environment(), servers.zookeeper_health(port))
-        container = DockerContainer(image).with_name(f"{name}-{_RUN_TOKEN}-{next(_counter)}").with_envs(**env)
-        container.ports[f"{inside}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment] - loopback only
-        container.with_kwargs(labels={servers.ROLE_LABEL: role, "dev.laminar.test": _RUN_TOKEN})
-        try:
-            container.start()
-        except Exception as exc:  # noqa: BLE001 - a port taken in between is retried
-            container.stop()
-            if attempt == 3 or not servers._port_taken(exc):
-                raise
-            continue
-        server = servers.ServerContainer(container._name, container.get_wrapped_container(), port, health)
-        try:
-            server.wait_healthy()
-            yield server
-        finally:
-            container.stop()
-        return
+    with start_servers(lambda: test_servers.container_kafka(**_container_names(name)),
+                       unavailable=containers_unavailable) as cluster:
+        yield _kafka_handle(cluster)
 
 
 @contextlib.contextmanager
-def _container_handles(role: str, name: str) -> Iterator[Any]:
-    """A controllable Kafka or ZooKeeper handle backed by one container."""
-    from laminar_kafka.devstack.containers.servers import ContainerGroup
-
-    with _server_container(role, name) as server:
-        group = ContainerGroup([server])
-        if role == "kafka":
-            yield KafkaHandle(bootstrap=f"127.0.0.1:{server.port}", cluster=group)  # type: ignore[arg-type]
-        else:
-            yield ZooKeeperHandle(hosts=f"127.0.0.1:{server.port}", ensemble=group)  # type: ignore[arg-type]
+def _container_zookeeper(name: str) -> Iterator[ZooKeeperHandle]:
+    """A ZooKeeper server in a container (`laminar_kafka.testing.servers.container_zookeeper`), as
+    `_container_kafka`."""
+    container_engine()
+    with start_servers(lambda: test_servers.container_zookeeper(**_container_names(name)),
+                       unavailable=containers_unavailable) as ensemble:
+        yield _zookeeper_handle(ensemble)
 
 
 @contextlib.contextmanager
-def _local_stack(
-    tmp_path_factory: pytest.TempPathFactory, name: str, kafka_zookeeper: str | None = None, **servers: int
-) -> Iterator[DevStack]:
-    """A started local stack in a pytest temporary directory, stopped on exit (`kafka_zookeeper`:
-    where ZooKeeper-mode brokers register, see `_broker_zookeeper`)."""
-    stack = DevStack.launch(base_dir=Path(tmp_path_factory.mktemp(name)), kafka_zookeeper=kafka_zookeeper, **servers)
-    try:
-        yield stack
-    finally:
-        stack.stop()
+def _process_kafka(request: pytest.FixtureRequest, name: str, brokers: int) -> Iterator[KafkaHandle]:
+    """`brokers` local broker processes (`laminar_kafka.testing.servers.process_kafka`) in a pytest
+    temporary directory, stopped on exit (ZooKeeper-mode brokers: see `_broker_zookeeper`)."""
+    zookeeper_connect = _broker_zookeeper(request, name)
+    base = request.getfixturevalue("tmp_path_factory").mktemp(name)
+    with start_servers(lambda: test_servers.process_kafka(base, brokers=brokers,
+                                                          zookeeper_connect=zookeeper_connect)) as cluster:
+        yield _kafka_handle(cluster)
 
 
 @contextlib.contextmanager
-def _dedicated_stack(
-    tmp_path_factory: pytest.TempPathFactory, name: str, external_env: str, reason: str,
-    kafka_zookeeper: Callable[[], str | None] = lambda: None, **servers: int
-) -> Iterator[DevStack]:
-    """A local stack a test module may kill and restart; skipped on external or container backends.
-    `kafka_zookeeper` is called only when the stack is started (it may start the session's ZooKeeper)."""
-    if os.environ.get(external_env) or _backend() == "docker":
-        pytest.skip(reason if os.environ.get(external_env) else f"{reason} (container backend: the local backend covers it)")
-    with _local_stack(tmp_path_factory, name, kafka_zookeeper(), **servers) as stack:
-        yield stack
+def _process_zookeeper(tmp_path_factory: pytest.TempPathFactory, name: str, servers: int) -> Iterator[ZooKeeperHandle]:
+    """`servers` local ZooKeeper processes (`laminar_kafka.testing.servers.process_zookeeper`) in a
+    pytest temporary directory, stopped on exit."""
+    base = tmp_path_factory.mktemp(name)
+    with start_servers(lambda: test_servers.process_zookeeper(base, servers=servers)) as ensemble:
+        yield _zookeeper_handle(ensemble)
+
+
+def _require_local(config: pytest.Config, external_env: str, reason: str) -> None:
+    """Skip a fixture whose servers the tests control as local processes, on an external cluster
+    (`external_env` set) or the container backend."""
+    if os.environ.get(external_env):
+        pytest.skip(reason)
+    if _containers(config):
+        pytest.skip(f"{reason} (container backend: the local backend covers it)")
 
 
 def _broker_zookeeper(request: pytest.FixtureRequest, name: str) -> str | None:
     """Where a local stack's ZooKeeper-mode brokers register: a chroot of their own on the session's
     `zookeeper` (None with KRaft brokers, which need no ZooKeeper)."""
-    if not _server_versions().zookeeper_mode:
+    if not _server_versions(request.config).zookeeper_mode:
         return None
     zookeeper: ZooKeeperHandle = request.getfixturevalue("zookeeper")
     return f"{zookeeper.hosts}/{name}-{_RUN_TOKEN}-{next(_counter)}"
 
 
-def _kafka_handle(stack: DevStack) -> KafkaHandle:
-    assert stack.kafka is not None
-    return KafkaHandle(bootstrap=stack.bootstrap, cluster=stack.kafka)
-
-
-def _zookeeper_handle(stack: DevStack) -> ZooKeeperHandle:
-    assert stack.zookeeper is not None
-    return ZooKeeperHandle(hosts=stack.zk_hosts, ensemble=stack.zookeeper)
+# Fixture precedence: the plugin (laminar_kafka.testing, loaded from its entry point) defines
+# `zookeeper` too; pytest prefers this conftest's, so in this repository every test, and the plugin's
+# own fixtures (its ZooKeeper-mode brokers register on `zookeeper`, using only its `hosts`), get the
+# `ZooKeeperHandle` below. `kafka` is the plugin's `kafka_cluster` under this suite's name and handle.
 
 
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[KafkaHandle]:
-    """A session-wide Kafka. Tests must not restart it; use `kafka_restartable` for that."""
+def kafka(request: pytest.FixtureRequest) -> KafkaHandle:
+    """A session-wide Kafka: the plugin's `kafka_cluster` (one broker, a local process or a container),
+    so this suite and tests of the plugin's fixtures share it; `KAFKA_BOOTSTRAP`'s cluster when set.
+    Tests must not restart it; use `kafka_restartable` for that."""
     external = os.environ.get("KAFKA_BOOTSTRAP")
     if external:
-        yield KafkaHandle(bootstrap=external)
-        return
-    if _backend() == "docker":
-        with _container_handles("kafka", "laminar-test-kafka") as handle:
-            yield handle
-        return
-    with _local_stack(tmp_path_factory, "kafka", _broker_zookeeper(request, "kafka"), kafka_brokers=1,
-                      zookeeper_servers=0) as stack:
-        yield _kafka_handle(stack)
+        return KafkaHandle(bootstrap=external)
+    if _containers(request.config):
+        container_engine()  # skips (fails in CI) without an engine; images current with this checkout
+    return _kafka_handle(request.getfixturevalue("kafka_cluster"))
 
 
 @pytest.fixture(scope="module")
-def kafka_restartable(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[KafkaHandle]:
-    """A dedicated single broker for one test module (a local process, or a container with the docker
-    backend); tests may kill and restart it."""
-    if _backend() == "docker" and not os.environ.get("KAFKA_BOOTSTRAP"):
-        with _container_handles("kafka", "laminar-test-kafka-restartable") as handle:
+def kafka_restartable(request: pytest.FixtureRequest) -> Iterator[KafkaHandle]:
+    """A dedicated single broker for one test module (a local process, or a container with the
+    container backend); tests may kill and restart it."""
+    if os.environ.get("KAFKA_BOOTSTRAP"):
+        pytest.skip("broker restarts need the local process backend")
+    if _containers(request.config):
+        with _container_kafka("laminar-test-kafka-restartable") as handle:
             yield handle
         return
-    with _dedicated_stack(
-        tmp_path_factory, "kafka-restartable", "KAFKA_BOOTSTRAP", "broker restarts need the local process backend",
-        lambda: _broker_zookeeper(request, "kafka-restartable"), kafka_brokers=1, zookeeper_servers=0,
-    ) as stack:
-        yield _kafka_handle(stack)
+    with _process_kafka(request, "kafka-restartable", 1) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")
-def kafka_cluster3(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[KafkaHandle]:
+def kafka_cluster3(request: pytest.FixtureRequest) -> Iterator[KafkaHandle]:
     """A dedicated three-broker KRaft cluster (replication 3, min.insync.replicas 2) for one module."""
-    with _dedicated_stack(
-        tmp_path_factory, "kafka-cluster3", "KAFKA_BOOTSTRAP",
-        "a three-broker cluster with broker faults needs the local process backend",
-        lambda: _broker_zookeeper(request, "kafka-cluster3"), kafka_brokers=3, zookeeper_servers=0,
-    ) as stack:
-        yield _kafka_handle(stack)
+    _require_local(request.config, "KAFKA_BOOTSTRAP",
+                   "a three-broker cluster with broker faults needs the local process backend")
+    with _process_kafka(request, "kafka-cluster3", 3) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
-    """A session-wide standalone ZooKeeper. Tests use a unique chroot and must not restart it."""
+def zookeeper(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
+    """A session-wide standalone ZooKeeper. Tests use a unique chroot and must not restart it.
+    Overrides the plugin's `zookeeper` in this repository (see the comment above)."""
     external = os.environ.get("ZK_HOSTS")
     if external:
         yield ZooKeeperHandle(hosts=external)
         return
-    if _backend() == "docker":
-        with _container_handles("zookeeper", "laminar-test-zookeeper") as handle:
+    if _containers(request.config):
+        with _container_zookeeper("laminar-test-zookeeper") as handle:
             yield handle
         return
-    with _local_stack(tmp_path_factory, "zookeeper", kafka_brokers=0, zookeeper_servers=1) as stack:
-        yield _zookeeper_handle(stack)
+    with _process_zookeeper(tmp_path_factory, "zookeeper", 1) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")
-def zookeeper_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
+def zookeeper_restartable(request: pytest.FixtureRequest,
+                          tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
     """A dedicated standalone ZooKeeper for one test module (a local process, or a container with the
-    docker backend); tests may kill and restart it."""
-    if _backend() == "docker" and not os.environ.get("ZK_HOSTS"):
-        with _container_handles("zookeeper", "laminar-test-zookeeper-restartable") as handle:
+    container backend); tests may kill and restart it."""
+    if os.environ.get("ZK_HOSTS"):
+        pytest.skip("ZooKeeper restarts need the local process backend")
+    if _containers(request.config):
+        with _container_zookeeper("laminar-test-zookeeper-restartable") as handle:
             yield handle
         return
-    with _dedicated_stack(
-        tmp_path_factory, "zookeeper-restartable", "ZK_HOSTS", "ZooKeeper restarts need the local process backend",
-        kafka_brokers=0, zookeeper_servers=1,
-    ) as stack:
-        yield _zookeeper_handle(stack)
+    with _process_zookeeper(tmp_path_factory, "zookeeper-restartable", 1) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")
-def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
+def zookeeper_ensemble(request: pytest.FixtureRequest,
+                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperHandle]:
     """A dedicated three-server ZooKeeper ensemble for one test module."""
-    with _dedicated_stack(
-        tmp_path_factory, "zookeeper-ensemble", "ZK_HOSTS",
-        "an ensemble with server faults needs the local process backend",
-        kafka_brokers=0, zookeeper_servers=3,
-    ) as stack:
-        yield _zookeeper_handle(stack)
+    _require_local(request.config, "ZK_HOSTS", "an ensemble with server faults needs the local process backend")
+    with _process_zookeeper(tmp_path_factory, "zookeeper-ensemble", 3) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,10 @@ replication 3), `kafka_cluster_secure` (one broker with SASL_SSL and mTLS listen
 `object_store`. Function fixtures (helpers): `unique_topic`, `kafka_producer`, `produce_records`,
 `consume_records`, `network_partition`. A server that cannot start for want of a tool (Java, a
 container engine, an image) is an error at setup whose one line says what to install.
+
+For a conftest of one's own built on :mod:`laminar_kafka.testing.servers` (the project's is):
+`session_backend` is the backend the plugin's fixtures use, `start_servers` starts servers for a
+fixture as the plugin's own fixtures do.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
     from laminar_kafka.testing.partition import NetworkPartition
     from laminar_kafka.testing.records import Record
 
+T = TypeVar("T")
 _OPTIONS = pytest.StashKey[PluginOptions]()
 _RUN = uuid.uuid4().hex[:6]
 _names = itertools.count(1)
@@ -50,11 +55,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: LAMINAR_KAFKA_VERSION, else the pinned one)")
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def session_backend(config: pytest.Config) -> Backend:
+    """The session's backend (`laminar_kafka.testing.options.choose_backend` of ``--laminar-backend``
+    and the environment); raises pytest.UsageError (one line) for an unknown value. Public: a
+    conftest whose own fixtures must run where the plugin's do asks this."""
     try:
-        backend = choose_backend(config.getoption("--laminar-backend"), os.environ)
+        return choose_backend(config.getoption("--laminar-backend"), os.environ)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    backend = session_backend(config)
     version = config.getoption("--laminar-kafka-version")
     if version and backend is Backend.CONTAINERS:
         raise pytest.UsageError("--laminar-kafka-version chooses the process backend's release; the containers "
@@ -109,24 +121,33 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _fail(message: str) -> NoReturn:
+    pytest.fail(message, pytrace=False)
+
+
 @contextlib.contextmanager
-def _servers(starter: Callable[[], contextlib.AbstractContextManager[Any]]) -> Iterator[Any]:
-    """Enter `starter()` (a context manager of `laminar_kafka.testing.servers`); a missing tool fails
-    the fixture with its one-line message instead of a traceback."""
+def start_servers(starter: Callable[[], contextlib.AbstractContextManager[T]], *,
+                  unavailable: Callable[[str], NoReturn] = _fail) -> Iterator[T]:
+    """Enter `starter()` (a context manager of `laminar_kafka.testing.servers`) for a fixture, and
+    leave it (the servers stop) when the fixture ends, however it ends. A server that cannot start
+    for want of a tool calls `unavailable` with the one-line message (default: the fixture fails
+    with it; a suite that skips such tests passes its own, which must raise, as pytest.skip does);
+    any other failure to start fails the fixture in one line. Public: every server fixture of the
+    plugin, and of a conftest built on `laminar_kafka.testing.servers`, starts servers through it."""
     from laminar_kafka.devstack.errors import DevStackError
     from laminar_kafka.testing.servers import ServersUnavailable
 
     _interrupt_on_sigterm()
-    problem = ""
+    problem, report = "", unavailable
     try:
         manager = starter()
         value = manager.__enter__()
     except ServersUnavailable as exc:
         problem = str(exc)
     except DevStackError as exc:
-        problem = f"the test servers did not start: {exc}"
-    if problem:  # failed outside the handler: the report shows the message, not a chain of exceptions
-        pytest.fail(problem, pytrace=False)
+        problem, report = f"the test servers did not start: {exc}", _fail
+    if problem:  # reported outside the handlers: the report shows the message, not a chain of exceptions
+        report(problem)
     try:
         yield value
     except BaseException as exc:  # noqa: BLE001 - passed to the manager, which stops the servers
@@ -174,7 +195,7 @@ def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaTestCluster]:
         starter: Callable[[], Any] = container_kafka
     else:
         starter = _process_kafka(request, "kafka", 1)
-    with _servers(starter) as cluster:
+    with start_servers(starter) as cluster:
         yield cluster
 
 
@@ -184,7 +205,7 @@ def kafka_cluster_3(request: pytest.FixtureRequest) -> Iterator[KafkaTestCluster
     processes; skipped with the containers backend."""
     if _options(request).backend is Backend.CONTAINERS:
         pytest.skip("kafka_cluster_3 runs on the process backend only (--laminar-backend=process)")
-    with _servers(_process_kafka(request, "kafka3", 3)) as cluster:
+    with start_servers(_process_kafka(request, "kafka3", 3)) as cluster:
         yield cluster
 
 
@@ -195,7 +216,7 @@ def kafka_cluster_secure(request: pytest.FixtureRequest) -> Iterator[KafkaTestCl
     Skipped with the containers backend."""
     if _options(request).backend is Backend.CONTAINERS:
         pytest.skip("kafka_cluster_secure runs on the process backend only (--laminar-backend=process)")
-    with _servers(_process_kafka(request, "kafka-secure", 1, secure=True)) as cluster:
+    with start_servers(_process_kafka(request, "kafka-secure", 1, secure=True)) as cluster:
         yield cluster
 
 
@@ -210,7 +231,7 @@ def zookeeper(request: pytest.FixtureRequest) -> Iterator[ZooKeeperTestEnsemble]
     else:
         base = request.getfixturevalue("tmp_path_factory").mktemp("zookeeper")
         starter = lambda: servers.process_zookeeper(base)  # noqa: E731
-    with _servers(starter) as ensemble:
+    with start_servers(starter) as ensemble:
         yield ensemble
 
 
@@ -221,7 +242,7 @@ def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectSto
     from laminar_kafka.testing.servers import object_store as start_object_store
 
     base = tmp_path_factory.mktemp("object-store")
-    with _servers(lambda: start_object_store(base)) as store:
+    with start_servers(lambda: start_object_store(base)) as store:
         yield store
 
 

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from laminar_kafka.devstack.errors import DevStackError, ToolMissingError
 from laminar_kafka.testing.handles import Broker, KafkaTestCluster, ObjectStore, ZooKeeperServer, ZooKeeperTestEnsemble
 
-__all__ = ["ServersUnavailable", "container_kafka", "container_zookeeper", "object_store", "process_kafka",
-           "process_zookeeper"]
+if TYPE_CHECKING:
+    from laminar_kafka.devstack.containers.servers import ServerContainer
+
+__all__ = ["ServersUnavailable", "container_kafka", "container_zookeeper", "engine_with_images", "object_store",
+           "process_kafka", "process_zookeeper", "server_container"]
 
 #: the bucket `object_store` creates at start, and the Iceberg catalog's table bucket
 DEFAULT_BUCKET = "laminar-test"
@@ -73,19 +76,21 @@ def process_kafka(base_dir: Path, *, brokers: int = 1, secure: bool = False,
 
 
 @contextlib.contextmanager
-def process_zookeeper(base_dir: Path) -> Iterator[ZooKeeperTestEnsemble]:
-    """A standalone ZooKeeper server as a local JVM process under `base_dir`."""
+def process_zookeeper(base_dir: Path, *, servers: int = 1) -> Iterator[ZooKeeperTestEnsemble]:
+    """ZooKeeper as local JVM processes under `base_dir`: one standalone server, or with `servers`
+    3 an ensemble (its handle's `hosts` names every server). Raises ServersUnavailable when there
+    is no Java 17+."""
     from laminar_kafka.devstack.stack import DevStack
 
     try:
-        stack = DevStack.launch(kafka_brokers=0, zookeeper_servers=1, base_dir=base_dir)
+        stack = DevStack.launch(kafka_brokers=0, zookeeper_servers=servers, base_dir=base_dir)
     except ToolMissingError as exc:
         raise _missing_tool(exc) from exc
     handle = None
     try:
         assert stack.zookeeper is not None
-        servers = tuple(ZooKeeperServer(stack.zookeeper, i, s.port) for i, s in enumerate(stack.zookeeper.servers))
-        handle = ZooKeeperTestEnsemble(stack.zk_hosts, servers, "process")
+        members = tuple(ZooKeeperServer(stack.zookeeper, i, s.port) for i, s in enumerate(stack.zookeeper.servers))
+        handle = ZooKeeperTestEnsemble(stack.zk_hosts, members, "process")
         yield handle
     finally:
         if handle is not None:
@@ -93,10 +98,13 @@ def process_zookeeper(base_dir: Path) -> Iterator[ZooKeeperTestEnsemble]:
         stack.stop()
 
 
-def _engine_with_images() -> Any:
-    """The docker SDK client of the engine, with the Kafka and ZooKeeper images present: built here
-    when this installation carries the image recipes (a checkout), else required to exist already.
-    Raises ServersUnavailable (one line) when the engine or an image is missing."""
+def engine_with_images(*, up_to_date: bool = False) -> Any:
+    """The docker SDK client of the container engine, testcontainers pointed at it, with the Kafka
+    and ZooKeeper images present. Where this installation carries the image recipes (a checkout),
+    missing images are built here, and with `up_to_date` also those whose recipe changed since they
+    were built (then the builder hashes the recipes and keeps current images as they are); an
+    installed package needs them built already. Raises ServersUnavailable (one line) when the engine
+    or an image is missing, or a build fails."""
     from laminar_kafka.devstack.containers import engine
 
     try:
@@ -107,7 +115,7 @@ def _engine_with_images() -> Any:
         raise ServersUnavailable(f"the containers backend needs a container engine (Docker, or podman with its "
                                  f"Docker API service): {_first_line(exc)}") from exc
     missing = [image for image in (engine.KAFKA_IMAGE, engine.ZOOKEEPER_IMAGE) if not _image_exists(client, image)]
-    if missing and engine.IMAGES_DIR.is_dir():
+    if (missing or up_to_date) and engine.IMAGES_DIR.is_dir():
         from laminar_kafka.devstack.containers.images import ImageBuilder
 
         try:
@@ -129,10 +137,18 @@ def _image_exists(client: Any, image: str) -> bool:
 
 
 @contextlib.contextmanager
-def _server_container(role: str) -> Iterator[Any]:
-    """One Kafka or ZooKeeper container started by testcontainers on a free loopback port, healthy;
-    removed when the block ends. Yields a `laminar_kafka.devstack.containers.servers.ServerContainer`."""
-    _engine_with_images()
+def server_container(role: str, *, name_prefix: str, labels: Mapping[str, str] | None = None,
+                     attempts: int = 3) -> Iterator[ServerContainer]:
+    """One container of the project's Kafka (`role` ``"kafka"``: a KRaft broker) or ZooKeeper
+    (``"zookeeper"``) image, started by testcontainers with its client port on a free loopback port;
+    yields it once it serves clients, as a `laminar_kafka.devstack.containers.servers.ServerContainer`
+    (host port, health, fault controls), and removes it when the block ends, however it ends.
+
+    The container is named ``<name_prefix>-<8 hex digits>`` and labelled with its role, `RUN_LABEL`
+    and `labels`. A host port taken between choosing and binding it is retried on another one, up
+    to `attempts` starts in all; any other failure to start raises at once (the engine's error), as
+    does a server that does not become healthy (ServerStartError with its log). The engine and the
+    images must be there (`engine_with_images`); ServersUnavailable without testcontainers."""
     try:
         from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
@@ -141,7 +157,7 @@ def _server_container(role: str) -> Iterator[Any]:
     from laminar_kafka.devstack.containers import servers
     from laminar_kafka.devstack.processes import free_port
 
-    for attempt in range(1, 4):
+    for attempt in range(1, attempts + 1):
         port = free_port()
         if role == "kafka":
             image, inside, env, health = (servers.KAFKA_IMAGE, servers.KAFKA_PORT, servers.kafka_environment(port),
@@ -149,16 +165,16 @@ def _server_container(role: str) -> Iterator[Any]:
         else:
             image, inside, env, health = (servers.ZOOKEEPER_IMAGE, servers.ZOOKEEPER_PORT,
                                           servers.zookeeper_environment(), servers.zookeeper_health(port))
-        name = f"laminar-testing-{role}-{uuid.uuid4().hex[:8]}"
+        name = f"{name_prefix}-{uuid.uuid4().hex[:8]}"
         container = DockerContainer(image).with_name(name).with_envs(**env)
         # loopback only, at the host port the broker advertises
         container.ports[f"{inside}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment,unused-ignore]
-        container.with_kwargs(labels={servers.ROLE_LABEL: role, RUN_LABEL: "1"})
+        container.with_kwargs(labels={servers.ROLE_LABEL: role, RUN_LABEL: "1", **(labels or {})})
         try:
             container.start()
         except Exception as exc:  # noqa: BLE001 - a port taken in between is retried
             container.stop()
-            if attempt == 3 or not servers._port_taken(exc):
+            if attempt == attempts or not servers._port_taken(exc):
                 raise
             continue
         server = servers.ServerContainer(name, container.get_wrapped_container(), port, health)
@@ -171,21 +187,27 @@ def _server_container(role: str) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def container_kafka() -> Iterator[KafkaTestCluster]:
-    """One KRaft broker in a container of the project's image (fault controls on the container)."""
+def container_kafka(*, name_prefix: str = "laminar-testing-kafka",
+                    labels: Mapping[str, str] | None = None) -> Iterator[KafkaTestCluster]:
+    """One KRaft broker in a container of the project's image (fault controls on the container),
+    after `engine_with_images`; `name_prefix` and `labels` as `server_container` takes them."""
     from laminar_kafka.devstack.containers.servers import ContainerGroup
 
-    with _server_container("kafka") as server:
+    engine_with_images()
+    with server_container("kafka", name_prefix=name_prefix, labels=labels) as server:
         group = ContainerGroup([server])
         yield KafkaTestCluster(f"127.0.0.1:{server.port}", (Broker(group, 0, server.port),), "containers")
 
 
 @contextlib.contextmanager
-def container_zookeeper() -> Iterator[ZooKeeperTestEnsemble]:
-    """One ZooKeeper server in a container of the project's image."""
+def container_zookeeper(*, name_prefix: str = "laminar-testing-zookeeper",
+                        labels: Mapping[str, str] | None = None) -> Iterator[ZooKeeperTestEnsemble]:
+    """One ZooKeeper server in a container of the project's image, after `engine_with_images`;
+    `name_prefix` and `labels` as `server_container` takes them."""
     from laminar_kafka.devstack.containers.servers import ContainerGroup
 
-    with _server_container("zookeeper") as server:
+    engine_with_images()
+    with server_container("zookeeper", name_prefix=name_prefix, labels=labels) as server:
         group = ContainerGroup([server])
         handle = ZooKeeperTestEnsemble(f"127.0.0.1:{server.port}", (ZooKeeperServer(group, 0, server.port),),
                                        "containers")
