@@ -41,6 +41,16 @@ def round_to(snapshot: AssignmentSnapshot, target: tuple[int, ...]) -> tuple[Ass
     return drain_id, PendingTarget(drain_id, target)
 
 
+def draining(
+    snapshot: AssignmentSnapshot, target: tuple[int, ...], node: int = 1
+) -> tuple[Ownership, AssignmentDrainId]:
+    """Node ``node`` started at ``snapshot``, with the round to ``target`` begun (deadline 10, now 0)."""
+    own = started(snapshot, node)
+    drain_id, pending = round_to(snapshot, target)
+    own, _ = own.begin_drain(drain_id, 10.0, 0.0, snapshot, pending)
+    return own, drain_id
+
+
 def cursor_of(own: Ownership, base: int = 100) -> dict[tuple[str, int], int]:
     return {tp: base + tp[1] for tp in own.live}
 
@@ -90,10 +100,8 @@ def test_commit_round_full_cycle() -> None:
 
 def test_gaining_node_is_ready_at_once_and_acquires_at_handoff() -> None:
     s1 = snap(HALF)
-    own = started(s1, node=2)
     target = (1, 1, 2, 2, 2, 2, 2, 2)
-    drain_id, pending = round_to(s1, target)
-    own, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    own, drain_id = draining(s1, target, 2)
     assert own.ready(drain_id) and not own.drain.revoked
     gained = {tp for tp in PARTS if tp[1] % 8 in (2, 3)}
     with pytest.raises(DrainError, match="no handoff cursor"):
@@ -107,10 +115,8 @@ def test_gaining_node_is_ready_at_once_and_acquires_at_handoff() -> None:
 
 def test_commit_without_handoff_leaves_gained_pending_until_offered() -> None:
     s1 = snap(HALF)
-    own = started(s1, node=2)
     target = (1, 1, 2, 2, 2, 2, 2, 2)
-    drain_id, pending = round_to(s1, target)
-    own, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    own, drain_id = draining(s1, target, 2)
     plan = own.plan_finish(SourceDrainResolution(drain_id, COMMIT), 0.0, 5.0, None)
     own = own.finished(plan, {})
     s2 = s1.next(2, target)
@@ -124,9 +130,7 @@ def test_commit_without_handoff_leaves_gained_pending_until_offered() -> None:
 
 def test_commit_before_ready_deadline_and_contradicting_handoff_are_fatal() -> None:
     s1 = snap(ALL1)
-    own = started(s1)
-    drain_id, pending = round_to(s1, HALF)
-    own, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    own, drain_id = draining(s1, HALF)
     with pytest.raises(FatalError, match="before the drain was ready"):
         own.plan_finish(SourceDrainResolution(drain_id, COMMIT), 1.0, 5.0, {})
     with pytest.raises(FatalError, match="deadline"):
@@ -140,9 +144,7 @@ def test_commit_before_ready_deadline_and_contradicting_handoff_are_fatal() -> N
 
 def test_deadline_passes_before_the_boundary() -> None:
     s1 = snap(ALL1)
-    own = started(s1)
-    drain_id, pending = round_to(s1, HALF)
-    own, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    own, drain_id = draining(s1, HALF)
     assert own.expire(9.0) is own
     failed = own.expire(10.5)
     assert failed.phase is DrainPhase.FAILED
@@ -178,9 +180,7 @@ def test_begin_drain_rejections() -> None:
 
 def test_abort_before_and_after_the_boundary() -> None:
     s1 = snap(ALL1)
-    own = started(s1)
-    drain_id, pending = round_to(s1, HALF)
-    own, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    own, drain_id = draining(s1, HALF)
     with pytest.raises(DrainError, match="pause"):
         own.plan_finish(SourceDrainResolution(drain_id, ABORT), 1.0, 5.0, None)
     positions = {tp: 50 for tp in own.drain.revoked}
@@ -199,9 +199,7 @@ def test_abort_before_and_after_the_boundary() -> None:
 
 def test_cut_that_differs_from_the_pause_or_moves_later_fails() -> None:
     s1 = snap(ALL1)
-    own = started(s1)
-    drain_id, pending = round_to(s1, HALF)
-    own, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    own, drain_id = draining(s1, HALF)
     cursor = cursor_of(own)
     paused = own.boundary_paused(drain_id, {tp: cursor[tp] + 1 for tp in own.drain.revoked})
     assert paused.boundary_consumed(drain_id, cursor, 1.0).phase is DrainPhase.FAILED
@@ -273,9 +271,7 @@ def test_drain_partitions_nodes_cleanly(before, after, node, commit, abort_early
     """A round revokes exactly owned-now minus owned-under-target; commit yields the target set, abort
     the predecessor set, and the cut covers exactly the revoked partitions."""
     s1 = AssignmentSnapshot.initial(VNODES).next(1, before)
-    own = started(s1, node)
-    drain_id, pending = round_to(s1, after)
-    own, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
+    own, drain_id = draining(s1, after, node)
     target_owned = own.owned_at(after)
     assert own.drain.revoked == own.owned - target_owned
     cursor = cursor_of(own)
@@ -364,11 +360,10 @@ def test_new_partitions_become_owned_pending_and_are_acquired_at_offered_cursors
 def test_new_partitions_wait_while_a_round_runs_or_the_pin_lags() -> None:
     s1 = snap(HALF)
     own = started(s1, node=1)
-    drain_id, pending = round_to(s1, ALL1)
-    draining, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
-    assert not draining.can_route_more(s1)
+    in_round, _ = draining(s1, ALL1)
+    assert not in_round.can_route_more(s1)
     with pytest.raises(DrainError):
-        draining.with_partitions(NEW, s1)
+        in_round.with_partitions(NEW, s1)
     s2 = s1.next(2, ALL1)
     assert not own.can_route_more(s2)  # pinned to 1 while 2 is published: reconcile first
     assert own.can_route_more(s1)
@@ -423,9 +418,8 @@ def test_acquisition_needed_is_none_while_failed_draining_or_given_a_rejected_ma
     own = started(s1, 2)
     gained = snap(HALF, (2,) * VNODES)
     assert own.fail("boom").acquisition_needed(gained) is None
-    drain_id, pending = round_to(s1, (2,) * VNODES)
-    draining, _ = own.begin_drain(drain_id, 10.0, 0.0, s1, pending)
-    assert draining.acquisition_needed(gained) is None
+    in_round, _ = draining(s1, (2,) * VNODES, 2)
+    assert in_round.acquisition_needed(gained) is None
     partial = snap(HALF, (2, 0, 2, 2, 2, 2, 2, 2))  # a routed vnode unassigned: plan_reconcile raises
     with pytest.raises(UnassignedVnodeError):
         own.plan_reconcile(partial, (2, {}))
