@@ -103,31 +103,33 @@ _TABLES: dict[str, str] = {
 }
 
 
-#: the upper-case spelling of a key: names of letters and digits joined by ``_`` (a dot) or ``__`` (a dash)
-_UPPER_KEY = re.compile(r"[A-Z0-9]+(?:__?[A-Z0-9]+)*")
+#: the spelled key: names of letters and digits joined by ``_`` (a dot) or ``__`` (a dash)
+_SPELLED_KEY = re.compile(r"[A-Za-z0-9]+(?:__?[A-Za-z0-9]+)*")
 
 
 def env_property(variable: str, key: str) -> str:
     """The property that the environment ``variable`` (``LAMINAR_<TABLE>__<KEY>``) sets, from its ``key``.
 
-    - A key holding a lower-case letter, a ``.`` or a ``-`` is the property as written:
-      ``LAMINAR_ICEBERG__oauth2-server-uri``, ``LAMINAR_ICEBERG__s3.endpoint`` (any property: case
-      and underscores are kept; a shell cannot ``export`` such a name, ``env NAME=value``, Docker
-      and Kubernetes can).
-    - Otherwise the key is upper case: lower-cased, ``_`` is a dot and ``__`` a dash:
-      ``SASL_PASSWORD`` -> ``sasl.password``, ``S3_ENDPOINT`` -> ``s3.endpoint``,
-      ``OAUTH2__SERVER__URI`` -> ``oauth2-server-uri``, ``S3_ACCESS__KEY__ID`` -> ``s3.access-key-id``.
+    - A key holding a ``.`` or a ``-`` is the property as written: ``LAMINAR_ICEBERG__oauth2-server-uri``,
+      ``LAMINAR_ICEBERG__s3.endpoint``, ``LAMINAR_ICEBERG__header.X-Iceberg-Access-Delegation`` (case
+      and underscores are kept; a shell cannot ``export`` such a name, ``env NAME=value``, Docker and
+      Kubernetes can).
+    - Otherwise, in upper or lower case, the key is lower-cased, ``_`` is a dot and ``__`` a dash:
+      ``SASL_PASSWORD`` -> ``sasl.password``, ``S3_ENDPOINT`` and ``s3_endpoint`` -> ``s3.endpoint``
+      (the spelling that always worked), ``OAUTH2__SERVER__URI`` -> ``oauth2-server-uri``,
+      ``S3_ACCESS__KEY__ID`` -> ``s3.access-key-id``.
 
-    Raises :class:`ConfigError` naming ``variable`` for an upper-case key that is not letters and
-    digits joined by ``_`` or ``__`` (``S3___ENDPOINT``, a leading or trailing ``_``, an empty key).
-    Pure."""
-    if any(c.islower() or c in ".-" for c in key):
+    Raises :class:`ConfigError` naming ``variable`` for a key without ``.`` or ``-`` that is not
+    letters and digits joined by ``_`` or ``__`` (``S3___ENDPOINT``, a leading or trailing ``_``, an
+    empty key). Pure."""
+    if "." in key or "-" in key:
         return key
-    if not _UPPER_KEY.fullmatch(key):
+    if not _SPELLED_KEY.fullmatch(key):
         raise ConfigError(
-            f"environment variable {variable}: the property after the '__' is upper-case letters and digits "
+            f"environment variable {variable}: the property after the '__' is letters and digits "
             "joined by '_' for a dot and '__' for a dash (LAMINAR_ICEBERG__S3_ACCESS__KEY__ID sets "
-            "s3.access-key-id), or the property as written (LAMINAR_ICEBERG__s3.access-key-id)")
+            "s3.access-key-id), or the property as written with its dots and dashes "
+            "(LAMINAR_ICEBERG__s3.access-key-id)")
     return "-".join(part.replace("_", ".") for part in key.lower().split("__"))
 
 

@@ -31,12 +31,19 @@ BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
     ("header.X-Iceberg-Access-Delegation", "header.X-Iceberg-Access-Delegation"),
     ("OAUTH2-SERVER-URI", "OAUTH2-SERVER-URI"),  # a dash: as written (case kept)
     ("sasl.password", "sasl.password"),
+    # lower case without '.' or '-': the mapping that always worked ('_' a dot)
+    ("s3_endpoint", "s3.endpoint"),
+    ("sasl_password", "sasl.password"),
+    ("Security_Protocol", "security.protocol"),
+    ("oauth2__server__uri", "oauth2-server-uri"),
+    ("token", "token"),
 ])
 def test_a_key_names_one_property(key: str, prop: str) -> None:
     assert env_property(f"LAMINAR_ICEBERG__{key}", key) == prop
 
 
-@pytest.mark.parametrize("key", ["S3___ENDPOINT", "_TOKEN", "TOKEN_", "TOKEN__", "", "S3_END$POINT", "S3 ENDPOINT"])
+@pytest.mark.parametrize("key", ["S3___ENDPOINT", "_TOKEN", "TOKEN_", "TOKEN__", "", "S3_END$POINT", "S3 ENDPOINT",
+                                 "s3___endpoint", "_token", "s3_end$point"])
 def test_a_malformed_upper_case_key_is_one_line_naming_the_variable(key: str) -> None:
     with pytest.raises(ConfigError) as error:
         env_property(f"LAMINAR_ICEBERG__{key}", key)
@@ -60,10 +67,11 @@ def test_the_iceberg_table_from_the_environment_and_the_file() -> None:
         "LAMINAR_ICEBERG__s3.access-key-id": "AKIA",
         "LAMINAR_ICEBERG__S3_ENDPOINT": "http://127.0.0.1:9000",  # the spelling that always worked
         "LAMINAR_ICEBERG__CREDENTIAL": "id:secret",
+        "LAMINAR_ICEBERG__s3_region": "eu-west-2",  # lower case, no dot: '_' is still a dot
     }
     tables = passthrough_tables({"iceberg": {"s3": {"region": "eu-west-1"}, "warehouse": "w"}}, env)
     assert tables.iceberg == {
-        "s3.region": "eu-west-1", "warehouse": "w", "oauth2-server-uri": "https://auth.example/token",
+        "s3.region": "eu-west-2", "warehouse": "w", "oauth2-server-uri": "https://auth.example/token",
         "s3.access-key-id": "AKIA", "s3.endpoint": "http://127.0.0.1:9000", "credential": "id:secret",
     }
     settings = settings_from(BASE, env, {})
