@@ -249,15 +249,24 @@ class NodeMetrics:
         self.batches.labels(self.node).inc()
 
     def set_partition_gauge(self, gauge: Gauge, values: Mapping[TopicPartitionId, int | float]) -> None:
-        """Set ``gauge``'s child of each ``(topic, partition)`` of ``values`` (labels ``topic`` and
-        ``partition``; children looked up once, not on every export: ``labels()`` takes a lock and
-        builds a key, 2,000 times per export at 1,000 partitions)."""
+        """Make ``gauge``'s children exactly the ``(topic, partition)`` of ``values`` (labels ``topic``
+        and ``partition``): each set to its value, and the child of every other partition removed, so
+        a partition the node no longer reads (handed off) stops being exported and a sum by topic
+        counts each partition once. Children are looked up once, not on every export: ``labels()``
+        takes a lock and builds a key, 2,000 times per export at 1,000 partitions."""
         children = self._partition_children.setdefault(gauge, {})
+        for tp in [tp for tp in children if tp not in values]:
+            del children[tp]
+            gauge.remove(self.node, tp[0], str(tp[1]))
         for tp, value in values.items():
             child = children.get(tp)
             if child is None:
                 child = children[tp] = gauge.labels(self.node, tp[0], str(tp[1]))
             child.set(value)
+
+    def clear_partition_gauge(self, gauge: Gauge) -> None:
+        """Remove every partition child of ``gauge`` (the node reads nothing)."""
+        self.set_partition_gauge(gauge, {})
 
     def serve(self, port: int, addr: str = "0.0.0.0", probes: Probes | None = None) -> Callable[[], None]:
         """Serve ``/metrics``, and ``/healthz`` and ``/readyz`` answered by ``probes``

@@ -92,12 +92,17 @@ class LagExporter:
         durable: Callable[[], dict[str, int]],
         period_s: float = 5.0,
     ) -> None:
-        """Every ``period_s``: lag of the ``partitions()`` the current ``connector()`` reads."""
+        """Every ``period_s``: lag of the ``partitions()`` the current ``connector()`` reads; the series
+        of every other partition are removed (after a handoff, or with no connector: all of them)."""
         metrics = self._context.metrics
         while True:
             await asyncio.sleep(period_s)
             source = connector()
             if source is None:
+                # no generation: the node reads nothing, so it exports no partition's lag (the
+                # partitions' new owners do)
+                metrics.clear_partition_gauge(metrics.lag)
+                metrics.clear_partition_gauge(metrics.durable_lag)
                 continue
             try:
                 highs = await self._context.executors.in_metadata(self.watermarks, partitions())

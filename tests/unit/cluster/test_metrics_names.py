@@ -236,5 +236,20 @@ def test_partition_gauges_are_labelled_by_topic_and_partition_through_their_cach
     metrics.set_partition_gauge(metrics.durable_lag, {("app:events", 0): 9})  # a Redis stream name may hold a colon
     sample = metrics.registry.get_sample_value
     assert sample("laminar_lag_records", {"node": "3", "topic": "t", "partition": "0"}) == 1
-    assert sample("laminar_lag_records", {"node": "3", "topic": "t", "partition": "1"}) == 2
+    # partition 1 is no longer read: its series is gone, not frozen at its last value
+    assert sample("laminar_lag_records", {"node": "3", "topic": "t", "partition": "1"}) is None
     assert sample("laminar_durable_lag_records", {"node": "3", "topic": "app:events", "partition": "0"}) == 9
+
+
+def test_a_partition_no_longer_read_stops_being_exported_and_comes_back_when_read_again() -> None:
+    metrics = NodeMetrics(3)
+    sample = metrics.registry.get_sample_value
+    metrics.set_partition_gauge(metrics.durable_lag, {("t", 0): 5, ("t", 1): 7})
+    metrics.set_partition_gauge(metrics.durable_lag, {("t", 1): 8})  # t/0 handed off
+    assert sample("laminar_durable_lag_records", {"node": "3", "topic": "t", "partition": "0"}) is None
+    assert sample("laminar_durable_lag_records", {"node": "3", "topic": "t", "partition": "1"}) == 8
+    metrics.set_partition_gauge(metrics.durable_lag, {("t", 0): 2, ("t", 1): 1})  # t/0 back
+    assert sample("laminar_durable_lag_records", {"node": "3", "topic": "t", "partition": "0"}) == 2
+    metrics.clear_partition_gauge(metrics.durable_lag)
+    exported = [s for m in metrics.registry.collect() if m.name == "laminar_durable_lag_records" for s in m.samples]
+    assert exported == []
