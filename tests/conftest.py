@@ -240,8 +240,8 @@ def container_engine(*, compose: bool = False) -> Any:
     containers_unavailable(_engine_problem[0])
 
 
-#: what the containers this suite starts are named after and labelled with (besides the plugin's labels)
 def _container_names(name: str) -> dict[str, Any]:
+    """The name prefix and labels (besides the plugin's) of a container this suite starts itself."""
     return {"name_prefix": f"{name}-{_RUN_TOKEN}", "labels": {"dev.laminar.test": _RUN_TOKEN}}
 
 
