@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +17,7 @@ import pytest
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.node_server import serve_node
 from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
-from laminar_kafka.cluster.runtime.probes import Activity, ProbeSettings, Verdict
+from laminar_kafka.cluster.runtime.probes import Activity, ProbeSettings, Verdict, health
 from laminar_kafka.cluster.runtime.state import RuntimePhase
 from laminar_kafka.coordinator.base import SessionState, SessionStateChanged
 from tests.unit.cluster.fakes import FakeCoordinator, wait_for
@@ -128,16 +130,90 @@ async def test_the_feed_follows_a_runtime_from_start_to_stop(tmp_path: Path) -> 
 
 
 async def test_a_loop_that_stops_turning_turns_the_node_unhealthy(tmp_path: Path) -> None:
+    """Deterministic under load: the verdicts at a chosen time are the pure ``health``; the blocking
+    sleep is longer than ``loop_stale_s``, so no scheduling delay can make the stall look shorter."""
     runtime = make_runtime(tmp_path, FakeCoordinator())
-    feed = ProbeFeed(runtime, ProbeSettings(zookeeper=False, session_timeout_s=10.0, loop_stale_s=0.3))
+    settings = ProbeSettings(zookeeper=False, session_timeout_s=10.0, loop_stale_s=0.3)
+    feed = ProbeFeed(runtime, settings)
+    started = feed.snapshot().taken_at
     async with feed.running():
-        await asyncio.sleep(0.1)
-        assert feed.health().ok
+        await wait_for(lambda: feed.snapshot().taken_at > started)  # the ticker published
+        ticked = feed.snapshot()
+        assert health(ticked, ticked.taken_at + 0.29, settings).ok
+        stale = health(ticked, ticked.taken_at + 0.31, settings)
+        assert not stale.ok and stale.reason.startswith("event loop stalled")
         stalled_at = feed.snapshot().taken_at
-        time.sleep(0.4)  # blocks the event loop: no tick
+        time.sleep(0.4)  # blocks the event loop: no tick, and at least 0.4 s since the last one
         assert not feed.health().ok and feed.health().reason.startswith("event loop stalled")
-        await wait_for(lambda: feed.snapshot().taken_at > stalled_at)
-        assert feed.health().ok
+        await wait_for(lambda: feed.snapshot().taken_at > stalled_at)  # the loop turns again: a new tick
+        again = feed.snapshot()
+        assert health(again, again.taken_at, settings).ok
+
+
+def test_a_failed_snapshot_keeps_the_heartbeat_and_is_logged_once_per_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    feed = ProbeFeed(make_runtime(tmp_path, FakeCoordinator()), SETTINGS)
+    feed.publish()
+    before = feed.snapshot()
+    errors = iter([RuntimeError("assignment gone"), RuntimeError("assignment gone"), KeyError("p"),
+                   RuntimeError("assignment gone")])
+
+    def failing_publish() -> None:
+        raise next(errors)
+
+    monkeypatch.setattr(feed, "publish", failing_publish)
+    failures: set[str] = set()
+    taken: list[float] = []
+    with caplog.at_level(logging.WARNING, logger="laminar_kafka.cluster.runtime.probe_feed"):
+        for _ in range(4):
+            feed.tick(failures)
+            taken.append(feed.snapshot().taken_at)
+    assert taken == sorted(taken) and taken[0] >= before.taken_at
+    assert dataclasses.replace(feed.snapshot(), taken_at=before.taken_at) == before  # the last state, a new heartbeat
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2
+    assert "RuntimeError: assignment gone" in warnings[0] and "KeyError: 'p'" in warnings[1]
+
+
+async def test_the_ticker_outlives_failing_snapshots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    feed = ProbeFeed(make_runtime(tmp_path, FakeCoordinator()), SETTINGS)
+
+    def failing_publish() -> None:
+        raise RuntimeError("no snapshot")
+
+    monkeypatch.setattr(feed, "publish", failing_publish)
+    async with feed.running():
+        for _ in range(3):  # three heartbeats in a row, each after a failed snapshot
+            last = feed.snapshot().taken_at
+            await wait_for(lambda: feed.snapshot().taken_at > last)
+
+
+async def test_a_ticker_that_ends_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    feed = ProbeFeed(make_runtime(tmp_path, FakeCoordinator()), SETTINGS)
+    ended = asyncio.Event()
+
+    async def broken_run() -> None:
+        ended.set()
+        raise SystemError("ticker broke")
+
+    monkeypatch.setattr(feed, "run", broken_run)
+    with caplog.at_level(logging.ERROR, logger="laminar_kafka.cluster.runtime.probe_feed"):
+        async with feed.running():
+            await asyncio.wait_for(ended.wait(), 5)
+            await wait_for(lambda: caplog.records)
+    (record,) = caplog.records
+    assert "the probe ticker stopped: SystemError: ticker broke" in record.getMessage()
+
+
+async def test_a_cancelled_ticker_logs_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    feed = ProbeFeed(make_runtime(tmp_path, FakeCoordinator()), SETTINGS)
+    with caplog.at_level(logging.WARNING, logger="laminar_kafka.cluster.runtime.probe_feed"):
+        async with feed.running():
+            await asyncio.sleep(0)
+    assert caplog.records == []
 
 
 async def test_a_stop_request_is_published_at_once(tmp_path: Path) -> None:
