@@ -5,7 +5,9 @@
   one-line reason; each answer is the verdict of ``probes`` on the snapshot the runtime last published
   (no request touches Kafka or ZooKeeper). Without ``probes`` (a node not wired for them) both answer 503.
 
-Quiet: no line per request on stderr. Each request runs on its own daemon thread.
+Quiet: no line per request on stderr. Each connection runs on its own daemon thread, and is closed
+when the client sends nothing for :data:`REQUEST_TIMEOUT_S` (an idle or half-open connection cannot
+hold a thread for ever).
 """
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from laminar_kafka.cluster.runtime.probes import Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NodeEndpoints", "Probes", "serve_node"]
+__all__ = ["REQUEST_TIMEOUT_S", "NodeEndpoints", "Probes", "serve_node"]
+
+#: seconds a connection may stay silent (reading a request, or waiting for the next one) before it is closed
+REQUEST_TIMEOUT_S = 10.0
 
 
 class Probes(Protocol):
@@ -38,15 +43,23 @@ _UNWIRED = Verdict(False, "probes not wired in this process")
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, probes: Probes | None) -> None:
+    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, probes: Probes | None,
+                 request_timeout_s: float) -> None:
         self.address_family = _family(address[0])
         self.registry = registry
         self.probes = probes
+        self.request_timeout_s = request_timeout_s
         super().__init__(address, _Handler)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+
+    def setup(self) -> None:
+        # the socket timeout of every read and write on this connection (StreamRequestHandler applies
+        # ``timeout``); a silent client times out and the connection is closed
+        self.timeout = self.server.request_timeout_s
+        super().setup()
 
     def do_GET(self) -> None:  # noqa: N802 - the name http.server dispatches to
         path = self.path.split("?", 1)[0]
@@ -97,9 +110,10 @@ class NodeEndpoints:
         self._server.server_close()
 
 
-def serve_node(port: int, address: str, registry: CollectorRegistry, probes: Probes | None) -> NodeEndpoints:
-    """Serve the endpoints on ``address:port`` from a daemon thread until ``stop()``. Raises
-    :class:`OSError` when the port cannot be bound."""
-    endpoints = NodeEndpoints(_Server((address, port), registry, probes))
+def serve_node(port: int, address: str, registry: CollectorRegistry, probes: Probes | None,
+               request_timeout_s: float = REQUEST_TIMEOUT_S) -> NodeEndpoints:
+    """Serve the endpoints on ``address:port`` from a daemon thread until ``stop()``; a connection
+    silent for ``request_timeout_s`` is closed. Raises :class:`OSError` when the port cannot be bound."""
+    endpoints = NodeEndpoints(_Server((address, port), registry, probes, request_timeout_s))
     logger.info("metrics on http://%s:%d/metrics, probes on /healthz and /readyz", address, endpoints.port)
     return endpoints

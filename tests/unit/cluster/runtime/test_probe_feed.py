@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.cluster.metrics import NodeMetrics
-from laminar_kafka.cluster.node_server import serve_node
+from laminar_kafka.cluster.node_server import REQUEST_TIMEOUT_S, serve_node
 from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
 from laminar_kafka.cluster.runtime.probes import Activity, ProbeSettings, Verdict, health
 from laminar_kafka.cluster.runtime.state import RuntimePhase
@@ -94,6 +95,31 @@ def test_a_server_without_probes_answers_503() -> None:
 def test_a_taken_port_raises_oserror(served: tuple[int, FixedProbes, NodeMetrics]) -> None:
     with pytest.raises(OSError):
         serve_node(served[0], "127.0.0.1", NodeMetrics(6).registry, None)
+
+
+def test_a_silent_client_is_dropped_and_the_server_still_answers(capfd: pytest.CaptureFixture[str]) -> None:
+    endpoints = serve_node(0, "127.0.0.1", NodeMetrics(7).registry, None, request_timeout_s=0.3)
+    try:
+        with socket.create_connection(("127.0.0.1", endpoints.port), timeout=10) as idle:
+            started = time.monotonic()
+            assert idle.recv(1024) == b""  # the server closed the connection: nothing was sent
+            assert time.monotonic() - started < 9
+        assert get(endpoints.port, "/metrics")[0] == 200
+    finally:
+        endpoints.stop()
+    assert capfd.readouterr().err == ""  # the timeout is not a line on stderr
+
+
+def test_the_default_request_timeout_is_ten_seconds() -> None:
+    endpoints = serve_node(0, "127.0.0.1", NodeMetrics(8).registry, None)
+    try:
+        assert REQUEST_TIMEOUT_S == 10.0
+        with socket.create_connection(("127.0.0.1", endpoints.port), timeout=10) as idle:
+            idle.settimeout(1.0)
+            with pytest.raises(TimeoutError):  # still open after a second: the bound is not tiny
+                idle.recv(1024)
+    finally:
+        endpoints.stop()
 
 
 async def test_the_feed_follows_a_runtime_from_start_to_stop(tmp_path: Path) -> None:
