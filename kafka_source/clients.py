@@ -71,7 +71,7 @@ class _LibrdkafkaLog:
 
 _CLIENT_LOG = _LibrdkafkaLog()
 
-_SECRET_MARKERS = ("password", "secret", "key.pem", "ssl_key", "user.info", "token", "jaas")
+_SECRET_MARKERS = ("password", "secret", "key.pem", "ssl_key", "user.info", "token", "jaas", "oauthbearer.config")
 _REDACTED = "***"
 
 

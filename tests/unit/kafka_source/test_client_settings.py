@@ -85,7 +85,8 @@ def test_registry_table_and_environment() -> None:
 
 
 @pytest.mark.parametrize("key", ["sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",
-                                 "sasl.oauthbearer.client.secret", "basic.auth.user.info", "sasl.jaas.config"])
+                                 "sasl.oauthbearer.client.secret", "basic.auth.user.info", "sasl.jaas.config",
+                                 "sasl.oauthbearer.config"])
 def test_secret_keys(key: str) -> None:
     assert is_secret_key(key) and redact({key: "x"}) == {key: "***"}
 

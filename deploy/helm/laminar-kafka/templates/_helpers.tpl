@@ -72,7 +72,19 @@ app.kubernetes.io/component: node
 {{- if .Values.objectStore.existingSecret }}{{ .Values.objectStore.existingSecret }}{{ else if or .Values.objectStore.accessKeyId .Values.objectStore.secretAccessKey }}{{ include "laminar.fullname" . }}-object-store{{ end }}
 {{- end }}
 {{- define "laminar.catalogSecret" -}}
-{{- if .Values.catalog.existingSecret }}{{ .Values.catalog.existingSecret }}{{ else if or .Values.catalog.credential .Values.catalog.token }}{{ include "laminar.fullname" . }}-catalog{{ end }}
+{{- if .Values.catalog.existingSecret }}{{ .Values.catalog.existingSecret }}{{ else if or .Values.catalog.credential .Values.catalog.token .Values.catalog.secretProperties }}{{ include "laminar.fullname" . }}-catalog{{ end }}
+{{- end }}
+{{- define "laminar.schemaRegistrySecret" -}}
+{{- if .Values.schemaRegistry.existingSecret }}{{ .Values.schemaRegistry.existingSecret }}{{ else if .Values.schemaRegistry.basicAuthUserInfo }}{{ include "laminar.fullname" . }}-schema-registry{{ end }}
+{{- end }}
+
+{{/*
+A property value (string, number or boolean) as the string librdkafka and the catalog read. Helm reads
+every YAML number as a float64, which toString writes in exponent form (52428800 -> "5.24288e+07");
+toJson writes an integer as one (52428800), a fraction as one (0.5) and a boolean as true/false.
+*/}}
+{{- define "laminar.propertyString" -}}
+{{- if kindIs "string" . }}{{ . }}{{ else }}{{ . | toJson }}{{ end }}
 {{- end }}
 
 {{/* librdkafka property -> its LAMINAR_KAFKA__ variable (sasl.password -> LAMINAR_KAFKA__SASL_PASSWORD). */}}
@@ -82,11 +94,11 @@ app.kubernetes.io/component: node
 
 {{/* Where the nodes find Kafka, ZooKeeper and the S3 endpoint: the in-cluster dev servers when dev.enabled. */}}
 {{- define "laminar.bootstrap" -}}
-{{- if .Values.dev.enabled }}{{ include "laminar.fullname" . }}-dev-kafka:9092{{ else }}{{ .Values.kafka.bootstrap }}{{ end }}
+{{- if .Values.dev.enabled }}{{ include "laminar.fullname" . }}-dev-kafka:{{ .Values.dev.kafka.port }}{{ else }}{{ .Values.kafka.bootstrap }}{{ end }}
 {{- end }}
 {{- define "laminar.zookeeperHosts" -}}
-{{- if .Values.dev.enabled }}{{ include "laminar.fullname" . }}-dev-zookeeper:2181{{ else }}{{ .Values.zookeeper.hosts }}{{ end }}
+{{- if .Values.dev.enabled }}{{ include "laminar.fullname" . }}-dev-zookeeper:{{ .Values.dev.zookeeper.port }}{{ else }}{{ .Values.zookeeper.hosts }}{{ end }}
 {{- end }}
 {{- define "laminar.objectStoreEndpoint" -}}
-{{- if .Values.dev.enabled }}http://{{ include "laminar.fullname" . }}-dev-s3:8333{{ else }}{{ .Values.objectStore.endpoint }}{{ end }}
+{{- if .Values.dev.enabled }}http://{{ include "laminar.fullname" . }}-dev-s3:{{ .Values.dev.s3.port }}{{ else }}{{ .Values.objectStore.endpoint }}{{ end }}
 {{- end }}
