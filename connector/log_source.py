@@ -32,7 +32,7 @@ import pyarrow as pa
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint, parse_key
+from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -94,6 +94,12 @@ class PartitionedLogSource(SourceConnector):
         unavailable: SourceCheckpointUnavailablePolicy = SourceCheckpointUnavailablePolicy.HOLD_INTAKE,
         tracked_thread: threading.Thread | None = None,
     ) -> None:
+        """Raises :class:`ConfigurationError` if the subclass does not set :attr:`cursor_format`."""
+        if not isinstance(getattr(type(self), "cursor_format", None), CursorFormat):
+            raise ConfigurationError(
+                f"{type(self).__name__} must set the class attribute cursor_format to a CursorFormat naming "
+                f"the connector, e.g. cursor_format = CursorFormat(\"my-log\") (its checkpoints carry the name)"
+            )
         self._cancellation = cancellation
         self._unavailable = unavailable
         self._tracker = ConnectorTaskTracker([tracked_thread]) if tracked_thread is not None else None
@@ -122,8 +128,11 @@ class PartitionedLogSource(SourceConnector):
 
     @abc.abstractmethod
     def log_partitions(self) -> Iterable[TopicPartitionId]:
-        """Every partition of the log now (cheap: called on every reconciliation check; a log whose
-        listing needs I/O lists it in :meth:`start` and returns that)."""
+        """Every partition of the log now. Called at :meth:`start`, by :meth:`add_partitions` and, in
+        vnode mode, on every :meth:`drive_control_plane` (once per runtime turn), so it must be cheap
+        and must not block: a log whose listing needs I/O lists it in :meth:`start` (or in a task of
+        its own) and returns the last listing. In vnode mode a partition that appears here later
+        joins the routing table (see :meth:`drive_control_plane`); partitions never disappear."""
 
     @abc.abstractmethod
     async def read_records(self, starts: Mapping[TopicPartitionId, int], max_records: int) -> list[PartitionRead]:
@@ -268,11 +277,18 @@ class PartitionedLogSource(SourceConnector):
     def drive_control_plane(self) -> None:
         """One reconciliation step toward the published assignment (:meth:`Ownership.plan_reconcile`):
         partitions not owned any more are dropped, gained ones read from the cursors offered for
-        exactly that version. Never raises: a failure surfaces from the next call."""
+        exactly that version. Never raises: a failure surfaces from the next call.
+
+        Partitions that appeared in :meth:`log_partitions` since the start join the routing table
+        first (:meth:`Ownership.with_partitions`, as Kafka's source routes topic growth), while no
+        round is active and the source is pinned to the published version (else on a later call).
+        The ones this node owns are pending: :meth:`acquisition_needed` names them and they are read
+        from the cursors :meth:`acquire_partitions` then offers (position 0 for one it lacks)."""
         own = self.own
         if own is None or self._registry is None or self.closed or own.failure is not None:
             return
         try:
+            own = self._route_new_partitions(own)
             plan = own.plan_reconcile(self._registry.snapshot(), self._offer)
         except ConnectorError as exc:
             self._fail(f"reconciliation failed: {exc}")
@@ -283,6 +299,22 @@ class PartitionedLogSource(SourceConnector):
             del self.cursor[tp]
         self.own = own.reconciled(plan, self._take(plan.acquire))
 
+    def _route_new_partitions(self, own: Ownership) -> Ownership:
+        """``own`` with the partitions of the log it does not route yet added, when it may take them
+        now (:meth:`Ownership.can_route_more`); stored in :attr:`own` when it changed."""
+        assert self._registry is not None
+        new = [tp for tp in self.log_partitions() if tp not in own.routes]
+        if not new:
+            return own
+        snapshot = self._registry.snapshot()
+        if not own.can_route_more(snapshot):
+            return own
+        grown = own.with_partitions(route_partitions(self._identity, new, snapshot.vnode_count), snapshot)
+        if grown.owned != own.owned:
+            self._offer = None  # offered before the growth: the runtime offers the latest cursors again
+        self.own = grown
+        return grown
+
     def acquisition_needed(self) -> tuple[int, frozenset[TopicPartitionId]] | None:
         """``(published version, partitions)`` while reconciling waits for explicit cursors
         (:meth:`acquire_partitions`), else ``None`` (:meth:`Ownership.acquisition_needed`)."""
@@ -292,9 +324,11 @@ class PartitionedLogSource(SourceConnector):
         return own.acquisition_needed(self._registry.snapshot())
 
     def _cursors_of(self, cursors: Mapping[str, int] | SourceCheckpoint) -> dict[TopicPartitionId, int]:
-        if isinstance(cursors, SourceCheckpoint):
-            return self.cursor_format.accept(cursors).partitions()
-        return {parse_key(k): o for k, o in cursors.items()}
+        """``cursors`` as ``{tp: position}``, checked by :meth:`CursorFormat.accept` (a mapping as the
+        unnamed checkpoint of its cursors): :class:`CheckpointError` for a checkpoint of another
+        connector, an invalid key or position, or a cursor :meth:`CursorFormat.check_cursor` rejects."""
+        checkpoint = cursors if isinstance(cursors, SourceCheckpoint) else SourceCheckpoint(dict(cursors))
+        return self.cursor_format.accept(checkpoint).partitions()
 
     def acquire_partitions(self, cursors: Mapping[str, int] | SourceCheckpoint, version: int) -> None:
         if self._registry is None or self.own is None:
@@ -307,9 +341,12 @@ class PartitionedLogSource(SourceConnector):
 
     def add_partitions(self, partitions: Iterable[TopicPartitionId]) -> None:
         """Without vnode mode, partitions of the log not read yet are read from position 0 (unknown
-        ones are ignored). In vnode mode the set of partitions is fixed (ConfigurationError)."""
+        ones are ignored). In vnode mode it raises ConfigurationError: there new partitions join
+        from :meth:`log_partitions` on :meth:`drive_control_plane`."""
         if self._registry is not None:
-            raise ConfigurationError(f"{type(self).__name__} reads a fixed set of partitions in vnode mode")
+            raise ConfigurationError(
+                f"{type(self).__name__} takes new partitions from log_partitions() in vnode mode, not add_partitions"
+            )
         if self.closed or self.started_with is None:
             return
         known = frozenset(self.log_partitions())

@@ -21,8 +21,9 @@ Drains: :attr:`Ownership.drain` is the current or last round's
 :class:`Ownership` checks each drain transition against the registry and fails the generation when
 one breaks an invariant.
 
-Owner maps: a map where a vnode that routes a known partition is unassigned while other vnodes have
-owners is rejected (:class:`~laminar_kafka.connector.errors.UnassignedVnodeError`; in a round's target, a
+Owner maps (routing and validity: :mod:`laminar_kafka.connector.owner_map`): a map where a vnode
+that routes a known partition is unassigned while other vnodes have owners is rejected
+(:class:`~laminar_kafka.connector.errors.UnassignedVnodeError`; in a round's target, a
 :class:`~laminar_kafka.connector.errors.DrainError`). The coordinator assigns every vnode or none; an
 all-unassigned map (version 0 before the first publication, or no live member) is legitimate and
 gives this node nothing.
@@ -39,12 +40,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, AssignmentSnapshot, PendingTarget
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, PendingTarget
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainResolution
 from laminar_kafka.connector.drain import DrainPhase, DrainProgress, FinishPlan
-from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError, UnassignedVnodeError
+from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
+from laminar_kafka.connector.owner_map import require_assigned, route_partitions, unassigned_vnodes
 
 logger = logging.getLogger(__name__)
 
@@ -53,36 +55,6 @@ __all__ = ["Ownership", "Reconcile", "route_partitions", "unassigned_vnodes"]
 
 def _frozen(mapping: Mapping[TopicPartitionId, int | None]) -> Mapping[TopicPartitionId, int | None]:
     return MappingProxyType(dict(sorted(mapping.items())))
-
-
-def route_partitions(
-    source_identity: str, partitions: frozenset[TopicPartitionId] | set[TopicPartitionId] | list[TopicPartitionId], vnode_count: int
-) -> Mapping[TopicPartitionId, int]:
-    """``{tp: vnode}`` for every partition (routing ABI v1 of :mod:`laminar_kafka.coordinator.vnodes.routing`)."""
-    return MappingProxyType(
-        {tp: partition_vnode(source_identity, tp[0], tp[1], vnode_count) for tp in sorted(partitions)}
-    )
-
-
-def unassigned_vnodes(routes: Mapping[TopicPartitionId, int], owners: tuple[int, ...] | list[int]) -> tuple[int, ...]:
-    """The vnodes of ``routes`` that ``owners`` leaves unassigned while it assigns some vnode.
-
-    Empty for a map that assigns every routed vnode, and for a map that assigns no vnode at all
-    (nothing published yet, or no live member: legitimately nobody reads).
-    """
-    if all(owner == UNASSIGNED for owner in owners):
-        return ()
-    return tuple(sorted({vnode for vnode in routes.values() if owners[vnode] == UNASSIGNED}))
-
-
-def _require_assigned(routes: Mapping[TopicPartitionId, int], snapshot: AssignmentSnapshot) -> None:
-    vnodes = unassigned_vnodes(routes, snapshot.owners)
-    if vnodes:
-        raise UnassignedVnodeError(
-            f"assignment version {snapshot.version} leaves {len(vnodes)} vnode(s) that route "
-            f"partitions of this source unassigned while other vnodes have owners: {list(vnodes)[:16]}",
-            version=snapshot.version, vnodes=vnodes,
-        )
 
 
 @dataclass(frozen=True)
@@ -132,7 +104,7 @@ class Ownership:
         Raises :class:`UnassignedVnodeError` if ``snapshot`` leaves a routed vnode unassigned
         (see the module docstring).
         """
-        _require_assigned(routes, snapshot)
+        require_assigned(routes, snapshot)
         state = cls(self_id, MappingProxyType(dict(routes)), snapshot.version, frozenset())
         return replace(state, owned=state.owned_at(snapshot.owners))
 
@@ -369,7 +341,7 @@ class Ownership:
         if snapshot.version < self.version:
             return None
         if snapshot.version > self.version:
-            _require_assigned(self.routes, snapshot)
+            require_assigned(self.routes, snapshot)
         if snapshot.version == self.version:
             mapped = self.owned_at(snapshot.owners)
             if mapped is not self.owned and mapped != self.owned:
@@ -443,7 +415,7 @@ class Ownership:
         added = {tp: v for tp, v in routes.items() if tp not in self.routes}
         if not added:
             return self
-        _require_assigned(added, snapshot)
+        require_assigned(added, snapshot)
         mine = frozenset(tp for tp, v in added.items() if snapshot.owners[v] == self.self_id)
         return replace(
             self,

@@ -24,6 +24,10 @@ from laminar_kafka.devstack.errors import ServerStartError
 from laminar_kafka.devstack.processes import free_port, port_accepts
 from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S, kafka_healthy, zookeeper_session_ok
 
+__all__ = ["KAFKA_PORT", "ROLE_LABEL", "STACK_LABEL", "ZOOKEEPER_PORT", "ContainerGroup", "ContainerStack",
+           "ServerContainer", "kafka_environment", "kafka_health", "port_taken", "remove_stack", "run_server",
+           "stack_containers", "zookeeper_environment", "zookeeper_health"]
+
 STACK_LABEL = "dev.laminar.stack"
 ROLE_LABEL = "dev.laminar.role"
 KAFKA_PORT = 9092
@@ -156,7 +160,9 @@ class ContainerGroup:
     resume_broker = resume_server = resume
 
 
-def _port_taken(exc: BaseException) -> bool:
+def port_taken(exc: BaseException) -> bool:
+    """Whether ``exc`` (an engine's error starting a container) says the host port was taken
+    (bound by another process between choosing it and starting): worth a retry on another port."""
     text = str(exc).lower()
     return "address already in use" in text or "port is already allocated" in text
 
@@ -186,7 +192,7 @@ def run_server(
         except Exception as exc:  # noqa: BLE001 - a taken port is retried, anything else is an error
             with contextlib.suppress(Exception):
                 client.containers.get(name).remove(force=True)
-            if attempt == attempts or not _port_taken(exc):
+            if attempt == attempts or not port_taken(exc):
                 raise ServerStartError(f"starting container {name} from {image} failed: {exc}", cause=exc) from exc
     raise AssertionError("unreachable")
 

@@ -40,7 +40,7 @@ from laminar_kafka.devstack.netfaults.model import (
 from laminar_kafka.devstack.netfaults.node import _OPEN
 from laminar_kafka.devstack.netfaults.namespaces import (
     OWNER_DIR,
-    _in_namespace,
+    in_namespace,
     _ip,
     _ip_path,
     _libc_setns,
@@ -72,7 +72,7 @@ def network_faults_available() -> tuple[bool, str]:
         _ip("netns", "add", probe)
         _ip("-n", probe, "link", "set", "lo", "up")
         _ip("link", "add", interface, "type", "veth", "peer", "name", INNER_INTERFACE, "netns", probe)
-        _in_namespace(probe, lambda: _loopback_listener(0).close())
+        in_namespace(probe, lambda: _loopback_listener(0).close())
     except (NetworkUnavailable, OSError) as exc:
         return False, f"network namespaces do not work here: {exc}"
     finally:

@@ -5,7 +5,7 @@ Contract: thin, stateless wrappers over the host; no relay, no registry of open 
 - `_ip(*args)` runs iproute2's `ip` (NetworkUnavailable when it cannot run, or fails and `check`);
   `_list_namespaces`, `_list_veths`, `_namespace_pids` and `parse_link_names` read its output;
   `wrap_argv` builds the argv that runs a command inside a namespace (`ip netns exec`).
-- `_in_namespace(namespace, function)` runs `function` in a short-lived thread that entered the
+- `in_namespace(namespace, function)` runs `function` in a short-lived thread that entered the
   namespace with setns(2) (e.g. `_loopback_listener(port)`: a socket keeps the namespace it was
   made in); no thread of this process stays in the namespace.
 - Owner records: /run/laminar-netfaults/<namespace>.json holds the creating process's pid and start
@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from laminar_kafka.devstack.netfaults.model import _CONTROL_TIMEOUT_S, NetworkUnavailable
+
+__all__ = ["OWNER_DIR", "in_namespace", "owner_alive", "parse_link_names", "wrap_argv"]
 
 OWNER_DIR = Path("/run/laminar-netfaults")
 _CLONE_NEWNET = 0x40000000
@@ -99,9 +101,10 @@ def _libc_setns() -> Callable[[int, int], int] | None:
     return function
 
 
-def _in_namespace(namespace: str, function: Callable[[], _T]) -> _T:
+def in_namespace(namespace: str, function: Callable[[], _T]) -> _T:
     """Run `function` in a fresh thread that has entered `namespace` (the thread then ends, so no
-    thread of this process stays in the namespace)."""
+    thread of this process stays in the namespace) and return its result (or raise its exception).
+    Raises NetworkUnavailable when setns(2) is not available or entering the namespace fails."""
     setns = _libc_setns()
     if setns is None:
         raise NetworkUnavailable("setns(2) is not available from libc")

@@ -36,7 +36,7 @@ from laminar_kafka.devstack.netfaults.model import (
     validate_mode,
 )
 from laminar_kafka.devstack.netfaults.namespaces import (
-    _in_namespace,
+    in_namespace,
     _ip,
     _list_namespaces,
     _list_veths,
@@ -200,7 +200,7 @@ class NodeNetwork:
             for port in ports:
                 if port in taken:
                     continue
-                listener = _in_namespace(self.namespace, functools.partial(_loopback_listener, port))
+                listener = in_namespace(self.namespace, functools.partial(_loopback_listener, port))
                 try:
                     relay.listen(listener, group, port)
                 except BaseException:  # noqa: BLE001 - close the listener, then re-raised

@@ -82,10 +82,11 @@ class _DrainPause:
 
 def cursor_offsets(cursors: Mapping[str, int] | SourceCheckpoint) -> dict[TopicPartitionId, int]:
     """``"topic:partition" -> offset`` cursors (or a checkpoint: Kafka's own or unnamed, else
-    :class:`~laminar_kafka.connector.errors.CheckpointError`) as ``{(topic, partition): offset}``."""
-    if isinstance(cursors, SourceCheckpoint):
-        return KAFKA_CURSORS.accept(cursors).partitions()
-    return SourceCheckpoint(dict(cursors)).partitions()
+    :class:`~laminar_kafka.connector.errors.CheckpointError`) as ``{(topic, partition): offset}``.
+    Both go through :meth:`KAFKA_CURSORS.accept <laminar_kafka.connector.checkpoint.CursorFormat.accept>`
+    (a mapping as the unnamed checkpoint of its cursors), so its cursor check runs for either."""
+    checkpoint = cursors if isinstance(cursors, SourceCheckpoint) else SourceCheckpoint(dict(cursors))
+    return KAFKA_CURSORS.accept(checkpoint).partitions()
 
 
 class AssignmentExecutor:

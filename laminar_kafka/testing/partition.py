@@ -63,9 +63,9 @@ class NetworkPartition:
     def inside(self, factory: Callable[[], _T]) -> _T:
         """Call `factory` in a thread that entered the partition's network and return what it made
         (a confluent_kafka Producer or Consumer: its network threads stay inside)."""
-        from laminar_kafka.devstack.netfaults.namespaces import _in_namespace
+        from laminar_kafka.devstack.netfaults.namespaces import in_namespace
 
-        return _in_namespace(self._network.namespace, factory)
+        return in_namespace(self._network.namespace, factory)
 
     def cut(self, mode: str = "blackhole") -> None:
         """Partition the client: "blackhole" freezes its connections (timeouts, as a real partition),

@@ -174,7 +174,7 @@ def server_container(role: str, *, name_prefix: str, labels: Mapping[str, str] |
             container.start()
         except Exception as exc:  # noqa: BLE001 - a port taken in between is retried
             container.stop()
-            if attempt == attempts or not servers._port_taken(exc):
+            if attempt == attempts or not servers.port_taken(exc):
                 raise
             continue
         server = servers.ServerContainer(name, container.get_wrapped_container(), port, health)

@@ -25,6 +25,25 @@ def test_kafka_takes_its_own_and_the_runtimes_cursors(name: str) -> None:
     assert cursor_offsets({"t:0": 4}) == {("t", 0): 4}
 
 
+def test_cursor_offsets_runs_the_cursor_check_for_mappings_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handoff and acquisition cursors arrive as mappings from the runtime: the format's
+    ``check_cursor`` hook must see them as it sees checkpoints."""
+    from laminar_kafka.connector.checkpoint import CursorFormat
+    from laminar_kafka.kafka_source.vnode import assignment
+
+    class Strict(CursorFormat):
+        def check_cursor(self, partition: tuple[str, int], position: int) -> None:
+            if position > 100:
+                raise CheckpointError(f"cursor {position} of {partition} is out of this log's range")
+
+    monkeypatch.setattr(assignment, "KAFKA_CURSORS", Strict("kafka"))
+    with pytest.raises(CheckpointError, match="cursor 101"):
+        cursor_offsets({"t:0": 101})
+    with pytest.raises(CheckpointError, match="cursor 101"):
+        cursor_offsets(SourceCheckpoint({"t:0": 101}))
+    assert cursor_offsets({"t:0": 100}) == {("t", 0): 100}
+
+
 def test_kafka_refuses_handoff_cursors_of_another_connector() -> None:
     with pytest.raises(CheckpointError, match="belongs to connector 'redis', not 'kafka'"):
         cursor_offsets(SourceCheckpoint({"t:0": 4}, 1, "redis"))
