@@ -11,7 +11,7 @@ Encoding (UTF-8 JSON object, exactly these keys, canonical: sorted keys, no whit
     {"assignment_version": <u64>, "connector": "<name>", "format_version": 1,
      "offsets": {"<name>:<partition>": <position>, ...}}
 
-``connector`` names the connector that took the cursor (``"kafka"``, ``"redis"``, ...). Each
+``connector`` names the connector that took the cursor (``"kafka"``, ``"redis-streams"``, ...). Each
 connector names itself and checks the cursors it is given through its :class:`CursorFormat`; a
 checkpoint the node runtime rebuilds from a manifest's cursors is :data:`UNNAMED` (a manifest holds
 the cursors of its pipeline's one connector, not a name), and every connector accepts it.

@@ -29,7 +29,7 @@ from redis.exceptions import BusyLoadingError, ConnectionError, RedisError, Time
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.protocol import ConnectorCancellationPolicy, SourceStart
 from laminar_kafka.connector.log_source import PartitionedLogSource, PartitionRead
-from laminar_kafka.redis_source.checkpoint import REDIS_CURSORS
+from laminar_kafka.redis_source.checkpoint import REDIS_CURSORS, redis_cursors
 from laminar_kafka.redis_source.config import RedisStreamsConfig
 from laminar_kafka.redis_source.errors import RedisCommandError, RedisSourceError, RedisUnavailable
 from laminar_kafka.redis_source.ids import offset_of, position_after, read_from
@@ -80,7 +80,8 @@ class RedisStreamsSource(PartitionedLogSource):
     """One generation reading ``config.partitions`` streams ``<stream>:<n>``; rows carry
     ``_topic`` (the stream family), ``_partition``, ``_offset`` (the packed entry ID) and ``value``
     (the entry's ``value.field``, binary; null when the entry lacks it). Its checkpoints name
-    ``"redis"`` (:data:`~laminar_kafka.redis_source.checkpoint.REDIS_CURSORS`)."""
+    ``"redis-streams"``; it reads its own, unnamed ones, and those 0.1.0 stamped ``"kafka"`` whose
+    keys are all of ``config.stream`` (:func:`~laminar_kafka.redis_source.checkpoint.redis_cursors`)."""
 
     cursor_format = REDIS_CURSORS
     value_type = pa.binary()
@@ -89,6 +90,7 @@ class RedisStreamsSource(PartitionedLogSource):
                  cancellation: ConnectorCancellationPolicy = ConnectorCancellationPolicy.RETIRE_CONNECTOR) -> None:
         super().__init__(cancellation=cancellation)
         self.config = config
+        self.cursor_format = redis_cursors(config.stream)
         self._partitions = tuple((config.stream, p) for p in range(config.partitions))
         self._key_partition = {config.stream_key(p).encode(): (config.stream, p) for p in range(config.partitions)}
         self._field = config.value_field.encode()

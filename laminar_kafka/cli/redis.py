@@ -42,7 +42,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["RedisNodeOptions", "add_redis_commands", "build_redis_runtime", "read_stream_offsets"]
 
-CONNECTOR_TYPE = "redis-streams"
 #: entries per XRANGE page of `redis verify`
 PAGE = 10_000
 
@@ -109,6 +108,7 @@ def build_redis_runtime(options: RedisNodeOptions, metrics: NodeMetrics) -> Node
     """The node: a ZooKeeper coordinator, the Parquet tree, generations of RedisStreamsSource."""
     from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
     from laminar_kafka.redis_source import RedisStreamsConfig, RedisStreamsSource
+    from laminar_kafka.redis_source.checkpoint import CONNECTOR_NAME
 
     config = RedisStreamsConfig.from_properties(options.properties)
     coordinator_config = CoordinatorConfig(
@@ -124,7 +124,8 @@ def build_redis_runtime(options: RedisNodeOptions, metrics: NodeMetrics) -> Node
     runtime_options = RuntimeOptions(
         node_id=options.node_id,
         source_identity=f"redis:{config.stream}",
-        connector=ConnectorConfig(CONNECTOR_TYPE, config.properties()),
+        # the connector type is the connector's one name, the one its checkpoints carry
+        connector=ConnectorConfig(CONNECTOR_NAME, config.properties()),
         vnode_mode=True,
         topology_interval_s=0,
         pipeline=options.pipeline,

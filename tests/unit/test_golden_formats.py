@@ -16,7 +16,7 @@ from laminar_kafka.coordinator.values import Manifest
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.connector.errors import CheckpointError
 from laminar_kafka.kafka_source.checkpoint import KAFKA_CURSORS
-from laminar_kafka.redis_source.checkpoint import REDIS_CURSORS
+from laminar_kafka.redis_source.checkpoint import redis_cursors
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 CURSORS_5 = {"orders_source": {"orders.v1:0": 42, "orders.v1:1": 7}, "payments_source": {"payments:3": 0}}
@@ -39,15 +39,18 @@ def test_a_kafka_checkpoint_of_the_release_decodes_and_encodes_the_same() -> Non
     assert KAFKA_CURSORS.decode(raw) == checkpoint == KAFKA_CURSORS.stamp(checkpoint.partitions(), 12)
 
 
-def test_a_redis_checkpoint_the_release_stamped_kafka_is_read_as_redis_and_new_ones_name_redis() -> None:
+def test_a_redis_checkpoint_the_release_stamped_kafka_is_read_as_redis_and_new_ones_name_redis_streams() -> None:
     raw = _golden("redis_checkpoint_named_kafka_v1.json")
-    checkpoint = REDIS_CURSORS.decode(raw)
+    events = redis_cursors("events")  # the stream family the golden checkpoint's keys name
+    checkpoint = events.decode(raw)
     assert checkpoint.connector == "kafka"
     assert checkpoint.partitions() == {("events", 0): 1733443200000 << 20, ("events", 1): 5}
     assert checkpoint.to_bytes() == raw
-    renamed = REDIS_CURSORS.stamp(checkpoint.partitions(), checkpoint.assignment_version)
-    assert renamed.connector == "redis" and renamed.offsets == checkpoint.offsets
-    with pytest.raises(CheckpointError, match="belongs to connector 'redis', not 'kafka'"):
+    with pytest.raises(CheckpointError, match="only when all its keys are that stream's"):
+        redis_cursors("orders").decode(raw)  # a Redis source of another family does not take it
+    renamed = events.stamp(checkpoint.partitions(), checkpoint.assignment_version)
+    assert renamed.connector == "redis-streams" and renamed.offsets == checkpoint.offsets
+    with pytest.raises(CheckpointError, match="belongs to connector 'redis-streams', not 'kafka'"):
         KAFKA_CURSORS.decode(renamed.to_bytes())  # a Redis checkpoint never resumes a Kafka source
 
 

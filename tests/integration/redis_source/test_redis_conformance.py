@@ -11,6 +11,7 @@ from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.connector.conformance import ConnectorKit, LogBackend
 from laminar_kafka.connector.conformance.pytest_kit import conformance_tests
 from laminar_kafka.redis_source import RedisStreamsConfig, RedisStreamsSource
+from laminar_kafka.redis_source.checkpoint import CONNECTOR_NAME
 from laminar_kafka.redis_source.ids import offset_of, position_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -55,7 +56,7 @@ def conformance_kit(redis_server: RedisServer, unique: Callable[[str], str]) -> 
     backend = RedisBackend(client, unique("conformance"), 4)
 
     config = RedisStreamsConfig.from_properties({"redis.url": redis_server.url, "stream": backend.topic, "partitions": "4"})
-    yield ConnectorKit(backend, lambda: RedisStreamsSource(config), ConnectorConfig("redis-streams", config.properties()),
+    yield ConnectorKit(backend, lambda: RedisStreamsSource(config), ConnectorConfig(CONNECTOR_NAME, config.properties()),
                        read_timeout_s=20.0)
     client.close()
 
