@@ -107,14 +107,40 @@ def _versions_chosen(options: PluginOptions) -> Iterator[None]:
             os.environ["LAMINAR_KAFKA_VERSION"] = saved
 
 
-def _interrupt_on_sigterm() -> None:
+class SigtermInterrupts:
     """While servers run, SIGTERM interrupts the run as Ctrl-C does, so pytest stops them (the
-    default SIGTERM would end the process at once and leave them running). Only from the main
-    thread, and only when nobody set a SIGTERM handler of their own."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    default SIGTERM would end the process at once and leave them running).
+
+    :meth:`while_servers_run` is entered once per server context; the first entry installs the
+    handler (only from the main thread, and only when nobody set a SIGTERM handler of their own),
+    and the exit of the last one puts the default back (unless someone replaced the handler in
+    between: theirs stays). One instance per process (:data:`SIGTERM_INTERRUPTS`)."""
+
+    def __init__(self) -> None:
+        self._users = 0
+        self._installed = False
+
+    @contextlib.contextmanager
+    def while_servers_run(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        if self._users == 0 and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+            self._installed = True
+        self._users += 1
+        try:
+            yield
+        finally:
+            self._users -= 1
+            if self._users == 0 and self._installed:
+                self._installed = False
+                if signal.getsignal(signal.SIGTERM) is _raise_keyboard_interrupt:
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+#: the process's one SIGTERM guard (signal handlers are per process)
+SIGTERM_INTERRUPTS = SigtermInterrupts()
 
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
@@ -137,24 +163,24 @@ def start_servers(starter: Callable[[], contextlib.AbstractContextManager[T]], *
     from laminar_kafka.devstack.errors import DevStackError
     from laminar_kafka.testing.servers import ServersUnavailable
 
-    _interrupt_on_sigterm()
-    problem, report = "", unavailable
-    try:
-        manager = starter()
-        value = manager.__enter__()
-    except ServersUnavailable as exc:
-        problem = str(exc)
-    except DevStackError as exc:
-        problem, report = f"the test servers did not start: {exc}", _fail
-    if problem:  # reported outside the handlers: the report shows the message, not a chain of exceptions
-        report(problem)
-    try:
-        yield value
-    except BaseException as exc:  # noqa: BLE001 - passed to the manager, which stops the servers
-        if not manager.__exit__(type(exc), exc, exc.__traceback__):
-            raise
-    else:
-        manager.__exit__(None, None, None)
+    with SIGTERM_INTERRUPTS.while_servers_run():
+        problem, report = "", unavailable
+        try:
+            manager = starter()
+            value = manager.__enter__()
+        except ServersUnavailable as exc:
+            problem = str(exc)
+        except DevStackError as exc:
+            problem, report = f"the test servers did not start: {exc}", _fail
+        if problem:  # reported outside the handlers: the report shows the message, not a chain of exceptions
+            report(problem)
+        try:
+            yield value
+        except BaseException as exc:  # noqa: BLE001 - passed to the manager, which stops the servers
+            if not manager.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            manager.__exit__(None, None, None)
 
 
 def _process_kafka(request: pytest.FixtureRequest, name: str, brokers: int, secure: bool = False) -> Callable[[], Any]:

@@ -172,13 +172,14 @@ def server_container(role: str, *, name_prefix: str, labels: Mapping[str, str] |
         container.with_kwargs(labels={servers.ROLE_LABEL: role, RUN_LABEL: "1", **(labels or {})})
         try:
             container.start()
-        except Exception as exc:  # noqa: BLE001 - a port taken in between is retried
-            container.stop()
-            if attempt == attempts or not servers.port_taken(exc):
-                raise
-            continue
-        server = servers.ServerContainer(name, container.get_wrapped_container(), port, health)
+        except BaseException as exc:  # noqa: BLE001 - Ctrl-C too: a container the engine made is removed
+            with contextlib.suppress(Exception):  # the start's error (or the interrupt) is the one to see
+                container.stop()
+            if isinstance(exc, Exception) and attempt < attempts and servers.port_taken(exc):
+                continue  # a port taken in between is retried on another one
+            raise
         try:
+            server = servers.ServerContainer(name, container.get_wrapped_container(), port, health)
             server.wait_healthy()
             yield server
         finally:

@@ -29,7 +29,7 @@ class FakeContainer:
     """testcontainers' DockerContainer as `server_container` uses it; records what it was given."""
 
     made: list[FakeContainer] = []
-    failures: list[str] = []  # what the next starts raise, one message each
+    failures: list[str | BaseException] = []  # what the next starts raise: a message (RuntimeError) or that
 
     def __init__(self, image: str) -> None:
         self.image, self.name, self.env, self.labels = image, "", {}, {}
@@ -51,7 +51,8 @@ class FakeContainer:
 
     def start(self) -> FakeContainer:
         if FakeContainer.failures:
-            raise RuntimeError(FakeContainer.failures.pop(0))
+            failure = FakeContainer.failures.pop(0)
+            raise failure if isinstance(failure, BaseException) else RuntimeError(failure)
         self.started = True
         return self
 
@@ -117,6 +118,16 @@ def test_ports_taken_attempts_times_raise_the_engines_error(fake_testcontainers:
 def test_any_other_start_failure_raises_at_once(fake_testcontainers: list[FakeContainer]) -> None:
     FakeContainer.failures[:] = ["no such image"]
     with pytest.raises(RuntimeError, match="no such image"):
+        with servers.server_container("kafka", name_prefix="p"):
+            pass
+    assert len(fake_testcontainers) == 1 and fake_testcontainers[0].stopped
+
+
+def test_an_interrupt_while_the_container_starts_removes_it_and_is_not_retried(
+    fake_testcontainers: list[FakeContainer],
+) -> None:
+    FakeContainer.failures[:] = [KeyboardInterrupt()]
+    with pytest.raises(KeyboardInterrupt):
         with servers.server_container("kafka", name_prefix="p"):
             pass
     assert len(fake_testcontainers) == 1 and fake_testcontainers[0].stopped
@@ -223,8 +234,47 @@ def _starter(value: object, log: list[str], error: BaseException | None = None) 
 
 
 @pytest.fixture
-def no_sigterm_handler(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plugin, "_interrupt_on_sigterm", lambda: None)  # not in the unit test process
+def no_sigterm_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A fresh SIGTERM guard, with the default SIGTERM disposition during the test and the test
+    process's own put back after it."""
+    import signal
+
+    monkeypatch.setattr(plugin, "SIGTERM_INTERRUPTS", plugin.SigtermInterrupts())
+    saved = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+
+
+@pytest.mark.usefixtures("no_sigterm_handler")
+def test_the_sigterm_handler_is_installed_while_servers_run_and_restored_after_the_last() -> None:
+    import signal
+
+    log: list[str] = []
+    with plugin.start_servers(lambda: _starter("a", log)):
+        assert signal.getsignal(signal.SIGTERM) is plugin._raise_keyboard_interrupt
+        with plugin.start_servers(lambda: _starter("b", log)):
+            pass
+        assert signal.getsignal(signal.SIGTERM) is plugin._raise_keyboard_interrupt  # "a" still runs
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    with pytest.raises(pytest.fail.Exception):  # a start that fails restores it too
+        with plugin.start_servers(lambda: _starter(1, log, servers.ServersUnavailable("no Java"))):
+            pass
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.usefixtures("no_sigterm_handler")
+def test_a_sigterm_handler_of_the_users_own_is_neither_replaced_nor_removed() -> None:
+    import signal
+
+    def theirs(signum: int, frame: object) -> None:
+        return None
+
+    signal.signal(signal.SIGTERM, theirs)
+    with plugin.start_servers(lambda: _starter("a", [])):
+        assert signal.getsignal(signal.SIGTERM) is theirs
+    assert signal.getsignal(signal.SIGTERM) is theirs
 
 
 @pytest.mark.usefixtures("no_sigterm_handler")
