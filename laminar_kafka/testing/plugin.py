@@ -25,7 +25,7 @@ import re
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
@@ -303,25 +303,30 @@ def kafka_producer(kafka_cluster: KafkaTestCluster) -> Iterator[Producer]:
 
 @pytest.fixture
 def produce_records(request: pytest.FixtureRequest) -> Callable[..., int]:
-    """``produce_records(topic, values, *, key=None, partition=None, cluster=None)``: produce and wait
-    for every acknowledgement; returns the count (see `laminar_kafka.testing.records.produce_records`)."""
+    """``produce_records(topic, values, *, key=None, partition=None, timeout=60.0, cluster=None)``:
+    produce and wait for every acknowledgement; returns the count (see
+    `laminar_kafka.testing.records.produce_records`)."""
     from laminar_kafka.testing import records
 
-    def produce(topic: str, values: Any, *, cluster: KafkaTestCluster | None = None, **options: Any) -> int:
-        return records.produce_records(cluster or request.getfixturevalue("kafka_cluster"), topic, values, **options)
+    def produce(topic: str, values: Iterable[bytes | str], *, key: bytes | str | None = None,
+                partition: int | None = None, timeout: float = 60.0, cluster: KafkaTestCluster | None = None) -> int:
+        target = cluster or request.getfixturevalue("kafka_cluster")
+        return records.produce_records(target, topic, values, key=key, partition=partition, timeout=timeout)
 
     return produce
 
 
 @pytest.fixture
 def consume_records(request: pytest.FixtureRequest) -> Callable[..., list[Record]]:
-    """``consume_records(topic, count=None, *, timeout=30, cluster=None)``: the topic's records from the
-    beginning (`laminar_kafka.testing.records.Record`: partition, offset, key, value)."""
+    """``consume_records(topic, count=None, *, timeout=30.0, isolation="read_committed", cluster=None)``:
+    the topic's records from the beginning (`laminar_kafka.testing.records.Record`: partition,
+    offset, key, value)."""
     from laminar_kafka.testing import records
 
-    def consume(topic: str, count: int | None = None, *, cluster: KafkaTestCluster | None = None,
-                **options: Any) -> list[Record]:
-        return records.consume_records(cluster or request.getfixturevalue("kafka_cluster"), topic, count, **options)
+    def consume(topic: str, count: int | None = None, *, timeout: float = 30.0, isolation: str = "read_committed",
+                cluster: KafkaTestCluster | None = None) -> list[Record]:
+        target = cluster or request.getfixturevalue("kafka_cluster")
+        return records.consume_records(target, topic, count, timeout=timeout, isolation=isolation)
 
     return consume
 
