@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "degraded (default 10)")
     status.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                         help="observe every --interval seconds until the pipeline is healthy and caught up (every "
-                             "record durable, lag 0; with --output, also the lake at the last committed epoch, so a "
+                             "record durable, lag 0; with --output, also every durable record in the lake, so a "
                              "reader of the lake such as verify sees it), at most SECONDS; then print it. Not caught "
                              "up in time: the last verdict (a healthy pipeline still behind is degraded)")
     status.epilog = ("Exit codes: 0 healthy; 1 degraded (a member missing, no leader, a round stuck past its "
