@@ -200,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="observe every --interval seconds until the pipeline is healthy and caught up (every "
                              "record durable, lag 0; with --output, also every durable record in the lake, so a "
                              "reader of the lake such as verify sees it), at most SECONDS; then print it. Not caught "
-                             "up in time: the last verdict (a healthy pipeline still behind is degraded)")
+                             "up in time: the last verdict (a healthy pipeline still behind is degraded). Before "
+                             "verify: status --pipeline orders --output ./lake --wait 120")
     status.epilog = ("Exit codes: 0 healthy; 1 degraded (a member missing, no leader, a round stuck past its "
                      "deadline, durable lag growing, the lake disagreeing); 3 unreachable, the state unknown "
                      "(Kafka, ZooKeeper or the state directory cannot be read, the pipeline or a topic does not "
