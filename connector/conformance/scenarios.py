@@ -17,8 +17,14 @@ import json
 import threading
 import time
 
-from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.protocol import SourceTopology
+from laminar_kafka.connector.checkpoint import UNNAMED, SourceCheckpoint
+from laminar_kafka.connector.protocol import (
+    CheckpointAttempt,
+    DeliveryGuarantee,
+    ResumePosition,
+    SourceStart,
+    SourceTopology,
+)
 from laminar_kafka.connector.conformance.backend import ConformanceError, ConformanceSkipped, ConnectorKit
 from laminar_kafka.connector.conformance.reading import (
     POLL_RECORDS,
@@ -42,7 +48,7 @@ from laminar_kafka.connector.conformance.vnode_scenarios import (
     drain_commit_handoff,
     vnode_scoped_reading,
 )
-from laminar_kafka.connector.errors import FatalError
+from laminar_kafka.connector.errors import CheckpointError, FatalError
 
 __all__ = ["SCENARIOS", "Scenario"]
 
@@ -220,6 +226,43 @@ async def terminal_task_tracker_ends_every_thread(kit: ConnectorKit) -> None:
                                      f"{min(THREAD_GRACE_S, kit.read_timeout_s):.0f} s after close(): {names}; {whose}")
 
 
+async def checkpoints_carry_one_name(kit: ConnectorKit) -> None:
+    """Every checkpoint of two generations (one started at its initial position, one resumed) names
+    the same non-empty connector; a generation asked to resume from a checkpoint stamped with
+    another connector's name refuses in ``start()`` with :class:`CheckpointError`."""
+    rule = "checkpoint-name"
+    ends = append_everywhere(kit)
+    names: set[str] = set()
+    connector = await start_generation(kit)
+    try:
+        names.add(connector.checkpoint().connector)
+        reading = await read_until(kit, connector, ends, rule)
+        names |= {checkpoint.connector for checkpoint in reading.checkpoints}
+    finally:
+        await close_generation(connector)
+    resumed = await start_generation(kit, resume_at(reading.checkpoints[0].partitions()))
+    try:
+        names.add(resumed.checkpoint().connector)
+    finally:
+        await close_generation(resumed)
+    if len(names) != 1 or UNNAMED in names:
+        raise ConformanceError(rule, f"checkpoint() must carry one stable non-empty connector name; it gave "
+                                     f"{sorted(names)}")
+    (name,) = names
+    other = "another-connector" if name == "other-connector" else "other-connector"
+    foreign = SourceCheckpoint(dict(reading.checkpoints[0].offsets), 0, other)
+    stranger = kit.make_connector()
+    try:
+        await stranger.start(SourceStart(kit.config, ResumePosition(CheckpointAttempt(1, 1), foreign),
+                                         DeliveryGuarantee.EXACTLY_ONCE))
+    except CheckpointError:
+        return
+    finally:
+        await stranger.close()
+    raise ConformanceError(rule, f"start() from a checkpoint named {other!r} (not {name!r}) did not raise "
+                                 f"CheckpointError")
+
+
 async def recovery_identity_is_deterministic(kit: ConnectorKit) -> None:
     rule = "recovery-identity"
     connector, again = kit.make_connector(), kit.make_connector()
@@ -311,6 +354,10 @@ SCENARIOS: dict[str, Scenario] = {
         "after close(), terminal_task_tracker().wait() is True within a bound, and no thread the "
         "generation started outlives it (None: the connector starts no thread)",
         terminal_task_tracker_ends_every_thread),
+    "checkpoint-name": Scenario(
+        "every checkpoint() carries one stable non-empty connector name, and start() from a checkpoint "
+        "stamped with another connector's name raises CheckpointError",
+        checkpoints_carry_one_name),
     "recovery-identity": Scenario(
         "recovery_identity_options() is deterministic and I/O-free (str -> str), and the contract is "
         "replayable and splittable",

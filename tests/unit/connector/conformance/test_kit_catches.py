@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.checkpoint import SourceCheckpoint, parse_key
+from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint, parse_key
 from laminar_kafka.connector.drain import DrainProgress
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
@@ -104,6 +104,28 @@ class PollsAfterClose(MemorySource):
 class ARandomIdentity(MemorySource):
     def recovery_identity_options(self, config: ConnectorConfig) -> dict[str, str] | None:
         return {"instance": uuid.uuid4().hex}
+
+
+class StampsNoName(MemorySource):
+    def checkpoint(self) -> SourceCheckpoint:
+        return SourceCheckpoint.from_partitions(self.cursor, self.version)
+
+
+class NamesEachGeneration(MemorySource):
+    """A name per generation: not stable (a resumed generation names its checkpoints differently)."""
+
+    def __init__(self, log: MemoryLog, **options: object) -> None:
+        super().__init__(log, **options)  # type: ignore[arg-type]
+        self.cursor_format = CursorFormat(f"memory-{uuid.uuid4().hex[:8]}")
+
+
+class AnyName(CursorFormat):
+    def accept(self, checkpoint: SourceCheckpoint) -> SourceCheckpoint:
+        return checkpoint
+
+
+class ReadsAnyonesCheckpoint(MemorySource):
+    cursor_format = AnyName("memory")
 
 
 class ReadsEveryPartition(MemorySource):
@@ -366,6 +388,9 @@ BROKEN = [
     ("advisory-commits", CommitsWhileReading),
     ("close-ends-the-generation", PollsAfterClose),
     ("recovery-identity", ARandomIdentity),
+    ("checkpoint-name", StampsNoName),
+    ("checkpoint-name", NamesEachGeneration),
+    ("checkpoint-name", ReadsAnyonesCheckpoint),
     ("vnode-scoped-reading", ReadsEveryPartition),
     ("acquisition-at-offered-cursors", AcquiresAtTheStart),
     ("acquisition-at-offered-cursors", ReadyBeforeAcquiring),
@@ -393,6 +418,9 @@ BROKEN = [
 #: why a scenario fails on a broken connector (a pattern of its message), where one scenario has
 #: several ways to fail: each connector must fail it for the reason it was broken for
 WHY: dict[type[MemorySource], str] = {
+    StampsNoName: r"one stable non-empty connector name; it gave \[''\]",
+    NamesEachGeneration: r"one stable non-empty connector name; it gave \['memory-[0-9a-f]{8}', 'memory-",
+    ReadsAnyonesCheckpoint: r"start\(\) from a checkpoint named 'other-connector' \(not 'memory'\) did not raise",
     AcceptsLackingHandoff: r"accepted handoff cursors that lack the gained partition",
     HandsOffEveryPartition: r"after the commit the checkpoint .* differs: \(have, want\) \{'events:0'",
     StartsGainedPartitionsAtTheirStart: r"after the commit the checkpoint .* differs: \(have, want\) \{'events:1': \(0,",
