@@ -76,9 +76,9 @@ class PartitionRead:
 class PartitionedLogSource(SourceConnector):
     """One generation reading a partitioned log; vnode-scoped once ``set_vnode_assignment`` is called.
 
-    A subclass gives :attr:`cursor_format` (its name), :attr:`value_type`, :meth:`log_partitions`,
-    :meth:`read_records` and :meth:`commit_advisory`. Everything else is the protocol, implemented
-    once here.
+    A subclass gives :attr:`cursor_format` (its name; required: without it the constructor raises
+    :class:`ConfigurationError`), :attr:`value_type`, :meth:`log_partitions`, :meth:`read_records`
+    and :meth:`commit_advisory`. Everything else is the protocol, implemented once here.
     """
 
     #: the connector's name and cursor rules: its checkpoints carry the name, and a checkpoint

@@ -50,6 +50,7 @@ from laminar_kafka.connector.owner_map import require_assigned, route_partitions
 
 logger = logging.getLogger(__name__)
 
+# route_partitions and unassigned_vnodes live in owner_map; kept importable from here for callers
 __all__ = ["Ownership", "Reconcile", "route_partitions", "unassigned_vnodes"]
 
 
