@@ -51,6 +51,11 @@ __all__ = [
 TOOLING_ENV: frozenset[str] = frozenset({
     "LAMINAR_CACHE_DIR", "LAMINAR_DEBIAN_MIRROR", "LAMINAR_CONTAINERS_REQUIRED", "LAMINAR_ALLOW_NO_NETNS",
     "LAMINAR_LOG_LEVEL", "LAMINAR_LOG_FORMAT", "LAMINAR_NO_PROGRESS",  # every command (laminar_kafka.cluster.logs, .progress)
+    # the test suite's tools and requirements, which .ci/run exports to every process it starts
+    "LAMINAR_HELM", "LAMINAR_PROMTOOL", "LAMINAR_DEPLOY_TOOLS_REQUIRED", "LAMINAR_NO_SYSTEM_JAVA_REQUIRED",
+    "LAMINAR_FORCE_PODMAN", "LAMINAR_MATRIX_CELL",
+    # the dev stack's server releases (laminar_kafka.devstack.jvm.versions)
+    "LAMINAR_KAFKA_VERSION", "LAMINAR_KAFKA_MODE", "LAMINAR_ZOOKEEPER_VERSION",
 })
 #: what a record that does not decode does: stop the node, or go to ``<output>/_rejected/``
 BAD_RECORD_POLICIES: tuple[str, ...] = ("fail", "skip")
