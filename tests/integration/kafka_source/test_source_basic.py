@@ -15,6 +15,7 @@ from laminar_kafka.kafka_source import (
     SourcePosition,
     SourceStart,
 )
+from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
 from tests import support
 from tests.integration.kafka_source.helpers import (
     delete_records_before,
@@ -47,7 +48,7 @@ async def test_round_trip_100k_records_over_8_partitions(kafka, unique: Callable
         for partition, offsets in by_partition.items():
             assert offsets == list(range(ends[partition])), f"partition {partition} not contiguous"
         assert_batch_cursors(batches, topic)
-        expected = SourceCheckpoint.from_partitions({(topic, p): end for p, end in ends.items()})
+        expected = SourceCheckpoint.from_partitions({(topic, p): end for p, end in ends.items()}, connector=CONNECTOR_NAME)
         assert batches[-1].checkpoint == expected
         assert source.checkpoint() == expected
         assert source.metrics.records == 100_000
@@ -92,7 +93,7 @@ async def test_checkpoint_before_first_record(kafka, unique: Callable[[str], str
     ends = support.high_watermarks(kafka.bootstrap, topic)
     earliest = await start_source(props(kafka.bootstrap, topic, unique("g")))
     try:
-        assert earliest.checkpoint() == SourceCheckpoint.from_partitions({(topic, p): 0 for p in range(3)})
+        assert earliest.checkpoint() == SourceCheckpoint.from_partitions({(topic, p): 0 for p in range(3)}, connector=CONNECTOR_NAME)
         assert earliest.try_checkpoint() == earliest.checkpoint()
     finally:
         await earliest.close()
@@ -100,7 +101,7 @@ async def test_checkpoint_before_first_record(kafka, unique: Callable[[str], str
     latest = await start_source(latest_props)
     try:
         pinned = latest.checkpoint()
-        assert pinned == SourceCheckpoint.from_partitions({(topic, p): e for p, e in ends.items()})
+        assert pinned == SourceCheckpoint.from_partitions({(topic, p): e for p, e in ends.items()}, connector=CONNECTOR_NAME)
         support.produce(kafka.bootstrap, topic, [b"after-%d" % i for i in range(9)])
         batches = await poll_until(latest, row_count(9))
         assert sorted(v for _, _, v in rows(batches)) == sorted(b"after-%d" % i for i in range(9))
