@@ -6,6 +6,7 @@ it fails.
 """
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -35,18 +36,34 @@ def deploy_tools_unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def find_helm() -> str:
-    """The helm binary (``LAMINAR_HELM``, else PATH); skips or fails when there is none."""
-    configured = os.environ.get("LAMINAR_HELM")
+def find_tool(name: str, variable: str) -> str:
+    """The ``name`` binary (the ``variable`` environment variable, else PATH: what ``.ci/go-tools.sh``
+    builds and prints); skips, or fails under LAMINAR_DEPLOY_TOOLS_REQUIRED=1, when there is none."""
+    configured = os.environ.get(variable)
     if configured:
         if not os.access(configured, os.X_OK):
-            deploy_tools_unavailable(f"LAMINAR_HELM={configured} is not an executable")
+            deploy_tools_unavailable(f"{variable}={configured} is not an executable")
         return configured
-    found = shutil.which("helm")
+    found = shutil.which(name)
     if found is None:
-        deploy_tools_unavailable("helm not found: export $(bash .ci/go-tools.sh | tail -2) builds it (or set LAMINAR_HELM)")
+        deploy_tools_unavailable(f"{name} not found: export $(bash .ci/go-tools.sh | tail -2) builds it "
+                                 f"(or set {variable})")
     assert found is not None
     return found
+
+
+def find_helm() -> str:
+    """The helm binary (``LAMINAR_HELM``, else PATH)."""
+    return find_tool("helm", "LAMINAR_HELM")
+
+
+def secret_env(objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Every variable the chart's Secrets hand to the node (their keys are the variable names)."""
+    env: dict[str, str] = {}
+    for secret in by_kind(objects, "Secret"):
+        env.update(secret.get("stringData", {}))
+        env.update({k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()})
+    return env
 
 
 @dataclass(frozen=True)

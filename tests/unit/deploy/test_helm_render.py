@@ -2,7 +2,6 @@
 for two Kubernetes releases (offline schemas, strict), and the properties that matter to a node."""
 from __future__ import annotations
 
-import base64
 import json
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from laminar_kafka.cluster.runtime.state import RuntimeOptions
 from laminar_kafka.devstack.containers.engine import KAFKA_IMAGE, NODE_IMAGE, SEAWEEDFS_IMAGE, ZOOKEEPER_IMAGE
 from tests.unit.deploy.helm_tools import (
     ALERTS, ALL_FEATURES, CHART, DEV_VALUES, KUBERNETES_RELEASES, RELEASE, SECRET_STRINGS, by_kind, find_helm, one, render,
+    secret_env,
 )
 
 #: kinds of CustomResourceDefinitions the offline schemas do not know (checked by shape below)
@@ -66,15 +66,6 @@ def one_named(objects: Sequence[Mapping[str, Any]], kind: str, name: str) -> Map
     """The single object of ``kind`` named ``name``."""
     (found,) = [o for o in by_kind(objects, kind) if o["metadata"]["name"] == name]
     return found
-
-
-def _secret_env(objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Every variable the chart's Secrets hand to the node (their keys are the variable names)."""
-    env: dict[str, str] = {}
-    for secret in by_kind(objects, "Secret"):
-        env.update(secret.get("stringData", {}))
-        env.update({k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()})
-    return env
 
 
 def test_defaults_render_the_expected_objects(defaults: list[dict[str, Any]]) -> None:
@@ -203,7 +194,7 @@ def test_the_secrets_reach_the_node_as_environment(all_features: list[dict[str, 
     container = _container(all_features)
     referenced = sorted(ref["secretRef"]["name"] for ref in container["envFrom"])
     assert referenced == sorted(s["metadata"]["name"] for s in by_kind(all_features, "Secret"))
-    env = _secret_env(all_features)
+    env = secret_env(all_features)
     assert env == {
         "LAMINAR_KAFKA__SASL_USERNAME": "lake", "LAMINAR_KAFKA__SASL_PASSWORD": SECRET_STRINGS[0],
         "LAMINAR_KAFKA__SSL_KEY_PASSWORD": SECRET_STRINGS[1], "LAMINAR_ZK_AUTH": SECRET_STRINGS[2],
@@ -231,7 +222,7 @@ def test_the_configmap_is_settings_the_node_accepts(request: pytest.FixtureReque
     """laminar.toml with the Secrets' variables is what `laminar-kafka run` loads (the node's own parser)."""
     objects = request.getfixturevalue(features)
     document = tomllib.loads(one(objects, "ConfigMap")["data"]["laminar.toml"])
-    settings = settings_from(document, _secret_env(objects), {"node-id": "auto"})
+    settings = settings_from(document, secret_env(objects), {"node-id": "auto"})
     assert settings.node_id_auto
     if features == "defaults":
         assert (settings.zk, settings.pipeline, settings.topics, settings.output, settings.table_format) == (
@@ -331,7 +322,7 @@ def test_values_dev_points_the_nodes_at_the_dev_servers(dev: list[dict[str, Any]
     kafka = f"{RELEASE}-dev-kafka:9092"
     zookeeper = f"{RELEASE}-dev-zookeeper:2181"
     document = tomllib.loads(one(dev, "ConfigMap")["data"]["laminar.toml"])
-    settings = settings_from(document, _secret_env(dev), {"node-id": "auto"})
+    settings = settings_from(document, secret_env(dev), {"node-id": "auto"})
     assert (settings.bootstrap, settings.zk, settings.output) == (kafka, zookeeper, "s3://lake/orders")
     pod = _nodes(dev)["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}

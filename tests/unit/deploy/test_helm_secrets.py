@@ -3,7 +3,6 @@ secret refused outside a Secret (the schema's patterns are the node's own marker
 for catalog FileIO keys and the schema registry, and a changed Secret rolling the pods."""
 from __future__ import annotations
 
-import base64
 import json
 import re
 import tomllib
@@ -16,7 +15,7 @@ import pytest
 from laminar_kafka.cluster.config import settings_from
 from laminar_kafka.cluster.lake.iceberg import tables
 from laminar_kafka.kafka_source import clients
-from tests.unit.deploy.helm_tools import CHART, RELEASE, by_kind, find_helm, one, render, run_helm
+from tests.unit.deploy.helm_tools import CHART, RELEASE, by_kind, find_helm, one, render, run_helm, secret_env
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 
@@ -24,14 +23,6 @@ SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 @pytest.fixture(scope="module")
 def helm() -> str:
     return find_helm()
-
-
-def _secret_env(objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for secret in by_kind(objects, "Secret"):
-        env.update(secret.get("stringData", {}))
-        env.update({k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()})
-    return env
 
 
 def _toml(objects: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -58,7 +49,7 @@ def test_numeric_and_boolean_properties_render_as_written(helm: str, tmp_path: P
     assert document["kafka"] == {"fetch.max.bytes": "52428800", "message.max.bytes": "1000000",
                                  "socket.keepalive.enable": "true", "x.ratio": "0.5"}
     assert document["iceberg"] == {"x.size": "134217728"}
-    env = _secret_env(objects)
+    env = secret_env(objects)
     assert env["LAMINAR_KAFKA__FETCH_MIN_BYTES"] == "1000000" and env["LAMINAR_KAFKA__SASL_PASSWORD"] == "pw"
     settings = settings_from(document, env, {"node-id": "auto"})
     assert settings.kafka["fetch.max.bytes"] == "52428800" and settings.kafka["fetch.min.bytes"] == "1000000"
@@ -139,7 +130,7 @@ def test_catalog_fileio_keys_and_the_registry_credentials_reach_the_node_from_se
     (nodes,) = by_kind(objects, "StatefulSet")
     refs = [r["secretRef"]["name"] for r in nodes["spec"]["template"]["spec"]["containers"][0]["envFrom"]]
     assert refs == [f"{RELEASE}-catalog", f"{RELEASE}-schema-registry"]
-    settings = settings_from(_toml(objects), _secret_env(objects), {"node-id": "auto"})
+    settings = settings_from(_toml(objects), secret_env(objects), {"node-id": "auto"})
     assert settings.iceberg == {"s3.region": "eu-west-1", "s3.access-key-id": "AKID-7",
                                 "s3.secret-access-key": "fileio-secret-8", "s3.session-token": "fileio-token-9"}
     assert settings.schema_registry["basic.auth.user.info"] == "registry-user:registry-pw-10"

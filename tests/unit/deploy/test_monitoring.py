@@ -8,9 +8,7 @@ promtool tests skip with one line naming ``.ci/go-tools.sh``, except under
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.ops.audit_watch import AuditMetrics
+from tests.unit.deploy.helm_tools import find_tool
 
 REPO = Path(__file__).resolve().parents[3]
 MONITORING = REPO / "deploy" / "monitoring"
@@ -36,27 +35,10 @@ PROMETHEUS_SERIES = {"up"}
 
 # ------------------------------------------------------------------------------------------ promtool
 
-def deploy_tools_unavailable(reason: str) -> None:
-    """Skip with ``reason``, or fail when LAMINAR_DEPLOY_TOOLS_REQUIRED=1 (CI must run these checks)."""
-    if os.environ.get("LAMINAR_DEPLOY_TOOLS_REQUIRED") == "1":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def promtool() -> str:
     """The promtool binary (``LAMINAR_PROMTOOL``, else PATH); skips or fails when there is none."""
-    configured = os.environ.get("LAMINAR_PROMTOOL")
-    if configured:
-        if not os.access(configured, os.X_OK):
-            deploy_tools_unavailable(f"LAMINAR_PROMTOOL={configured} is not an executable")
-        return configured
-    found = shutil.which("promtool")
-    if found is None:
-        deploy_tools_unavailable("promtool not found: export $(bash .ci/go-tools.sh | tail -2) builds it "
-                                 "(or set LAMINAR_PROMTOOL)")
-    assert found is not None
-    return found
+    return find_tool("promtool", "LAMINAR_PROMTOOL")
 
 
 def run_promtool(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
