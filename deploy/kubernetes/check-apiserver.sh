@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the chart into a real Kubernetes API server on loopback, and checks what the server made
-# of it (opt-in, not part of CI: `make k8s-apiserver-check`, under /tmp/laminar-heavy.lock).
+# of it (opt-in, not part of CI: `make k8s-apiserver-check`).
 #
 #   1. builds etcd, kube-apiserver and kubectl from the Go module proxy, once per version, into
 #      $LAMINAR_CACHE_DIR/tools/kubernetes-<version>-etcd-<version> (a cold build: about 8.5 minutes
