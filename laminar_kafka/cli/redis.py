@@ -158,6 +158,8 @@ def cmd_redis_run(args: argparse.Namespace) -> int:
     configure_command_logging(args)
     if args.node_id < 1:
         raise UsageError(f"--node-id must be >= 1, got {args.node_id}")
+    if not args.zk.strip():
+        raise UsageError("--zk is empty: give the ZooKeeper hosts (host:port[,host:port...])")
     options = RedisNodeOptions(
         node_id=args.node_id, zk=args.zk, pipeline=args.pipeline, output=args.output, properties=_properties(args),
         checkpoint_interval_s=args.checkpoint_interval_ms / 1000.0,

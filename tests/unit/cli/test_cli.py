@@ -47,6 +47,9 @@ def test_run_flags_cover_every_setting() -> None:
     (["verify", "--output", "x"], "required"),
     (["run", "--bootstrap", "k:1", "--topic", "t", "--output", "/tmp/x", "--node-id", "zero"], "not an integer"),
     (["run", "--bootstrap", "k:1", "--topic", "t"], "output is required"),
+    # an empty --zk (an unset variable in a script) was a traceback from the coordinator
+    (["redis", "run", "--node-id", "1", "--zk", "", "--pipeline", "p", "--redis-url", "redis://127.0.0.1:1/0",
+      "--stream", "s", "--partitions", "1", "--output", "/tmp/x"], "--zk is empty"),
 ])
 def test_bad_input_is_one_line_exit_2(argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, *argv)
