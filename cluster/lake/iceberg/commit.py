@@ -372,20 +372,21 @@ class IcebergOutput:
                     commits += 1
                 self._through[topic] = epoch
                 return commits
-            except (*_RETRYABLE, *_TRANSIENT) as exc:
+            except (*_RETRYABLE, *_TRANSIENT, OSError) as exc:  # OSError: the object store (see _commit_epoch)
                 elapsed = time.monotonic() - started
                 if attempt + 1 >= self.retry.attempts or elapsed >= self.retry.deadline_s:
                     raise SinkError(
                         f"iceberg commit of epoch {epoch} into {name} kept failing after {attempt + 1} "
                         f"attempt(s) in {elapsed:.1f}s: {describe_error(exc)}", cause=exc,
                     ) from None
-                if isinstance(exc, _TRANSIENT):
+                if isinstance(exc, (*_TRANSIENT, OSError)):
+                    role = "catalog" if isinstance(exc, _TRANSIENT) else "object store"
                     if not unavailable:  # once per publish: the retries follow at DEBUG
                         unavailable = True
-                        logger.warning("iceberg catalog unavailable while publishing epoch %d into %s (%s); "
-                                       "retrying for up to %.0f s", epoch, name, describe_error(exc),
+                        logger.warning("iceberg %s unavailable while publishing epoch %d into %s (%s); "
+                                       "retrying for up to %.0f s", role, epoch, name, describe_error(exc),
                                        self.retry.deadline_s)
-                    logger.debug("iceberg catalog unavailable for %s (attempt %d): %s", name, attempt + 1, exc)
+                    logger.debug("iceberg %s unavailable for %s (attempt %d): %s", role, name, attempt + 1, exc)
                 else:
                     logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
                     self.commit_listener.lost_race(name)
@@ -428,6 +429,9 @@ class IcebergOutput:
                 transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
         except (*_RETRYABLE, *_TRANSIENT):
             raise
+        # Any other OSError is the object store failing a read of a file's footer or a write of the
+        # manifests (a store restarting, a reset pooled connection: found by the chaos campaign's
+        # store-restart): left to _publish_table, which retries it as safely as a catalog's.
         except (ValueError, OverflowError, FileNotFoundError) as exc:
             # OverflowError: pyiceberg reads a timestamp column's statistics as datetime, which
             # stops at year 9999 (the source rejects such a _timestamp; a payload column may hold one)
@@ -443,7 +447,7 @@ class IcebergOutput:
         try:
             with self.fs.open_input_file(path) as stream:
                 return pq.read_schema(stream)
-        except (OSError, pa.ArrowException) as exc:
+        except (FileNotFoundError, pa.ArrowException) as exc:  # another OSError: the store, retried
             raise SinkError(f"cannot read the schema of published file {relative!r}: {exc}", cause=exc) from exc
 
 

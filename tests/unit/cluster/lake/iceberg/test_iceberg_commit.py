@@ -497,6 +497,56 @@ def test_a_catalog_restarting_during_a_publish_is_ridden_out(
     assert len(warnings) == 1 and "catalog unavailable while publishing epoch 2" in warnings[0], warnings
 
 
+@pytest.mark.parametrize("landed", [False, True])
+def test_an_object_store_failing_a_read_during_a_commit_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, landed: bool,
+) -> None:
+    """Found by CI's lake chaos (store-restart): a pooled connection to the restarted store failed
+    pyiceberg's read of a data file's footer inside the commit (an OSError, "curlCode: 56"), and the
+    node exited with a traceback. The commit is retried; one whose answer was lost adds nothing twice."""
+    import laminar_kafka.cluster.lake.iceberg.commit as iceberg_commit
+
+    lake, output = _two_epochs_one_published(tmp_path)
+    original = iceberg_commit.append_data_files
+    failed: list[int] = []
+
+    def store_blip(transaction, paths, summary):  # type: ignore[no-untyped-def]
+        if not failed:
+            failed.append(1)
+            if not landed:
+                raise OSError("When getting information for key 'x.parquet' in bucket 'lake': AWS Error "
+                              "NETWORK_CONNECTION during HeadObject operation: curlCode: 56")
+        original(transaction, paths, summary)
+
+    monkeypatch.setattr(iceberg_commit, "append_data_files", store_blip)
+    with caplog.at_level(logging.WARNING, logger="laminar_kafka.cluster.lake.iceberg.commit"):
+        assert lake.publish(output, 2) == 1
+    assert failed == [1]
+    assert epochs_of_snapshots(output) == ["1", "2"]
+    assert offsets_of(read_offsets(output.table("orders"))) == EXACT_AFTER_TWO
+    if not landed:
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "object store unavailable while publishing epoch 2" in warnings[0], warnings
+
+
+def test_a_missing_data_file_during_a_commit_is_one_sink_error_not_a_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import laminar_kafka.cluster.lake.iceberg.commit as iceberg_commit
+
+    lake, output = _two_epochs_one_published(tmp_path)
+    calls: list[int] = []
+
+    def gone(transaction, paths, summary):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        raise FileNotFoundError(paths[0])
+
+    monkeypatch.setattr(iceberg_commit, "append_data_files", gone)
+    with pytest.raises(SinkError, match=r"cannot add epoch 2's files to iceberg table pipe\.orders"):
+        lake.publish(output, 2)
+    assert calls == [1]
+
+
 def test_a_catalog_away_past_the_retry_policy_is_one_sink_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import laminar_kafka.cluster.lake.iceberg.commit as iceberg_commit
 
