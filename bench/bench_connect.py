@@ -59,7 +59,11 @@ from connect_figures import audit_coordinates, cpu_seconds, percentile, status_k
 from laminar_kafka.cluster.lake.iceberg.tables import quiet_pyiceberg  # noqa: E402
 from laminar_kafka.cluster.lake.settings import table_name_of  # noqa: E402
 from laminar_kafka.devstack.jvm.connect import (  # noqa: E402
-    ConnectWorker, create_sink_table, new_connect_worker, pinned_connect_versions, start_iceberg_sink,
+    ConnectWorker,
+    create_sink_table,
+    new_connect_worker,
+    pinned_connect_versions,
+    start_iceberg_sink,
 )
 from laminar_kafka.devstack.jvm.connect_config import IcebergSinkSettings  # noqa: E402
 from laminar_kafka.devstack.jvm.rest_catalog import new_rest_catalog  # noqa: E402

@@ -38,8 +38,8 @@ from laminar_kafka.coordinator.base import (  # noqa: E402
     EpochOpened,
     RoundStarted,
 )
-from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator  # noqa: E402
 from laminar_kafka.coordinator.vnodes.routing import owned_partitions  # noqa: E402
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator  # noqa: E402
 from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
 
 #: the partitions the simulated members ack (routed like a real pipeline's: the leader rejects foreign ones)

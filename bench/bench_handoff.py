@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId  # noqa: E402
+from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 from laminar_kafka.kafka_source import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution  # noqa: E402
 from tests.integration.kafka_source.driver import (  # noqa: E402
     Driver,
@@ -41,7 +42,6 @@ from tests.integration.kafka_source.driver import (  # noqa: E402
     assert_contiguous,
     wait_caught_up,
 )
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 from tests.support import high_watermarks  # noqa: E402
 
 PARTITIONS = 16

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of  # noqa: E402
 from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output  # noqa: E402
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of  # noqa: E402
 from laminar_kafka.demo import audit_output  # noqa: E402
 from laminar_kafka.devstack.processes import NodeProcess, node_environment  # noqa: E402
 from laminar_kafka.devstack.producers import ContinuousProducer, produce  # noqa: E402

@@ -37,8 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 
+from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 from laminar_kafka.kafka_source import (  # noqa: E402
     ConnectorConfig,
     DeliveryGuarantee,

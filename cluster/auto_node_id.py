@@ -20,7 +20,14 @@ from laminar_kafka.cluster.config import NodeSettings
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.node import coordinator_config
 from laminar_kafka.cluster.node_identity import (
-    NodeIdChoice, NodeIdPlan, NodeIdScheme, StateFile, host_identity, plan_node_id, state_file_name, token_identity,
+    NodeIdChoice,
+    NodeIdPlan,
+    NodeIdScheme,
+    StateFile,
+    host_identity,
+    plan_node_id,
+    state_file_name,
+    token_identity,
 )
 from laminar_kafka.coordinator.errors import AccessDeniedError, CoordinatorError, NodeIdTaken
 from laminar_kafka.coordinator.layout import NodeIdClaim

@@ -27,18 +27,33 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from laminar_kafka.cluster.config_file import (
-    AUTO, ENV_PREFIX, ICEBERG_ENV_PREFIX, KAFKA_ENV_PREFIX, REGISTRY_ENV_PREFIX, as_bool, as_float, as_int,
-    as_node_id, as_str, as_topics, passthrough_tables, read_config_file,
+    AUTO,
+    ENV_PREFIX,
+    ICEBERG_ENV_PREFIX,
+    KAFKA_ENV_PREFIX,
+    REGISTRY_ENV_PREFIX,
+    as_bool,
+    as_float,
+    as_int,
+    as_node_id,
+    as_str,
+    as_topics,
+    passthrough_tables,
+    read_config_file,
 )
 from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
-from laminar_kafka.cluster.lake.settings import (
-    IcebergSettings, LakeTarget, TableFormat, TableLocation, table_name_of,
-)
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
+from laminar_kafka.cluster.lake.settings import (
+    IcebergSettings,
+    LakeTarget,
+    TableFormat,
+    TableLocation,
+    table_name_of,
+)
+from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
-from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 __all__ = [

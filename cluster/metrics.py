@@ -17,7 +17,13 @@ from typing import Any
 
 import confluent_kafka
 from prometheus_client import (
-    CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, disable_created_metrics,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
 )
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector

@@ -22,39 +22,39 @@ from confluent_kafka import KafkaError, KafkaException
 from laminar_kafka.cluster.config import NodeSettings
 from laminar_kafka.cluster.errors import RuntimeFailure, SinkError, UsageError
 from laminar_kafka.cluster.lake.deadline import LakeCalls, LakeWatchdog, end_process
-from laminar_kafka.cluster.runtime.signals import stop_on_signals
-from laminar_kafka.cluster.lake.outputs import LakeOutput, open_lake
-from laminar_kafka.cluster.lake.settings import TableFormat
-from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
-from laminar_kafka.cluster.metrics import NodeMetrics
-from laminar_kafka.cluster.lake.partitioning import check_topic
 from laminar_kafka.cluster.lake.lake_pins import LakePins
+from laminar_kafka.cluster.lake.outputs import LakeOutput, open_lake
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.lake.partitioning import check_topic
 from laminar_kafka.cluster.lake.pins import PipelinePins, chain_pins
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
+from laminar_kafka.cluster.lake.schema_pin import JsonSchemaPin
+from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.cluster.metrics import NodeMetrics
+from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
 from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
 from laminar_kafka.cluster.runtime.probes import ProbeSettings
-from laminar_kafka.cluster.lake.schema_pin import JsonSchemaPin
-from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.runtime.signals import stop_on_signals
 from laminar_kafka.cluster.runtime.topology import Topology
-from laminar_kafka.coordinator.base import Coordinator, CoordinatorConfig
-from laminar_kafka.coordinator.config import ZkCredentials
-from laminar_kafka.coordinator.layout import pipeline_path
-from laminar_kafka.coordinator.errors import ConfigurationError as CoordinatorConfigurationError
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.connector.checkpoint import format_key
-from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
-from laminar_kafka.kafka_source.read.client_watch import ClientKeeper, close_in_background
-from laminar_kafka.kafka_source.read.positions import high_watermarks
-from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
-from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
 from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
 from laminar_kafka.connector.errors import ConnectorError
-from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
 from laminar_kafka.connector.protocol import ConnectorConfig
-from laminar_kafka.kafka_source.read.startup import resolve_start_offsets
+from laminar_kafka.coordinator.base import Coordinator, CoordinatorConfig
+from laminar_kafka.coordinator.config import ZkCredentials
+from laminar_kafka.coordinator.errors import ConfigurationError as CoordinatorConfigurationError
+from laminar_kafka.coordinator.layout import pipeline_path
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.kafka_source import KafkaSource
+from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
+from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
+from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
+from laminar_kafka.kafka_source.read.client_watch import ClientKeeper, close_in_background
+from laminar_kafka.kafka_source.read.positions import high_watermarks
+from laminar_kafka.kafka_source.read.startup import resolve_start_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -225,8 +225,8 @@ def check_registry(config: KafkaSourceConfig, partitions: list[TopicPartitionId]
     if not config.format.uses_registry:
         return schemas
     from laminar_kafka.connector.errors import TransientError
-    from laminar_kafka.kafka_source.schema_registry.client import UnknownSchemaError, safe_url
     from laminar_kafka.kafka_source.decode.schema import registry_subject_schema
+    from laminar_kafka.kafka_source.schema_registry.client import UnknownSchemaError, safe_url
 
     for topic in sorted({t for t, _ in partitions}):
         try:

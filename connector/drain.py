@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from laminar_kafka.connector.errors import DrainError, FatalError
+from laminar_kafka.connector.protocol import SourceDrainOutcome
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.protocol import SourceDrainOutcome
-from laminar_kafka.connector.errors import DrainError, FatalError
 
 __all__ = ["DrainPhase", "DrainProgress", "FinishPlan"]
 

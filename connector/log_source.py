@@ -29,10 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint
+from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, DrainError, FatalError
+from laminar_kafka.connector.ownership import Ownership, route_partitions
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -49,8 +48,9 @@ from laminar_kafka.connector.protocol import (
     SourceStart,
     SourceTopology,
 )
-from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, DrainError, FatalError
-from laminar_kafka.connector.ownership import Ownership, route_partitions
+from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 __all__ = ["PartitionRead", "PartitionedLogSource", "row_schema"]
 

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint
+from laminar_kafka.connector.conformance.backend import LogBackend
+from laminar_kafka.connector.log_source import PartitionedLogSource, PartitionRead, row_schema
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     SourceBatch,
@@ -33,8 +34,7 @@ from laminar_kafka.connector.protocol import (
     SourceDrainRequest,
     SourceDrainResolution,
 )
-from laminar_kafka.connector.conformance.backend import LogBackend
-from laminar_kafka.connector.log_source import PartitionedLogSource, PartitionRead, row_schema
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 __all__ = ["SCHEMA", "MemoryBackend", "MemoryLog", "MemorySource"]
 

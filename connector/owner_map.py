@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from laminar_kafka.connector.errors import UnassignedVnodeError
 from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
-from laminar_kafka.connector.errors import UnassignedVnodeError
 
 __all__ = ["require_assigned", "route_partitions", "unassigned_vnodes"]
 

@@ -40,13 +40,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, PendingTarget
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainResolution
 from laminar_kafka.connector.drain import DrainPhase, DrainProgress, FinishPlan
 from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
 from laminar_kafka.connector.owner_map import require_assigned, route_partitions, unassigned_vnodes
+from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainResolution
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, PendingTarget
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 

@@ -68,7 +68,6 @@ from collections.abc import Mapping
 from typing import ContextManager
 
 from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.engine.events import (
     AckRejected,
     AssignmentChanged,
@@ -83,9 +82,8 @@ from laminar_kafka.coordinator.engine.events import (
     SessionStateChanged,
     Subscribers,
 )
+from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.layout import MANIFEST_CHUNK_BYTES
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.values import (
     Cursors,
     EpochAck,
@@ -96,6 +94,8 @@ from laminar_kafka.coordinator.values import (
     check_topic_ids,
     initial_manifest,
 )
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
 # The values, events and config are defined in their own modules and re-exported here (the names
 # every importer of this module has always used).

@@ -6,7 +6,6 @@ exception, an ``OSError``), the original is kept as ``.cause`` and also chained 
 """
 from __future__ import annotations
 
-
 __all__ = [
     "CoordinatorError",
     "RegistryError",

@@ -46,13 +46,20 @@ import xxhash
 
 from laminar_kafka.coordinator.codec import dumps, expect_int, expect_object, expect_str, loads
 from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.engine.steps import (
+    CreateDecision,
+    Intent,
+    MemberFence,
+    OpenEpoch,
+    RecordRejection,
+    StartRound,
+    WriteManifest,
+)
 from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.coordinator.state import RoundState
+from laminar_kafka.coordinator.values import EpochAck
 from laminar_kafka.coordinator.vnodes.registry import NodeId
 from laminar_kafka.coordinator.vnodes.rounds import round_id
-from laminar_kafka.coordinator.state import RoundState
-from laminar_kafka.coordinator.engine.steps import CreateDecision, Intent, MemberFence, OpenEpoch, RecordRejection, StartRound, \
-    WriteManifest
-from laminar_kafka.coordinator.values import EpochAck
 
 __all__ = [
     "MANIFEST_CHUNK_BYTES", "PENDING", "EPOCH_NAME_WIDTH", "CANDIDATE_PREFIX", "ASSIGNMENT", "VNODE_LOAD", "EPOCH_WANTED",

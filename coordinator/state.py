@@ -16,9 +16,9 @@ from typing import Any
 
 from laminar_kafka.coordinator.codec import dumps, expect_int, expect_list, expect_object, expect_str, loads
 from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
+from laminar_kafka.coordinator.values import RoundOutcome
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.values import RoundOutcome
 
 __all__ = [
     "RECENT_DECISIONS",

@@ -25,11 +25,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.engine.steps import Step, View
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
+from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
 __all__ = ["Leadership", "EpochGone", "StoredManifest", "ControlStore"]
 

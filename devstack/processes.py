@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES
 from laminar_kafka.devstack.errors import ServerStartError
+from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES
 
 __all__ = [
     "NodeProcess", "free_port", "log_tail", "node_command", "pid_alive", "pid_cmdline", "port_accepts",

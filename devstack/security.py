@@ -26,9 +26,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.devstack.jvm.artifacts import require_tool
 from laminar_kafka.devstack.jvm.java import java_tool
-from laminar_kafka.devstack.errors import DevStackError
 
 __all__ = [
     "SCRAM_MECHANISM", "ScramUser", "SecurityMaterial", "broker_properties", "generate_material",

@@ -24,13 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artifacts
-from laminar_kafka.devstack.jvm.versions import selected_versions
 from laminar_kafka.devstack.errors import DevStackError, DevStackStateError, ServerStartError
-from laminar_kafka.devstack.processes import pid_alive, pid_cmdline, terminate_pid
+from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artifacts
 from laminar_kafka.devstack.jvm.servers import (
-    DEFAULT_START_TIMEOUT_S, JvmServer, KafkaCluster, ZooKeeperEnsemble, new_kafka_cluster, new_zookeeper,
+    DEFAULT_START_TIMEOUT_S,
+    JvmServer,
+    KafkaCluster,
+    ZooKeeperEnsemble,
+    new_kafka_cluster,
+    new_zookeeper,
 )
+from laminar_kafka.devstack.jvm.versions import selected_versions
+from laminar_kafka.devstack.processes import pid_alive, pid_cmdline, terminate_pid
 
 if TYPE_CHECKING:
     from laminar_kafka.devstack.security import SecurityMaterial

@@ -12,8 +12,15 @@ def __getattr__(name: str) -> str:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.clients import KafkaClientConfig
-from laminar_kafka.kafka_source.config.source_config import Format, IsolationLevel, KafkaSourceConfig, StartupMode
+from laminar_kafka.connector.errors import (
+    CheckpointError,
+    ConfigurationError,
+    ConnectorError,
+    DrainError,
+    FatalError,
+    TransientError,
+    UnassignedVnodeError,
+)
 from laminar_kafka.connector.protocol import (
     CheckpointAttempt,
     ConnectorCancellationPolicy,
@@ -34,15 +41,8 @@ from laminar_kafka.connector.protocol import (
     SourceStart,
     SourceTopology,
 )
-from laminar_kafka.connector.errors import (
-    CheckpointError,
-    ConfigurationError,
-    ConnectorError,
-    DrainError,
-    FatalError,
-    TransientError,
-    UnassignedVnodeError,
-)
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
+from laminar_kafka.kafka_source.config.source_config import Format, IsolationLevel, KafkaSourceConfig, StartupMode
 from laminar_kafka.kafka_source.errors import DecodeError, ErrorRateExceededError, OffsetOutOfRangeError
 from laminar_kafka.kafka_source.source import KafkaSource, SourceMetrics
 

@@ -18,9 +18,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.connector.errors import ConnectorError, TransientError
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.reader import Reader
 

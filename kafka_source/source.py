@@ -23,16 +23,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
-from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, KAFKA_CURSORS, CursorCheckpoints
-from laminar_kafka.kafka_source.clients import KafkaClientConfig
-from laminar_kafka.kafka_source.commits import AdvisoryCommits
-from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
+from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, FatalError
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -49,14 +41,22 @@ from laminar_kafka.connector.protocol import (
     SourceStart,
     SourceTopology,
 )
-from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, FatalError
-from laminar_kafka.kafka_source.errors import ErrorRateExceededError
-from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ByteBoundedFifo, ControlItem, FifoItem
-from laminar_kafka.kafka_source.metrics import SourceMetrics
-from laminar_kafka.kafka_source.read.opening import build_reader, create_consumer, start_offsets
-from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, KAFKA_CURSORS, CursorCheckpoints
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
+from laminar_kafka.kafka_source.commits import AdvisoryCommits
+from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.records import RecordFields
 from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
+from laminar_kafka.kafka_source.errors import ErrorRateExceededError
+from laminar_kafka.kafka_source.metrics import SourceMetrics
+from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
+from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ByteBoundedFifo, ControlItem, FifoItem
+from laminar_kafka.kafka_source.read.opening import build_reader, create_consumer, start_offsets
+from laminar_kafka.kafka_source.read.reader import Reader
 from laminar_kafka.kafka_source.vnode.driver import VnodeBinding, VnodeDriver
 
 logger = logging.getLogger(__name__)

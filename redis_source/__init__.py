@@ -8,7 +8,11 @@ as a node of a ZooKeeper-coordinated pipeline landing a Parquet tree
 """
 from laminar_kafka.redis_source.config import RedisStreamsConfig
 from laminar_kafka.redis_source.errors import (
-    RedisCommandError, RedisConfigError, RedisSourceError, RedisUnavailable, StreamIdError,
+    RedisCommandError,
+    RedisConfigError,
+    RedisSourceError,
+    RedisUnavailable,
+    StreamIdError,
 )
 from laminar_kafka.redis_source.source import RedisStreamsSource
 

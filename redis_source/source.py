@@ -26,9 +26,9 @@ import pyarrow as pa
 import redis.asyncio as aioredis
 from redis.exceptions import BusyLoadingError, ConnectionError, RedisError, TimeoutError
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.protocol import ConnectorCancellationPolicy, SourceStart
 from laminar_kafka.connector.log_source import PartitionedLogSource, PartitionRead
+from laminar_kafka.connector.protocol import ConnectorCancellationPolicy, SourceStart
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.redis_source.checkpoint import REDIS_CURSORS, redis_cursors
 from laminar_kafka.redis_source.config import RedisStreamsConfig
 from laminar_kafka.redis_source.errors import RedisCommandError, RedisSourceError, RedisUnavailable

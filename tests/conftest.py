@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from abc import ABC, abstractmethod
 import os
 import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, cast
@@ -41,14 +41,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, cast
 import pytest
 
 from laminar_kafka.devstack.jvm.artifacts import pinned_versions
-from laminar_kafka.devstack.jvm.versions import ServerVersions, UnsupportedVersionError, selected_versions
 from laminar_kafka.devstack.jvm.servers import KafkaCluster, ZooKeeperEnsemble
+from laminar_kafka.devstack.jvm.versions import ServerVersions, UnsupportedVersionError, selected_versions
 from laminar_kafka.testing import servers as test_servers
 from laminar_kafka.testing.handles import KafkaTestCluster, ZooKeeperTestEnsemble
 from laminar_kafka.testing.options import Backend
 from laminar_kafka.testing.plugin import session_backend, start_servers
-from tests.s3_fixtures import moto_s3_server, s3_server  # noqa: F401
 from tests.rest_catalog_fixtures import rest_catalog, rest_catalog_on_s3  # noqa: F401
+from tests.s3_fixtures import moto_s3_server, s3_server  # noqa: F401
 
 if TYPE_CHECKING:
     from laminar_kafka.devstack.containers.servers import ContainerGroup

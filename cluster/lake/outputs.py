@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
-from laminar_kafka.cluster.lake.record import LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.parquet.records import drop_records_after, read_parquet_facts, write_record
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
-from laminar_kafka.cluster.lake.settings import TableFormat
-from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.parquet.sink import publish
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.reconcile import LakeFacts
+from laminar_kafka.cluster.lake.record import LakeRecord, RecordOf, no_records
+from laminar_kafka.cluster.lake.settings import TableFormat
 
 __all__ = ["LakeOutput", "ManifestOutputs", "RecordOf", "ParquetTree", "open_lake"]
 

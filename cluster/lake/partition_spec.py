@@ -254,9 +254,9 @@ class PartitionSpec:
                                   f"{term.transform.value} takes {', '.join(term.transform.kinds)}")
         if record_format != "json" or not json_schema:
             return
+        from laminar_kafka.connector.errors import ConfigurationError
         from laminar_kafka.kafka_source.config.values import parse_json_schema
         from laminar_kafka.kafka_source.decode.required_fields import parse_required_fields, schema_problem
-        from laminar_kafka.connector.errors import ConfigurationError
 
         try:
             schema = parse_json_schema(json_schema)
@@ -276,8 +276,8 @@ _ALL_KINDS = ("integer", "string", "binary", "boolean", "date", "timestamp")
 
 def _split_terms(compact: str, text: str) -> list[str]:
     """``compact`` cut at the commas outside parentheses and brackets."""
-    from laminar_kafka.kafka_source.config.type_text import split_top_level
     from laminar_kafka.connector.errors import ConfigurationError
+    from laminar_kafka.kafka_source.config.type_text import split_top_level
 
     try:
         items = split_top_level(compact)

@@ -37,8 +37,14 @@ import numpy as np
 import pyarrow as pa
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.lake.partition_spec import (
+    MAX_NAME_BYTES,
+    TIMESTAMP_FIELD,
+    PartitionSpec,
+    PartitionTerm,
+    Transform,
+)
 from laminar_kafka.kafka_source.decode.required_fields import kind_of
-from laminar_kafka.cluster.lake.partition_spec import MAX_NAME_BYTES, TIMESTAMP_FIELD, PartitionSpec, PartitionTerm, Transform
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",

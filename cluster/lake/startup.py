@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from laminar_kafka.cluster.errors import ConfigError, RuntimeFailure, SinkError
 from laminar_kafka.cluster.lake.deadline import LakeCalls
 from laminar_kafka.cluster.lake.outputs import LakeOutput
-from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, OnLakeBehind, Reconciliation, reconcile
+from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.topology import Topology
 from laminar_kafka.coordinator.base import Coordinator, Manifest

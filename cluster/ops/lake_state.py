@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from laminar_kafka.cluster.errors import SinkError, UsageError
 from laminar_kafka.cluster.lake.outputs import open_lake
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
-from laminar_kafka.cluster.lake.settings import LakeTarget
-from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, OnLakeBehind, reconcile
 from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, OnLakeBehind, reconcile
+from laminar_kafka.cluster.lake.settings import LakeTarget
 from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.values import Manifest
 

@@ -50,7 +50,12 @@ def terminal_progress(description: str, *, stream: TextIO | None = None,
         return
     from rich.console import Console
     from rich.progress import (
-        BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
     )
 
     console = Console(file=stream, force_terminal=True if force else None)

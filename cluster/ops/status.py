@@ -28,9 +28,9 @@ from laminar_kafka.cluster.ops.lake_state import LakeState, read_lake_state
 from laminar_kafka.cluster.ops.status_kafka import read_kafka, status_topics
 from laminar_kafka.coordinator.codec import format_partition_key
 from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.values import Manifest, Member
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partitions_by_vnode
-from laminar_kafka.coordinator.values import Manifest, Member
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from laminar_kafka.cluster.errors import ClusterError, UsageError
+from laminar_kafka.connector.errors import ConfigurationError as TopicsError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_consumer
 from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX, TopicSelector
-from laminar_kafka.connector.errors import ConfigurationError as TopicsError
 from laminar_kafka.kafka_source.read import positions
 
 __all__ = ["read_kafka", "status_topics"]

@@ -22,7 +22,12 @@ from typing import Any, TextIO
 
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.ops.health import (
-    DEFAULT_STALE_AFTER, Health, HealthCode, assess, partition_rates, unreachable,
+    DEFAULT_STALE_AFTER,
+    Health,
+    HealthCode,
+    assess,
+    partition_rates,
+    unreachable,
 )
 from laminar_kafka.cluster.ops.status import PipelineStatus, node_state
 from laminar_kafka.coordinator.stop_signals import stop_on_signals

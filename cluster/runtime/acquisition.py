@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from laminar_kafka.cluster.runtime.generation import SourceGeneration
 from laminar_kafka.cluster.runtime.context import RuntimeContext
+from laminar_kafka.cluster.runtime.generation import SourceGeneration
 from laminar_kafka.coordinator.base import Manifest, RoundStarted
 from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, VnodeRegistry

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from laminar_kafka.cluster.lake.deadline import LakeCalls
-from laminar_kafka.cluster.metrics import NodeMetrics
-from laminar_kafka.cluster.runtime.state import RuntimeOptions
 from laminar_kafka.cluster.lake.outputs import LakeOutput
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.metrics import NodeMetrics
+from laminar_kafka.cluster.runtime.state import RuntimeOptions
 from laminar_kafka.coordinator.base import Coordinator
 
 __all__ = ["RuntimeContext", "RuntimeExecutors"]

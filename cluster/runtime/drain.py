@@ -19,14 +19,14 @@ import time
 from dataclasses import dataclass
 
 from laminar_kafka.cluster.runtime.acquisition import AssignmentFollower
-from laminar_kafka.cluster.runtime.generation import CallCancelled, Generations, SourceGeneration, bounded
 from laminar_kafka.cluster.runtime.context import RuntimeContext
+from laminar_kafka.cluster.runtime.generation import CallCancelled, Generations, SourceGeneration, bounded
 from laminar_kafka.cluster.runtime.state import CANCEL_GRACE_S, ActiveRound, RoundProgress
+from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
+from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
 from laminar_kafka.coordinator.base import RoundDecided, RoundOutcome, RoundStarted
 from laminar_kafka.coordinator.errors import CoordinatorError, RoundError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
-from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
 
 logger = logging.getLogger(__name__)
 

@@ -27,16 +27,16 @@ from dataclasses import dataclass
 
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.commits import committer_of
+from laminar_kafka.cluster.lake.parquet.names import final_path
+from laminar_kafka.cluster.lake.parquet.sink import recover
 from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.state import ACK_RETRY_S, ack_cursors, changed_cursors
-from laminar_kafka.cluster.lake.parquet.sink import recover
-from laminar_kafka.cluster.lake.parquet.names import final_path
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.protocol import SourceConnector
 from laminar_kafka.coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest
 from laminar_kafka.coordinator.errors import CoordinatorError, CoordinatorUnavailable, FencedError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
-from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.protocol import SourceConnector
 
 logger = logging.getLogger(__name__)
 

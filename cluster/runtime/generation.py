@@ -18,9 +18,8 @@ from typing import TypeVar
 from laminar_kafka.cluster.errors import ClusterError, RuntimeFailure
 from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.state import START_RETRY_S, RuntimeOptions, pinned_start_config
-from laminar_kafka.coordinator.base import Manifest
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, VnodeRegistry
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.errors import ConnectorError, TransientError
 from laminar_kafka.connector.protocol import (
     CheckpointAttempt,
     ConnectorCancellationPolicy,
@@ -30,7 +29,8 @@ from laminar_kafka.connector.protocol import (
     SourcePosition,
     SourceStart,
 )
-from laminar_kafka.connector.errors import ConnectorError, TransientError
+from laminar_kafka.coordinator.base import Manifest
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, VnodeRegistry
 from laminar_kafka.kafka_source.errors import ErrorRateExceededError
 
 logger = logging.getLogger(__name__)

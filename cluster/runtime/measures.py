@@ -19,9 +19,9 @@ import pyarrow as pa
 
 from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.state import HandoffRecord
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import format_key
 from laminar_kafka.connector.protocol import SourceConnector
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 

@@ -34,23 +34,32 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from laminar_kafka.cluster.runtime.acquisition import AssignmentFollower
-from laminar_kafka.cluster.runtime.drain import DrainRounds
-from laminar_kafka.cluster.runtime.epochs import AckOutcome, EpochBarriers
 from laminar_kafka.cluster.errors import RuntimeFailure
-from laminar_kafka.cluster.runtime.generation import CallCancelled, Generations, SourceGeneration, bounded
-from laminar_kafka.cluster.runtime.inbox import Inbox
 from laminar_kafka.cluster.lake.deadline import LakeCalls
 from laminar_kafka.cluster.lake.outputs import LakeOutput, ParquetTree
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from laminar_kafka.cluster.lake.startup import reconcile_before_join
 from laminar_kafka.cluster.metrics import LakeCommitMetrics, NodeMetrics
+from laminar_kafka.cluster.runtime.acquisition import AssignmentFollower
 from laminar_kafka.cluster.runtime.context import RuntimeContext, RuntimeExecutors
+from laminar_kafka.cluster.runtime.drain import DrainRounds
+from laminar_kafka.cluster.runtime.epochs import AckOutcome, EpochBarriers
+from laminar_kafka.cluster.runtime.generation import CallCancelled, Generations, SourceGeneration, bounded
+from laminar_kafka.cluster.runtime.inbox import Inbox
 from laminar_kafka.cluster.runtime.measures import HandoffClock, LagExporter, Watermarks
-from laminar_kafka.cluster.runtime.state import (HandoffRecord, LeaveRequest, RuntimeOptions, RuntimePhase, ack_cursors,
-                                                 pinned_start_config)
-from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.runtime.state import (
+    HandoffRecord,
+    LeaveRequest,
+    RuntimeOptions,
+    RuntimePhase,
+    ack_cursors,
+    pinned_start_config,
+)
 from laminar_kafka.cluster.runtime.topology import Topology
 from laminar_kafka.cluster.runtime.topology_follower import TopologyFollower
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.errors import ConnectorError, FatalError, TransientError
+from laminar_kafka.connector.protocol import SourceConnector
 from laminar_kafka.coordinator.base import (
     AckRejected,
     AssignmentChanged,
@@ -65,9 +74,6 @@ from laminar_kafka.coordinator.base import (
 )
 from laminar_kafka.coordinator.errors import ControlStateLost, CoordinatorError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.protocol import SourceConnector
-from laminar_kafka.connector.errors import ConnectorError, FatalError, TransientError
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,13 @@ from collections.abc import AsyncIterator
 
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime
 from laminar_kafka.cluster.runtime.probes import (
-    Activity, NodeSnapshot, ProbeSettings, SessionView, Verdict, health, readiness,
+    Activity,
+    NodeSnapshot,
+    ProbeSettings,
+    SessionView,
+    Verdict,
+    health,
+    readiness,
 )
 from laminar_kafka.coordinator.base import CoordinatorEvent, SessionStateChanged
 

@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
+from laminar_kafka.connector.checkpoint import parse_key
+from laminar_kafka.connector.protocol import ConnectorConfig, DeliveryGuarantee
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from laminar_kafka.connector.checkpoint import parse_key
-from laminar_kafka.connector.protocol import ConnectorConfig, DeliveryGuarantee
 
 __all__ = [
     "ActiveRound",

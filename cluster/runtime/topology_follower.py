@@ -17,16 +17,22 @@ import logging
 import time
 from collections.abc import Callable
 
-from laminar_kafka.cluster.runtime.acquisition import AssignmentFollower
 from laminar_kafka.cluster.errors import RuntimeFailure
-from laminar_kafka.cluster.runtime.generation import Generations
+from laminar_kafka.cluster.runtime.acquisition import AssignmentFollower
 from laminar_kafka.cluster.runtime.context import RuntimeContext
-from laminar_kafka.cluster.runtime.topology import MISSING_OBSERVATIONS, Topology, TopologyChange, TopologyError, TopologyView
+from laminar_kafka.cluster.runtime.generation import Generations
+from laminar_kafka.cluster.runtime.topology import (
+    MISSING_OBSERVATIONS,
+    Topology,
+    TopologyChange,
+    TopologyError,
+    TopologyView,
+)
+from laminar_kafka.connector.checkpoint import format_key
+from laminar_kafka.connector.errors import ConnectorError
 from laminar_kafka.coordinator.base import Coordinator, Manifest
 from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, vnode_loads
-from laminar_kafka.connector.checkpoint import format_key
-from laminar_kafka.connector.errors import ConnectorError
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from laminar_kafka.connector.protocol import ConnectorConfig, SourceConnector
 from laminar_kafka.connector.errors import ConnectorError
+from laminar_kafka.connector.protocol import ConnectorConfig, SourceConnector
 
 __all__ = ["ConformanceError", "ConformanceSkipped", "ConnectorKit", "LogBackend"]
 

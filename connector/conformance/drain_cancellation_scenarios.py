@@ -23,21 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.protocol import (
-    CheckpointAttempt,
-    ConnectorCancellationPolicy,
-    DeliveryGuarantee,
-    ResumePosition,
-    SourceConnector,
-    SourceDrainOutcome,
-    SourceDrainRequest,
-    SourceDrainResolution,
-    SourceStart,
-)
 from laminar_kafka.connector.conformance.backend import ConformanceError, ConnectorKit
 from laminar_kafka.connector.conformance.reading import (
     Reading,
@@ -56,6 +42,20 @@ from laminar_kafka.connector.conformance.vnode_scenarios import (
     _started_owning,
 )
 from laminar_kafka.connector.errors import FatalError
+from laminar_kafka.connector.protocol import (
+    CheckpointAttempt,
+    ConnectorCancellationPolicy,
+    DeliveryGuarantee,
+    ResumePosition,
+    SourceConnector,
+    SourceDrainOutcome,
+    SourceDrainRequest,
+    SourceDrainResolution,
+    SourceStart,
+)
+from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 __all__ = ["HangsFinishes", "cancelled_finish_drain"]
 

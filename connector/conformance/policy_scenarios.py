@@ -29,14 +29,7 @@ import time
 from collections.abc import Mapping
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.protocol import (
-    ConnectorCancellationPolicy,
-    SourceBatch,
-    SourceCheckpointUnavailablePolicy,
-    SourceConnector,
-)
 from laminar_kafka.connector.conformance.backend import ConformanceError, ConnectorKit
 from laminar_kafka.connector.conformance.reading import (
     POLL_RECORDS,
@@ -56,6 +49,13 @@ from laminar_kafka.connector.conformance.vnode_scenarios import (
     _split,
     _started_owning,
 )
+from laminar_kafka.connector.protocol import (
+    ConnectorCancellationPolicy,
+    SourceBatch,
+    SourceCheckpointUnavailablePolicy,
+    SourceConnector,
+)
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 __all__ = ["HangsPolls", "cancellation_policy", "checkpoint_unavailable_policy"]
 

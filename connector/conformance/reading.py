@@ -7,8 +7,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.conformance.backend import ConformanceError, ConnectorKit
 from laminar_kafka.connector.protocol import (
     CheckpointAttempt,
     DeliveryGuarantee,
@@ -19,7 +19,7 @@ from laminar_kafka.connector.protocol import (
     SourcePosition,
     SourceStart,
 )
-from laminar_kafka.connector.conformance.backend import ConformanceError, ConnectorKit
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 __all__ = [
     "POLL_RECORDS", "RECORDS", "Reading", "Scenario", "append_everywhere", "at_least", "close_generation",

@@ -18,14 +18,9 @@ import threading
 import time
 
 from laminar_kafka.connector.checkpoint import UNNAMED, SourceCheckpoint
-from laminar_kafka.connector.protocol import (
-    CheckpointAttempt,
-    DeliveryGuarantee,
-    ResumePosition,
-    SourceStart,
-    SourceTopology,
-)
 from laminar_kafka.connector.conformance.backend import ConformanceError, ConformanceSkipped, ConnectorKit
+from laminar_kafka.connector.conformance.drain_cancellation_scenarios import cancelled_finish_drain
+from laminar_kafka.connector.conformance.policy_scenarios import cancellation_policy, checkpoint_unavailable_policy
 from laminar_kafka.connector.conformance.reading import (
     POLL_RECORDS,
     RECORDS,
@@ -39,8 +34,6 @@ from laminar_kafka.connector.conformance.reading import (
     start_generation,
     until,
 )
-from laminar_kafka.connector.conformance.drain_cancellation_scenarios import cancelled_finish_drain
-from laminar_kafka.connector.conformance.policy_scenarios import cancellation_policy, checkpoint_unavailable_policy
 from laminar_kafka.connector.conformance.vnode_scenarios import (
     acquisition_at_the_offered_cursors,
     drain_abort,
@@ -49,6 +42,13 @@ from laminar_kafka.connector.conformance.vnode_scenarios import (
     vnode_scoped_reading,
 )
 from laminar_kafka.connector.errors import CheckpointError, FatalError
+from laminar_kafka.connector.protocol import (
+    CheckpointAttempt,
+    DeliveryGuarantee,
+    ResumePosition,
+    SourceStart,
+    SourceTopology,
+)
 
 __all__ = ["SCENARIOS", "Scenario"]
 

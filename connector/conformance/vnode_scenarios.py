@@ -9,19 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.protocol import (
-    DeliveryGuarantee,
-    InitialPosition,
-    SourceConnector,
-    SourceDrainOutcome,
-    SourceDrainRequest,
-    SourceDrainResolution,
-    SourceStart,
-)
 from laminar_kafka.connector.conformance.backend import ConformanceError, ConformanceSkipped, ConnectorKit
 from laminar_kafka.connector.conformance.reading import (
     POLL_RECORDS,
@@ -34,6 +22,18 @@ from laminar_kafka.connector.conformance.reading import (
     take_batch,
 )
 from laminar_kafka.connector.errors import ConfigurationError, DrainError
+from laminar_kafka.connector.protocol import (
+    DeliveryGuarantee,
+    InitialPosition,
+    SourceConnector,
+    SourceDrainOutcome,
+    SourceDrainRequest,
+    SourceDrainResolution,
+    SourceStart,
+)
+from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
 
 __all__ = [
     "acquisition_at_the_offered_cursors", "drain_abort", "drain_commit", "drain_commit_handoff", "vnode_scoped_reading",

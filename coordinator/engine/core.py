@@ -27,14 +27,18 @@ from typing import ContextManager
 from laminar_kafka.coordinator.base import Coordinator
 from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.coordinator.engine.dispatch import Dispatcher
-from laminar_kafka.coordinator.errors import ConfigurationError, CoordinatorError, CoordinatorUnavailable, FencedError, RoundError
 from laminar_kafka.coordinator.engine.events import CoordinatorMetrics, EventCallback, Subscribers
 from laminar_kafka.coordinator.engine.failure_streak import FailureStreak
 from laminar_kafka.coordinator.engine.model import epoch_interval, next_step, next_wakeup_ms
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.engine.steps import Step, StepKind, View, WriteManifest
+from laminar_kafka.coordinator.errors import (
+    ConfigurationError,
+    CoordinatorError,
+    CoordinatorUnavailable,
+    FencedError,
+    RoundError,
+)
+from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership, require_manifest
 from laminar_kafka.coordinator.values import (
     EpochAck,
@@ -45,6 +49,8 @@ from laminar_kafka.coordinator.values import (
     check_setting_name,
     check_topic_ids,
 )
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
 logger = logging.getLogger(__name__)
 

@@ -16,14 +16,20 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from laminar_kafka.coordinator.engine.events import (
+    AckRejected,
+    CoordinatorEvent,
+    CoordinatorMetrics,
+    SessionState,
+    SessionStateChanged,
+    Subscribers,
+)
+from laminar_kafka.coordinator.engine.tracker import EventTracker
 from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
-from laminar_kafka.coordinator.engine.events import AckRejected, CoordinatorEvent, CoordinatorMetrics, SessionState, \
-    SessionStateChanged, Subscribers
 from laminar_kafka.coordinator.layout import ack_name
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.store import ControlStore
-from laminar_kafka.coordinator.engine.tracker import EventTracker
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Union
 
+from laminar_kafka.coordinator.values import Manifest, RoundOutcome
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.values import Manifest, RoundOutcome
 
 logger = logging.getLogger(__name__)
 

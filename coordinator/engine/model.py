@@ -52,19 +52,6 @@ from typing import Any
 
 from laminar_kafka.coordinator.codec import parse_partition_key
 from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.coordinator.errors import CodecError, RoutingError
-from laminar_kafka.coordinator.layout import (  # the node names, re-exported here
-    ack_name,
-    epoch_name,
-    parse_ack_name,
-    parse_rejection_name,
-    rejection_name,
-)
-from laminar_kafka.coordinator.vnodes.placement import place, rendezvous
-from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, AssignmentSnapshot
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode
-from laminar_kafka.coordinator.state import RECENT_DECISIONS, ControlState, Decision, RoundState  # re-exported here
 from laminar_kafka.coordinator.engine.steps import (  # re-exported here
     CreateDecision,
     MemberFence,
@@ -77,7 +64,20 @@ from laminar_kafka.coordinator.engine.steps import (  # re-exported here
     WriteManifest,
 )
 from laminar_kafka.coordinator.engine.tracker import EventTracker  # re-exported here
+from laminar_kafka.coordinator.errors import CodecError, RoutingError
+from laminar_kafka.coordinator.layout import (  # the node names, re-exported here
+    ack_name,
+    epoch_name,
+    parse_ack_name,
+    parse_rejection_name,
+    rejection_name,
+)
+from laminar_kafka.coordinator.state import RECENT_DECISIONS, ControlState, Decision, RoundState  # re-exported here
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member, RoundOutcome
+from laminar_kafka.coordinator.vnodes.placement import place, rendezvous
+from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED, AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode
 
 __all__ = [
     "RECENT_DECISIONS",

@@ -14,9 +14,9 @@ from laminar_kafka.coordinator.engine.events import (
     RoundDecided,
     RoundStarted,
 )
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.state import RECENT_DECISIONS, ControlState
 from laminar_kafka.coordinator.values import Manifest
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
 __all__ = ["EventTracker"]
 

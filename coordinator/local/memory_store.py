@@ -13,12 +13,12 @@ import threading
 from collections.abc import Mapping
 
 from laminar_kafka.coordinator import layout
-from laminar_kafka.coordinator.errors import FencedError, RoundError
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.engine.steps import MemberFence, Step, View
+from laminar_kafka.coordinator.errors import FencedError, RoundError
+from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership, StoredManifest
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
 __all__ = ["MemoryStore"]
 

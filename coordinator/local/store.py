@@ -27,10 +27,10 @@ from typing import Any
 
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.codec import expect_str, loads
+from laminar_kafka.coordinator.engine.steps import MemberFence, Step
 from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.state import ControlState
-from laminar_kafka.coordinator.engine.steps import MemberFence, Step
 from laminar_kafka.coordinator.store import Leadership, StoredManifest
 from laminar_kafka.coordinator.values import Manifest
 

@@ -25,8 +25,15 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
-from laminar_kafka.coordinator.layout import PENDING, ChunkPending, chunk_name, checkpoint_path, join_chunks, parse_header, \
-    split_chunks
+from laminar_kafka.coordinator.layout import (
+    PENDING,
+    ChunkPending,
+    checkpoint_path,
+    chunk_name,
+    join_chunks,
+    parse_header,
+    split_chunks,
+)
 from laminar_kafka.coordinator.manifest_delta import StoredEncoding, decode_stored, encode_stored
 from laminar_kafka.coordinator.store import StoredManifest
 from laminar_kafka.coordinator.values import Manifest

@@ -35,6 +35,7 @@ from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.coordinator.engine.core import EngineCoordinator
+from laminar_kafka.coordinator.engine.events import CoordinatorMetrics, SessionState
 from laminar_kafka.coordinator.errors import (
     AccessDeniedError,
     ConfigurationError,
@@ -43,11 +44,10 @@ from laminar_kafka.coordinator.errors import (
     NodeIdTaken,
     SessionLostError,
 )
-from laminar_kafka.coordinator.engine.events import CoordinatorMetrics, SessionState
-from laminar_kafka.coordinator.vnodes.registry import NodeId
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.store import Leadership
 from laminar_kafka.coordinator.values import Member
+from laminar_kafka.coordinator.vnodes.registry import NodeId
 from laminar_kafka.coordinator.zk.auth import ensure_subtree, open_client
 from laminar_kafka.coordinator.zk.store import ZooKeeperStore
 

@@ -15,8 +15,8 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from laminar_kafka.coordinator import layout
-from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.engine.steps import MemberFence, View
+from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
 from laminar_kafka.coordinator.zk.chunks import ChunkPending, ManifestStore, read_value

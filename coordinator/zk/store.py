@@ -29,15 +29,14 @@ from kazoo.protocol.states import WatchedEvent
 
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.coordinator.errors import CodecError, FencedError, RoundError
 from laminar_kafka.coordinator.engine.events import CoordinatorMetrics
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.engine.steps import Step, View, WriteManifest
+from laminar_kafka.coordinator.errors import CodecError, FencedError, RoundError
 from laminar_kafka.coordinator.manifest_delta import collect_limit
+from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership, StoredManifest
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
-from laminar_kafka.coordinator.zk.leader_view import LeaderViews
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.zk.chunks import (  # read_value is re-exported (cluster tools read manifests with it)
     ManifestStore,
     commit_or_raise,
@@ -47,6 +46,7 @@ from laminar_kafka.coordinator.zk.chunks import (  # read_value is re-exported (
     read_value,
     write_chunks,
 )
+from laminar_kafka.coordinator.zk.leader_view import LeaderViews
 
 logger = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.devstack.jvm.artifacts import pinned_versions
 from laminar_kafka.devstack.jvm.rest_catalog import pinned_iceberg_version
-from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.devstack.processes import log_tail
 
 REPO = Path(__file__).resolve().parents[2]

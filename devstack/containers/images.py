@@ -20,14 +20,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artifacts
-from laminar_kafka.devstack.processes import log_tail
 from laminar_kafka.devstack.containers.engine import (
-    BASE_IMAGE, DOCKER_DIR, IMAGES_DIR, INPUTS_LABEL, JAVA_IMAGE, JVM_SERVERS_IMAGE, KAFKA_IMAGE, NODE_IMAGE,
-    PUBLIC_BASE, PUBLIC_PYTHON, PYTHON_IMAGE, RECIPE_VERSION, REPO, REST_CATALOG_IMAGE, SEAWEEDFS_IMAGE, SUITE,
-    ZOOKEEPER_IMAGE, ContainerError, _first_line, _import, check_container_runs,
+    BASE_IMAGE,
+    DOCKER_DIR,
+    IMAGES_DIR,
+    INPUTS_LABEL,
+    JAVA_IMAGE,
+    JVM_SERVERS_IMAGE,
+    KAFKA_IMAGE,
+    NODE_IMAGE,
+    PUBLIC_BASE,
+    PUBLIC_PYTHON,
+    PYTHON_IMAGE,
+    RECIPE_VERSION,
+    REPO,
+    REST_CATALOG_IMAGE,
+    SEAWEEDFS_IMAGE,
+    SUITE,
+    ZOOKEEPER_IMAGE,
+    ContainerError,
+    _first_line,
+    _import,
+    check_container_runs,
 )
 from laminar_kafka.devstack.errors import DevStackError
+from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artifacts
+from laminar_kafka.devstack.processes import log_tail
 
 LOG_TAIL_LINES = 30
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")

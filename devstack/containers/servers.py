@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES
 from laminar_kafka.devstack.containers.engine import KAFKA_IMAGE, ZOOKEEPER_IMAGE, ContainerError, check_container_runs
 from laminar_kafka.devstack.errors import ServerStartError
-from laminar_kafka.devstack.processes import free_port, port_accepts
+from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES
 from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S, kafka_healthy, zookeeper_session_ok
+from laminar_kafka.devstack.processes import free_port, port_accepts
 
 __all__ = ["KAFKA_PORT", "ROLE_LABEL", "STACK_LABEL", "ZOOKEEPER_PORT", "ContainerGroup", "ContainerStack",
            "ServerContainer", "kafka_environment", "kafka_health", "port_taken", "remove_stack", "run_server",

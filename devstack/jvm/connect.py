@@ -30,11 +30,16 @@ from pathlib import Path
 
 from laminar_kafka.devstack.errors import ArtifactError, DevStackError
 from laminar_kafka.devstack.jvm.artifacts import cached_jar_build, default_cache_dir, pinned_versions
-from laminar_kafka.devstack.jvm.locks import JarBuild
 from laminar_kafka.devstack.jvm.connect_config import (
-    SINK_TABLE_PROPERTIES, IcebergSinkSettings, WorkerSettings, iceberg_sink_config, render_properties,
-    sink_table_schema, worker_properties,
+    SINK_TABLE_PROPERTIES,
+    IcebergSinkSettings,
+    WorkerSettings,
+    iceberg_sink_config,
+    render_properties,
+    sink_table_schema,
+    worker_properties,
 )
+from laminar_kafka.devstack.jvm.locks import JarBuild
 from laminar_kafka.devstack.jvm.servers import JvmServer
 from laminar_kafka.devstack.jvm.services import HttpJvmService, answers_json, pom_property, run_in_foreground
 from laminar_kafka.devstack.processes import free_port

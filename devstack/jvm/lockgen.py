@@ -25,7 +25,14 @@ from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES, kafka_build
 from laminar_kafka.devstack.jvm.cache import default_cache_dir
 from laminar_kafka.devstack.jvm.connect import connect_build
 from laminar_kafka.devstack.jvm.java import find_java
-from laminar_kafka.devstack.jvm.locks import LOCKS_DIR, JarBuild, LockedJar, lock_path, parse_dependency_list, render_lock
+from laminar_kafka.devstack.jvm.locks import (
+    LOCKS_DIR,
+    JarBuild,
+    LockedJar,
+    lock_path,
+    parse_dependency_list,
+    render_lock,
+)
 from laminar_kafka.devstack.jvm.maven import maven_executable
 from laminar_kafka.devstack.jvm.rest_catalog import rest_catalog_build, rest_catalog_s3_build
 from laminar_kafka.devstack.jvm.versions import KafkaMode, ServerVersions, pinned_versions

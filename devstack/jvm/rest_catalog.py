@@ -36,13 +36,19 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from laminar_kafka.devstack.errors import ArtifactError
 from laminar_kafka.devstack.jvm.artifacts import cached_jar_build, default_cache_dir
 from laminar_kafka.devstack.jvm.locks import JarBuild
-from laminar_kafka.devstack.errors import ArtifactError
+from laminar_kafka.devstack.jvm.servers import JvmServer
+from laminar_kafka.devstack.jvm.services import (
+    SMALL_JVM_OPTIONS,
+    HttpJvmService,
+    answers_json,
+    pom_property,
+    run_in_foreground,
+)
 from laminar_kafka.devstack.objectstore.access import S3Access
 from laminar_kafka.devstack.processes import free_port
-from laminar_kafka.devstack.jvm.services import SMALL_JVM_OPTIONS, HttpJvmService, answers_json, pom_property, run_in_foreground
-from laminar_kafka.devstack.jvm.servers import JvmServer
 
 logger = logging.getLogger(__name__)
 

@@ -20,11 +20,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, default_cache_dir
 from laminar_kafka.devstack.errors import ArtifactError
-from laminar_kafka.devstack.processes import free_port
-from laminar_kafka.devstack.jvm.services import SMALL_JVM_OPTIONS, HttpJvmService, answers_json, pom_property, run_in_foreground
+from laminar_kafka.devstack.jvm.artifacts import cached_maven_build, default_cache_dir
 from laminar_kafka.devstack.jvm.servers import JvmServer
+from laminar_kafka.devstack.jvm.services import (
+    SMALL_JVM_OPTIONS,
+    HttpJvmService,
+    answers_json,
+    pom_property,
+    run_in_foreground,
+)
+from laminar_kafka.devstack.processes import free_port
 
 logger = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from laminar_kafka.devstack.errors import ServerStartError
 from laminar_kafka.devstack.jvm.java import java_executable
 from laminar_kafka.devstack.jvm.versions import ServerVersions, selected_versions
-from laminar_kafka.devstack.errors import ServerStartError
 from laminar_kafka.devstack.processes import free_port, log_tail, pid_alive, port_accepts, terminate_pid
 
 if TYPE_CHECKING:

@@ -58,7 +58,6 @@ The layer is split by concern; this module is its entry point and re-exports the
 """
 from __future__ import annotations
 
-
 from laminar_kafka.devstack.netfaults.host import (
     _probe_pid,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     cleanup_stale,
@@ -83,7 +82,6 @@ from laminar_kafka.devstack.netfaults.model import (
     validate_latency,
     validate_mode,
 )
-from laminar_kafka.devstack.netfaults.node import NodeNetwork
 from laminar_kafka.devstack.netfaults.namespaces import (
     OWNER_DIR,
     _process_start,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
@@ -91,6 +89,7 @@ from laminar_kafka.devstack.netfaults.namespaces import (
     parse_link_names,
     wrap_argv,
 )
+from laminar_kafka.devstack.netfaults.node import NodeNetwork
 from laminar_kafka.devstack.netfaults.relay import GroupStats, TcpRelay
 
 __all__ = [

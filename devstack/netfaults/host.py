@@ -27,7 +27,6 @@ import sys
 import uuid
 from pathlib import Path
 
-from laminar_kafka.devstack.processes import pid_alive
 from laminar_kafka.devstack.netfaults.model import (
     DEFAULT_PREFIX,
     IFNAME_MAX,
@@ -37,10 +36,8 @@ from laminar_kafka.devstack.netfaults.model import (
     NetworkUnavailable,
     _check_index,
 )
-from laminar_kafka.devstack.netfaults.node import _OPEN
 from laminar_kafka.devstack.netfaults.namespaces import (
     OWNER_DIR,
-    in_namespace,
     _ip,
     _ip_path,
     _libc_setns,
@@ -50,8 +47,11 @@ from laminar_kafka.devstack.netfaults.namespaces import (
     _namespace_pids,
     _read_owner,
     _remove_owner,
+    in_namespace,
     owner_alive,
 )
+from laminar_kafka.devstack.netfaults.node import _OPEN
+from laminar_kafka.devstack.processes import pid_alive
 
 logger = logging.getLogger("laminar_kafka.devstack.netfaults.faults")  # the whole layer logs under its entry point's name
 

@@ -36,7 +36,6 @@ from laminar_kafka.devstack.netfaults.model import (
     validate_mode,
 )
 from laminar_kafka.devstack.netfaults.namespaces import (
-    in_namespace,
     _ip,
     _list_namespaces,
     _list_veths,
@@ -45,6 +44,7 @@ from laminar_kafka.devstack.netfaults.namespaces import (
     _read_owner,
     _remove_owner,
     _write_owner,
+    in_namespace,
     owner_alive,
     wrap_argv,
 )

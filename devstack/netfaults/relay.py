@@ -28,7 +28,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Coroutine, Iterable, TypeVar
 
-from laminar_kafka.devstack.netfaults.model import _CONTROL_TIMEOUT_S, GROUPS, validate_group, validate_latency, validate_mode
+from laminar_kafka.devstack.netfaults.model import (
+    _CONTROL_TIMEOUT_S,
+    GROUPS,
+    validate_group,
+    validate_latency,
+    validate_mode,
+)
 
 logger = logging.getLogger("laminar_kafka.devstack.netfaults.faults")  # the whole layer logs under its entry point's name
 

@@ -31,7 +31,15 @@ from pathlib import Path
 from laminar_kafka.coordinator.stop_signals import run_until_stopped
 from laminar_kafka.devstack.errors import ServerStartError
 from laminar_kafka.devstack.objectstore.access import S3Access
-from laminar_kafka.devstack.processes import REPO_ROOT, free_port, log_tail, pid_alive, pid_cmdline, port_accepts, terminate_pid
+from laminar_kafka.devstack.processes import (
+    REPO_ROOT,
+    free_port,
+    log_tail,
+    pid_alive,
+    pid_cmdline,
+    port_accepts,
+    terminate_pid,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -69,6 +69,8 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, consumer_properties
 from laminar_kafka.kafka_source.config.choices import (
@@ -90,9 +92,11 @@ from laminar_kafka.kafka_source.config.values import (
     parse_json_schema,
     specific_offsets,
 )
-from laminar_kafka.connector.protocol import ConnectorConfig
-from laminar_kafka.kafka_source.decode.required_fields import RequiredField, check_required_fields, parse_required_fields
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.kafka_source.decode.required_fields import (
+    RequiredField,
+    check_required_fields,
+    parse_required_fields,
+)
 
 __all__ = [
     "as_kafka_config",

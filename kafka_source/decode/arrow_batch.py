@@ -14,17 +14,17 @@ import io
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 import pyarrow as pa
 import pyarrow.json as pa_json
-from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
-from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat, TombstonePolicy
 from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat, TombstonePolicy
 from laminar_kafka.kafka_source.decode.records import Records
 from laminar_kafka.kafka_source.decode.required_fields import bad_rows as required_field_problems
-from laminar_kafka.kafka_source.schema_registry.arrow_types import payload_fields
 from laminar_kafka.kafka_source.decode.timestamps import out_of_range_timestamps
+from laminar_kafka.kafka_source.schema_registry.arrow_types import payload_fields
 
 if TYPE_CHECKING:  # the registry modules need confluent-kafka's schema-registry extras
     from confluent_kafka.schema_registry import SchemaRegistryClient

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+
 from laminar_kafka.kafka_source.decode.arrow_batch import BadRecord, int32_array, int64_array
 from laminar_kafka.kafka_source.decode.records import Records
 

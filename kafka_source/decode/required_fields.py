@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
 from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
 
 __all__ = [
     "RequiredField", "ValueKind", "bad_rows", "check_required_fields", "kind_of", "parse_required_fields", "schema_problem",

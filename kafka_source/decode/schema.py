@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, metadata_fields
-from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
 from laminar_kafka.connector.errors import ConfigurationError
-from laminar_kafka.kafka_source.schema_registry.arrow_types import UnsupportedSchemaError, payload_fields
+from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, metadata_fields
 from laminar_kafka.kafka_source.read.startup import query_broker_facts, source_consumer
+from laminar_kafka.kafka_source.schema_registry.arrow_types import UnsupportedSchemaError, payload_fields
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -107,7 +107,12 @@ def registry_subject_schema(
     missing or its schema has no Arrow mapping; :class:`~laminar_kafka.connector.errors.TransientError` when
     the registry is unreachable. Protobuf: the first message of the file.
     """
-    from laminar_kafka.kafka_source.schema_registry.client import UnknownSchemaError, WriterSchemas, registry_client, writer_type
+    from laminar_kafka.kafka_source.schema_registry.client import (
+        UnknownSchemaError,
+        WriterSchemas,
+        registry_client,
+        writer_type,
+    )
     from laminar_kafka.kafka_source.schema_registry.decode import SCHEMA_TYPES
 
     if not config.format.uses_registry or config.schema_registry_url is None:

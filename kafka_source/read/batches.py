@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, BuiltBatch
-from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
-from laminar_kafka.connector.protocol import DeliveryGuarantee
 from laminar_kafka.connector.errors import ConnectorError
+from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, BuiltBatch
+from laminar_kafka.kafka_source.decode.records import Records
+from laminar_kafka.kafka_source.decode.rejected import rejected_batch
 from laminar_kafka.kafka_source.errors import DecodeError, ErrorRateExceededError
+from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.fifo import (
     AssignmentApplied,
     ControlItem,
@@ -27,9 +30,6 @@ from laminar_kafka.kafka_source.read.fifo import (
     ReaderFailed,
     RecordChunk,
 )
-from laminar_kafka.kafka_source.metrics import SourceMetrics
-from laminar_kafka.kafka_source.decode.records import Records
-from laminar_kafka.kafka_source.decode.rejected import rejected_batch
 
 logger = logging.getLogger(__name__)
 

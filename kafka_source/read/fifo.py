@@ -13,9 +13,9 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from laminar_kafka.connector.errors import ConnectorError, FatalError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.errors import ConnectorError, FatalError
 from laminar_kafka.kafka_source.decode.records import Records
 
 __all__ = [

@@ -13,17 +13,22 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException
 
+from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.connector.protocol import DeliveryGuarantee, InitialPosition, ResumePosition, SourcePosition
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
-from laminar_kafka.connector.protocol import DeliveryGuarantee, InitialPosition, ResumePosition, SourcePosition
-from laminar_kafka.connector.errors import ConfigurationError
-from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
-from laminar_kafka.kafka_source.metrics import SourceMetrics
-from laminar_kafka.kafka_source.read.reader import Reader
 from laminar_kafka.kafka_source.decode.records import RecordFields, Records
+from laminar_kafka.kafka_source.metrics import SourceMetrics
+from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
+from laminar_kafka.kafka_source.read.reader import Reader
 from laminar_kafka.kafka_source.read.startup import (
-    StartupPlan, query_broker_facts, resolve_initial, resolve_out_of_range, resolve_resume, source_consumer,
+    StartupPlan,
+    query_broker_facts,
+    resolve_initial,
+    resolve_out_of_range,
+    resolve_resume,
+    source_consumer,
 )
 
 logger = logging.getLogger(__name__)

@@ -33,12 +33,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from laminar_kafka.connector.errors import FatalError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.connector.errors import FatalError
+from laminar_kafka.kafka_source.config.topics import TopicSelector
+from laminar_kafka.kafka_source.decode.records import RecordFields, Records
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 from laminar_kafka.kafka_source.read.client_watch import PROBE_TIMEOUT_S, STALL_S, StallWatch, replace_consumer
-from laminar_kafka.kafka_source.read.positions import OutOfRangeResolver, low_watermark, read_on_after_out_of_range
 from laminar_kafka.kafka_source.read.fifo import (
     MESSAGE_OVERHEAD_BYTES,
     AssignmentApplied,
@@ -48,9 +49,8 @@ from laminar_kafka.kafka_source.read.fifo import (
     ReaderFailed,
     RecordChunk,
 )
-from laminar_kafka.kafka_source.decode.records import RecordFields, Records
+from laminar_kafka.kafka_source.read.positions import OutOfRangeResolver, low_watermark, read_on_after_out_of_range
 from laminar_kafka.kafka_source.read.startup import selected_topics
-from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 logger = logging.getLogger(__name__)
 

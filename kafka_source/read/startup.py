@@ -18,16 +18,15 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import TopicMetadata
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.kafka_source.clients import make_consumer
-from laminar_kafka.kafka_source.read.positions import watermarks
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig, StartupMode
-from laminar_kafka.connector.protocol import DeliveryGuarantee
-from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.connector.errors import CheckpointError, ConfigurationError, ConnectorError, TransientError
+from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.kafka_source.clients import make_consumer
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig, StartupMode
+from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
+from laminar_kafka.kafka_source.read.positions import watermarks
 
 logger = logging.getLogger(__name__)
 

@@ -33,6 +33,8 @@ import pyarrow as pa
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from fastavro import schemaless_reader
 
+from laminar_kafka.kafka_source.schema_registry.arrow_types import UnsupportedSchemaError, json_storage_type
+from laminar_kafka.kafka_source.schema_registry.arrow_types import is_repeated as _is_repeated
 from laminar_kafka.kafka_source.schema_registry.client import (
     AvroWriter,
     JsonWriter,
@@ -43,7 +45,6 @@ from laminar_kafka.kafka_source.schema_registry.client import (
     split_wire,
     writer_type,
 )
-from laminar_kafka.kafka_source.schema_registry.arrow_types import UnsupportedSchemaError, is_repeated as _is_repeated, json_storage_type
 
 logger = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
+from laminar_kafka.connector.ownership import Ownership, Reconcile, route_partitions
+from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.vnode.assignment import AssignmentExecutor, VnodeBinding, cursor_offsets
-from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
-from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
-from laminar_kafka.connector.ownership import Ownership, Reconcile, route_partitions
 
 logger = logging.getLogger(__name__)
 

@@ -50,10 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from laminar_kafka.cluster.lake.settings import TableFormat
-from laminar_kafka.coordinator.codec import format_partition_key
 from laminar_kafka.chaos.evidence import audit_run
-from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount
 from laminar_kafka.chaos.faults import FAULTS, FaultContext, TopicBook
 from laminar_kafka.chaos.lake import LakeServices, local_lake
 from laminar_kafka.chaos.monitor import Monitor, StackPool
@@ -61,6 +58,9 @@ from laminar_kafka.chaos.nodes import NodeSet
 from laminar_kafka.chaos.plan import KINDS, LAKES, SPECS, FaultEvent, RunPlan, kinds_of_lake, plan_run
 from laminar_kafka.chaos.producer import ChaosProducer
 from laminar_kafka.chaos.report import FaultResult, RunResult
+from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount
+from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.coordinator.codec import format_partition_key
 from laminar_kafka.devstack.errors import WaitTimeout
 from laminar_kafka.devstack.processes import node_command
 from laminar_kafka.devstack.stack import DevStack

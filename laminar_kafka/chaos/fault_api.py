@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from laminar_kafka.chaos.lake import LakeServices, RunLake
-from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount
 from laminar_kafka.chaos.nodes import NodeSet
 from laminar_kafka.chaos.plan import FaultEvent
 from laminar_kafka.chaos.producer import ChaosProducer
+from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount
 from laminar_kafka.devstack.stack import DevStack
 
 __all__ = ["Fault", "FaultContext", "Injection", "TopicBook", "kill_node", "resolve_node", "restart_heal"]

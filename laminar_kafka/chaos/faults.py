@@ -18,12 +18,26 @@ from __future__ import annotations
 
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, TopicBook
 from laminar_kafka.chaos.faults_infra import (
-    AbortBurst, AddPartitions, BrokerFreeze, BrokerKill, CatalogSlow, LakeServiceCut, LakeServiceRestart, NetworkCut,
-    NewTopic, OutputFault, SlowLinks, ZooKeeperKill,
+    AbortBurst,
+    AddPartitions,
+    BrokerFreeze,
+    BrokerKill,
+    CatalogSlow,
+    LakeServiceCut,
+    LakeServiceRestart,
+    NetworkCut,
+    NewTopic,
+    OutputFault,
+    SlowLinks,
+    ZooKeeperKill,
 )
 from laminar_kafka.chaos.faults_nodes import Churn, Join, LeaderKill, Leave, NodeKill, RoundKill, SessionExpiry, Zombie
 from laminar_kafka.chaos.faults_state import (
-    LakeRollback, MisconfiguredNode, ZooKeeperReplaced, ZooKeeperRollback, ZooKeeperSubtreeLost,
+    LakeRollback,
+    MisconfiguredNode,
+    ZooKeeperReplaced,
+    ZooKeeperRollback,
+    ZooKeeperSubtreeLost,
 )
 from laminar_kafka.chaos.kinds import ALL_KINDS
 

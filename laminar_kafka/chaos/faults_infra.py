@@ -10,13 +10,12 @@ import time
 
 from confluent_kafka.admin import NewPartitions
 
-from laminar_kafka.kafka_source.clients import client_config, make_admin
-
-from laminar_kafka.chaos.lake import LakeServices
-from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, resolve_node
+from laminar_kafka.chaos.lake import LakeServices
 from laminar_kafka.chaos.plan import FaultEvent
+from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.kafka_source.clients import client_config, make_admin
 
 __all__ = ["AbortBurst", "AddPartitions", "BrokerFreeze", "BrokerKill", "CatalogSlow", "LakeServiceCut", "LakeServiceRestart",
            "NetworkCut", "NewTopic", "OutputFault", "SlowLinks", "ZooKeeperKill"]

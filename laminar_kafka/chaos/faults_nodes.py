@@ -7,9 +7,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from laminar_kafka.chaos.servers import ChaosError, expire_session
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, kill_node, resolve_node, restart_heal
 from laminar_kafka.chaos.plan import FaultEvent
+from laminar_kafka.chaos.servers import ChaosError, expire_session
 from laminar_kafka.coordinator.engine.model import ControlState
 from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode
 

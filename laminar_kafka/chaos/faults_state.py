@@ -33,12 +33,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection
 from laminar_kafka.chaos.lake import RunLake
 from laminar_kafka.chaos.plan import FaultEvent
-from laminar_kafka.devstack.processes import node_environment
+from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.devstack.jvm.servers import JvmServer, ZooKeeperEnsemble
+from laminar_kafka.devstack.processes import node_environment
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from laminar_kafka.chaos.lake import LakeServices
-from laminar_kafka.chaos.servers import ClusterProbe
 from laminar_kafka.chaos.nodes import NodeSet
 from laminar_kafka.chaos.report import FaultResult
+from laminar_kafka.chaos.servers import ClusterProbe
 from laminar_kafka.devstack.stack import DevStack
 
 logger = logging.getLogger(__name__)

@@ -44,7 +44,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from laminar_kafka.chaos.kinds import (
-    ALL_KINDS, KINDS, LAKE_KINDS, LAKES, MISCONFIGURED_SETTINGS, SPECS, KindSpec, kinds_of_lake, parse_kinds,
+    ALL_KINDS,
+    KINDS,
+    LAKE_KINDS,
+    LAKES,
+    MISCONFIGURED_SETTINGS,
+    SPECS,
+    KindSpec,
+    kinds_of_lake,
+    parse_kinds,
 )
 
 __all__ = [

@@ -13,11 +13,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.coordinator.codec import PartitionKey, format_partition_key
 from laminar_kafka.kafka_source.clients import client_config, make_producer
 from laminar_kafka.kafka_source.read.client_watch import discard_in_background
-
-from laminar_kafka.chaos.servers import ChaosError
 
 logger = logging.getLogger(__name__)
 

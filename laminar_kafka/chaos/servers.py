@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.coordinator.codec import PartitionKey, format_partition_key
 from laminar_kafka.coordinator.engine.model import ControlState
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.kafka_source.clients import client_config, make_consumer
 from laminar_kafka.kafka_source.read.client_watch import ClientKeeper, close_in_background
 from laminar_kafka.kafka_source.read.positions import answered_high_watermarks

@@ -8,8 +8,8 @@ from typing import NoReturn
 from laminar_kafka.cluster.config import kafka_client_from
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
-from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
 PROG = "laminar-kafka"
 

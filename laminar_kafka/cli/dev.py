@@ -32,16 +32,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import shlex
-from collections.abc import Mapping
-
-from laminar_kafka.cli.tools import dev_tool
 from laminar_kafka.cli.common import Parser
 from laminar_kafka.cli.dev_produce import add_produce_command
+from laminar_kafka.cli.tools import dev_tool
 from laminar_kafka.cluster.errors import UsageError
 
 if TYPE_CHECKING:
@@ -309,7 +308,12 @@ def _print_stack_and_s3(state: dict[str, object], state_file: Path, args: argpar
 def _s3_up(state_file: Path) -> SeaweedServer:
     """``dev up --s3``: the recorded SeaweedFS when it still runs, else a new one (recorded). A record
     whose server is gone is stopped (its sockets) and its data removed first."""
-    from laminar_kafka.devstack.objectstore.seaweedfs import record_dev_server, recorded_dev_server, start_for_dev, stop_dev_server
+    from laminar_kafka.devstack.objectstore.seaweedfs import (
+        record_dev_server,
+        recorded_dev_server,
+        start_for_dev,
+        stop_dev_server,
+    )
 
     server = recorded_dev_server(state_file)
     if server is not None and server.running():

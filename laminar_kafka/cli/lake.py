@@ -31,11 +31,18 @@ from datetime import timedelta
 from typing import Any
 
 from laminar_kafka.cli.common import (
-    Parser, add_common, add_kafka_client, configure_command_logging, kafka_client_of,
+    Parser,
+    add_common,
+    add_kafka_client,
+    configure_command_logging,
+    kafka_client_of,
 )
 from laminar_kafka.cluster.errors import ClusterError, UsageError
 from laminar_kafka.cluster.lake.parquet.compaction_plan import (
-    DEFAULT_GRACE_S, DEFAULT_TARGET_FILE_BYTES, Codec, CompactionSettings,
+    DEFAULT_GRACE_S,
+    DEFAULT_TARGET_FILE_BYTES,
+    Codec,
+    CompactionSettings,
 )
 from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
 
@@ -149,10 +156,10 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
     import pyarrow.fs as pafs
 
     from laminar_kafka.cluster.errors import SinkError, VerifyError
-    from laminar_kafka.cluster.ops.lake_state import read_lake_state
-    from laminar_kafka.cluster.node import topic_partitions
-    from laminar_kafka.cluster.ops.progress import terminal_progress
     from laminar_kafka.cluster.lake.parquet.sink import open_output
+    from laminar_kafka.cluster.node import topic_partitions
+    from laminar_kafka.cluster.ops.lake_state import read_lake_state
+    from laminar_kafka.cluster.ops.progress import terminal_progress
     from laminar_kafka.cluster.ops.verify import audit, read_topic
     from laminar_kafka.cluster.ops.verify_lake import read_lake_output
 

@@ -20,19 +20,29 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, TypeVar
 
+from laminar_kafka.cli.common import (
+    PROG,
+    Parser,
+    add_common,
+    add_kafka_client,
+    configure_command_logging,
+    kafka_client_of,
+)
+from laminar_kafka.cli.dev import add_dev_commands
+from laminar_kafka.cli.lake import add_lake_commands, lake_target
+from laminar_kafka.cli.redis import add_redis_commands
+from laminar_kafka.cli.tools import add_chaos_command, add_demo_command
 from laminar_kafka.cluster.config import (
-    BAD_RECORD_POLICIES, SETTING_NAMES, STARTUP_MODES, TOMBSTONE_POLICIES, env_name, load_settings,
+    BAD_RECORD_POLICIES,
+    SETTING_NAMES,
+    STARTUP_MODES,
+    TOMBSTONE_POLICIES,
+    env_name,
+    load_settings,
 )
 from laminar_kafka.cluster.errors import ClusterError, UsageError
 from laminar_kafka.cluster.lake.settings import TableFormat, TableLocation
 from laminar_kafka.cluster.logs import quiet_clients
-from laminar_kafka.cli.common import (
-    PROG, Parser, add_common, add_kafka_client, configure_command_logging, kafka_client_of,
-)
-from laminar_kafka.cli.dev import add_dev_commands
-from laminar_kafka.cli.tools import add_chaos_command, add_demo_command
-from laminar_kafka.cli.lake import add_lake_commands, lake_target
-from laminar_kafka.cli.redis import add_redis_commands
 from laminar_kafka.kafka_source.config.source_config import Format
 
 logger = logging.getLogger(__name__)

@@ -34,9 +34,9 @@ from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
 from laminar_kafka.cluster.runtime.probes import ProbeSettings
 from laminar_kafka.cluster.runtime.signals import stop_on_signals
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
-from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.connector.errors import ConnectorError
+from laminar_kafka.connector.protocol import ConnectorConfig
+from laminar_kafka.coordinator.config import CoordinatorConfig
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,6 @@ from laminar_kafka.cluster.errors import ClusterError, UsageError
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import TableFormat
 
-
 # What `pip install 'laminar-kafka[dev]'` brings: the dev stack's modules and its extra dependencies.
 DEV_TOOLING_MODULES = ("laminar_kafka.devstack", "docker")
 

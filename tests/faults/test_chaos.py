@@ -20,9 +20,9 @@ import pytest
 
 from laminar_kafka.chaos.campaign import CampaignConfig, run_campaign
 from laminar_kafka.chaos.plan import ALL_KINDS, KINDS, LAKE_KINDS
-from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.chaos.report import format_table, summarize
 from laminar_kafka.cli.main import main
+from laminar_kafka.cluster.lake.settings import TableFormat
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(420)]
 

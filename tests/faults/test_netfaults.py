@@ -22,10 +22,16 @@ from typing import Any, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from laminar_kafka.devstack.netfaults import faults as netfaults
-from laminar_kafka.devstack.netfaults.faults import Endpoints, NodeNetwork, cleanup_stale, network_faults_available, unused_index
-from laminar_kafka.devstack.processes import pid_alive
 from laminar_kafka.devstack.errors import WaitTimeout
+from laminar_kafka.devstack.netfaults import faults as netfaults
+from laminar_kafka.devstack.netfaults.faults import (
+    Endpoints,
+    NodeNetwork,
+    cleanup_stale,
+    network_faults_available,
+    unused_index,
+)
+from laminar_kafka.devstack.processes import pid_alive
 from laminar_kafka.devstack.waiting import wait_until
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.support import create_topic, produce, read_all

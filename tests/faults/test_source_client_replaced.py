@@ -11,7 +11,14 @@ import pytest
 
 from laminar_kafka.kafka_source.read.client_watch import PROBE_TIMEOUT_S, STALL_S
 from tests import support
-from tests.integration.kafka_source.helpers import offsets_by_partition, poll_until, props, row_count, rows, start_source
+from tests.integration.kafka_source.helpers import (
+    offsets_by_partition,
+    poll_until,
+    props,
+    row_count,
+    rows,
+    start_source,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(240)]
 

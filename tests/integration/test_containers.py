@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from laminar_kafka.devstack.containers import engine as containers
 from laminar_kafka.cli.dev import _stack_name, add_dev_commands
+from laminar_kafka.devstack.containers import engine as containers
 from laminar_kafka.devstack.containers.servers import stack_containers
 from tests import support
 from tests.conftest import container_engine

@@ -42,7 +42,11 @@ import pyarrow.compute as pc
 import pytest
 
 from laminar_kafka.devstack.containers.compose import (
-    PRODUCTION_COMPOSE_FILE, ComposeProject, HealthcheckDriver, anonymous_volumes, health,
+    PRODUCTION_COMPOSE_FILE,
+    ComposeProject,
+    HealthcheckDriver,
+    anonymous_volumes,
+    health,
 )
 from laminar_kafka.devstack.containers.engine import ContainerError
 from laminar_kafka.devstack.containers.images import ImageBuilder

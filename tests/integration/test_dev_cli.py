@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from laminar_kafka.cli.dev import add_dev_commands
 from laminar_kafka.devstack.processes import pid_alive, terminate_pid
 from laminar_kafka.devstack.stack import read_state
-from laminar_kafka.cli.dev import add_dev_commands
 
 pytestmark = pytest.mark.integration
 

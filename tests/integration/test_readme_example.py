@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from confluent_kafka.admin import AdminClient
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.conftest import KafkaHandle
 from tests.support import create_topic, produce

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.cluster.lake.record import LakeRecord
-from laminar_kafka.coordinator.manifest_delta import decode_stored, encode_stored
-from laminar_kafka.coordinator.values import Manifest
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.connector.errors import CheckpointError
+from laminar_kafka.coordinator.manifest_delta import decode_stored, encode_stored
+from laminar_kafka.coordinator.values import Manifest
 from laminar_kafka.kafka_source.checkpoint import KAFKA_CURSORS
 from laminar_kafka.redis_source.checkpoint import redis_cursors
 

@@ -36,13 +36,15 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 from pyiceberg.table import Table
 
-from laminar_kafka.cluster.lake.parquet import sink
 from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
+from laminar_kafka.cluster.lake.iceberg.partitions import append_data_files, check_partitioning, partition_spec_of
+from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
 from laminar_kafka.cluster.lake.iceberg.tables import (
+    absolute_path,
     describe_error,
     ensure_namespace,
     evolves,
-    absolute_path,
     iceberg_ready,
     iceberg_schema_of,
     load_table_or_none,
@@ -51,14 +53,12 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
     schema_conflicts,
     table_location,
 )
-from laminar_kafka.cluster.lake.iceberg.partitions import append_data_files, check_partitioning, partition_spec_of
-from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
-from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
-from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
-from laminar_kafka.cluster.lake.settings import IcebergSettings, TableFormat, TableLocation
-from laminar_kafka.cluster.lake.reconcile import LakeFacts
+from laminar_kafka.cluster.lake.parquet import sink
 from laminar_kafka.cluster.lake.parquet.names import final_path
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.reconcile import LakeFacts
+from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
+from laminar_kafka.cluster.lake.settings import IcebergSettings, TableFormat, TableLocation
 
 logger = logging.getLogger(__name__)
 

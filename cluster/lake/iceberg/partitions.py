@@ -37,12 +37,20 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import (
-    BucketTransform, DayTransform, HourTransform, IdentityTransform, Transform as IcebergTransform, TruncateTransform,
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    TruncateTransform,
+)
+from pyiceberg.transforms import (
+    Transform as IcebergTransform,
 )
 from pyiceberg.typedef import Record
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec as LakePartitionSpec, PartitionTerm, Transform
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec as LakePartitionSpec
+from laminar_kafka.cluster.lake.partition_spec import PartitionTerm, Transform
 
 __all__ = ["append_data_files", "check_partitioning", "data_files", "partition_spec_of"]
 

@@ -22,8 +22,8 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none
-from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
+from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord
 
 logger = logging.getLogger(__name__)
 

@@ -43,8 +43,16 @@ import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.errors import SinkError, UsageError
 from laminar_kafka.cluster.lake.parquet.compaction_plan import (
-    CompactionSettings, DataFile, DirectoryPlan, Entry, WorkDirectory, is_candidate, links_for_exchange,
-    plan_cleanup, plan_directory, strays_after_exchange,
+    CompactionSettings,
+    DataFile,
+    DirectoryPlan,
+    Entry,
+    WorkDirectory,
+    is_candidate,
+    links_for_exchange,
+    plan_cleanup,
+    plan_directory,
+    strays_after_exchange,
 )
 from laminar_kafka.cluster.lake.parquet.compaction_report import DirectoryReport, TreeReport
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options

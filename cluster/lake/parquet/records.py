@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import pyarrow.fs as pafs
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.record import RECORDS_DIR, LakeRecord, parse_record_name, record_path
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
+from laminar_kafka.cluster.lake.record import RECORDS_DIR, LakeRecord, parse_record_name, record_path
 from laminar_kafka.coordinator.errors import CodecError
 
 logger = logging.getLogger(__name__)

@@ -38,12 +38,19 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options
-from laminar_kafka.cluster.lake.partitioning import check_topic, split_by_partition
+from laminar_kafka.cluster.lake.parquet.names import (
+    REJECTED_DIR,
+    STAGING_DIR,
+    OutputStream,
+    StagedName,
+    final_path,
+    parse_staged,
+)
 from laminar_kafka.cluster.lake.parquet.staged_files import DirectoryFiles, StreamFiles
 from laminar_kafka.cluster.lake.parquet.tree_lock import publishing
-from laminar_kafka.cluster.lake.parquet.names import REJECTED_DIR, STAGING_DIR, OutputStream, StagedName, final_path, parse_staged
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.partitioning import check_topic, split_by_partition
 
 logger = logging.getLogger(__name__)
 

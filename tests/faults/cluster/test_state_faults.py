@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from laminar_kafka.cluster.lake.record import RECORDS_DIR
 from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
+from laminar_kafka.cluster.lake.record import RECORDS_DIR
 from laminar_kafka.devstack.producers import produce
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.integration.cluster.harness import (  # noqa: F401 - fixtures

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published, open_output
+from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.devstack.producers import producer
 from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle

@@ -13,8 +13,8 @@ import pytest
 
 from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
 from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
-from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
 from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
 from laminar_kafka.demo import wait_caught_up
 from laminar_kafka.devstack.processes import NodeProcess
 from laminar_kafka.devstack.topics import create_topic

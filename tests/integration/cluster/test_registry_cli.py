@@ -141,8 +141,8 @@ def test_avro_topic_lands_into_an_iceberg_table_whose_schema_evolves(
     kafka: KafkaHandle, schema_registry: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:
     from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
-    from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
     from laminar_kafka.cluster.lake.parquet.sink import open_output
+    from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
 
     topic = unique("avro-ice")
     create_topic(kafka.bootstrap, topic, 2)

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.cluster.config import settings_from
-from laminar_kafka.demo import audit_output
-from laminar_kafka.devstack.topics import create_topic
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.node import build_runtime, coordinator_config
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime
 from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
+from laminar_kafka.demo import audit_output
+from laminar_kafka.devstack.topics import create_topic
 from tests import support
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 

@@ -12,8 +12,8 @@ import pytest
 
 from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
 from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
-from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
 from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle

@@ -40,8 +40,8 @@ from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of, load_ta
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import LakeTarget, TableFormat, table_name_of
 from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
-from laminar_kafka.devstack.topics import create_topic
 from laminar_kafka.devstack.processes import free_port
+from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.integration.cluster.harness import PARTITIONS, assert_exact, scrape
 from tests.integration.cluster.test_cli_commands import cli

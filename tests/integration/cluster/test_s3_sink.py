@@ -26,9 +26,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.parquet.sink import STAGING_DIR, ParquetSink, final_path, list_published, open_output, publish, recover
-from laminar_kafka.devstack.processes import REPO_ROOT, free_port, node_environment
+from laminar_kafka.cluster.lake.parquet.sink import (
+    STAGING_DIR,
+    ParquetSink,
+    final_path,
+    list_published,
+    open_output,
+    publish,
+    recover,
+)
 from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer
+from laminar_kafka.devstack.processes import REPO_ROOT, free_port, node_environment
 from laminar_kafka.devstack.topics import create_topic
 from tests.conftest import KafkaHandle
 from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact

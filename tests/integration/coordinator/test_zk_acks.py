@@ -18,11 +18,11 @@ from laminar_kafka.coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from laminar_kafka.coordinator.errors import FencedError
-from laminar_kafka.coordinator.engine.model import ack_name, next_step
-from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 from laminar_kafka.coordinator.engine.core import now_ms
+from laminar_kafka.coordinator.engine.model import ack_name, next_step
+from laminar_kafka.coordinator.errors import FencedError
 from laminar_kafka.coordinator.layout import parse_header
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import (
     SimulatedNode,

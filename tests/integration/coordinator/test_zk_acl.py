@@ -15,11 +15,17 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from laminar_kafka.coordinator.base import AssignmentChanged, EpochCommitted, RoundDecided, RoundOutcome, initial_manifest
+from laminar_kafka.coordinator.base import (
+    AssignmentChanged,
+    EpochCommitted,
+    RoundDecided,
+    RoundOutcome,
+    initial_manifest,
+)
 from laminar_kafka.coordinator.config import ZkCredentials
 from laminar_kafka.coordinator.errors import AccessDeniedError
-from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 from laminar_kafka.coordinator.zk.auth import open_client
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import SimulatedNode, config, coordinators, make_chroot
 

@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.devstack.waiting import await_until
 from laminar_kafka.kafka_source import (
@@ -20,7 +20,6 @@ from laminar_kafka.kafka_source import (
     SourceDrainRequest,
     SourceDrainResolution,
 )
-from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from tests.integration.kafka_source.driver import Node, Producing, assert_contiguous, emitted_by_partition
 from tests.integration.kafka_source.test_drain import PARTITIONS, finish, stop_all, two_nodes
 

@@ -9,10 +9,16 @@ import random
 import pytest
 
 from laminar_kafka.kafka_source import SourceDrainOutcome
-from tests.integration.kafka_source.driver import Driver, Node, Producing, assert_contiguous, emitted_by_partition
+from tests.integration.kafka_source.driver import (
+    Driver,
+    Node,
+    Producing,
+    assert_contiguous,
+    emitted_by_partition,
+    wait_caught_up,
+)
 from tests.integration.kafka_source.test_drain import PARTITIONS, node_props
 from tests.support import create_topic, high_watermarks
-from tests.integration.kafka_source.driver import wait_caught_up
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,10 +8,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from laminar_kafka.kafka_source import KafkaSource
-from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.connector.conformance import ConnectorKit, LogBackend
 from laminar_kafka.connector.conformance.pytest_kit import conformance_tests
+from laminar_kafka.connector.protocol import ConnectorConfig
+from laminar_kafka.kafka_source import KafkaSource
 from tests import support
 
 

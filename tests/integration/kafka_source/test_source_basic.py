@@ -18,8 +18,8 @@ from laminar_kafka.kafka_source import (
 from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
 from tests import support
 from tests.integration.kafka_source.helpers import (
-    delete_records_before,
     assert_batch_cursors,
+    delete_records_before,
     offsets_by_partition,
     poll_until,
     props,

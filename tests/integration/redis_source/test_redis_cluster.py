@@ -17,7 +17,14 @@ from laminar_kafka.devstack.redis_server import RedisServer
 from laminar_kafka.devstack.waiting import wait_until
 from tests.conftest import ZooKeeperHandle
 from tests.integration.redis_source.harness import (
-    PARTITIONS, Appender, audit_lake, entries, landed, last_epoch, partitions_published, start_node,
+    PARTITIONS,
+    Appender,
+    audit_lake,
+    entries,
+    landed,
+    last_epoch,
+    partitions_published,
+    start_node,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

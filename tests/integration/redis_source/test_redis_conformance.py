@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from laminar_kafka.devstack.redis_server import RedisServer
-from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.connector.conformance import ConnectorKit, LogBackend
 from laminar_kafka.connector.conformance.pytest_kit import conformance_tests
+from laminar_kafka.connector.protocol import ConnectorConfig
+from laminar_kafka.devstack.redis_server import RedisServer
 from laminar_kafka.redis_source import RedisStreamsConfig, RedisStreamsSource
 from laminar_kafka.redis_source.checkpoint import CONNECTOR_NAME
 from laminar_kafka.redis_source.ids import offset_of, position_after

@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.devstack.security import (
-    ScramUser, client_toml, generate_material, salted_password, scram_format_arguments, write_client_toml,
+    ScramUser,
+    client_toml,
+    generate_material,
+    salted_password,
+    scram_format_arguments,
+    write_client_toml,
 )
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laminar_kafka.chaos.plan import (
-    ALL_KINDS, EVERY_KIND_WITHIN, KINDS, LAKE_KINDS, LAKES, MAX_EVENTS, MIN_GAP_S, MIN_LIVE, MISCONFIGURED_SETTINGS,
-    SPECS, FaultEvent, kinds_of_lake, live_counts, parse_kinds, plan_faults, plan_run, primaries_per_run,
+    ALL_KINDS,
+    EVERY_KIND_WITHIN,
+    KINDS,
+    LAKE_KINDS,
+    LAKES,
+    MAX_EVENTS,
+    MIN_GAP_S,
+    MIN_LIVE,
+    MISCONFIGURED_SETTINGS,
+    SPECS,
+    FaultEvent,
+    kinds_of_lake,
+    live_counts,
+    parse_kinds,
+    plan_faults,
+    plan_run,
+    primaries_per_run,
 )
 from laminar_kafka.chaos.report import FaultResult, RunResult, campaign_json, format_table, summarize
 

@@ -11,7 +11,10 @@ import pytest
 
 from laminar_kafka.chaos.faults import FAULTS
 from laminar_kafka.chaos.faults_state import (
-    EXPLAINED_MARKER, misconfigured_value, rollback_epochs, with_setting,
+    EXPLAINED_MARKER,
+    misconfigured_value,
+    rollback_epochs,
+    with_setting,
 )
 from laminar_kafka.chaos.nodes import NodeSet
 from laminar_kafka.chaos.plan import ALL_KINDS, LAKE_KINDS, MISCONFIGURED_SETTINGS

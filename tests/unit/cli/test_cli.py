@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from laminar_kafka.kafka_source.config.source_config import Format
 from laminar_kafka.cli.main import _RUN_CHOICES, build_parser, main
 from laminar_kafka.cluster.config import SETTING_NAMES
+from laminar_kafka.kafka_source.config.source_config import Format
 
 
 def closed_port() -> int:

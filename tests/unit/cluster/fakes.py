@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 
 import pyarrow.parquet as pq
 
-from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime
 from laminar_kafka.cluster.lake.parquet.sink import list_published
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime
 from laminar_kafka.coordinator.base import (
     AssignmentChanged,
     Coordinator,

@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from laminar_kafka.cluster.config import SETTING_NAMES, TOOLING_ENV, NodeSettings, env_name, load_settings, settings_from
+from laminar_kafka.cluster.config import (
+    SETTING_NAMES,
+    TOOLING_ENV,
+    NodeSettings,
+    env_name,
+    load_settings,
+    settings_from,
+)
 from laminar_kafka.cluster.errors import ConfigError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}

@@ -13,8 +13,18 @@ from laminar_kafka.cli.main import build_parser
 from laminar_kafka.cluster.config import load_settings, settings_from
 from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.node_identity import (
-    EMBEDDED_NODE_ID, NodeIdChoice, NodeIdPlan, NodeIdScheme, StateFile, host_identity, host_label, host_ordinal,
-    ordinal_node_id, plan_node_id, state_file_name, token_identity,
+    EMBEDDED_NODE_ID,
+    NodeIdChoice,
+    NodeIdPlan,
+    NodeIdScheme,
+    StateFile,
+    host_identity,
+    host_label,
+    host_ordinal,
+    ordinal_node_id,
+    plan_node_id,
+    state_file_name,
+    token_identity,
 )
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.errors import CodecError

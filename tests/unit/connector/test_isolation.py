@@ -10,7 +10,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[3]
 CONNECTOR = ROOT / "connector"
 #: what the protocol package never imports (the distribution's floors above it, and Kafka's client)

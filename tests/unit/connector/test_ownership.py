@@ -7,11 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, PendingTarget
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
-from laminar_kafka.kafka_source import DrainError, FatalError, SourceDrainOutcome, SourceDrainResolution, UnassignedVnodeError
 from laminar_kafka.connector.drain import DrainPhase
 from laminar_kafka.connector.ownership import Ownership, route_partitions
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, PendingTarget
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.kafka_source import (
+    DrainError,
+    FatalError,
+    SourceDrainOutcome,
+    SourceDrainResolution,
+    UnassignedVnodeError,
+)
 
 VNODES = 8
 T = "t"

@@ -4,8 +4,8 @@ first committed epoch."""
 from __future__ import annotations
 
 from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.engine.model import Step, next_step
+from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
 from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode

@@ -13,12 +13,22 @@ from hypothesis import strategies as st
 
 from laminar_kafka.coordinator.codec import OFFSET_MAX, U64_MAX, format_partition_key, parse_partition_key
 from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
-from laminar_kafka.coordinator.layout import ChunkHeader, ChunkPending, epoch_wanted_data, join_chunks, parse_candidate, \
-    parse_epoch_wanted, parse_header, parse_rejection, parse_vnode_load, split_chunks
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.coordinator.layout import (
+    ChunkHeader,
+    ChunkPending,
+    epoch_wanted_data,
+    join_chunks,
+    parse_candidate,
+    parse_epoch_wanted,
+    parse_header,
+    parse_rejection,
+    parse_vnode_load,
+    split_chunks,
+)
 from laminar_kafka.coordinator.state import ControlState, Decision, RoundState
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member, RoundOutcome
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
 u64 = st.integers(0, U64_MAX)
 node_ids = st.integers(1, 50)
@@ -198,8 +208,16 @@ def test_codec_errors_are_coordinator_errors() -> None:
 def test_the_zookeeper_layout_is_pinned() -> None:
     """Existing pipelines hold these paths: they never change (see laminar_kafka.coordinator.layout)."""
     from laminar_kafka.coordinator.config import CoordinatorConfig
-    from laminar_kafka.coordinator.layout import ack_path, checkpoint_path, decision_path, member_path, pipeline_path, \
-        ready_path, rejected_folder, topic_path
+    from laminar_kafka.coordinator.layout import (
+        ack_path,
+        checkpoint_path,
+        decision_path,
+        member_path,
+        pipeline_path,
+        ready_path,
+        rejected_folder,
+        topic_path,
+    )
 
     assert pipeline_path(CoordinatorConfig(pipeline="p")) == "/laminar/p"
     assert pipeline_path(CoordinatorConfig(pipeline="p", root="/a/b")) == "/a/b/p"

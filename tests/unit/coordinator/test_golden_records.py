@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from laminar_kafka.coordinator.base import EpochAck, Manifest, Member, RoundOutcome
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.state import ControlState
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -20,12 +20,12 @@ from laminar_kafka.coordinator.base import (
     Manifest,
     initial_manifest,
 )
-from laminar_kafka.coordinator.errors import CoordinatorError
-from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
-from laminar_kafka.coordinator.local.store import LocalStore
-from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.engine.model import next_step
 from laminar_kafka.coordinator.engine.steps import Step, StepKind, View
+from laminar_kafka.coordinator.errors import CoordinatorError
+from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
+from laminar_kafka.coordinator.local.memory_store import MemoryStore
+from laminar_kafka.coordinator.local.store import LocalStore
 from laminar_kafka.coordinator.values import Member
 from laminar_kafka.devstack.waiting import EventLog
 from tests.unit.coordinator.partitions import leader_step, owned_keys
@@ -362,10 +362,10 @@ def test_a_crash_between_rebase_and_seal_reconciles_again_without_refusing(tmp_p
     import pyarrow.fs as pafs
 
     from laminar_kafka.cluster.lake.outputs import ParquetTree
-    from laminar_kafka.cluster.lake.record import LakeRecord
     from laminar_kafka.cluster.lake.parquet.records import write_record
-    from laminar_kafka.cluster.lake.startup import StartFacts, reconcile_with_lake
     from laminar_kafka.cluster.lake.reconcile import Action, OnLakeBehind
+    from laminar_kafka.cluster.lake.record import LakeRecord
+    from laminar_kafka.cluster.lake.startup import StartFacts, reconcile_with_lake
 
     fs, root = pafs.LocalFileSystem(), str(tmp_path / "out")
     write_record(fs, root, LakeRecord("l", 5, 1, {"s": {"t:0": 50}}, {"t": "id"}))  # the state dir was lost

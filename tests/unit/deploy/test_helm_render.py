@@ -17,7 +17,17 @@ from laminar_kafka.cluster.node_identity import NodeIdScheme, plan_node_id
 from laminar_kafka.cluster.runtime.state import RuntimeOptions
 from laminar_kafka.devstack.containers.engine import KAFKA_IMAGE, NODE_IMAGE, SEAWEEDFS_IMAGE, ZOOKEEPER_IMAGE
 from tests.unit.deploy.helm_tools import (
-    ALERTS, ALL_FEATURES, CHART, DEV_VALUES, KUBERNETES_RELEASES, RELEASE, SECRET_STRINGS, by_kind, find_helm, one, render,
+    ALERTS,
+    ALL_FEATURES,
+    CHART,
+    DEV_VALUES,
+    KUBERNETES_RELEASES,
+    RELEASE,
+    SECRET_STRINGS,
+    by_kind,
+    find_helm,
+    one,
+    render,
     secret_env,
 )
 

@@ -9,12 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from laminar_kafka.devstack.jvm import artifacts
-from laminar_kafka.devstack import processes
-from laminar_kafka.devstack.jvm import servers
-from laminar_kafka.devstack import stack
+from laminar_kafka.devstack import processes, stack
 from laminar_kafka.devstack.errors import ArtifactError, DevStackStateError, ToolMissingError
-from laminar_kafka.devstack.jvm import maven
+from laminar_kafka.devstack.jvm import artifacts, maven, servers
 from laminar_kafka.devstack.jvm.versions import ServerVersions
 from laminar_kafka.devstack.waiting import wait_until
 

@@ -11,7 +11,11 @@ import pytest
 
 from laminar_kafka.cluster.logs import configure_logging
 from laminar_kafka.kafka_source.clients import (
-    LIBRDKAFKA_LOGGER, KafkaClientConfig, _CLIENT_LOG, librdkafka_level, make_producer,
+    _CLIENT_LOG,
+    LIBRDKAFKA_LOGGER,
+    KafkaClientConfig,
+    librdkafka_level,
+    make_producer,
 )
 
 #: the line the demo printed (confluent_kafka calls ``logger.log(level, "%s [%s] %s", facility, name, text)``)

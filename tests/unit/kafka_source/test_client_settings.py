@@ -10,9 +10,15 @@ from laminar_kafka.cluster.config import kafka_client_from, settings_from
 from laminar_kafka.cluster.config_file import passthrough_tables
 from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.logs import JsonFormatter, RepeatFilter
-from laminar_kafka.kafka_source.clients import KafkaClientConfig, client_config, consumer_properties, is_secret_key, redact
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.kafka_source.clients import (
+    KafkaClientConfig,
+    client_config,
+    consumer_properties,
+    is_secret_key,
+    redact,
+)
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
 SECURE = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",

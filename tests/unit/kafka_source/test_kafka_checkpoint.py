@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from laminar_kafka.connector import (
-    UNNAMED, CheckpointAttempt, CheckpointError, ConnectorConfig, DeliveryGuarantee, ResumePosition, SourceCheckpoint,
+    UNNAMED,
+    CheckpointAttempt,
+    CheckpointError,
+    ConnectorConfig,
+    DeliveryGuarantee,
+    ResumePosition,
+    SourceCheckpoint,
     SourceStart,
 )
 from laminar_kafka.kafka_source import KafkaSource

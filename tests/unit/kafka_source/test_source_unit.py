@@ -10,17 +10,16 @@ import types
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from laminar_kafka.kafka_source.config.topics import TopicSelector
-from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.errors import ConfigurationError, FatalError
+from laminar_kafka.connector.protocol import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
+from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
-from laminar_kafka.connector.protocol import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
-from laminar_kafka.connector.errors import ConfigurationError, FatalError
-from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, RecordChunk
+from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.read import startup
+from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, RecordChunk
 from laminar_kafka.kafka_source.read.reader import Reader
-
 from tests.unit.kafka_source.wiring import records_of
 from tests.unit.kafka_source.wiring import running_source as wired_source
 

@@ -5,13 +5,13 @@ from collections.abc import Mapping, Sequence
 
 from confluent_kafka import Message
 
-from laminar_kafka.kafka_source import KafkaSource
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
-from laminar_kafka.kafka_source.read.batches import DecodeFailures
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.connector.protocol import DeliveryGuarantee
-from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
+from laminar_kafka.kafka_source import KafkaSource
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.records import RecordFields, Records
+from laminar_kafka.kafka_source.read.batches import DecodeFailures
+from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
 
 
 def running_source(properties: Mapping[str, str], delivery: DeliveryGuarantee,

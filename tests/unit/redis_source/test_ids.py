@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 
 from laminar_kafka.redis_source.errors import StreamIdError
 from laminar_kafka.redis_source.ids import (
-    MAX_MILLISECONDS, MAX_SEQUENCE, entry_id_of, offset_of, position_after, read_from,
+    MAX_MILLISECONDS,
+    MAX_SEQUENCE,
+    entry_id_of,
+    offset_of,
+    position_after,
+    read_from,
 )
 
 MS = st.integers(0, MAX_MILLISECONDS)

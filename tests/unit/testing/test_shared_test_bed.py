@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from laminar_kafka.devstack.containers import engine
-from laminar_kafka.devstack.containers.engine import ContainerError
 from laminar_kafka.devstack.containers import servers as container_servers
+from laminar_kafka.devstack.containers.engine import ContainerError
 from laminar_kafka.devstack.errors import ServerStartError
 from laminar_kafka.testing import plugin, servers
 from laminar_kafka.testing.handles import Broker, KafkaTestCluster, ZooKeeperServer, ZooKeeperTestEnsemble
@@ -66,6 +66,7 @@ class FakeContainer:
 @pytest.fixture
 def fake_testcontainers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeContainer]]:
     import testcontainers.core.container as tc
+
     from laminar_kafka.devstack import processes
 
     ports = iter(range(40001, 40100))

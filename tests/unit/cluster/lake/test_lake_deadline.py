@@ -15,7 +15,13 @@ import pytest
 from laminar_kafka.cluster.config import settings_from
 from laminar_kafka.cluster.errors import ConfigError, RuntimeFailure
 from laminar_kafka.cluster.lake.deadline import (
-    LakeCallOverdue, LakeCalls, LakeWatchdog, RunningCall, call_name, check_interval_s, overdue_call,
+    LakeCallOverdue,
+    LakeCalls,
+    LakeWatchdog,
+    RunningCall,
+    call_name,
+    check_interval_s,
+    overdue_call,
 )
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.cluster.lake.startup import StartFacts, reconcile_with_lake

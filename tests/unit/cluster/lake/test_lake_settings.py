@@ -8,7 +8,10 @@ from laminar_kafka.cluster.config_file import passthrough_tables
 from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import (
-    IcebergSettings, TableFormat, TableLocation, table_name_of,
+    IcebergSettings,
+    TableFormat,
+    TableLocation,
+    table_name_of,
 )
 
 BASE = {"bootstrap": "k:9092", "topic": "orders.v1", "output": "/tmp/out"}

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.lake.parquet.names import is_valid_directory
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.partitioning import (
     HIVE_DEFAULT_PARTITION,
@@ -17,7 +18,6 @@ from laminar_kafka.cluster.lake.partitioning import (
     check_topic,
     split_by_partition,
 )
-from laminar_kafka.cluster.lake.parquet.names import is_valid_directory
 
 DAY, HOUR, NONE = PartitionSpec.parse("day"), PartitionSpec.parse("hour"), PartitionSpec()
 UTC = dt.timezone.utc

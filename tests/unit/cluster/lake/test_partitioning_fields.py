@@ -21,10 +21,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.transforms import (
-    BucketTransform, DayTransform, HourTransform, IdentityTransform, Transform as IcebergTransform, TruncateTransform,
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    TruncateTransform,
+)
+from pyiceberg.transforms import (
+    Transform as IcebergTransform,
 )
 from pyiceberg.types import (
-    BinaryType, BooleanType, DateType, IcebergType, IntegerType, LongType, StringType, TimestampType, TimestamptzType,
+    BinaryType,
+    BooleanType,
+    DateType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
 )
 
 from laminar_kafka.cluster.errors import SinkError

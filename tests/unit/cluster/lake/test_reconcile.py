@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, Reconciliation, reconcile
+from laminar_kafka.cluster.lake.reconcile import (
+    Action,
+    ControlFacts,
+    LakeFacts,
+    OnLakeBehind,
+    Reconciliation,
+    reconcile,
+)
 from laminar_kafka.coordinator.codec import Cursors
 from laminar_kafka.coordinator.values import Manifest, check_seed_manifest
 

@@ -14,8 +14,8 @@ from laminar_kafka.cluster.errors import ClusterError, UsageError
 from laminar_kafka.cluster.ops.health import Health, HealthCode, assess, partition_rates, unreachable
 from laminar_kafka.cluster.ops.status import NodeStatus, PartitionStatus, PipelineStatus, build_status
 from laminar_kafka.cluster.ops.status_watch import Watcher, render_text, watch
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.values import Manifest, Member
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 
 NOW = 1_700_000_000.0
 

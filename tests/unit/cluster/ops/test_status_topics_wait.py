@@ -28,7 +28,6 @@ from tests.unit.cluster.ops.test_status_health import status as observed
 from tests.unit.cluster.ops.test_status_store import CONFIG
 from tests.unit.coordinator.partitions import PARTITIONS, SOURCE, TOPIC, commit_first_epoch
 
-
 # -- which topics ----------------------------------------------------------------------------------
 
 

@@ -21,8 +21,8 @@ import laminar_kafka.cluster.ops.verify as verify_module
 from laminar_kafka.cli.main import main
 from laminar_kafka.cluster.errors import VerifyError
 from laminar_kafka.cluster.lake.iceberg.tables import open_catalog
-from laminar_kafka.cluster.lake.settings import IcebergSettings
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published, open_output, publish
+from laminar_kafka.cluster.lake.settings import IcebergSettings
 from laminar_kafka.cluster.ops.verify import DamagedFile, audit, read_offset_columns, read_output
 from laminar_kafka.cluster.ops.verify_lake import read_iceberg_output
 from tests.unit.cluster.ops.test_verify_lake import lake_with_table, target

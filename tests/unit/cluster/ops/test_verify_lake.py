@@ -13,8 +13,8 @@ import laminar_kafka.cluster.ops.verify as verify_module
 from laminar_kafka.cli.main import main
 from laminar_kafka.cluster.errors import VerifyError
 from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of, open_catalog
-from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
 from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
 from laminar_kafka.cluster.ops.verify_lake import read_iceberg_output
 from tests.unit.cluster.iceberg_fakes import rows
 

@@ -6,7 +6,14 @@ from dataclasses import replace
 import pytest
 
 from laminar_kafka.cluster.runtime.probes import (
-    LOOP_STALE_S, Activity, NodeSnapshot, ProbeSettings, SessionView, Verdict, health, readiness,
+    LOOP_STALE_S,
+    Activity,
+    NodeSnapshot,
+    ProbeSettings,
+    SessionView,
+    Verdict,
+    health,
+    readiness,
 )
 from laminar_kafka.cluster.runtime.state import RuntimePhase
 from laminar_kafka.coordinator.base import SessionState

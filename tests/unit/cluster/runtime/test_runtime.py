@@ -11,11 +11,23 @@ import pyarrow as pa
 import pytest
 
 from laminar_kafka.cluster.errors import RuntimeFailure
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
-from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
-from laminar_kafka.cluster.runtime.measures import Watermarks
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.runtime.measures import Watermarks
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
+from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.errors import FatalError
+from laminar_kafka.connector.protocol import (
+    ConnectorConfig,
+    ResumePosition,
+    SourceBatch,
+    SourceConnector,
+    SourceContract,
+    SourceOrdering,
+    SourceStart,
+    SourceTopology,
+)
 from laminar_kafka.coordinator.base import (
     AckRejected,
     AssignmentChanged,
@@ -29,18 +41,6 @@ from laminar_kafka.coordinator.base import (
 from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.protocol import (
-    ConnectorConfig,
-    ResumePosition,
-    SourceBatch,
-    SourceConnector,
-    SourceContract,
-    SourceOrdering,
-    SourceStart,
-    SourceTopology,
-)
-from laminar_kafka.connector.errors import FatalError
 from tests.unit.cluster.fakes import FakeCoordinator, published_offsets, wait_for
 
 TOPIC = "t"

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laminar_kafka.cluster.lake.outputs import ParquetTree
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
-from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
-from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from laminar_kafka.connector.protocol import ConnectorConfig
+from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from tests.unit.cluster.fakes import FakeCoordinator, wait_for
 from tests.unit.cluster.runtime.test_runtime import TOPOLOGY, FakeSource, ack_of, commit, start_running, stop_running
 

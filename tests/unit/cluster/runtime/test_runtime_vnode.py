@@ -13,22 +13,33 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.cluster.errors import RuntimeFailure
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
-from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
-from laminar_kafka.coordinator.base import AssignmentChanged, EpochOpened, Manifest, RoundDecided, RoundOutcome, RoundStarted
+from laminar_kafka.connector.memory import MemoryLog, MemorySource
+from laminar_kafka.connector.protocol import (
+    ConnectorCancellationPolicy as Cancellation,
+)
+from laminar_kafka.connector.protocol import (
+    ConnectorConfig,
+    ResumePosition,
+)
+from laminar_kafka.connector.protocol import (
+    SourceCheckpointUnavailablePolicy as Unavailable,
+)
+from laminar_kafka.coordinator.base import (
+    AssignmentChanged,
+    EpochOpened,
+    Manifest,
+    RoundDecided,
+    RoundOutcome,
+    RoundStarted,
+)
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from laminar_kafka.connector.protocol import (
-    ConnectorCancellationPolicy as Cancellation,
-    ConnectorConfig,
-    ResumePosition,
-    SourceCheckpointUnavailablePolicy as Unavailable,
-)
 from tests.unit.cluster.fakes import FakeCoordinator, published_offsets, wait_for
-from laminar_kafka.connector.memory import MemoryLog, MemorySource
 
 VNODES = 8
 #: partition -> vnode ("src", topic "t", 8 vnodes): 0 -> 7, 1 -> 5, 2 -> 1, 3 -> 3

@@ -4,9 +4,16 @@ from __future__ import annotations
 import pytest
 
 from laminar_kafka.cluster.runtime.node_runtime import pinned_start_config
-from laminar_kafka.cluster.runtime.topology import MISSING_OBSERVATIONS, TopicInfo, Topology, TopologyError, TopologyView, topology_change
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig, StartupMode
+from laminar_kafka.cluster.runtime.topology import (
+    MISSING_OBSERVATIONS,
+    TopicInfo,
+    Topology,
+    TopologyError,
+    TopologyView,
+    topology_change,
+)
 from laminar_kafka.connector.protocol import ConnectorConfig
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig, StartupMode
 
 A8 = TopicInfo("a", "id-a", 8)
 

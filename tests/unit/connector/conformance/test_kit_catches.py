@@ -11,9 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint, parse_key
+from laminar_kafka.connector.conformance import ConformanceError, ConnectorKit
+from laminar_kafka.connector.conformance.scenarios import SCENARIOS
 from laminar_kafka.connector.drain import DrainProgress
+from laminar_kafka.connector.log_source import PartitionedLogSource
+from laminar_kafka.connector.memory import MemoryBackend, MemoryLog, MemorySource
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -26,10 +29,7 @@ from laminar_kafka.connector.protocol import (
     SourceDrainResolution,
     SourceStart,
 )
-from laminar_kafka.connector.conformance import ConformanceError, ConnectorKit
-from laminar_kafka.connector.log_source import PartitionedLogSource
-from laminar_kafka.connector.memory import MemoryBackend, MemoryLog, MemorySource
-from laminar_kafka.connector.conformance.scenarios import SCENARIOS
+from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 TOPIC = "events"
 POLL = SourceCheckpointUnavailablePolicy.POLL_TO_REPLAY_BOUNDARY

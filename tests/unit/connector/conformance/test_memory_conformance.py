@@ -8,6 +8,12 @@ from collections.abc import Mapping
 import pytest
 
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
+from laminar_kafka.connector.conformance import ConnectorKit
+from laminar_kafka.connector.conformance.backend import ConformanceSkipped
+from laminar_kafka.connector.conformance.pytest_kit import THREADS_END_CLEANLY, conformance_tests
+from laminar_kafka.connector.conformance.scenarios import SCENARIOS
+from laminar_kafka.connector.log_source import PartitionedLogSource
+from laminar_kafka.connector.memory import MemoryBackend, MemoryLog, MemorySource
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -17,12 +23,6 @@ from laminar_kafka.connector.protocol import (
     SourceDrainResolution,
 )
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
-from laminar_kafka.connector.conformance import ConnectorKit
-from laminar_kafka.connector.conformance.backend import ConformanceSkipped
-from laminar_kafka.connector.log_source import PartitionedLogSource
-from laminar_kafka.connector.memory import MemoryBackend, MemoryLog, MemorySource
-from laminar_kafka.connector.conformance.pytest_kit import THREADS_END_CLEANLY, conformance_tests
-from laminar_kafka.connector.conformance.scenarios import SCENARIOS
 
 TOPIC = "events"
 RETIRE, CANCEL_SAFE = ConnectorCancellationPolicy.RETIRE_CONNECTOR, ConnectorCancellationPolicy.CANCEL_SAFE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.base import (
     AssignmentChanged,
     CoordinatorConfig,
@@ -16,8 +17,6 @@ from laminar_kafka.coordinator.base import (
     RoundOutcome,
     RoundStarted,
 )
-from laminar_kafka.coordinator import layout
-from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.engine.model import (
     ControlState,
     EventTracker,
@@ -27,6 +26,7 @@ from laminar_kafka.coordinator.engine.model import (
     next_wakeup_ms,
     shed_owners,
 )
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED
 from tests.unit.coordinator.partitions import leader_step, owned_keys

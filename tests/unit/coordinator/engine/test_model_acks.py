@@ -10,7 +10,6 @@ import pytest
 
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.base import EpochAck, Manifest, Member, initial_manifest
-from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.engine.model import (
     MemberFence,
     classify_ack,
@@ -19,10 +18,11 @@ from laminar_kafka.coordinator.engine.model import (
     rejection_name,
     unowned_cursor,
 )
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from tests.unit.coordinator.partitions import owned_keys, partition_table
 from tests.unit.coordinator.engine.test_model import CONFIG, World
+from tests.unit.coordinator.partitions import owned_keys, partition_table
 
 
 def two_nodes_with_an_open_epoch() -> World:

@@ -28,13 +28,13 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from laminar_kafka.coordinator.base import CoordinatorConfig, EpochAck, Manifest, Member, RoundOutcome, initial_manifest
 from laminar_kafka.coordinator import layout
+from laminar_kafka.coordinator.base import CoordinatorConfig, EpochAck, Manifest, Member, RoundOutcome, initial_manifest
+from laminar_kafka.coordinator.engine.model import Step, classify_ack, next_step, rejection_name
 from laminar_kafka.coordinator.errors import FencedError
 from laminar_kafka.coordinator.local.memory_store import MemoryStore
-from laminar_kafka.coordinator.engine.model import Step, classify_ack, next_step, rejection_name
-from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED
 from laminar_kafka.coordinator.store import Leadership
+from laminar_kafka.coordinator.vnodes.registry import UNASSIGNED
 from tests.unit.coordinator.partitions import leader_step, owned_keys, partition_table
 
 NODES = st.integers(min_value=1, max_value=5)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.state import ControlState
+from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.zk.coordinator import went_back
 
 

@@ -3,8 +3,8 @@ CoordinatorConfig field; the pure helpers of laminar_kafka.coordinator.zk.auth."
 from __future__ import annotations
 
 import base64
-import logging
 import hashlib
+import logging
 
 import pytest
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from laminar_kafka.devstack.containers import engine as containers
 from laminar_kafka.cli.main import build_parser
 from laminar_kafka.cluster.config import SETTING_NAMES, env_name, settings_from
+from laminar_kafka.devstack.containers import engine as containers
 from laminar_kafka.devstack.containers.images import RECIPES, apt_mirrors
 
 DOCKER = Path(__file__).resolve().parents[4] / "docker"

@@ -10,11 +10,17 @@ from types import ModuleType
 import pytest
 from pyiceberg.types import BinaryType, IntegerType, LongType, StringType, TimestampType
 
-from laminar_kafka.devstack.jvm.connect import CONNECT_POM_PATH, pinned_connect_versions
 from laminar_kafka.devstack.jvm.artifacts import pinned_versions
+from laminar_kafka.devstack.jvm.connect import CONNECT_POM_PATH, pinned_connect_versions
 from laminar_kafka.devstack.jvm.connect_config import (
-    BYTE_ARRAY_CONVERTER, SINK_CONNECTOR_CLASS, IcebergSinkSettings, WorkerSettings, iceberg_sink_config,
-    render_properties, sink_table_schema, worker_properties,
+    BYTE_ARRAY_CONVERTER,
+    SINK_CONNECTOR_CLASS,
+    IcebergSinkSettings,
+    WorkerSettings,
+    iceberg_sink_config,
+    render_properties,
+    sink_table_schema,
+    worker_properties,
 )
 
 

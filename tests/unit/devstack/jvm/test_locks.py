@@ -18,7 +18,14 @@ from laminar_kafka.devstack.jvm import artifacts
 from laminar_kafka.devstack.jvm.fetch import ChecksumError, fetch_jars
 from laminar_kafka.devstack.jvm.lockgen import MATRIX_PAIRS, locked_builds
 from laminar_kafka.devstack.jvm.locks import (
-    LOCKS_DIR, JarBuild, LockedJar, lock_path, parse_dependency_list, parse_lock, read_lock, render_lock,
+    LOCKS_DIR,
+    JarBuild,
+    LockedJar,
+    lock_path,
+    parse_dependency_list,
+    parse_lock,
+    read_lock,
+    render_lock,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[4]

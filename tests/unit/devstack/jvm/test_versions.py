@@ -13,8 +13,14 @@ from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.devstack.jvm import artifacts, servers
 from laminar_kafka.devstack.jvm.locks import JarBuild
 from laminar_kafka.devstack.jvm.versions import (
-    KAFKA_MODE_ENV, KAFKA_VERSION_ENV, ZOOKEEPER_VERSION_ENV, KafkaMode, ServerVersions, UnsupportedVersionError,
-    parse_release, selected_versions,
+    KAFKA_MODE_ENV,
+    KAFKA_VERSION_ENV,
+    ZOOKEEPER_VERSION_ENV,
+    KafkaMode,
+    ServerVersions,
+    UnsupportedVersionError,
+    parse_release,
+    selected_versions,
 )
 
 KAFKA_39_ZK = ServerVersions(kafka="3.9.1", zookeeper="3.8.4", kafka_mode=KafkaMode.ZOOKEEPER)

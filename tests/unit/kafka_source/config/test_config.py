@@ -3,6 +3,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import (
     METADATA_COLUMNS,
     Format,
@@ -10,7 +11,6 @@ from laminar_kafka.kafka_source.config.source_config import (
     KafkaSourceConfig,
     StartupMode,
 )
-from laminar_kafka.connector.errors import ConfigurationError
 
 BASE = {"bootstrap.servers": "localhost:9092", "topic": "orders", "group.id": "g"}
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 

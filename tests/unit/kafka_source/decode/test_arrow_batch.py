@@ -4,9 +4,9 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message
 
-from laminar_kafka.kafka_source.decode.arrow_batch import HEADERS_TYPE, BatchBuilder, timestamp_array
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import HEADERS_TYPE, BatchBuilder, timestamp_array
 
 BASE = {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g"}
 

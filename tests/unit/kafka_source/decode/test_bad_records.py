@@ -8,18 +8,17 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 
-from laminar_kafka.kafka_source import KafkaSource
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, BuiltBatch
-from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures
-from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
-from laminar_kafka.connector.protocol import DeliveryGuarantee
 from laminar_kafka.connector.errors import ConfigurationError
-from laminar_kafka.kafka_source.errors import DecodeError, ErrorRateExceededError
-from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, RecordChunk
-from laminar_kafka.kafka_source.metrics import SourceMetrics
+from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.kafka_source import KafkaSource
+from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, BuiltBatch
 from laminar_kafka.kafka_source.decode.records import Records
 from laminar_kafka.kafka_source.decode.rejected import REJECTED_SCHEMA
-
+from laminar_kafka.kafka_source.errors import DecodeError, ErrorRateExceededError
+from laminar_kafka.kafka_source.metrics import SourceMetrics
+from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures
+from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, RecordChunk
 from tests.unit.kafka_source.wiring import records_of
 from tests.unit.kafka_source.wiring import running_source as wired_source
 

@@ -6,8 +6,8 @@ import gc
 import pyarrow as pa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message
 
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, topic_column
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, topic_column
 from laminar_kafka.kafka_source.decode.records import RecordFields, Records
 
 BASE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}

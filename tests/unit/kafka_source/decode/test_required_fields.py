@@ -16,6 +16,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.required_fields import (
@@ -27,9 +28,7 @@ from laminar_kafka.kafka_source.decode.required_fields import (
     parse_required_fields,
     schema_problem,
 )
-from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.kafka_source.schema_registry.client import registry_client
-
 from tests.unit.kafka_source.wiring import records_of
 
 BASE = {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g"}

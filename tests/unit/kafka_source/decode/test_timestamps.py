@@ -9,8 +9,8 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Mess
 from hypothesis import given
 from hypothesis import strategies as st
 
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.timestamps import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, out_of_range_timestamps
 from tests.unit.kafka_source.wiring import records_of
 

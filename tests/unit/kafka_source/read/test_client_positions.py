@@ -8,7 +8,13 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from laminar_kafka.kafka_source.read.positions import EARLIEST, LATEST, answered_high_watermarks, high_watermarks, watermarks
+from laminar_kafka.kafka_source.read.positions import (
+    EARLIEST,
+    LATEST,
+    answered_high_watermarks,
+    high_watermarks,
+    watermarks,
+)
 
 
 @dataclass

@@ -14,8 +14,14 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from laminar_kafka.devstack import waiting
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.decode.records import RecordFields
-from laminar_kafka.kafka_source.read.client_watch import MAX_WAIT_S, ClientKeeper, StallWatch, close_in_background, \
-    discard_in_background, replacement_assignment
+from laminar_kafka.kafka_source.read.client_watch import (
+    MAX_WAIT_S,
+    ClientKeeper,
+    StallWatch,
+    close_in_background,
+    discard_in_background,
+    replacement_assignment,
+)
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, DrainBoundary, RecordChunk
 from laminar_kafka.kafka_source.read.reader import Reader
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from confluent_kafka import Message, TopicPartition
 
 from laminar_kafka.devstack import waiting
-
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.read.fifo import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, RecordChunk
 from laminar_kafka.kafka_source.read.reader import Reader

@@ -7,11 +7,11 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
+from laminar_kafka.kafka_source.config.topics import TopicSelector
+from laminar_kafka.kafka_source.decode.records import RecordFields
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, ReaderFailed, RecordChunk
 from laminar_kafka.kafka_source.read.reader import CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S, Reader
-from laminar_kafka.kafka_source.decode.records import RecordFields
-from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 TOPIC = "t"
 

@@ -8,7 +8,6 @@ from confluent_kafka import Message
 
 from laminar_kafka.connector.errors import FatalError, TransientError
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, PartitionsAssigned, ReaderFailed, RecordChunk
-
 from tests.unit.kafka_source.wiring import records_of
 
 

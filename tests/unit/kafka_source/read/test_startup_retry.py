@@ -11,13 +11,18 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
+from laminar_kafka.connector.errors import CheckpointError, ConfigurationError, TransientError
+from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.read import startup
 from laminar_kafka.kafka_source.read.positions import EARLIEST
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
-from laminar_kafka.connector.protocol import DeliveryGuarantee
-from laminar_kafka.connector.errors import CheckpointError, ConfigurationError, TransientError
 from laminar_kafka.kafka_source.read.startup import (
-    FIRST_BACKOFF_S, MAX_BACKOFF_S, MIN_CALL_TIMEOUT_S, is_retriable, resolve_start_offsets, retry_transient,
+    FIRST_BACKOFF_S,
+    MAX_BACKOFF_S,
+    MIN_CALL_TIMEOUT_S,
+    is_retriable,
+    resolve_start_offsets,
+    retry_transient,
 )
 
 ALO = DeliveryGuarantee.AT_LEAST_ONCE

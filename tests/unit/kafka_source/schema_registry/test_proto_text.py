@@ -13,11 +13,15 @@ from confluent_kafka import Message
 from confluent_kafka.schema_registry import Schema, SchemaReference
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
+from laminar_kafka.connector.errors import TransientError
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
-from laminar_kafka.connector.errors import TransientError
 from laminar_kafka.kafka_source.schema_registry.arrow_types import protobuf_to_arrow
-from laminar_kafka.kafka_source.schema_registry.proto_text import ProtoTextError, file_descriptor_proto, parse_proto_text
+from laminar_kafka.kafka_source.schema_registry.proto_text import (
+    ProtoTextError,
+    file_descriptor_proto,
+    parse_proto_text,
+)
 from tests.unit.kafka_source.wiring import records_of
 
 UTC = dt.timezone.utc

@@ -19,10 +19,9 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
-from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat
 from laminar_kafka.connector.errors import ConfigurationError, TransientError
-from laminar_kafka.kafka_source.schema_registry.client import UnknownSchemaError, WireFormatError, registry_client, safe_url, split_wire
+from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.schema import registry_subject_schema
 from laminar_kafka.kafka_source.schema_registry.arrow_types import (
     UnsupportedSchemaError,
@@ -30,6 +29,13 @@ from laminar_kafka.kafka_source.schema_registry.arrow_types import (
     json_schema_to_arrow,
     payload_fields,
     protobuf_to_arrow,
+)
+from laminar_kafka.kafka_source.schema_registry.client import (
+    UnknownSchemaError,
+    WireFormatError,
+    registry_client,
+    safe_url,
+    split_wire,
 )
 
 UTC = dt.timezone.utc

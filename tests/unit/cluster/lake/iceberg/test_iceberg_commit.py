@@ -12,8 +12,13 @@ from pyiceberg.exceptions import ServerError
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, RetryPolicy, committed_epoch, epoch_property
-from laminar_kafka.cluster.lake.iceberg.tables import data_file_count, iceberg_schema_of, load_table_or_none, read_offsets
 from laminar_kafka.cluster.lake.iceberg.partitions import partition_spec_of
+from laminar_kafka.cluster.lake.iceberg.tables import (
+    data_file_count,
+    iceberg_schema_of,
+    load_table_or_none,
+    read_offsets,
+)
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import IcebergSettings, TableLocation
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable

@@ -16,13 +16,23 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform, TruncateTransform
 from pyiceberg.types import (
-    BinaryType, DateType, DoubleType, LongType, NestedField, StringType, TimestampType, TimestamptzType,
+    BinaryType,
+    DateType,
+    DoubleType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    TimestamptzType,
 )
 from pyiceberg.utils.datetime import datetime_to_micros
 
 from laminar_kafka.cluster.errors import ConfigError, SinkError
 from laminar_kafka.cluster.lake.iceberg.partitions import (
-    append_data_files, check_partitioning, data_files, partition_spec_of,
+    append_data_files,
+    check_partitioning,
+    data_files,
+    partition_spec_of,
 )
 from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec

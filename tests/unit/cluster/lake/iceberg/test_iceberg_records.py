@@ -11,9 +11,9 @@ import pytest
 
 from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, committed_epoch
 from laminar_kafka.cluster.lake.iceberg.records import latest_record, seed_property
+from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
 from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord
 from laminar_kafka.cluster.lake.settings import IcebergSettings
-from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
 from laminar_kafka.coordinator.values import Manifest
 from tests.unit.cluster.iceberg_fakes import Lake, rows
 

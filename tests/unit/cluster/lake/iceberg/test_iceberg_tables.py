@@ -13,12 +13,12 @@ import pytest
 from laminar_kafka.cluster.errors import ConfigError, SinkError
 from laminar_kafka.cluster.lake.iceberg.tables import (
     absolute_path,
-    iceberg_ready,
-    loggable_properties,
     ensure_namespace,
+    iceberg_ready,
+    iceberg_schema_of,
+    loggable_properties,
     open_catalog,
     schema_conflicts,
-    iceberg_schema_of,
 )
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import IcebergSettings

@@ -20,7 +20,12 @@ from laminar_kafka.cluster.lake.parquet import tree_lock
 from laminar_kafka.cluster.lake.parquet.exchange import ExchangeUnsupported, exchange_directories, filesystem_of
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, final_path, open_output, publish
 from laminar_kafka.cluster.lake.parquet.tree_lock import (
-    COMPACT_LOCK, PUBLISH_LOCK, CompactionRunning, compaction_lock, exclusive_publishing, publishing,
+    COMPACT_LOCK,
+    PUBLISH_LOCK,
+    CompactionRunning,
+    compaction_lock,
+    exclusive_publishing,
+    publishing,
 )
 
 

@@ -9,8 +9,21 @@ from hypothesis import strategies as st
 
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.lake.parquet.compaction_plan import (
-    Codec, CompactionSettings, DataFile, DirectoryPlan, Entry, FileEpochs, LeftoverKind, WorkDirectory,
-    classify_leftover, epochs_of, is_candidate, links_for_exchange, output_name, plan_cleanup, plan_directory,
+    Codec,
+    CompactionSettings,
+    DataFile,
+    DirectoryPlan,
+    Entry,
+    FileEpochs,
+    LeftoverKind,
+    WorkDirectory,
+    classify_leftover,
+    epochs_of,
+    is_candidate,
+    links_for_exchange,
+    output_name,
+    plan_cleanup,
+    plan_directory,
     strays_after_exchange,
 )
 

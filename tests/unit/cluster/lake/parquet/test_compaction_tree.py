@@ -24,6 +24,7 @@ from laminar_kafka.cluster.lake.record import record_path
 from tests.compaction_readers import Readers
 from tests.unit.cluster.lake.parquet.compaction_trees import DAY0, MIB, TOPIC, Tree, work_dirs
 
+
 def test_a_pass_rewrites_the_settled_small_files_and_leaves_the_recorded_ones_alone(tmp_path: Path) -> None:
     tree = Tree(tmp_path)
     tree.land(12)

@@ -11,11 +11,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from laminar_kafka.cluster.lake.outputs import ParquetTree
-from laminar_kafka.cluster.lake.record import RECORDS_DIR, LakeRecord, record_path
-from laminar_kafka.cluster.lake.parquet.records import RECORDS_KEPT, drop_records_after, read_parquet_facts, read_record, \
-    write_record
-from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
+from laminar_kafka.cluster.lake.parquet.records import (
+    RECORDS_KEPT,
+    drop_records_after,
+    read_parquet_facts,
+    read_record,
+    write_record,
+)
 from laminar_kafka.cluster.lake.parquet.sink import StagedName, final_path
+from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
+from laminar_kafka.cluster.lake.record import RECORDS_DIR, LakeRecord, record_path
 from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.values import Manifest
 

@@ -24,7 +24,6 @@ from laminar_kafka.cluster.lake.parquet.sink import (
     recover,
 )
 
-
 NOON = dt.datetime(2024, 3, 5, 12, 0)
 DAY_DIR = "t/dt=2024-03-05"
 

@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.parquet.sink import (
     REJECTED_DIR,
     STAGING_DIR,
@@ -24,6 +23,7 @@ from laminar_kafka.cluster.lake.parquet.sink import (
     publish,
     recover,
 )
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 
 DAY0 = dt.datetime(2024, 5, 1, 10, 30)
 

@@ -12,8 +12,6 @@ import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
-from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
 from laminar_kafka.cluster.lake.parquet.sink import (
     REJECTED_DIR,
     STAGING_DIR,
@@ -27,9 +25,11 @@ from laminar_kafka.cluster.lake.parquet.sink import (
     publish,
     recover,
 )
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.ops.verify import OutputScan, audit, read_output
-from laminar_kafka.coordinator.base import EpochOpened
+from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
 from laminar_kafka.connector.protocol import ConnectorConfig, SourceBatch
+from laminar_kafka.coordinator.base import EpochOpened
 from laminar_kafka.kafka_source.decode.rejected import REJECTED_SCHEMA
 from tests.unit.cluster.fakes import FakeCoordinator, wait_for
 from tests.unit.cluster.runtime.test_runtime import TOPOLOGY, FakeSource
