@@ -47,19 +47,22 @@ def run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.Complete
 def checkout_files(root: Path = ROOT) -> list[str]:
     """The checkout's files (relative paths, sorted): those git tracks and those not yet added that
     it does not ignore, as they are in the working tree; deleted ones left out. Build output
-    (``build/``, ``*.egg-info``) and virtualenvs are ignored, so never listed."""
+    (``build/``, ``*.egg-info``) and virtualenvs are ignored, so never listed. Symbolic links
+    (``laminar_kafka/<folder> -> ../<folder>``) are listed as files: git tracks the link itself."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
                             capture_output=True, check=True).stdout.decode()
-    return sorted({path for path in listed.split("\0") if path and (root / path).is_file()})
+    return sorted({path for path in listed.split("\0")
+                   if path and ((root / path).is_symlink() or (root / path).is_file())})
 
 
 def clean_copy(destination: Path, root: Path = ROOT) -> Path:
-    """Copy :func:`checkout_files` of ``root`` into ``destination`` (made; must not exist) and return it."""
+    """Copy :func:`checkout_files` of ``root`` into ``destination`` (made; must not exist) and return it.
+    Links are copied as links."""
     destination.mkdir(parents=True)
     for path in checkout_files(root):
         target = destination / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / path, target)
+        shutil.copy2(root / path, target, follow_symlinks=False)
     return destination
 
 

@@ -168,6 +168,9 @@ def apt_mirrors(root: Path = Path("/")) -> tuple[str, str | None]:
 
 
 def _hash_tree(digest: Any, path: Path, name: str) -> None:
+    if path.is_symlink():  # laminar_kafka/<folder> -> ../<folder>: copied as a link, hashed as one
+        digest.update(f"{name}\0->{os.readlink(path)}\0".encode())
+        return
     if path.is_dir():
         for child in sorted(path.iterdir()):
             if child.name != "__pycache__" and not child.name.endswith(".pyc"):
@@ -183,7 +186,8 @@ def _copy_context(files: dict[str, Path], target: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for name, source in files.items():
         if source.is_dir():
-            shutil.copytree(source, target / name, ignore=ignore, symlinks=False)
+            # links stay links: laminar_kafka/<folder> -> ../<folder> resolves to the folder copied beside it
+            shutil.copytree(source, target / name, ignore=ignore, symlinks=True)
         else:
             shutil.copy2(source, target / name)
 
