@@ -1,15 +1,15 @@
 """`KafkaSource`: the Kafka implementation of the source-connector protocol (the facade).
 
 This module holds the lifecycle (start, close) and the data path (poll, checkpoint); the other
-concerns live beside it: :mod:`laminar_kafka.kafka_source.read.batches` (from FIFO items to a batch),
-:mod:`laminar_kafka.kafka_source.vnode.driver` (vnode ownership and drains), :mod:`laminar_kafka.kafka_source.commits` (advisory
-group-offset commits), :mod:`laminar_kafka.kafka_source.decode.schema` (schema and JSON inference).
+concerns live beside it: ``read.opening`` (the consumer, its start offsets and the reader thread),
+``read.batches`` (from FIFO items to a batch), ``vnode.driver`` (vnode ownership and drains),
+``commits`` (advisory group-offset commits), ``decode.schema`` (schema and JSON inference).
 
-Threads: one reader thread owns ``Consumer.consume`` (see :mod:`laminar_kafka.kafka_source.read.reader`); the asyncio
-side only touches the byte-bounded FIFO (:mod:`laminar_kafka.kafka_source.read.fifo`). Other blocking client calls
-(startup lookups, schema sampling) run on threads of :meth:`KafkaSource.terminal_task_tracker`,
-which covers every thread the source starts. The cursor (``next offset`` per partition) lives on
-the asyncio side and moves only when rows are emitted by :meth:`KafkaSource.poll_batch`.
+Threads: one reader thread owns ``Consumer.consume`` (``read.reader``); the asyncio side only
+touches the byte-bounded FIFO (``read.fifo``). Other blocking client calls (startup lookups, schema
+sampling) run on threads of :meth:`KafkaSource.terminal_task_tracker`, which covers every thread
+the source starts. The cursor (``next offset`` per partition) lives on the asyncio side and moves
+only when rows are emitted by :meth:`KafkaSource.poll_batch`.
 """
 from __future__ import annotations
 
@@ -20,11 +20,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 import pyarrow as pa
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, FatalError
+from laminar_kafka.connector.errors import ConnectorError, FatalError
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
     ConnectorConfig,
@@ -44,18 +42,19 @@ from laminar_kafka.connector.protocol import (
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME, KAFKA_CURSORS, CursorCheckpoints
-from laminar_kafka.kafka_source.clients import KafkaClientConfig
+from laminar_kafka.errors import ConfigurationError
+from laminar_kafka.kafka_source.checkpoint import KAFKA_CURSORS, CursorCheckpoints
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
-from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig, as_kafka_config
+from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.records import RecordFields
 from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
 from laminar_kafka.kafka_source.errors import ErrorRateExceededError
 from laminar_kafka.kafka_source.metrics import SourceMetrics
+from laminar_kafka.kafka_source.parsed import ParsedConfigs
 from laminar_kafka.kafka_source.read.batches import ERROR_RATE_MIN_RECORDS, DecodeFailures, build_batch, take_items
-from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ByteBoundedFifo, ControlItem, FifoItem
-from laminar_kafka.kafka_source.read.opening import build_reader, create_consumer, start_offsets
+from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ByteBoundedFifo, ControlItem
+from laminar_kafka.kafka_source.read.opening import SourceCallbacks, build_reader, open_consumer
 from laminar_kafka.kafka_source.read.reader import Reader
 from laminar_kafka.kafka_source.vnode.driver import VnodeBinding, VnodeDriver
 
@@ -93,10 +92,8 @@ class KafkaSource(SourceConnector):
         request_timeout_s: float = 10.0,
         close_timeout_s: float = 10.0,
     ) -> None:
-        #: the client configuration of properties that carry none (see the class docstring)
-        self._kafka: KafkaClientConfig | None = config.kafka if isinstance(config, KafkaSourceConfig) else None
-        #: the last properties parsed (with the connector type) and their typed value
-        self._parsed: tuple[tuple[str, dict[str, str]], KafkaSourceConfig] | None = None
+        #: parses properties with the client configuration given here (see the class docstring)
+        self._parsed = ParsedConfigs(config.kafka if isinstance(config, KafkaSourceConfig) else None)
         self._config: KafkaSourceConfig | None = None if config is None else self._typed(config)
         self._json_schema: pa.Schema | None = None
         self._builder: BatchBuilder | None = None
@@ -121,20 +118,9 @@ class KafkaSource(SourceConnector):
     # -- configuration, schema and policies -----------------------------------------------------
 
     def _typed(self, config: ConnectorConfig | KafkaSourceConfig | Mapping[str, str]) -> KafkaSourceConfig:
-        """``config`` as a typed configuration (:func:`as_kafka_config` with the client given at
-        construction); the properties parsed last give their earlier value without a second parse.
-        Raises :class:`ConfigurationError` for an invalid one."""
-        if isinstance(config, KafkaSourceConfig):
-            return config
-        if isinstance(config, ConnectorConfig):
-            key = (config.connector_type, dict(config.properties))
-        else:
-            key = (CONNECTOR_NAME, dict(config))
-        if self._parsed is not None and self._parsed[0] == key:
-            return self._parsed[1]
-        typed = as_kafka_config(config, self._kafka)
-        self._parsed = (key, typed)
-        return typed
+        """``config`` as a typed configuration (:class:`ParsedConfigs`). Raises
+        :class:`ConfigurationError` for an invalid one."""
+        return self._parsed.typed(config)
 
     @property
     def config(self) -> KafkaSourceConfig:
@@ -148,7 +134,7 @@ class KafkaSource(SourceConnector):
         return configured_schema(self.config, self._json_schema)
 
     async def discover_schema(self, properties: Mapping[str, str]) -> None:
-        """Resolve the schema; ``format=json`` without ``json.schema``: inferred from records
+        """Resolve the schema; ``format=json`` without ``json-schema``: inferred from records
         sampled from the topics' start (:func:`laminar_kafka.kafka_source.decode.schema.discover_json_schema`).
         Post: :meth:`schema` returns it. Raises :class:`ConfigurationError` without a sample."""
         config = self._typed(properties)
@@ -208,54 +194,35 @@ class KafkaSource(SourceConnector):
         config = self._typed(config_in)
         if config.format is Format.JSON and config.json_schema is None:
             if self._json_schema is None or self._config is None or self._config.topics != config.topics:
-                raise ConfigurationError("format=json needs json.schema or discover_schema() first")
+                raise ConfigurationError("format=json needs json-schema or discover_schema() first")
         self._config = config
         self._delivery = delivery
-        self._builder = BatchBuilder(config, self._json_schema)
-        self._decode_failures = DecodeFailures.of(config, delivery, self.metrics)
+        builder = self._builder = BatchBuilder(config, self._json_schema)
+        decode_failures = self._decode_failures = DecodeFailures.of(config, delivery, self.metrics)
         self._started = True
         try:
-            consumer = create_consumer(config, delivery, self._commits)
-        except ConfigurationError:
+            consumer, plan, offsets = await open_consumer(
+                config, position, delivery, self._commits, self._request_timeout_s, blocking=self._blocking,
+                pin=self._vnode.pin if self._vnode is not None else None,
+            )
+        except BaseException:  # noqa: BLE001 - any failure, cancellation included, retires the generation; re-raised
             self._closed = True
-            raise
-        try:
-            plan = await self._blocking("kafka-source-start", functools.partial(
-                start_offsets, consumer, config, position, delivery, self._commits, self._request_timeout_s
-            ))
-            offsets = dict(plan.offsets)
-            if self._vnode is not None:
-                offsets = self._vnode.pin(offsets)
-            assignment = [KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()]
-            await self._blocking("kafka-source-assign", functools.partial(consumer.assign, assignment))
-        except BaseException:  # noqa: BLE001 - any exit, cancellation included, closes the consumer; re-raised
-            self._closed = True
-            await self._blocking("kafka-source-close", consumer.close)
             raise
         self._cursor = offsets
         self.metrics.count_lost(plan.lost, resets=plan.resets)
-        self._start_reader(consumer, config, offsets)
-        logger.info(
-            "kafka source started on %s at %d partition(s) (%s%s)",
-            config.selector, len(offsets), type(position).__name__,
-            f", assignment version {self._vnode.version}" if self._vnode is not None else "",
+        skips = decode_failures is not None and decode_failures.policy is BadRecordPolicy.SKIP
+        reader = self._reader = build_reader(
+            consumer, config, offsets, event=self._event, vnode_mode=self._vnode is not None,
+            metadata_timeout_s=self._request_timeout_s, fields=RecordFields.of(config, keeps_rejected=skips),
+            callbacks=SourceCallbacks(config, delivery, self.metrics, self._commits, builder),
         )
-
-    def _start_reader(self, consumer: Consumer, config: KafkaSourceConfig, offsets: dict[TopicPartitionId, int]) -> None:
-        self._reader = build_reader(
-            consumer, config, offsets, event=self._event, delivery=self._delivery, vnode_mode=self._vnode is not None,
-            metadata_timeout_s=self._request_timeout_s, metrics=self.metrics,
-            callbacks_pending=self._commits.awaiting_result,
-            consumer_factory=functools.partial(create_consumer, config, self._delivery, self._commits),
-            prefetch=self._builder.prefetch if self._builder is not None and self._builder.prefetches else None,
-            fields=RecordFields.of(config, keeps_rejected=self._decode_failures is not None
-                                   and self._decode_failures.policy is BadRecordPolicy.SKIP),
-        )
-        self._fifo = self._reader.fifo
+        self._fifo = reader.fifo
         if self._vnode is not None:
-            self._vnode.attach(self._reader)
-        self._tracker.track(self._reader.thread)
-        self._reader.start()
+            self._vnode.attach(reader)
+        self._tracker.track(reader.thread)
+        reader.start()
+        logger.info("kafka source started on %s at %d partition(s) (%s%s)", config.selector, len(offsets),
+                    type(position).__name__, f", assignment version {self._vnode.version}" if self._vnode is not None else "")
 
     async def close(self) -> None:
         """Stop the reader (which closes the consumer) and wait for every thread of this source
@@ -272,14 +239,13 @@ class KafkaSource(SourceConnector):
         if not await self._tracker.wait(self._close_timeout_s):
             logger.warning("kafka source threads did not stop within %.1fs", self._close_timeout_s)
 
-    def _check_alive(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-        if self._vnode is not None and self._vnode.failure is not None:
-            raise self._vnode.failure
+    def _failed_with(self) -> ConnectorError | None:
+        """The error this generation failed with (its own or its vnode driver's), if any."""
+        return self._failure if self._failure is not None or self._vnode is None else self._vnode.failure
 
-    def _is_failed(self) -> bool:
-        return self._failure is not None or (self._vnode is not None and self._vnode.failure is not None)
+    def _check_alive(self) -> None:
+        if (failure := self._failed_with()) is not None:
+            raise failure
 
     # -- data path ------------------------------------------------------------------------------
 
@@ -287,10 +253,10 @@ class KafkaSource(SourceConnector):
         """Up to ``max_records`` rows bound to the cursor after the last of them, or ``None``.
 
         Never awaits, so it cannot be cancelled half way. A record that does not decode raises
-        :class:`DecodeError` with ``on.bad.record=fail`` (nothing moves; the same records fail
+        :class:`DecodeError` with ``on-bad-record=fail`` (nothing moves; the same records fail
         again); with ``skip`` it is consumed and returned in ``SourceBatch.rejected`` (the batch's
         ``records`` may then be empty), and :class:`ErrorRateExceededError` is raised once the
-        skipped records exceed ``max.error.rate``. Raises the reader's error (e.g. an out-of-range
+        skipped records exceed ``max-error-rate``. Raises the reader's error (e.g. an out-of-range
         position) once every record fetched before it was emitted.
 
         Vnode mode: only records of partitions owned under the pinned version are emitted (others
@@ -304,7 +270,7 @@ class KafkaSource(SourceConnector):
             raise FatalError("poll_batch on a source that is not running")
         take = take_items(fifo.peek(max_records), max_records, self._consume_control)
         if take.failure is not None:
-            self._release(take.done)
+            fifo.release_heads(take.done)
             self._failure = take.failure
             raise take.failure
         dropping = self._vnode.dropping if self._vnode is not None else frozenset()
@@ -321,7 +287,7 @@ class KafkaSource(SourceConnector):
         # Commit: nothing below raises.
         for chunk, end in take.spans:
             chunk.taken = end
-        self._release(take.done)
+        fifo.release_heads(take.done)
         self._cursor = cursor
         fifo.clear_event_if_empty(self._event)
         if batch is None or (batch.num_rows == 0 and rejected is None):
@@ -344,11 +310,6 @@ class KafkaSource(SourceConnector):
         self._cursor = cursor
         if marker.acquired:  # another node may have committed past what we knew: read the group again
             self._commits.forget(marker.acquired)
-
-    def _release(self, items: list[FifoItem]) -> None:
-        assert self._fifo is not None
-        for item in items:
-            self._fifo.release_head(item)
 
     # -- checkpoints ----------------------------------------------------------------------------
 
@@ -398,7 +359,7 @@ class KafkaSource(SourceConnector):
             if self._vnode.binding.same_as(binding):
                 return
             raise ConfigurationError("set_vnode_assignment was already called with other arguments")
-        if self._closed or self._is_failed():
+        if self._closed or self._failed_with() is not None:
             raise FatalError("set_vnode_assignment on a retired source generation")
         vnode = VnodeDriver(binding, self.metrics, lambda: self._cursor, self._adopt_assignment)
         if self._started:
@@ -445,7 +406,7 @@ class KafkaSource(SourceConnector):
         in :meth:`checkpoint` from then on; in vnode mode see
         :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.add_partitions`.
         """
-        if not self._started or self._closed or self._is_failed():
+        if not self._started or self._closed or self._failed_with() is not None:
             return
         selector = self.config.selector
         wanted = frozenset(tp for tp in partitions if selector.matches(tp[0]) and tp not in self._cursor)

@@ -182,6 +182,11 @@ class ByteBoundedFifo:
                 self._bytes -= item.nbytes
             self._cond.notify_all()
 
+    def release_heads(self, items: list[FifoItem]) -> None:
+        """:meth:`release_head` of each of ``items`` in order (the FIFO's first ``len(items)``)."""
+        for item in items:
+            self.release_head(item)
+
     def clear_event_if_empty(self, event: asyncio.Event) -> bool:
         """Clear ``event`` iff the FIFO is empty, atomically with the check; True if cleared.
 

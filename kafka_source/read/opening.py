@@ -1,27 +1,34 @@
 """Opening one source generation: the consumer, its exact start offsets, and the reader thread.
 
 :func:`create_consumer` and :func:`start_offsets` are the blocking client steps of
-:meth:`laminar_kafka.kafka_source.source.KafkaSource.start` (run them off the event loop);
-:func:`build_reader` wires the reader thread to the FIFO that wakes the event loop.
+:meth:`laminar_kafka.kafka_source.source.KafkaSource.start` (run off the event loop by
+:func:`open_consumer`);
+:func:`build_reader` wires the reader thread to the FIFO that wakes the event loop, and
+:class:`SourceCallbacks` is what the reader thread asks of the source and reports to it.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.connector.protocol import DeliveryGuarantee, InitialPosition, ResumePosition, SourcePosition
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.records import RecordFields, Records
 from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
 from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.read.reader_seam import ReaderCallbacks, ReaderSettings
 from laminar_kafka.kafka_source.read.startup import (
     StartupPlan,
     query_broker_facts,
@@ -33,7 +40,7 @@ from laminar_kafka.kafka_source.read.startup import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CONSUME_TIMEOUT_S", "build_reader", "create_consumer", "start_offsets"]
+__all__ = ["CONSUME_TIMEOUT_S", "SourceCallbacks", "build_reader", "create_consumer", "open_consumer", "start_offsets"]
 
 #: ``consume()`` waits this long unless a chunk fills: it bounds record latency at low rates and how
 #: long a submitted command (pause, assignment change, commit) waits for its turn.
@@ -77,29 +84,102 @@ def start_offsets(
     return plan
 
 
+@dataclass(frozen=True)
+class SourceCallbacks:
+    """The :class:`ReaderCallbacks` of a source generation: its metrics, advisory commits, batch
+    builder and configuration."""
+
+    config: KafkaSourceConfig
+    delivery: DeliveryGuarantee
+    metrics: SourceMetrics
+    commits: AdvisoryCommits
+    builder: BatchBuilder
+
+    def callbacks_pending(self) -> bool:
+        """Whether an advisory commit's result is awaited."""
+        return self.commits.awaiting_result()
+
+    def prefetch(self, records: Records) -> None:
+        """The builder's blocking work for ``records`` (schemas fetched from a registry), if any."""
+        if self.builder.prefetches:
+            self.builder.prefetch(records)
+
+    def read_on_at(self, tp: TopicPartitionId, offset: int, low: int, high: int) -> int:
+        """:func:`~laminar_kafka.kafka_source.read.startup.resolve_out_of_range` under this delivery."""
+        return resolve_out_of_range(tp, offset, low, high, delivery=self.delivery, config=self.config)
+
+    def offsets_lost(self, count: int) -> None:
+        """Counted in the metrics."""
+        self.metrics.count_lost(count)
+
+    def partitions_discovered(self, count: int) -> None:
+        """Counted in the metrics."""
+        self.metrics.count_discovered(count)
+
+    def new_consumer(self) -> Consumer:
+        """:func:`create_consumer` of this configuration."""
+        return create_consumer(self.config, self.delivery, self.commits)
+
+    def consumer_replaced(self) -> None:
+        """Counted in the metrics."""
+        self.metrics.count_client_replaced()
+
+
+Blocking = Callable[[str, Callable[[], Any]], Awaitable[Any]]
+
+
+async def open_consumer(
+    config: KafkaSourceConfig,
+    position: SourcePosition,
+    delivery: DeliveryGuarantee,
+    commits: AdvisoryCommits,
+    timeout_s: float,
+    *,
+    blocking: Blocking,
+    pin: Callable[[dict[TopicPartitionId, int]], dict[TopicPartitionId, int]] | None,
+) -> tuple[Consumer, StartupPlan, dict[TopicPartitionId, int]]:
+    """Create the consumer, resolve ``position`` to exact offsets (:func:`start_offsets`; ``pin``
+    keeps those a vnode-assigned source reads) and assign it them; each blocking step runs through
+    ``blocking(name, fn)`` (on a thread the source tracks). Returns the consumer, the plan and the
+    offsets assigned.
+
+    On any failure, cancellation included, no consumer is left open. Raises
+    :class:`ConfigurationError`, :class:`~laminar_kafka.connector.errors.CheckpointError` or
+    :class:`~laminar_kafka.connector.errors.TransientError`.
+    """
+    consumer = create_consumer(config, delivery, commits)
+    try:
+        plan = await blocking("kafka-source-start", functools.partial(
+            start_offsets, consumer, config, position, delivery, commits, timeout_s
+        ))
+        offsets = dict(plan.offsets)
+        if pin is not None:
+            offsets = pin(offsets)
+        assignment = [KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        await blocking("kafka-source-assign", functools.partial(consumer.assign, assignment))
+    except BaseException:  # noqa: BLE001 - any exit, cancellation included, closes the consumer; re-raised
+        await blocking("kafka-source-close", consumer.close)
+        raise
+    return consumer, plan, offsets
+
+
 def build_reader(
     consumer: Consumer,
     config: KafkaSourceConfig,
     offsets: dict[TopicPartitionId, int],
     *,
     event: asyncio.Event,
-    delivery: DeliveryGuarantee,
     vnode_mode: bool,
     metadata_timeout_s: float,
-    metrics: SourceMetrics,
-    callbacks_pending: Callable[[], bool],
     fields: RecordFields,
-    prefetch: Callable[[Records], None] | None = None,
-    consumer_factory: Callable[[], Consumer] | None = None,
+    callbacks: ReaderCallbacks,
 ) -> Reader:
-    """A reader (not started) that owns ``consumer`` at ``offsets`` and sets ``event`` (on the
-    running loop) whenever it puts an item into its FIFO.
+    """A reader (not started) that owns ``consumer`` at ``offsets``, reports to ``callbacks``
+    (:class:`SourceCallbacks` for a source), and sets ``event`` (on the running loop) whenever it
+    puts an item into its FIFO.
 
     In vnode mode it does not look for new partitions itself: they arrive through
-    ``add_partitions`` (the runtime watches the topology). A read offset the broker no longer holds
-    is resolved by :func:`~laminar_kafka.kafka_source.read.startup.resolve_out_of_range` (lost offsets counted in
-    ``metrics``). A consumer that reaches no broker any more is replaced by one ``consumer_factory``
-    makes (:mod:`~laminar_kafka.kafka_source.read.client_watch`; counted in ``metrics``).
+    ``add_partitions`` (the runtime watches the topology).
     """
     loop = asyncio.get_running_loop()
 
@@ -109,21 +189,12 @@ def build_reader(
         except RuntimeError:  # loop closed: nobody is waiting any more
             pass
 
-    return Reader(
-        consumer,
-        ByteBoundedFifo(config.fifo_bytes, on_ready=wake),
+    settings = ReaderSettings(
         selector=config.selector,
-        assigned=offsets,
         chunk_records=config.consume_chunk_records,
         discovery_interval_s=0.0 if vnode_mode else config.partition_discovery_interval_ms / 1000.0,
         metadata_timeout_s=metadata_timeout_s,
-        on_discovered=metrics.count_discovered,
         consume_timeout_s=CONSUME_TIMEOUT_S,
-        callbacks_pending=callbacks_pending,
         fields=fields,
-        prefetch=prefetch,
-        out_of_range=functools.partial(resolve_out_of_range, delivery=delivery, config=config),
-        on_offsets_lost=metrics.count_lost,
-        consumer_factory=consumer_factory,
-        on_client_replaced=metrics.count_client_replaced,
     )
+    return Reader(consumer, ByteBoundedFifo(config.fifo_bytes, on_ready=wake), offsets, settings, callbacks)

@@ -6,10 +6,12 @@ between two ``consume`` calls (:meth:`Reader.submit`), so anything it pushes aft
 :class:`PartitionsAssigned` marker, and in the drain work a boundary marker) is ordered after every
 record fetched before the change: data and control travel in one FIFO and cannot overtake each other.
 
-The FIFO and its items are in :mod:`laminar_kafka.kafka_source.read.fifo`. Commands run while the FIFO is at its
-cap; client callbacks (an advisory
-commit's result) are delivered only inside ``consume``, so while one is awaited
-(``callbacks_pending``) a full FIFO still gets one-record ``consume`` calls, put past the cap.
+The FIFO and its items are in :mod:`laminar_kafka.kafka_source.read.fifo`; the partitions the reader
+holds and the commands that change them in :mod:`laminar_kafka.kafka_source.read.assignment`; its
+settings and its owner's callbacks in :mod:`laminar_kafka.kafka_source.read.reader_seam`. Commands
+run while the FIFO is at its cap; client callbacks (an advisory commit's result) are delivered only
+inside ``consume``, so while one is awaited (:meth:`ReaderCallbacks.callbacks_pending`) a full FIFO
+still gets one-record ``consume`` calls, put past the cap.
 
 Ownership changes (vnode mode) use two markers: :class:`DrainBoundary` (put by
 :meth:`Reader.pause_for_drain` right after pausing the revoked partitions; from then on the reader
@@ -27,34 +29,32 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.connector.errors import FatalError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
-from laminar_kafka.kafka_source.config.topics import TopicSelector
-from laminar_kafka.kafka_source.decode.records import RecordFields, Records
+from laminar_kafka.kafka_source.decode.records import Records
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
+from laminar_kafka.kafka_source.read.assignment import ReaderPartitions
 from laminar_kafka.kafka_source.read.client_watch import PROBE_TIMEOUT_S, STALL_S, StallWatch, replace_consumer
 from laminar_kafka.kafka_source.read.fifo import (
     MESSAGE_OVERHEAD_BYTES,
     AssignmentApplied,
     ByteBoundedFifo,
     DrainBoundary,
-    PartitionsAssigned,
     ReaderFailed,
     RecordChunk,
 )
-from laminar_kafka.kafka_source.read.positions import OutOfRangeResolver, low_watermark, read_on_after_out_of_range
+from laminar_kafka.kafka_source.read.positions import read_on_after_out_of_range
+from laminar_kafka.kafka_source.read.reader_seam import ReaderCallbacks, ReaderSettings
 from laminar_kafka.kafka_source.read.startup import selected_topics
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CALL_MESSAGES", "Reader"]
+__all__ = ["CALL_MESSAGES", "Reader", "ReaderCallbacks", "ReaderSettings"]
 
 #: Messages per ``Consumer.consume`` call. Message objects are tracked by the cyclic garbage
 #: collector, which collects its youngest generation every 700 net allocations: 10,000 messages
@@ -94,75 +94,40 @@ class Reader:
     submitted commands between ``consume`` calls, finds new partitions, and closes the consumer
     when stopped.
 
-    Discovered partitions start at their low watermark.
+    ``assigned`` are the partitions the consumer is assigned at their positions; discovered
+    partitions start at their low watermark. ``callbacks`` is the owner the reader thread asks and
+    reports to (:class:`ReaderCallbacks`).
     """
 
     def __init__(
         self,
         consumer: Consumer,
         fifo: ByteBoundedFifo,
-        *,
-        selector: TopicSelector,
         assigned: Mapping[TopicPartitionId, int],
-        chunk_records: int,
-        discovery_interval_s: float,
-        metadata_timeout_s: float = 5.0,
-        on_discovered: Callable[[int], None] | None = None,
-        consume_timeout_s: float = 0.1,
-        callbacks_pending: Callable[[], bool] | None = None,
-        fields: RecordFields | None = None,
-        prefetch: Callable[[Records], None] | None = None,
-        out_of_range: OutOfRangeResolver | None = None,
-        on_offsets_lost: Callable[[int], None] | None = None,
-        consumer_factory: Callable[[], Consumer] | None = None,
-        on_client_replaced: Callable[[], None] | None = None,
-        stall_s: float = STALL_S,
+        settings: ReaderSettings,
+        callbacks: ReaderCallbacks,
     ) -> None:
         self.consumer = consumer
-        #: makes a consumer like ``consumer`` (not assigned yet) to replace one that reaches no broker
-        #: any more (:mod:`~laminar_kafka.kafka_source.read.client_watch`); None: never replaced
-        self.consumer_factory = consumer_factory
-        #: called each time the consumer was replaced
-        self.on_client_replaced = on_client_replaced
-        #: where to read on after an "offset out of range"; None: such an answer fails the reader
-        self.out_of_range = out_of_range
-        #: called with the number of offsets skipped when reading resumes past them
-        self.on_offsets_lost = on_offsets_lost
-        #: the fields read of each message (:meth:`Records.of`); default: every one but headers
-        self.fields = fields or RecordFields(topic=None)
-        #: called with each chunk's records before they enter the FIFO (blocking work that must
-        #: not run on the event loop, e.g. fetching schemas from a registry); must not raise
-        self.prefetch = prefetch
         self.fifo = fifo
-        self.selector = selector
-        self.chunk_records = chunk_records
-        self.discovery_interval_s = discovery_interval_s
-        self.metadata_timeout_s = metadata_timeout_s
-        self.on_discovered = on_discovered
-        self.consume_timeout_s = consume_timeout_s
-        self.callbacks_pending = callbacks_pending or (lambda: False)
+        self.settings = settings
+        self.callbacks = callbacks
+        #: what the consumer holds; used by the reader thread alone once it runs
+        self.partitions = ReaderPartitions(assigned)
         #: until this monotonic time, consume with :data:`FRESH_CONSUME_TIMEOUT_S`
         self.fresh_until = 0.0
-        self._assigned: dict[TopicPartitionId, KafkaTopicPartition] = {tp: KafkaTopicPartition(*tp) for tp in assigned}
-        self._positions: dict[TopicPartitionId, int] = dict(assigned)
-        #: positions moved without a record (reading resumed past an out-of-range offset), reported
-        #: with the next chunk
-        self._jumps: dict[TopicPartitionId, int] = {}
         self._commands: collections.deque[_Command] = collections.deque()
         #: Guards ``_accepting`` with the append in :meth:`submit`, so a command is either run or
         #: cancelled by the thread, never left behind by its exit.
         self._commands_lock = threading.Lock()
         self._accepting = False
-        #: Partitions whose records are dropped and positions not reported (paused for a drain).
-        self._blocked: frozenset[TopicPartitionId] = frozenset()
         self._stop = threading.Event()
         self._failed = False
         self._thread = threading.Thread(target=self._run, name="kafka-source-reader", daemon=True)
-        self._next_discovery = time.monotonic() + discovery_interval_s
+        self._next_discovery = time.monotonic() + settings.discovery_interval_s
         self._next_sweep = 0.0
         self._sweep_interval = POSITION_SWEEP_S
         #: when to probe the consumer: after ``stall_s`` without progress while fetching
-        self._stall = StallWatch(stall_s, quiet_since=time.monotonic())
+        self._stall = StallWatch(STALL_S if settings.stall_s is None else settings.stall_s, quiet_since=time.monotonic())
 
     @property
     def thread(self) -> threading.Thread:
@@ -191,6 +156,8 @@ class Reader:
         self.fifo.wake()
         return command.future
 
+    # -- commands (ReaderPartitions does the work; the marker is put here, in FIFO order) --------
+
     def pause_for_drain(
         self, round: AssignmentDrainId, revoked: frozenset[TopicPartitionId]
     ) -> concurrent.futures.Future[DrainBoundary]:
@@ -201,13 +168,7 @@ class Reader:
         """
 
         def run(consumer: Consumer) -> DrainBoundary:
-            if revoked:
-                consumer.pause([KafkaTopicPartition(t, p) for t, p in sorted(revoked)])
-                self._read_positions([self._assigned[tp] for tp in sorted(revoked) if tp in self._assigned])
-            self._blocked = self._blocked | revoked
-            marker = DrainBoundary(
-                round, MappingProxyType({tp: self._positions[tp] for tp in sorted(revoked)})
-            )
+            marker = self.partitions.pause(consumer, round, revoked)
             self.fifo.put_control(marker)
             return marker
 
@@ -234,63 +195,51 @@ class Reader:
         def run(consumer: Consumer) -> AssignmentApplied:
             if cancelled is not None and cancelled.is_set():
                 raise FatalError(f"assignment change {op_id} was cancelled before it ran")
-            if release:
-                released = [KafkaTopicPartition(t, p) for t, p in sorted(release)]
-                # Resumed first: a partition unassigned while paused (for a drain) and assigned
-                # again later fetched nothing for about a second at times (librdkafka 2.16,
-                # reproduced outside the source); resumed before it is released, never.
-                consumer.resume(released)
-                consumer.incremental_unassign(released)
-                for tp in release:
-                    self._assigned.pop(tp, None)
-                    self._positions.pop(tp, None)
-                self._blocked = self._blocked - release
-            if resume:
-                for (topic, partition), offset in sorted(resume.items()):
-                    consumer.seek(KafkaTopicPartition(topic, partition, offset))
-                consumer.resume([KafkaTopicPartition(t, p) for t, p in sorted(resume)])
-                self._positions.update(resume)
-                self._blocked = self._blocked - frozenset(resume)
-                self._note_fresh()
-            offsets: dict[TopicPartitionId, int] = {}
-            for tp, offset in sorted(acquire.items()):
-                if offset is None:
-                    offset = low_watermark(self.consumer, tp, self.metadata_timeout_s)
-                offsets[tp] = offset
-            if offsets:
-                assignment = [KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()]
-                consumer.incremental_assign(assignment)
-                # librdkafka keeps a partition's pause flag across unassign/assign: a partition
-                # paused for an earlier drain of this consumer would otherwise never fetch again.
-                consumer.resume(assignment)
-                for tp, offset in offsets.items():
-                    self._assigned[tp] = KafkaTopicPartition(*tp)
-                    self._positions[tp] = offset
-                self._blocked = self._blocked - frozenset(offsets)
-                self._note_fresh()
-            marker = AssignmentApplied(
-                op_id, frozenset(release), MappingProxyType(offsets), MappingProxyType(resume)
+            marker = self.partitions.change(
+                consumer, op_id, release, acquire, resume, self.settings.metadata_timeout_s
             )
+            if marker.acquired or marker.resumed:
+                self._note_fresh()
             self.fifo.put_control(marker)
             return marker
 
         return self.submit(run)
 
+    def assign_new(self, partitions: Iterable[TopicPartitionId]) -> concurrent.futures.Future[Any]:
+        """Assign ``partitions`` not held yet at their low watermark (on the reader thread), as
+        discovery does; the future's result is ``{tp: offset}`` of those assigned."""
+        wanted = sorted(set(partitions))
+        return self.submit(lambda consumer: self._assign_new(consumer, wanted))
+
+    def _assign_new(self, consumer: Consumer, found: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
+        """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
+        announce it with a :class:`PartitionsAssigned` marker."""
+        marker = self.partitions.add(consumer, found, self.settings.metadata_timeout_s)
+        if marker is None:
+            return {}
+        offsets = dict(marker.offsets)
+        self._note_fresh()
+        logger.info("assigned %d new partition(s) at their first offset: %s", len(offsets), sorted(offsets))
+        self.fifo.put_control(marker)
+        self.callbacks.partitions_discovered(len(offsets))
+        return offsets
+
     # -- thread body ----------------------------------------------------------------------------
 
     def _run(self) -> None:
+        settings = self.settings
         try:
             while not self._stop.is_set():
                 self._run_commands()
-                if self.discovery_interval_s > 0 and time.monotonic() >= self._next_discovery:
+                if settings.discovery_interval_s > 0 and time.monotonic() >= self._next_discovery:
                     self._discover()
-                    self._next_discovery = time.monotonic() + self.discovery_interval_s
+                    self._next_discovery = time.monotonic() + settings.discovery_interval_s
                 if self._failed:
-                    self._stop.wait(self.consume_timeout_s)
+                    self._stop.wait(settings.consume_timeout_s)
                     continue
-                if not self.fifo.wait_for_space(self._stop, self.consume_timeout_s):
+                if not self.fifo.wait_for_space(self._stop, settings.consume_timeout_s):
                     self._stall.restarted(time.monotonic())  # not fetching: a full FIFO is no stall
-                    if self.callbacks_pending() and not self._stop.is_set():
+                    if self.callbacks.callbacks_pending() and not self._stop.is_set():
                         self._serve_callbacks()
                     continue
                 self._read_chunk()
@@ -348,7 +297,8 @@ class Reader:
         parts: list[Records] = []
         nbytes = 0
         fresh = time.monotonic() < self.fresh_until
-        wanted, timeout = self.chunk_records, FRESH_CONSUME_TIMEOUT_S if fresh else self.consume_timeout_s
+        wanted = self.settings.chunk_records
+        timeout = FRESH_CONSUME_TIMEOUT_S if fresh else self.settings.consume_timeout_s
         while wanted > 0:
             call = min(CALL_MESSAGES, wanted)
             messages = self.consumer.consume(num_messages=call, timeout=timeout)
@@ -369,9 +319,9 @@ class Reader:
         """Probe a consumer that brought nothing for a while with one metadata request; replace it
         when it cannot answer (:mod:`~laminar_kafka.kafka_source.read.client_watch`)."""
         now = time.monotonic()
-        if self.consumer_factory is None or not self._stall.waited(now):
+        if self.settings.stall_s is None or not self._stall.waited(now):
             return  # the common case, decided without walking the assignment
-        fetching = [tp for tp in self._assigned if tp not in self._blocked]
+        fetching = self.partitions.fetching()
         if not self._stall.probe_due(now, bool(fetching)):
             return
         try:
@@ -383,16 +333,15 @@ class Reader:
             self._stall.probed(time.monotonic(), replaced=False)
 
     def _replace_consumer(self, cause: KafkaException, quiet_s: float) -> None:
-        assert self.consumer_factory is not None
-        self.consumer = replace_consumer(self.consumer, self.consumer_factory, self._assigned, self._positions,
-                                         self._blocked)
+        held = self.partitions
+        self.consumer = replace_consumer(self.consumer, self.callbacks.new_consumer, held.assigned, held.positions,
+                                         held.blocked)
         self._note_fresh()
         logger.warning(
             "the kafka consumer fetched nothing for %.0f s and cannot reach a broker (%s): replaced by a new "
-            "one at the same positions of %d partition(s)", quiet_s, cause, len(self._assigned),
+            "one at the same positions of %d partition(s)", quiet_s, cause, len(held.assigned),
         )
-        if self.on_client_replaced is not None:
-            self.on_client_replaced()
+        self.callbacks.consumer_replaced()
 
     def _note_fresh(self) -> None:
         """Partitions were just acquired or resumed: consume in short waits for a while."""
@@ -410,12 +359,12 @@ class Reader:
             for message in messages:
                 if message.error() is not None:
                     self._on_error(message)
-        blocked = self._blocked
+        blocked = self.partitions.blocked
         if blocked and good:
             good = [m for m in good if (m.topic(), m.partition()) not in blocked]
         if not good:
             return [], 0
-        return [Records.of(good, self.fields)], sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
+        return [Records.of(good, self.settings.fields)], sum(map(len, good)) + MESSAGE_OVERHEAD_BYTES * len(good)
 
     def _put(self, parts: list[Records], nbytes: int, *, over_cap: bool = False) -> None:
         """Put ``parts`` as one chunk with the positions moved since the last one (nothing when
@@ -425,70 +374,40 @@ class Reader:
             return
         self._stall.progressed(time.monotonic())
         records = Records.concat(parts) if parts else Records([], [], [], [])
-        if parts and self.prefetch is not None:
-            self.prefetch(records)
+        if parts:
+            self.callbacks.prefetch(records)
         self.fifo.put_chunk(RecordChunk(records, positions, nbytes), self._stop, over_cap=over_cap)
 
     def _moved_positions(self, parts: list[Records]) -> dict[TopicPartitionId, int]:
         """Positions moved since the last chunk: of the partitions ``parts`` has records of, and of
         every assigned partition when a sweep is due (:data:`POSITION_SWEEP_S`, relaxing to
         :data:`POSITION_SWEEP_IDLE_S` while nothing moves)."""
-        if not self._assigned:
+        held = self.partitions
+        if not held.assigned:
             return {}
         now = time.monotonic()
         if parts:
             self._sweep_interval = POSITION_SWEEP_S
             self._next_sweep = min(self._next_sweep, now + POSITION_SWEEP_S)
         if now >= self._next_sweep:
-            asked = list(self._assigned.values())
-            moved = self._read_positions(asked)
+            moved = held.read_all_positions(self.consumer)
             if not parts and not moved:
                 self._sweep_interval = min(2 * self._sweep_interval, POSITION_SWEEP_IDLE_S)
             self._next_sweep = now + self._sweep_interval
-            return self._with_jumps(moved)
-        touched: set[TopicPartitionId] = set()
-        for part in parts:
-            if isinstance(part.topics, str):
-                topic = part.topics
-                touched.update((topic, p) for p in set(part.partitions))
-            else:
-                touched.update(zip(part.topics, part.partitions))
-        asked = [self._assigned[tp] for tp in touched if tp in self._assigned]
-        return self._with_jumps(self._read_positions(asked))
-
-    def _with_jumps(self, moved: dict[TopicPartitionId, int]) -> dict[TopicPartitionId, int]:
-        """``moved`` with the positions set by seeks since the last chunk (:attr:`_jumps`)."""
-        if self._jumps:
-            for key, offset in self._jumps.items():
-                if key in self._assigned and self._positions.get(key) != offset:
-                    self._positions[key] = moved[key] = offset
-            self._jumps.clear()
-        return moved
-
-    def _read_positions(self, partitions: list[KafkaTopicPartition]) -> dict[TopicPartitionId, int]:
-        """Read the consumer's positions of ``partitions`` into ``_positions``; those that moved
-        (blocked partitions excepted: their positions are not reported)."""
-        moved: dict[TopicPartitionId, int] = {}
-        if not partitions:
-            return moved
-        blocked = self._blocked
-        for tp in self.consumer.position(partitions):
-            if tp.offset < 0:
-                continue
-            key = (tp.topic, tp.partition)
-            if blocked and key in blocked:
-                continue
-            if self._positions.get(key) != tp.offset:
-                self._positions[key] = tp.offset
-                moved[key] = tp.offset
-        return moved
+            return held.with_jumps(moved)
+        return held.with_jumps(held.read_positions_of(self.consumer, parts))
 
     def _on_error(self, message: Message) -> None:
-        error: KafkaError = message.error()
+        """Handle the client error ``message`` carries: an out-of-range answer reads on or fails the
+        reader, a fatal error fails it, any other is logged (the client retries)."""
+        error = message.error()
+        if error is None:
+            return
         code = error.code()
         if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
             topic, partition = message.topic() or "?", message.partition() or 0
-            offset = message.offset() if message.offset() >= 0 else self._positions.get((topic, partition), -1)
+            at = message.offset()
+            offset = at if at is not None and at >= 0 else self.partitions.positions.get((topic, partition), -1)
             try:
                 self._read_on_after((topic, partition), offset, error)
             except OffsetOutOfRangeError as exc:
@@ -504,45 +423,24 @@ class Reader:
 
     def _read_on_after(self, tp: TopicPartitionId, offset: int, answer: KafkaError) -> None:
         """A fetch of ``tp`` at ``offset`` was answered "out of range": read on where
-        :attr:`out_of_range` says (the move reported with the next chunk), or raise
+        :meth:`ReaderCallbacks.read_on_at` says (the move reported with the next chunk), or raise
         :class:`OffsetOutOfRangeError` (always for a partition paused for a drain)."""
-        resolve = self.out_of_range if tp in self._assigned and tp not in self._blocked else None
-        resumed = read_on_after_out_of_range(self.consumer, tp, offset, self.metadata_timeout_s, resolve, answer)
-        self._jumps[tp] = resumed
+        held = self.partitions
+        resolve = self.callbacks.read_on_at if tp in held.assigned and tp not in held.blocked else None
+        timeout_s = self.settings.metadata_timeout_s
+        resumed = read_on_after_out_of_range(self.consumer, tp, offset, timeout_s, resolve, answer)
+        held.jumps[tp] = resumed
         self._note_fresh()
-        if resumed > offset and self.on_offsets_lost is not None:
-            self.on_offsets_lost(resumed - offset)
+        if resumed > offset:
+            self.callbacks.offsets_lost(resumed - offset)
 
     def _discover(self) -> None:
         try:
             found: list[TopicPartitionId] = []
-            for topic, info in selected_topics(self.consumer, self.selector, self.metadata_timeout_s).items():
-                found.extend((topic, p) for p in info.partitions if (topic, p) not in self._assigned)
-            self._assign_new(found)
+            assigned = self.partitions.assigned
+            topics = selected_topics(self.consumer, self.settings.selector, self.settings.metadata_timeout_s)
+            for topic, info in topics.items():
+                found.extend((topic, p) for p in info.partitions if (topic, p) not in assigned)
+            self._assign_new(self.consumer, found)
         except Exception:  # noqa: BLE001 - discovery retries at the next interval
             logger.warning("partition discovery failed; retrying later", exc_info=True)
-
-    def assign_new(self, partitions: Iterable[TopicPartitionId]) -> concurrent.futures.Future[Any]:
-        """Assign ``partitions`` not held yet at their low watermark (on the reader thread), as
-        discovery does; the future's result is ``{tp: offset}`` of those assigned."""
-        wanted = sorted(set(partitions))
-        return self.submit(lambda _consumer: self._assign_new(wanted))
-
-    def _assign_new(self, found: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
-        """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
-        announce it with a :class:`PartitionsAssigned` marker."""
-        offsets: dict[TopicPartitionId, int] = {}
-        for topic, partition in sorted(set(found) - set(self._assigned)):
-            offsets[(topic, partition)] = low_watermark(self.consumer, (topic, partition), self.metadata_timeout_s)
-        if not offsets:
-            return offsets
-        self.consumer.incremental_assign([KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()])
-        for key, offset in offsets.items():
-            self._assigned[key] = KafkaTopicPartition(*key)
-            self._positions[key] = offset
-        self._note_fresh()
-        logger.info("assigned %d new partition(s) at their first offset: %s", len(offsets), sorted(offsets))
-        self.fifo.put_control(PartitionsAssigned(offsets))
-        if self.on_discovered is not None:
-            self.on_discovered(len(offsets))
-        return offsets

@@ -11,15 +11,19 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.errors import ConfigurationError, FatalError
+from laminar_kafka.connector.errors import FatalError
 from laminar_kafka.connector.protocol import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source import KafkaSource
+from laminar_kafka.kafka_source import source as source_module
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.read import startup
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, RecordChunk
-from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.read.reader import Reader, ReaderSettings
+from laminar_kafka.kafka_source.read.startup import StartupPlan
+from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 from tests.unit.kafka_source.wiring import records_of
 from tests.unit.kafka_source.wiring import running_source as wired_source
 
@@ -29,8 +33,8 @@ PROPS = {
     "topic": TOPIC,
     "group.id": "g",
     "format": "json",
-    "json.schema": "id:int64",
-    "max.error.rate": "0.01",
+    "json-schema": "id:int64",
+    "max-error-rate": "0.01",
 }
 
 
@@ -55,7 +59,7 @@ async def test_error_rate_counts_every_record_seen_not_only_batches_with_bad_one
     rows = 0
     while (batch := await source.poll_batch(50)) is not None:
         rows += batch.num_rows
-    # 2 bad of 500 seen (0.4%) is under max.error.rate=1%
+    # 2 bad of 500 seen (0.4%) is under max-error-rate=1%
     assert rows == 498
     assert source.metrics.records_skipped == 2
     assert source.checkpoint().next_offset(TOPIC, 0) == 500
@@ -65,7 +69,7 @@ async def test_commit_that_cannot_be_issued_fails_at_once() -> None:
     source = KafkaSource(request_timeout_s=5.0)
     fifo = ByteBoundedFifo(1024)
     source._reader = Reader(  # never started: every submit fails at once
-        None, fifo, selector=TopicSelector((TOPIC,)), assigned={}, chunk_records=1, discovery_interval_s=0.0  # type: ignore[arg-type]
+        None, fifo, {}, ReaderSettings(TopicSelector((TOPIC,)), 1), FakeCallbacks()  # type: ignore[arg-type]
     )
     source._cursor = {(TOPIC, 0): 10}
     source._commits.loaded = True
@@ -130,7 +134,7 @@ def test_the_same_properties_are_parsed_once() -> None:
     source = KafkaSource(config)
     assert source._typed(ConnectorConfig("kafka", dict(PROPS))) is source.config
     assert source._typed(PROPS) is source.config
-    other = source._typed({**PROPS, "max.error.rate": "0.5"})
+    other = source._typed({**PROPS, "max-error-rate": "0.5"})
     assert other is not source.config and other.max_error_rate == 0.5
     with pytest.raises(ConfigurationError, match="connector type"):
         source.contract(ConnectorConfig("other", PROPS))
@@ -152,11 +156,9 @@ def test_a_command_submitted_as_the_thread_exits_never_hangs() -> None:
     reader = Reader(
         _IdleConsumer(),  # type: ignore[arg-type]
         ByteBoundedFifo(1024),
-        selector=TopicSelector((TOPIC,)),
-        assigned={},
-        chunk_records=1,
-        discovery_interval_s=0.0,
-        consume_timeout_s=0.01,
+        {},
+        ReaderSettings(TopicSelector((TOPIC,)), 1, consume_timeout_s=0.01),
+        FakeCallbacks(),
     )
     reader.start()
     # The thread exits; a submit that still sees it alive (the race window) must not queue a
@@ -171,10 +173,14 @@ def test_a_command_submitted_as_the_thread_exits_never_hangs() -> None:
         future.result(timeout=2)
 
 
-async def test_terminal_task_tracker_covers_the_reader_thread_until_close() -> None:
+async def test_terminal_task_tracker_covers_the_reader_thread_until_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def opened(*_args: object, **_kwargs: object) -> tuple[object, StartupPlan, dict[tuple[str, int], int]]:
+        return _IdleConsumer(), StartupPlan({(TOPIC, 0): 0}), {(TOPIC, 0): 0}
+
+    monkeypatch.setattr(source_module, "open_consumer", opened)
     config = KafkaSourceConfig.from_properties(PROPS)
     source = KafkaSource(config, close_timeout_s=5.0)
-    source._start_reader(_IdleConsumer(), config, {(TOPIC, 0): 0})  # type: ignore[arg-type]
+    await source.start(SourceStart(ConnectorConfig("kafka", dict(PROPS)), InitialPosition(), DeliveryGuarantee.AT_LEAST_ONCE))
     tracker = source.terminal_task_tracker()
     reader_thread = source._reader.thread  # type: ignore[union-attr]
     assert reader_thread.is_alive() and not tracker.is_terminated()

@@ -23,7 +23,8 @@ from laminar_kafka.kafka_source.read.client_watch import (
     replacement_assignment,
 )
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, DrainBoundary, RecordChunk
-from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.read.reader import Reader, ReaderSettings
+from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 
 TOPIC = "t"
 
@@ -174,10 +175,9 @@ def reader_over(lost: LostConsumer, replacements: list[HealthyConsumer], replace
         replacements.append(HealthyConsumer())
         return replacements[-1]
 
-    return Reader(lost, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)), assigned=assigned,  # type: ignore[arg-type]
-                  chunk_records=100, discovery_interval_s=0.0, fields=RecordFields(topic=TOPIC),
-                  consumer_factory=factory, on_client_replaced=lambda: replaced.append(1),  # type: ignore[arg-type,return-value]
-                  stall_s=0.05)
+    callbacks = FakeCallbacks(factory=factory, replaced=replaced)
+    settings = ReaderSettings(TopicSelector((TOPIC,)), 100, fields=RecordFields(topic=TOPIC), stall_s=0.05)
+    return Reader(lost, ByteBoundedFifo(1 << 30), assigned, settings, callbacks)  # type: ignore[arg-type]
 
 
 def offsets_read(reader: Reader) -> dict[int, list[int]]:
@@ -248,10 +248,10 @@ def test_a_quiet_healthy_consumer_is_probed_and_kept() -> None:
     assert replacements == [] and healthy.closed
 
 
-def test_without_a_factory_the_reader_never_probes() -> None:
+def test_without_a_stall_time_the_reader_never_probes() -> None:
     lost = LostConsumer([])
-    reader = Reader(lost, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)), assigned={(TOPIC, 0): 0},  # type: ignore[arg-type]
-                    chunk_records=100, discovery_interval_s=0.0, fields=RecordFields(topic=TOPIC), stall_s=0.0)
+    settings = ReaderSettings(TopicSelector((TOPIC,)), 100, fields=RecordFields(topic=TOPIC), stall_s=None)
+    reader = Reader(lost, ByteBoundedFifo(1 << 30), {(TOPIC, 0): 0}, settings, FakeCallbacks())  # type: ignore[arg-type]
     for _ in range(3):
         reader._read_chunk()
         reader._watch_client()
@@ -264,7 +264,7 @@ def test_a_reader_with_every_partition_paused_for_a_drain_is_not_probed(blocked:
     reader = reader_over(lost, [], [], assigned={(TOPIC, 0): 0})
     reader._stall = StallWatch(1e-9)
     if blocked:
-        reader._blocked = frozenset({(TOPIC, 0)})
+        reader.partitions.blocked = frozenset({(TOPIC, 0)})
     reader._watch_client()
     assert lost.probes == (0 if blocked else 1)
 

@@ -10,7 +10,8 @@ from confluent_kafka import Message, TopicPartition
 from laminar_kafka.devstack import waiting
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.read.fifo import MESSAGE_OVERHEAD_BYTES, ByteBoundedFifo, RecordChunk
-from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.read.reader import Reader, ReaderSettings
+from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 
 TOPIC = "t"
 
@@ -62,12 +63,9 @@ def started_reader(pending: Pending) -> tuple[Reader, FakeConsumer, ByteBoundedF
     reader = Reader(
         consumer,  # type: ignore[arg-type]
         fifo,
-        selector=TopicSelector((TOPIC,)),
-        assigned={(TOPIC, 0): 0},
-        chunk_records=10,
-        discovery_interval_s=0.0,
-        consume_timeout_s=0.01,
-        callbacks_pending=pending,
+        {(TOPIC, 0): 0},
+        ReaderSettings(TopicSelector((TOPIC,)), 10, consume_timeout_s=0.01),
+        FakeCallbacks(pending=pending),
     )
     reader.start()
     wait_until(lambda: fifo.nbytes >= fifo.max_bytes)

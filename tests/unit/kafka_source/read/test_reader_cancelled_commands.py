@@ -13,7 +13,8 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from laminar_kafka.devstack import waiting
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
-from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.read.reader import Reader, ReaderSettings
+from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 
 TOPIC = "t"
 
@@ -43,11 +44,9 @@ def reader_of(consumer: object) -> Reader:
     return Reader(
         consumer,  # type: ignore[arg-type]
         ByteBoundedFifo(max_bytes=1_000),
-        selector=TopicSelector((TOPIC,)),
-        assigned={(TOPIC, 0): 0},
-        chunk_records=10,
-        discovery_interval_s=0.0,
-        consume_timeout_s=0.01,
+        {(TOPIC, 0): 0},
+        ReaderSettings(TopicSelector((TOPIC,)), 10, consume_timeout_s=0.01),
+        FakeCallbacks(),
     )
 
 

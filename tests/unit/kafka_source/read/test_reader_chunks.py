@@ -4,6 +4,7 @@ client error ending the chunk after the records that came before it."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
@@ -11,7 +12,8 @@ from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.decode.records import RecordFields
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, ReaderFailed, RecordChunk
-from laminar_kafka.kafka_source.read.reader import CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S, Reader
+from laminar_kafka.kafka_source.read.reader import CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S, Reader, ReaderSettings
+from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 
 TOPIC = "t"
 
@@ -39,15 +41,15 @@ def message(offset: int) -> Message:
 
 
 def reader_of(consumer: QueuedConsumer, chunk_records: int) -> Reader:
-    return Reader(consumer, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)), assigned={(TOPIC, 0): 0},  # type: ignore[arg-type]
-                  chunk_records=chunk_records, discovery_interval_s=0.0, fields=RecordFields(topic=TOPIC))
+    settings = ReaderSettings(TopicSelector((TOPIC,)), chunk_records, fields=RecordFields(topic=TOPIC))
+    return Reader(consumer, ByteBoundedFifo(1 << 30), {(TOPIC, 0): 0}, settings, FakeCallbacks())  # type: ignore[arg-type]
 
 
 def test_a_chunk_is_read_in_small_calls_and_put_whole() -> None:
     consumer = QueuedConsumer([message(o) for o in range(2 * CALL_MESSAGES + 7)])
     reader = reader_of(consumer, chunk_records=10_000)
     reader._read_chunk()
-    assert consumer.calls == [(CALL_MESSAGES, reader.consume_timeout_s), (CALL_MESSAGES, 0), (CALL_MESSAGES, 0)]
+    assert consumer.calls == [(CALL_MESSAGES, reader.settings.consume_timeout_s), (CALL_MESSAGES, 0), (CALL_MESSAGES, 0)]
     [chunk] = reader.fifo.peek(100_000)
     assert isinstance(chunk, RecordChunk)
     assert chunk.records.offsets == list(range(2 * CALL_MESSAGES + 7))
@@ -98,7 +100,7 @@ def test_after_acquiring_partitions_the_reader_waits_in_short_steps_for_a_while(
     consumer = AssigningConsumer([])
     reader = reader_of(consumer, chunk_records=10_000)
     reader._read_chunk()
-    assert consumer.calls[-1] == (CALL_MESSAGES, reader.consume_timeout_s)
+    assert consumer.calls[-1] == (CALL_MESSAGES, reader.settings.consume_timeout_s)
     reader._accepting = True  # the test plays the reader thread: it runs the command itself
     applied = reader.change_assignment(1, acquire={(TOPIC, 1): 5})
     reader._run_commands()
@@ -107,7 +109,7 @@ def test_after_acquiring_partitions_the_reader_waits_in_short_steps_for_a_while(
     assert consumer.calls[-1] == (CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S)
     reader.fresh_until = 0.0  # the window passed
     reader._read_chunk()
-    assert consumer.calls[-1] == (CALL_MESSAGES, reader.consume_timeout_s)
+    assert consumer.calls[-1] == (CALL_MESSAGES, reader.settings.consume_timeout_s)
 
 
 class RecordingConsumer(QueuedConsumer):
@@ -158,12 +160,11 @@ class OutOfRangeConsumer(QueuedConsumer):
         return [TopicPartition(TOPIC, 0, -1001) for _ in partitions]  # unknown until a record of the new assignment
 
 
-def out_of_range_reader(consumer: OutOfRangeConsumer, resolve: object) -> tuple[Reader, list[int]]:
-    lost: list[int] = []
-    reader = Reader(consumer, ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
-                    assigned={(TOPIC, 0): 0}, chunk_records=10_000, discovery_interval_s=0.0,
-                    fields=RecordFields(topic=TOPIC), out_of_range=resolve, on_offsets_lost=lost.append)  # type: ignore[arg-type]
-    return reader, lost
+def out_of_range_reader(consumer: OutOfRangeConsumer, resolve: Any) -> tuple[Reader, list[int]]:
+    callbacks = FakeCallbacks(resolve=resolve)
+    settings = ReaderSettings(TopicSelector((TOPIC,)), 10_000, fields=RecordFields(topic=TOPIC))
+    reader = Reader(consumer, ByteBoundedFifo(1 << 30), {(TOPIC, 0): 0}, settings, callbacks)  # type: ignore[arg-type]
+    return reader, callbacks.lost
 
 
 def test_an_offset_deleted_under_the_reader_is_read_on_from_where_the_resolver_says() -> None:
@@ -202,9 +203,10 @@ def test_an_offset_out_of_range_the_resolver_refuses_fails_the_reader_with_its_e
     assert consumer.log == [] and lost == [] and reader._failed
 
 
-def test_without_a_resolver_an_offset_out_of_range_fails_naming_the_retained_range() -> None:
+def test_an_offset_out_of_range_of_a_partition_paused_for_a_drain_fails_naming_the_retained_range() -> None:
     consumer = OutOfRangeConsumer(5, low=40, high=60, after=[])
-    reader, _lost = out_of_range_reader(consumer, None)
+    reader, _lost = out_of_range_reader(consumer, lambda *_args: 40)  # never asked: the partition is blocked
+    reader.partitions.blocked = frozenset({(TOPIC, 0)})
     reader._read_chunk()
     failure = reader.fifo.peek(100_000)[0]
     assert isinstance(failure, ReaderFailed)
@@ -247,9 +249,9 @@ class PositionsConsumer:
 
 def positions_reader(consumer: PositionsConsumer, fifo: ByteBoundedFifo | None = None) -> Reader:
     """A reader of partitions 0..9 of TOPIC over ``consumer``, assigned at offset 0."""
-    return Reader(consumer, fifo if fifo is not None else ByteBoundedFifo(1 << 30), selector=TopicSelector((TOPIC,)),  # type: ignore[arg-type]
-                  assigned={(TOPIC, p): 0 for p in range(10)}, chunk_records=10_000, discovery_interval_s=0.0,
-                  fields=RecordFields(topic=TOPIC))
+    settings = ReaderSettings(TopicSelector((TOPIC,)), 10_000, fields=RecordFields(topic=TOPIC))
+    return Reader(consumer, fifo if fifo is not None else ByteBoundedFifo(1 << 30),  # type: ignore[arg-type]
+                  {(TOPIC, p): 0 for p in range(10)}, settings, FakeCallbacks())
 
 
 def test_a_chunk_reads_the_positions_of_its_partitions_and_every_partition_at_most_each_sweep(monkeypatch) -> None:
