@@ -4,7 +4,7 @@
 and the chaos campaign use. `dev up` records the detached stack in a state file; `read_state` checks
 the recorded processes against the live process table and never trusts the file blindly.
 
-A `secure` stack's Kafka also listens with SASL_SSL (SCRAM-SHA-512) and mTLS (see `laminar_kafka.devstack.jvm.servers`);
+A `secure` stack's Kafka also listens with SASL_SSL (SCRAM-SHA-512) and mTLS (see `laminar_kafka.devstack.jvm.kafka_cluster`);
 its TLS material is generated into `<base_dir>/security` and the ready client settings are written to
 `<base_dir>/client.toml` (SASL_SSL) and `<base_dir>/client-mtls.toml` (mTLS), mode 0600: the only
 places a password is written. The state file records their paths, never a secret.
@@ -26,14 +26,8 @@ from typing import TYPE_CHECKING
 
 from laminar_kafka.devstack.errors import DevStackError, DevStackStateError, ServerStartError
 from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artifacts
-from laminar_kafka.devstack.jvm.servers import (
-    DEFAULT_START_TIMEOUT_S,
-    JvmServer,
-    KafkaCluster,
-    ZooKeeperEnsemble,
-    new_kafka_cluster,
-    new_zookeeper,
-)
+from laminar_kafka.devstack.jvm.kafka_cluster import KafkaCluster, new_kafka_cluster
+from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S, JvmServer, ZooKeeperEnsemble, new_zookeeper
 from laminar_kafka.devstack.jvm.versions import selected_versions
 from laminar_kafka.devstack.processes import pid_alive, pid_cmdline, terminate_pid
 

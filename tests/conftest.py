@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, cast
 import pytest
 
 from laminar_kafka.devstack.jvm.artifacts import pinned_versions
-from laminar_kafka.devstack.jvm.servers import KafkaCluster, ZooKeeperEnsemble
+from laminar_kafka.devstack.jvm.kafka_cluster import KafkaCluster
+from laminar_kafka.devstack.jvm.servers import ZooKeeperEnsemble
 from laminar_kafka.devstack.jvm.versions import ServerVersions, UnsupportedVersionError, selected_versions
 from laminar_kafka.testing import servers as test_servers
 from laminar_kafka.testing.handles import KafkaTestCluster, ZooKeeperTestEnsemble

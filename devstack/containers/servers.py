@@ -21,7 +21,8 @@ from typing import Any, Callable
 from laminar_kafka.devstack.containers.engine import KAFKA_IMAGE, ZOOKEEPER_IMAGE, ContainerError, check_container_runs
 from laminar_kafka.devstack.errors import ServerStartError
 from laminar_kafka.devstack.jvm.artifacts import LOG_TAIL_LINES
-from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S, kafka_healthy, zookeeper_session_ok
+from laminar_kafka.devstack.jvm.kafka_cluster import kafka_healthy
+from laminar_kafka.devstack.jvm.servers import DEFAULT_START_TIMEOUT_S, zookeeper_session_ok
 from laminar_kafka.devstack.processes import free_port, port_accepts
 
 __all__ = ["KAFKA_PORT", "ROLE_LABEL", "STACK_LABEL", "ZOOKEEPER_PORT", "ContainerGroup", "ContainerStack",
@@ -127,7 +128,7 @@ class ServerContainer:
 
 @dataclass
 class ContainerGroup:
-    """Fault controls by index, named as the local launcher's (`laminar_kafka.devstack.jvm.servers.KafkaCluster` and
+    """Fault controls by index, named as the local launcher's (`laminar_kafka.devstack.jvm.kafka_cluster.KafkaCluster` and
     `laminar_kafka.devstack.jvm.servers.ZooKeeperEnsemble`), plus `stop_member` (a graceful stop that stays stopped)."""
 
     members: list[ServerContainer] = field(default_factory=list)

@@ -17,7 +17,8 @@ import sys
 import time
 import urllib.parse
 
-from laminar_kafka.devstack.jvm.servers import kafka_healthy, zookeeper_session_ok
+from laminar_kafka.devstack.jvm.kafka_cluster import kafka_healthy
+from laminar_kafka.devstack.jvm.servers import zookeeper_session_ok
 from laminar_kafka.devstack.topics import create_topic
 
 

@@ -21,7 +21,7 @@ __all__ = ["Broker", "KafkaTestCluster", "ObjectStore", "ServerGroup", "ZooKeepe
 
 class ServerGroup(Protocol):
     """The fault controls, by member index, that the dev stack's clusters (local processes) and its
-    container groups both offer (`laminar_kafka.devstack.jvm.servers._ServerGroup`,
+    container groups both offer (`laminar_kafka.devstack.jvm.servers.ServerGroup`,
     `laminar_kafka.devstack.containers.servers.ContainerGroup`)."""
 
     def kill(self, index: int = 0) -> None: ...

@@ -11,7 +11,7 @@ import pytest
 
 from laminar_kafka.devstack import processes, stack
 from laminar_kafka.devstack.errors import ArtifactError, DevStackStateError, ToolMissingError
-from laminar_kafka.devstack.jvm import artifacts, maven, servers
+from laminar_kafka.devstack.jvm import artifacts, kafka_cluster, maven
 from laminar_kafka.devstack.jvm.versions import ServerVersions
 from laminar_kafka.devstack.waiting import wait_until
 
@@ -97,7 +97,7 @@ def test_unreadable_state_file_raises_a_state_error(tmp_path: Path) -> None:
 
 
 def test_cluster_ids_are_22_url_safe_characters_never_starting_with_a_dash() -> None:
-    ids = [servers.new_cluster_id() for _ in range(5000)]
+    ids = [kafka_cluster.new_cluster_id() for _ in range(5000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
     assert all(set(i) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") for i in ids)
     assert len(set(ids)) == len(ids)

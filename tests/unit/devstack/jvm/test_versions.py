@@ -10,7 +10,7 @@ import pytest
 
 from laminar_kafka.devstack import stack
 from laminar_kafka.devstack.errors import DevStackError
-from laminar_kafka.devstack.jvm import artifacts, servers
+from laminar_kafka.devstack.jvm import artifacts, kafka_cluster
 from laminar_kafka.devstack.jvm.locks import JarBuild
 from laminar_kafka.devstack.jvm.versions import (
     KAFKA_MODE_ENV,
@@ -88,8 +88,8 @@ def _properties(path: Path) -> dict[str, str]:
 def test_zookeeper_mode_brokers_register_under_zookeeper_connect_and_skip_the_format(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(servers, "_format_kraft_storage", lambda *args: pytest.fail("a ZooKeeper-mode broker is not formatted"))
-    cluster = servers.new_kafka_cluster(tmp_path, tmp_path, 3, versions=KAFKA_39_ZK,
+    monkeypatch.setattr(kafka_cluster, "_format_kraft_storage", lambda *args: pytest.fail("a ZooKeeper-mode broker is not formatted"))
+    cluster = kafka_cluster.new_kafka_cluster(tmp_path, tmp_path, 3, versions=KAFKA_39_ZK,
                                         zookeeper_connect="127.0.0.1:2181/kafka-x")
     assert cluster.cluster_id == "" and cluster.zookeeper_connect == "127.0.0.1:2181/kafka-x"
     for index, broker in enumerate(cluster.brokers):
@@ -108,8 +108,8 @@ def test_kraft_nodes_are_formatted_and_write_the_share_group_settings_from_kafka
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, versions: ServerVersions, share_groups: bool,
 ) -> None:
     formatted: list[str] = []
-    monkeypatch.setattr(servers, "_format_kraft_storage", lambda classpath, cluster_id, *rest: formatted.append(cluster_id))
-    cluster = servers.new_kafka_cluster(tmp_path, tmp_path, 1, versions=versions)
+    monkeypatch.setattr(kafka_cluster, "_format_kraft_storage", lambda classpath, cluster_id, *rest: formatted.append(cluster_id))
+    cluster = kafka_cluster.new_kafka_cluster(tmp_path, tmp_path, 1, versions=versions)
     values = _properties(cluster.brokers[0].workdir / "server.properties")
     assert values["process.roles"] == "broker,controller" and "zookeeper.connect" not in values
     assert values["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
@@ -119,9 +119,9 @@ def test_kraft_nodes_are_formatted_and_write_the_share_group_settings_from_kafka
 
 def test_new_kafka_cluster_refuses_a_mode_without_what_it_needs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="need zookeeper_connect"):
-        servers.new_kafka_cluster(tmp_path, tmp_path, 1, versions=KAFKA_39_ZK)
+        kafka_cluster.new_kafka_cluster(tmp_path, tmp_path, 1, versions=KAFKA_39_ZK)
     with pytest.raises(ValueError, match="only for ZooKeeper-mode brokers"):
-        servers.new_kafka_cluster(tmp_path, tmp_path, 1, versions=KAFKA_41, zookeeper_connect="127.0.0.1:1/k")
+        kafka_cluster.new_kafka_cluster(tmp_path, tmp_path, 1, versions=KAFKA_41, zookeeper_connect="127.0.0.1:1/k")
 
 
 def _zookeeper_mode_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
