@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.runtime.state import ack_cursors, changed_cursors
 from laminar_kafka.coordinator.base import EpochCommitted, EpochOpened, Manifest
-from laminar_kafka.coordinator.engine.model import merge_manifest
+from laminar_kafka.coordinator.engine.acks import merge_manifest
 from laminar_kafka.coordinator.values import EpochAck
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from tests.unit.cluster.fakes import wait_for

@@ -17,11 +17,10 @@ from laminar_kafka.coordinator.base import (
     RoundOutcome,
     RoundStarted,
 )
+from laminar_kafka.coordinator.engine.acks import classify_ack, merge_manifest
 from laminar_kafka.coordinator.engine.model import (
     ControlState,
     EventTracker,
-    classify_ack,
-    merge_manifest,
     next_step,
     next_wakeup_ms,
     shed_owners,
@@ -297,7 +296,7 @@ def test_shed_moves_only_dead_vnodes() -> None:
     members = {1: Member(1, "a"), 2: Member(2, "b"), 4: Member(4, "d", leaving=True)}
     owners = (1, 3, 2, 3, 1, 3, 2, 4)
     result = shed_owners(owners, frozenset({3}), members, "balanced", {})
-    assert [o for o, r in zip(owners, result) if o != 3] == [r for o, r in zip(owners, result) if o != 3]
+    assert [o for o, r in zip(owners, result, strict=True) if o != 3] == [r for o, r in zip(owners, result, strict=True) if o != 3]
     assert {result[1], result[3], result[5]} <= {1, 2}
     hrw = shed_owners(owners, frozenset({3}), members, "rendezvous", {})
     assert all(r in (1, 2, 4) for r in hrw)

@@ -10,13 +10,12 @@ import pytest
 
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.base import EpochAck, Manifest, Member, initial_manifest
+from laminar_kafka.coordinator.engine.acks import classify_ack, unowned_cursor
 from laminar_kafka.coordinator.engine.model import (
     MemberFence,
-    classify_ack,
     next_step,
     parse_rejection_name,
     rejection_name,
-    unowned_cursor,
 )
 from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot

@@ -30,7 +30,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.base import CoordinatorConfig, EpochAck, Manifest, Member, RoundOutcome, initial_manifest
-from laminar_kafka.coordinator.engine.model import Step, classify_ack, next_step, rejection_name
+from laminar_kafka.coordinator.engine.acks import classify_ack
+from laminar_kafka.coordinator.engine.model import Step, next_step, rejection_name
 from laminar_kafka.coordinator.errors import FencedError
 from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.store import Leadership
