@@ -165,7 +165,7 @@ class TableWatch:
         table = self.table()
         assert table is not None
         rows = table.scan(selected_fields=("_partition", "_offset")).to_arrow()
-        return list(zip(rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist()))
+        return list(zip(rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist(), strict=True))
 
 
 @dataclass

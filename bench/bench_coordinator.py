@@ -75,7 +75,7 @@ class Member:
         while (event := self.work.get()) is not None:
             snapshot = self.c.assignment()
             if isinstance(event, RoundStarted):
-                if any(o == self.c.node_id != t for o, t in zip(snapshot.owners, event.target_owners)):
+                if any(o == self.c.node_id != t for o, t in zip(snapshot.owners, event.target_owners, strict=True)):
                     try:
                         self.c.report_drain_ready(event.drain_id)
                     except Exception:  # noqa: BLE001 - a superseded round

@@ -318,7 +318,7 @@ class ScaleBench:
         rss = [rss_mib(pid) for pid in pids]
         per_node = []
         by_thread: dict[str, float] = {}
-        for before, after in zip(threads_before, threads_after):
+        for before, after in zip(threads_before, threads_after, strict=True):
             node_ms = 0.0
             for thread, cpu in after.items():
                 spent = (cpu - before.get(thread, 0.0)) * 1000 / seconds
@@ -327,7 +327,7 @@ class ScaleBench:
             per_node.append(round(node_ms, 1))
         # epochs committed in the window (every node counts each; quiet epochs are 10 s apart)
         epochs = max(1.0, max(a - b for a, b in zip(counter(texts_after, "laminar_epochs_committed_total"),
-                                                   counter(texts_before, "laminar_epochs_committed_total"))))
+                                                   counter(texts_before, "laminar_epochs_committed_total"), strict=True)))
         commit_before = buckets(texts_before, "laminar_checkpoint_seconds")
         commit_after = buckets(texts_after, "laminar_checkpoint_seconds")
         pauses = buckets(texts_after, "laminar_handoff_pause_seconds")
@@ -393,7 +393,7 @@ def plot(results: list[dict[str, object]], png: Path) -> None:
     results = [r for r in results if "error" not in r]
     rates = sorted({int(str(r["rate_per_s"])) for r in results})
     figure, axes = plt.subplots(1, len(rates) + 1, figsize=(6 * (len(rates) + 1), 4.5))
-    for axis, rate in zip(axes, rates):
+    for axis, rate in zip(axes, rates, strict=False):
         for partitions in sorted({int(str(r["partitions"])) for r in results}):
             line = sorted((int(str(r["nodes"])), float(str(r["node_cpu_ms_per_s_summed"]))) for r in results
                           if r["rate_per_s"] == rate and r["partitions"] == partitions)
@@ -407,7 +407,7 @@ def plot(results: list[dict[str, object]], png: Path) -> None:
     for axis in axes[:-1]:
         axis.set_xticks(node_counts, [str(n) for n in node_counts])
     zk_axis = axes[-1]
-    for rate, style in zip(rates, ("-", "--", ":", "-.")):
+    for rate, style in zip(rates, ("-", "--", ":", "-."), strict=False):
         for partitions in sorted({int(str(r["partitions"])) for r in results}):
             line = sorted((int(str(r["nodes"])), float(str(r["zk_written_bytes_per_s"]))) for r in results
                           if r["rate_per_s"] == rate and r["partitions"] == partitions)

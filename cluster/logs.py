@@ -111,5 +111,5 @@ def quiet_clients(debug: bool = False) -> Iterator[None]:
     try:
         yield
     finally:
-        for lg, lvl in zip(loggers, saved):
+        for lg, lvl in zip(loggers, saved, strict=True):
             lg.setLevel(lvl)

@@ -49,7 +49,7 @@ def produce(
     """
     partitions = partition_count(bootstrap, topic, client=client) if partition is None else 0
     targets = (partition if partition is not None else index % partitions for index in range(len(values)))
-    return _produce_all(producer(bootstrap, client=client), topic, zip(targets, values), key, timeout)
+    return _produce_all(producer(bootstrap, client=client), topic, zip(targets, values, strict=True), key, timeout)
 
 
 def numbered_record(n: int) -> bytes:

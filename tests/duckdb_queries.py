@@ -120,4 +120,4 @@ def rows_as_dicts(connection: duckdb.DuckDBPyConnection, template: str, **values
     """:func:`run` for a query, each row a dict by column name."""
     result = connection.execute(template.format(**values))
     names = [column[0] for column in result.description]
-    return [dict(zip(names, row)) for row in result.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in result.fetchall()]

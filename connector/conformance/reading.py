@@ -105,7 +105,7 @@ def take_batch(kit: ConnectorKit, batch: SourceBatch, reading: Reading, rule: st
     for tp, offset in previous.items():
         if cursor.get(tp, offset) < offset:
             raise ConformanceError(rule, f"{tp[0]}:{tp[1]}'s cursor moved back from {offset} to {cursor[tp]}")
-    for topic, partition, offset in zip(topics, partitions, offsets):
+    for topic, partition, offset in zip(topics, partitions, offsets, strict=True):
         tp = (topic, partition)
         if tp not in cursor or offset >= cursor[tp]:
             raise ConformanceError(rule, f"a row of {topic}:{partition} at offset {offset} is not below its batch's "

@@ -52,6 +52,7 @@ class Dispatcher:
         self._node_id = node_id
         self._boot_id = boot_id
         self._transient = transient
+        self._retryable: tuple[type[BaseException], ...] = (CoordinatorError, *transient)
         self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._tracker = EventTracker()
         self._reported: set[tuple[int, str]] = set()  # (epoch, marker) delivered as AckRejected
@@ -127,9 +128,9 @@ class Dispatcher:
                     self._tracker = EventTracker()
                 elif kind == "resync":
                     self._tracker = EventTracker()
-                    control = self._store.read_register()
-                    if control is not None:
-                        self._observe(control)
+                    current = self._store.read_register()
+                    if current is not None:
+                        self._observe(current)
             except Exception:  # noqa: BLE001 - the dispatcher must survive any one bad item
                 logger.exception("coordinator %d failed to process %s", self._node_id, kind)
 
@@ -158,7 +159,7 @@ class Dispatcher:
                 reason = self._store.read_rejection(epoch, name)
             except CodecError:
                 reason = "rejected by the leader (malformed marker)"
-            except (CoordinatorError, *self._transient) as exc:  # a watch will not fire again: retry
+            except self._retryable as exc:  # a watch will not fire again: retry
                 logger.info("reading rejection %s of epoch %d failed (%r); retrying", name, epoch, exc)
                 if not self._stopping.is_set():
                     retry = threading.Timer(_RETRY_SECONDS, self.rejections, args=(epoch, [name]))

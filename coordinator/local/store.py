@@ -23,7 +23,6 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.codec import expect_str, loads
@@ -185,18 +184,18 @@ class LocalStore(MemoryStore):
 
     def pin_topic_ids(self, ids: Mapping[str, str]) -> dict[str, str]:
         """``topics.json``, each entry create-once."""
-        return self._pin_entries("topics.json", ids, "id", nonempty=True)
+        stored = self._pin_entries("topics.json", ids, "id", nonempty=True)
+        return {k: stored[k] for k in ids}
 
     def pin_setting(self, name: str, value: str | None) -> str | None:
         """``settings.json``, each entry create-once."""
-        if value is None:
-            return self._pin_entries("settings.json", {}, "value", nonempty=False, read=name)
-        return self._pin_entries("settings.json", {name: value}, "value", nonempty=False)[name]
+        return self._pin_entries("settings.json", {} if value is None else {name: value}, "value",
+                                 nonempty=False).get(name)
 
-    def _pin_entries(self, file_name: str, values: Mapping[str, str], what: str, *, nonempty: bool,
-                     read: str = "") -> Any:
-        """Create-once each entry of ``values`` in the JSON object ``file_name``; return the stored
-        ones (or, with ``read``, only that entry's stored value or None)."""
+    def _pin_entries(self, file_name: str, values: Mapping[str, str], what: str, *,
+                     nonempty: bool) -> dict[str, str]:
+        """Create-once each entry of ``values`` in the JSON object ``file_name``; return every stored
+        entry (those of ``values`` as first stored)."""
         path = self.directory / file_name
         with self.lock:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -211,4 +210,4 @@ class LocalStore(MemoryStore):
             if missing:
                 stored.update(missing)
                 self._write(path, json.dumps(dict(sorted(stored.items()))).encode())
-            return stored.get(read) if read else {k: stored[k] for k in values}
+            return stored

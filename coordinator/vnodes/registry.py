@@ -122,7 +122,7 @@ class AssignmentSnapshot:
         new_owners = _validate_owners(owners, self.vnode_count, "owners")
         changed_at = tuple(
             version if new != old else at
-            for new, old, at in zip(new_owners, self.owners, self.changed_at)
+            for new, old, at in zip(new_owners, self.owners, self.changed_at, strict=True)
         )
         return AssignmentSnapshot(version, new_owners, changed_at)
 
@@ -138,7 +138,7 @@ def moved_vnodes(
     new = after.owners if isinstance(after, AssignmentSnapshot) else tuple(after)
     if len(old) != len(new):
         raise RegistryError(f"cannot compare owner maps of {len(old)} and {len(new)} vnodes")
-    return {v: (a, b) for v, (a, b) in enumerate(zip(old, new)) if a != b}
+    return {v: (a, b) for v, (a, b) in enumerate(zip(old, new, strict=True)) if a != b}
 
 
 @dataclass(frozen=True, slots=True)

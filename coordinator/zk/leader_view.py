@@ -95,7 +95,7 @@ class LeaderViews:
         found = self._cached_reads(list(member_paths.values()) + candidate_paths + [load_path, wanted_path] + ack_paths)
         members = {n: Member.from_json(n, found[p][0]) for n, p in member_paths.items() if p in found}
         versions = {n: found[p][1] for n, p in member_paths.items() if p in found}
-        elected = {c: found[p][0] for c, p in zip(candidates, candidate_paths) if p in found}
+        elected = {c: found[p][0] for c, p in zip(candidates, candidate_paths, strict=True) if p in found}
         load = layout.parse_vnode_load(found[load_path][0]) if load_path in found else {}
         wanted = self._epoch_wanted(found.get(wanted_path), wanted_path)
         ack_values: dict[str, bytes] = {}

@@ -286,7 +286,8 @@ class ZooKeeperStore(ControlStore):
     def pin_setting(self, name: str, value: str | None) -> str | None:
         if value is None:
             try:
-                return self._client.get(self.path(layout.setting_path(name)))[0].decode()
+                data: bytes = self._client.get(self.path(layout.setting_path(name)))[0]
+                return data.decode()
             except NoNodeError:
                 return None
         return pin_names(self._client, self.path(layout.SETTINGS), {name: value}, self._timeout)[name]

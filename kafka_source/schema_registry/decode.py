@@ -175,7 +175,7 @@ class RegistryDecoder:
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             pass
         kept: list[Any] = []
-        for index, row in zip(good, rows):
+        for index, row in zip(good, rows, strict=True):
             try:
                 convert([row])
             except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:

@@ -71,7 +71,7 @@ class RoundKill(Fault):
 
     def _victim(self, ctx: FaultContext, control: ControlState, leaver: int | None) -> tuple[int | None, int]:
         assert control.round is not None
-        moving = [v for v, (old, new) in enumerate(zip(control.snapshot.owners, control.round.target_owners))
+        moving = [v for v, (old, new) in enumerate(zip(control.snapshot.owners, control.round.target_owners, strict=True))
                   if old != new]
         with_data = partitions_by_vnode(ctx.source_identity, {tp: 0 for tp in ctx.topics.all_partitions()},
                                         control.snapshot.vnode_count)
@@ -222,7 +222,7 @@ class Churn(Fault):
         steps = [str(step) for step in event.items("steps")]
         gaps = [_seconds(gap) for gap in event.items("gaps_s")]
         done: list[str] = []
-        for step, gap in zip(steps, gaps):
+        for step, gap in zip(steps, gaps, strict=True):
             if step == "join":
                 done.append(f"+{ctx.nodes.start()}")
             else:

@@ -55,7 +55,7 @@ def test_connect_worker_lands_a_topic_into_iceberg_exactly(kafka: KafkaHandle, r
     rows = catalog.load_table((namespace, "events")).scan().to_arrow()
     assert rows.num_rows == RECORDS
     assert set(rows.column("_topic").to_pylist()) == {topic}
-    coordinates = Counter(zip(rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist()))
+    coordinates = Counter(zip(rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist(), strict=True))
     expected = {(partition, offset) for partition, end in support.high_watermarks(kafka.bootstrap, topic).items()
                 for offset in range(end)}
     assert set(coordinates) == expected and max(coordinates.values()) == 1

@@ -41,7 +41,7 @@ def _missing(fs: pafs.FileSystem, root: str, files: Sequence[str]) -> list[str]:
     if not files:
         return []
     infos = fs.get_file_info([_join(root, f) for f in files])
-    return [f for f, info in zip(files, infos) if info.type != pafs.FileType.File]
+    return [f for f, info in zip(files, infos, strict=True) if info.type != pafs.FileType.File]
 
 
 def write_record(fs: pafs.FileSystem, root: str, record: LakeRecord) -> bool:

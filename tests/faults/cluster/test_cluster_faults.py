@@ -16,12 +16,12 @@ from kazoo.client import KazooClient
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.coordinator.engine.model import ControlState
 from tests.conftest import ZooKeeperHandle
-from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline, assert_exact
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(150)]
 
 
-def test_embedded_single_node_restart_is_exact(embedded: Pipeline) -> None:  # noqa: F811
+def test_embedded_single_node_restart_is_exact(embedded: Pipeline) -> None:
     embedded.produce(3000)
     node = embedded.launch(1)
     embedded.wait_until(lambda: any(Path(embedded.output).glob("[!_]*/**/epoch-*.parquet")), 60, "first published file")
@@ -34,7 +34,7 @@ def test_embedded_single_node_restart_is_exact(embedded: Pipeline) -> None:  # n
 
 
 @pytest.mark.parametrize("table_format", list(TableFormat))
-def test_node_killed_mid_epoch(pipeline: Pipeline, table_format: TableFormat) -> None:  # noqa: F811
+def test_node_killed_mid_epoch(pipeline: Pipeline, table_format: TableFormat) -> None:
     pipeline.table_format = table_format
     pipeline.produce()
     for node_id in (1, 2, 3):
@@ -47,7 +47,7 @@ def test_node_killed_mid_epoch(pipeline: Pipeline, table_format: TableFormat) ->
 
 
 @pytest.mark.parametrize("table_format", list(TableFormat))
-def test_whole_cluster_restart(pipeline: Pipeline, table_format: TableFormat) -> None:  # noqa: F811
+def test_whole_cluster_restart(pipeline: Pipeline, table_format: TableFormat) -> None:
     pipeline.table_format = table_format
     pipeline.produce()
     for node_id in (1, 2, 3):
@@ -62,7 +62,7 @@ def test_whole_cluster_restart(pipeline: Pipeline, table_format: TableFormat) ->
     assert_exact(pipeline.finish(), pipeline)
 
 
-def test_leader_killed_during_a_round(pipeline: Pipeline, zookeeper: ZooKeeperHandle) -> None:  # noqa: F811
+def test_leader_killed_during_a_round(pipeline: Pipeline, zookeeper: ZooKeeperHandle) -> None:
     pipeline.produce()
     for node_id in (1, 2, 3):
         pipeline.launch(node_id)

@@ -18,7 +18,7 @@ from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_c
 from laminar_kafka.cluster.lake.parquet.sink import open_output
 from laminar_kafka.devstack.errors import WaitTimeout
 from laminar_kafka.devstack.waiting import wait_until
-from tests.integration.cluster.harness import Pipeline, assert_exact, iceberg_pipeline  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline, assert_exact
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(200)]
 
@@ -58,7 +58,7 @@ def _window_opens(pipeline: Pipeline, in_table: int, timeout: float = 10.0) -> b
     return True
 
 
-def test_nodes_killed_between_manifest_and_iceberg_commit(iceberg_pipeline: Pipeline) -> None:  # noqa: F811
+def test_nodes_killed_between_manifest_and_iceberg_commit(iceberg_pipeline: Pipeline) -> None:
     pipeline = iceberg_pipeline
     pipeline.produce(1000)
     for node_id in (1, 2):

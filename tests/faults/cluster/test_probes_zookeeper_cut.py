@@ -17,7 +17,7 @@ import pytest
 
 from laminar_kafka.devstack.netfaults.faults import Endpoints, NodeNetwork, network_faults_available, unused_index
 from laminar_kafka.devstack.processes import NodeProcess, node_command
-from tests.integration.cluster.harness import Pipeline, pipeline  # noqa: F401 - fixture
+from tests.integration.cluster.harness import Pipeline
 from tests.integration.cluster.probes import ProbeLog
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
@@ -29,7 +29,7 @@ METRICS_PORT = 9466  # inside the node's own namespace: no other process binds t
 
 
 @pytest.fixture
-def network(pipeline: Pipeline) -> Iterator[NodeNetwork]:  # noqa: F811
+def network(pipeline: Pipeline) -> Iterator[NodeNetwork]:
     available, reason = network_faults_available()
     if not available:
         if os.environ.get("LAMINAR_ALLOW_NO_NETNS") == "1":
@@ -50,7 +50,7 @@ def network(pipeline: Pipeline) -> Iterator[NodeNetwork]:  # noqa: F811
 
 
 def test_a_node_cut_from_zookeeper_turns_unhealthy_within_the_timeout_and_healthy_after_the_heal(
-    pipeline: Pipeline, network: NodeNetwork,  # noqa: F811
+    pipeline: Pipeline, network: NodeNetwork,
 ) -> None:
     pipeline.produce()
     flags = ["--bootstrap", pipeline.bootstrap, "--topic", pipeline.topic, "--output", pipeline.output,

@@ -21,14 +21,7 @@ from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
 from laminar_kafka.cluster.lake.record import RECORDS_DIR
 from laminar_kafka.devstack.producers import produce
 from tests.conftest import KafkaHandle, ZooKeeperHandle
-from tests.integration.cluster.harness import (  # noqa: F401 - fixtures
-    Pipeline,
-    assert_exact,
-    embedded,
-    iceberg_pipeline,
-    make_pipeline,
-    pipeline,
-)
+from tests.integration.cluster.harness import Pipeline, assert_exact, make_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -79,7 +72,7 @@ def logs(p: Pipeline) -> str:
     return "\n".join(node.log_text() for node in p.nodes.values())
 
 
-def test_zookeeper_subtree_lost_while_stopped_resumes_from_the_lake(pipeline: Pipeline) -> None:  # noqa: F811
+def test_zookeeper_subtree_lost_while_stopped_resumes_from_the_lake(pipeline: Pipeline) -> None:
     land_and_stop(pipeline)
     with zookeeper(str(pipeline.zk)) as zk:
         zk.delete(subtree(pipeline), recursive=True)
@@ -88,7 +81,7 @@ def test_zookeeper_subtree_lost_while_stopped_resumes_from_the_lake(pipeline: Pi
     assert f"no control state for pipeline '{pipeline.pipeline}': resuming from the lake at epoch " in logs(pipeline)
 
 
-def test_zookeeper_subtree_lost_and_a_drifted_node_is_refused_by_the_lakes_pins(pipeline: Pipeline) -> None:  # noqa: F811
+def test_zookeeper_subtree_lost_and_a_drifted_node_is_refused_by_the_lakes_pins(pipeline: Pipeline) -> None:
     """The coordinator's pins are lost with its subtree; the first node to start again would pin its
     own values. One whose configuration drifted meanwhile is refused by the pins the lake keeps, in
     one line, having pinned nothing; the right configuration then resumes from the lake, exact, and
@@ -118,7 +111,7 @@ def test_zookeeper_subtree_lost_and_a_drifted_node_is_refused_by_the_lakes_pins(
 
 
 def test_zookeeper_subtree_lost_under_running_nodes_stops_them_and_a_restart_ends_exact(
-    pipeline: Pipeline,  # noqa: F811
+    pipeline: Pipeline,
 ) -> None:
     pipeline.produce(rate=1000)
     for node_id in (1, 2):
@@ -136,7 +129,7 @@ def test_zookeeper_subtree_lost_under_running_nodes_stops_them_and_a_restart_end
     assert_exact(pipeline.finish(), pipeline)
 
 
-def test_zookeeper_restored_from_an_old_copy_advances_to_the_lake(pipeline: Pipeline) -> None:  # noqa: F811
+def test_zookeeper_restored_from_an_old_copy_advances_to_the_lake(pipeline: Pipeline) -> None:
     """The subtree's persistent records copied some epochs before the nodes stopped, then restored."""
     pipeline.produce(rate=1000)
     for node_id in (1, 2):
@@ -176,7 +169,7 @@ def copy_persistent(zk: KazooClient, root: str) -> list[tuple[str, bytes]]:
     return out
 
 
-def test_embedded_state_dir_lost_while_stopped_resumes_from_the_lake(embedded: Pipeline) -> None:  # noqa: F811
+def test_embedded_state_dir_lost_while_stopped_resumes_from_the_lake(embedded: Pipeline) -> None:
     state = str(embedded.base / "state")
     land_and_stop(embedded, (1,), "--state-dir", state)
     shutil.rmtree(state)
@@ -186,7 +179,7 @@ def test_embedded_state_dir_lost_while_stopped_resumes_from_the_lake(embedded: P
 
 
 @pytest.mark.parametrize("drop_records", [False, True], ids=["files", "files-and-records"])
-def test_parquet_files_of_the_last_epochs_removed_are_landed_again(pipeline: Pipeline,  # noqa: F811
+def test_parquet_files_of_the_last_epochs_removed_are_landed_again(pipeline: Pipeline,
                                                                     drop_records: bool) -> None:
     land_and_stop(pipeline)
     with_rows = [r for r in records(pipeline) if r["files"]]
@@ -202,7 +195,7 @@ def test_parquet_files_of_the_last_epochs_removed_are_landed_again(pipeline: Pip
     assert "the lake is behind the control state" in logs(pipeline) and "rewinding" in logs(pipeline)
 
 
-def test_on_lake_behind_fail_refuses_in_one_line_and_touches_nothing(pipeline: Pipeline) -> None:  # noqa: F811
+def test_on_lake_behind_fail_refuses_in_one_line_and_touches_nothing(pipeline: Pipeline) -> None:
     land_and_stop(pipeline)
     victim = [r for r in records(pipeline) if r["files"]][-1]
     for relative in victim["files"]:  # type: ignore[attr-defined]
@@ -220,7 +213,7 @@ def test_on_lake_behind_fail_refuses_in_one_line_and_touches_nothing(pipeline: P
     assert sorted(str(p) for p in Path(pipeline.output).rglob("*")) == before
 
 
-def test_iceberg_table_rolled_back_is_landed_again(iceberg_pipeline: Pipeline) -> None:  # noqa: F811
+def test_iceberg_table_rolled_back_is_landed_again(iceberg_pipeline: Pipeline) -> None:
     from pyiceberg.catalog.sql import SqlCatalog
 
     land_and_stop(iceberg_pipeline)

@@ -126,7 +126,7 @@ def test_ensemble_progresses_with_one_server_down_stops_without_quorum_and_resum
             try:
                 # No quorum: the last server stops serving, every session is SUSPENDED, and a suspended
                 # coordinator takes no leader step (its term is withheld) and admits nothing.
-                for node, at in zip(nodes, marks):
+                for node, at in zip(nodes, marks, strict=True):
                     node.wait_for(SessionStateChanged, lambda e: e.state is SessionState.SUSPENDED,
                                   timeout=30, after=at)
                 suspended = len(nodes[0].events)

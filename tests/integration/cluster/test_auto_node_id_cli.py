@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.devstack.processes import NodeProcess, node_environment
-from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline, assert_exact
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -24,13 +24,13 @@ HOST_RUN = ("import socket, sys; host = sys.argv.pop(1); socket.gethostname = la
 CHOSEN = re.compile(r"node id (\d+) \(node-id auto: (.*)\)$", re.MULTILINE)
 
 
-def host_command(pipeline: Pipeline, host: str, *more: str) -> list[str]:  # noqa: F811
+def host_command(pipeline: Pipeline, host: str, *more: str) -> list[str]:
     flags = ["--bootstrap", pipeline.bootstrap, "--topic", pipeline.topic, "--output", pipeline.output,
              "--pipeline", pipeline.pipeline, "--zk", str(pipeline.zk), "--node-id", "auto", *pipeline.extra, *more]
     return [sys.executable, "-c", HOST_RUN, host, *flags]
 
 
-def launch_on(pipeline: Pipeline, label: int, host: str, *more: str) -> NodeProcess:  # noqa: F811
+def launch_on(pipeline: Pipeline, label: int, host: str, *more: str) -> NodeProcess:
     """Start a node on host ``host``; ``label`` names it in the pipeline's bookkeeping (its id is its own)."""
     node = NodeProcess(label, host_command(pipeline, host, *more), pipeline.base / "logs" / f"{host}.log")
     node.start()
@@ -38,14 +38,14 @@ def launch_on(pipeline: Pipeline, label: int, host: str, *more: str) -> NodeProc
     return node
 
 
-def chosen(pipeline: Pipeline, node: NodeProcess, starts: int = 1) -> list[tuple[int, str]]:  # noqa: F811
+def chosen(pipeline: Pipeline, node: NodeProcess, starts: int = 1) -> list[tuple[int, str]]:
     """The ids the node's log says it took (one per start), once it logged ``starts`` of them."""
     pipeline.wait_until(lambda: len(CHOSEN.findall(node.log_text())) >= starts, 60, f"{starts} id choices logged")
     return [(int(n), why) for n, why in CHOSEN.findall(node.log_text())]
 
 
 def test_two_auto_nodes_land_a_topic_exactly_once_and_a_restart_keeps_its_id(
-    pipeline: Pipeline, tmp_path: Path,  # noqa: F811
+    pipeline: Pipeline, tmp_path: Path,
 ) -> None:
     pipeline.produce(rate=1000)
     alpha = launch_on(pipeline, 1, "alpha")
@@ -91,7 +91,7 @@ def test_two_auto_nodes_land_a_topic_exactly_once_and_a_restart_keeps_its_id(
     assert alpha.alive() and beta.alive()
 
 
-def test_an_embedded_auto_node_is_node_1(embedded: Pipeline) -> None:  # noqa: F811
+def test_an_embedded_auto_node_is_node_1(embedded: Pipeline) -> None:
     embedded.produce(rate=1000)
     node = NodeProcess(1, [sys.executable, "-c", HOST_RUN, "lake-5", "--bootstrap", embedded.bootstrap, "--topic",
                            embedded.topic, "--output", embedded.output, "--pipeline", embedded.pipeline, "--node-id",

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from tests.integration.cluster.harness import Pipeline, assert_exact, embedded, pipeline, scrape  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline, assert_exact, scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published, open_output
 from laminar_kafka.devstack.producers import produce
-from tests.integration.cluster.harness import Pipeline, assert_exact, embedded  # noqa: F401 - fixture
+from tests.integration.cluster.harness import Pipeline, assert_exact
 
 #: small row groups: staged files (rows and rejected) are on disk, open or sealed, when the node is killed
 FLAGS = ("--format", "json", "--json-schema", "id:int64,name:string", "--on-bad-record", "skip",
@@ -56,7 +56,7 @@ def published(output: str, directory: str = "") -> list[str]:
     return list_published(fs, f"{root}/{directory}" if directory else root)
 
 
-def test_bad_records_land_in_rejected_exactly_once_across_a_kill(embedded: Pipeline, tmp_path: Path) -> None:  # noqa: F811
+def test_bad_records_land_in_rejected_exactly_once_across_a_kill(embedded: Pipeline, tmp_path: Path) -> None:
     producer = ChunkProducer(embedded.bootstrap, embedded.topic, gap=0.4)
     producer.start()
     embedded.wait_until(lambda: producer.chunks_done >= 1, 60, "first chunk produced")

@@ -5,10 +5,10 @@ landed every record twice."""
 from __future__ import annotations
 
 from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
-from tests.integration.cluster.harness import Pipeline, assert_exact, embedded  # noqa: F401 - fixture
+from tests.integration.cluster.harness import Pipeline, assert_exact
 
 
-def test_a_second_embedded_node_on_one_output_is_refused(embedded: Pipeline) -> None:  # noqa: F811
+def test_a_second_embedded_node_on_one_output_is_refused(embedded: Pipeline) -> None:
     embedded.produce(rate=2000)
     first = embedded.launch(1)
     fs, root = open_output(embedded.output)

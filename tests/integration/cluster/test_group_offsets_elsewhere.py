@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from laminar_kafka.cluster.config import NodeSettings
 from tests import support
-from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, pipeline  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -32,7 +32,7 @@ def group_id(p: Pipeline) -> str:
 
 
 @pytest.fixture
-def group(pipeline: Pipeline) -> Iterator[Consumer]:  # noqa: F811
+def group(pipeline: Pipeline) -> Iterator[Consumer]:
     """A client of the pipeline's consumer group that never joins it (assign-free: reads and
     commits offsets only)."""
     consumer = Consumer({"bootstrap.servers": pipeline.bootstrap, "group.id": group_id(pipeline),
@@ -66,7 +66,7 @@ def starts_from_manifest(log: str) -> list[str]:
 
 @pytest.mark.parametrize("where", ["ahead", "behind"])
 def test_a_restart_reads_from_the_manifest_whatever_the_group_offsets_say(
-    pipeline: Pipeline, group: Consumer, where: str  # noqa: F811
+    pipeline: Pipeline, group: Consumer, where: str
 ) -> None:
     pipeline.extra = (*pipeline.extra, "--quiet-checkpoint-interval-ms", "0")  # an epoch every 500 ms, idle or not
     topic = pipeline.topic

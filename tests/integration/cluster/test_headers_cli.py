@@ -9,7 +9,7 @@ import pytest
 
 from laminar_kafka.kafka_source.decode.arrow_batch import HEADERS_TYPE
 from tests import support
-from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline, assert_exact
 from tests.integration.cluster.test_cli_commands import cli
 from tests.integration.cluster.test_json_cli import landed
 
@@ -35,7 +35,7 @@ def headers_of(index: int) -> Headers:
     return [*shape, ("index", str(index).encode())] if index % 2 else [("index", str(index).encode()), *shape]
 
 
-def test_include_headers_lands_each_records_headers_exactly(pipeline: Pipeline) -> None:  # noqa: F811
+def test_include_headers_lands_each_records_headers_exactly(pipeline: Pipeline) -> None:
     count = 500
     kafka = support.producer(pipeline.bootstrap)
     failures: list[str] = []
@@ -61,7 +61,7 @@ def test_include_headers_lands_each_records_headers_exactly(pipeline: Pipeline) 
     table = landed(pipeline.output)
     assert table.schema.field("_headers").type == HEADERS_TYPE
     assert table.num_rows == count
-    got = {value: row for value, row in zip(table.column("value").to_pylist(), table.column("_headers").to_pylist())}
+    got = {value: row for value, row in zip(table.column("value").to_pylist(), table.column("_headers").to_pylist(), strict=True)}
     assert len(got) == count
     for i in range(count):
         expected = headers_of(i)
@@ -75,7 +75,7 @@ def test_include_headers_lands_each_records_headers_exactly(pipeline: Pipeline) 
     assert verify.returncode == 0 and json.loads(verify.stdout)["ok"], verify.stdout + verify.stderr
 
 
-def test_without_include_headers_there_is_no_headers_column(pipeline: Pipeline) -> None:  # noqa: F811
+def test_without_include_headers_there_is_no_headers_column(pipeline: Pipeline) -> None:
     """The control: the column comes from the setting, not from the records having headers."""
     kafka = support.producer(pipeline.bootstrap)
     for i in range(40):

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from tests.integration.cluster.harness import Pipeline, pipeline, scrape  # noqa: F401 - fixture
+from tests.integration.cluster.harness import Pipeline, scrape
 from tests.integration.cluster.probes import ProbeLog, ask
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -33,7 +33,7 @@ def records_in(body: str) -> float:
 
 
 def test_readyz_is_503_while_starting_200_once_reading_and_503_from_the_planned_leave(
-    pipeline: Pipeline,  # noqa: F811
+    pipeline: Pipeline,
 ) -> None:
     pipeline.produce()
     pipeline.launch(1)

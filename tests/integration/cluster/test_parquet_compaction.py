@@ -28,7 +28,7 @@ from laminar_kafka.cluster.ops.verify import VerifyReport
 from laminar_kafka.demo import audit_output
 from laminar_kafka.devstack.producers import produce
 from tests.compaction_readers import Readers
-from tests.integration.cluster.harness import Pipeline, embedded, pipeline  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -116,7 +116,7 @@ def passes_with_rewrites(log: Path) -> list[dict[str, object]]:
     return found
 
 
-def test_compaction_beside_a_running_pipeline_and_readers_is_exact(pipeline: Pipeline, tmp_path: Path) -> None:  # noqa: F811
+def test_compaction_beside_a_running_pipeline_and_readers_is_exact(pipeline: Pipeline, tmp_path: Path) -> None:
     pipeline.extra = FAST_EPOCHS
     pipeline.produce(300)
     for node_id in (1, 2):
@@ -173,7 +173,7 @@ def test_compaction_beside_a_running_pipeline_and_readers_is_exact(pipeline: Pip
         assert not any(m in started for m in ROLLBACK_MARKS), started[-3000:]
 
 
-def test_a_compaction_killed_between_steps_is_exact_after_a_rerun(embedded: Pipeline) -> None:  # noqa: F811
+def test_a_compaction_killed_between_steps_is_exact_after_a_rerun(embedded: Pipeline) -> None:
     pipeline = embedded
     pipeline.extra = ("--checkpoint-interval-ms", "100")
     pipeline.produce(500)

@@ -26,7 +26,7 @@ from pyiceberg.types import LongType, StringType
 from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published, open_output
 from laminar_kafka.cluster.lake.settings import TableFormat
 from tests import support
-from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline, assert_exact
 from tests.integration.cluster.test_cli_commands import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -58,7 +58,7 @@ def is_bad(index: int) -> bool:
 
 
 @pytest.fixture(params=[TableFormat.PARQUET, TableFormat.ICEBERG], ids=lambda f: f.value)
-def landed(request: pytest.FixtureRequest, pipeline: Pipeline) -> Iterator[tuple[Pipeline, str]]:  # noqa: F811
+def landed(request: pytest.FixtureRequest, pipeline: Pipeline) -> Iterator[tuple[Pipeline, str]]:
     """The pipeline after one node landed every record under the format's spec."""
     pipeline.table_format = request.param
     spec = ("day(event_time), bucket[4](customer_id), region" if request.param is TableFormat.PARQUET
@@ -89,7 +89,7 @@ def check_rejected(output: str) -> None:
     rejected = rejected_rows(output)
     values = [json.loads(v) for v in rejected["value"].to_pylist()]
     assert sorted(v["amount"] for v in values) == sorted(i / 4 for i in range(COUNT) if is_bad(i))
-    for value, error in zip(values, rejected["error"].to_pylist()):
+    for value, error in zip(values, rejected["error"].to_pylist(), strict=True):
         field = "customer_id" if "customer_id" not in value else "region"
         assert error == f"field {field} is null or absent", (value, error)
 

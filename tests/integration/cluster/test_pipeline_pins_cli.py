@@ -18,7 +18,7 @@ from laminar_kafka.devstack.topics import create_topic
 from laminar_kafka.devstack.waiting import wait_until
 from tests import support
 from tests.conftest import KafkaHandle
-from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
+from tests.integration.cluster.harness import Pipeline, assert_exact
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -97,7 +97,7 @@ def test_a_node_that_disagrees_with_the_pinned_settings_exits_2_in_one_line(
 
 
 def test_zookeeper_nodes_with_another_vnode_count_or_a_live_node_id_are_refused_in_one_line(
-    pipeline: Pipeline,  # noqa: F811
+    pipeline: Pipeline,
 ) -> None:
     """ZooKeeper mode: another vnode-count is refused (before the pins it died in a traceback:
     "vnode load 97: 1 is out of range"); a second process with a live node's id says once what it

@@ -80,7 +80,7 @@ def check_dead_letters(output: str, expected: list[bytes]) -> None:
     """``_rejected/`` holds exactly ``expected`` (raw values), each with its reason."""
     rejected = pa.concat_tables(landed(output, "_rejected"))
     assert sorted(rejected.column("value").to_pylist()) == sorted(expected)
-    reasons = dict(zip(rejected.column("value").to_pylist(), rejected.column("error").to_pylist()))
+    reasons = dict(zip(rejected.column("value").to_pylist(), rejected.column("error").to_pylist(), strict=True))
     assert all(reasons.values())
     assert "magic byte" in reasons[NOT_WIRE]
     assert UNKNOWN_ID not in reasons or "unknown to the registry" in reasons[UNKNOWN_ID]

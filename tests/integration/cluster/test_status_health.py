@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster.harness import Pipeline, pipeline  # noqa: F401 - the fixture
+from tests.integration.cluster.harness import Pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -29,7 +29,7 @@ def status(p: Pipeline, *more: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(status_argv(p, *more), capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
-def test_status_exit_codes_follow_the_health_of_a_real_pipeline(pipeline: Pipeline) -> None:  # noqa: F811
+def test_status_exit_codes_follow_the_health_of_a_real_pipeline(pipeline: Pipeline) -> None:
     p = pipeline
     p.launch(1)
     p.launch(2)
@@ -73,7 +73,7 @@ def test_status_exit_codes_follow_the_health_of_a_real_pipeline(pipeline: Pipeli
     producer.stop()
 
 
-def test_status_exits_3_in_one_line_when_kafka_cannot_be_reached(pipeline: Pipeline) -> None:  # noqa: F811
+def test_status_exits_3_in_one_line_when_kafka_cannot_be_reached(pipeline: Pipeline) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]

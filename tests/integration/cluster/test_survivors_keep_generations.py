@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from laminar_kafka.devstack.processes import free_port
-from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline, scrape  # noqa: F401 - fixtures
+from tests.integration.cluster.harness import Pipeline, assert_exact, scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -53,7 +53,7 @@ def landed_rows_by_node(output: str) -> dict[int, int]:
 
 
 @pytest.mark.parametrize("victim", ["follower", "leader"])
-def test_a_death_never_rewinds_the_survivors(pipeline: Pipeline, victim: str) -> None:  # noqa: F811
+def test_a_death_never_rewinds_the_survivors(pipeline: Pipeline, victim: str) -> None:
     ports = {node_id: free_port() for node_id in (1, 2, 3)}
     pipeline.produce(2000)
     for node_id in (1, 2, 3):

@@ -23,7 +23,7 @@ from laminar_kafka.devstack.producers import ContinuousProducer
 from laminar_kafka.devstack.topics import create_topic
 from laminar_kafka.devstack.waiting import wait_until
 from tests.conftest import KafkaHandle, ZooKeeperHandle
-from tests.integration.cluster.harness import Pipeline, assert_exact, pipeline  # noqa: F401 - fixture
+from tests.integration.cluster.harness import Pipeline, assert_exact
 from tests.support import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -62,7 +62,7 @@ def rows_of(output: str, topic: str) -> dict[int, list[int]]:
     for path in list_published(fs, root):
         table = pq.read_table(path, columns=["_topic", "_partition", "_offset"], filesystem=fs)
         for t, partition, offset in zip(table["_topic"].to_pylist(), table["_partition"].to_pylist(),
-                                        table["_offset"].to_pylist()):
+                                        table["_offset"].to_pylist(), strict=True):
             if t == topic:
                 result.setdefault(partition, []).append(offset)
     return {p: sorted(o) for p, o in result.items()}

@@ -120,7 +120,7 @@ class SimulatedNode:
                 snapshot = self.coordinator.assignment()
                 loses = any(
                     old == self.coordinator.node_id and new != old
-                    for old, new in zip(snapshot.owners, event.target_owners)
+                    for old, new in zip(snapshot.owners, event.target_owners, strict=True)
                 )
                 if loses:
                     self.coordinator.report_drain_ready(event.drain_id)

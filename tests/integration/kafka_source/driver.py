@@ -154,7 +154,7 @@ class Node:
 
     def rows(self) -> list[tuple[int, int, float]]:
         """``(partition, offset, emitted_at)`` of every emitted row, in emission order."""
-        return [(p, o, e.at) for e in self.emissions for p, o in zip(e.partitions, e.offsets)]
+        return [(p, o, e.at) for e in self.emissions for p, o in zip(e.partitions, e.offsets, strict=True)]
 
 
 class Producing:
@@ -372,7 +372,7 @@ def assert_contiguous(
         assert duplicates == 0, f"partition {partition}: {duplicates} duplicate offset(s)"
         assert offsets == list(range(start, end)), (
             f"partition {partition}: emitted {len(offsets)} offsets, expected {start}..{end - 1}; "
-            f"first gap near {next((a for a, b in zip(offsets, range(start, end)) if a != b), None)}"
+            f"first gap near {next((a for a, b in zip(offsets, range(start, end), strict=False) if a != b), None)}"
         )
 
 

@@ -142,7 +142,7 @@ def test_stack_shape_follows_the_kinds() -> None:
 
 
 def _check_spacing(events: tuple[FaultEvent, ...]) -> None:
-    for earlier, later in zip(events, events[1:]):
+    for earlier, later in zip(events, events[1:], strict=False):
         end = earlier.at_s + earlier.hold_s + SPECS[earlier.kind].budget_s
         assert end + MIN_GAP_S <= later.at_s + 1e-9, (earlier, later)
     assert all(e.at_s > 0 and e.hold_s >= 0 for e in events)
@@ -225,7 +225,7 @@ def test_parse_kinds() -> None:
 def _run(seed: int, kinds: tuple[str, ...], recoveries: list[float | None], **fields: object) -> RunResult:
     result = RunResult(seed=seed, kinds=kinds, audited=True, caught_up=True, records=1000,
                        **fields)  # type: ignore[arg-type]
-    for kind, recovery in zip(kinds, recoveries):
+    for kind, recovery in zip(kinds, recoveries, strict=True):
         result.faults.append(FaultResult(kind=kind, target="node:any", planned_at_s=1.0, injected_at_s=1.5,
                                          recovery_s=recovery))
     return result

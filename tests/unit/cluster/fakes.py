@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from laminar_kafka.cluster.lake.parquet.sink import list_published
+from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime
 from laminar_kafka.coordinator.base import (
     AssignmentChanged,
@@ -128,10 +129,17 @@ async def wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> Non
     await await_until(predicate, timeout, "the runtime condition")
 
 
+def parquet_sink(runtime: NodeRuntime) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and root of ``runtime``'s sink (a :class:`ParquetSink` in these tests)."""
+    sink = runtime.sink
+    assert isinstance(sink, ParquetSink)
+    return sink.fs, sink.root
+
+
 def published_offsets(runtime: NodeRuntime) -> dict[int, list[int]]:
     result: dict[int, list[int]] = {}
-    for path in list_published(runtime.sink.fs, runtime.sink.root):
+    for path in list_published(*parquet_sink(runtime)):
         table = pq.read_table(path)
-        for p, o in zip(table["_partition"].to_pylist(), table["_offset"].to_pylist()):
+        for p, o in zip(table["_partition"].to_pylist(), table["_offset"].to_pylist(), strict=True):
             result.setdefault(p, []).append(o)
     return {p: sorted(o) for p, o in result.items()}

@@ -14,6 +14,7 @@ import pytest
 
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.lake.parquet.tree import parquet_tree
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
@@ -78,7 +79,8 @@ class Cluster:
 
         sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", partitioning=PartitionSpec())
         topology = Topology.of(TopicInfo("t", "id-t", 4))
-        self.runtime = NodeRuntime(self.coordinator, sink, factory, lambda: topology, options)
+        self.runtime = NodeRuntime(self.coordinator, sink, parquet_tree(sink.fs, sink.root), factory, lambda: topology,
+                                   options)
         self.task: asyncio.Task[None] | None = None
 
     @property
@@ -227,7 +229,7 @@ async def test_poll_to_replay_boundary_polls_one_batch_per_barrier_retry(tmp_pat
     assert cluster.coordinator.acks == []  # the barrier is retained while try_checkpoint() is None
     polls = [i for i, call in enumerate(source.calls) if call == "poll"]
     assert len(polls) >= 3
-    assert all("try_checkpoint" in source.calls[a:b] for a, b in zip(polls, polls[1:]))  # one batch per retry
+    assert all("try_checkpoint" in source.calls[a:b] for a, b in zip(polls, polls[1:], strict=False))  # one batch per retry
     source.unreconciled = False
     await wait_for(lambda: cluster.coordinator.acks)
     assert cluster.coordinator.acks[0].cursors["src"][key(0)] == END + 5

@@ -37,7 +37,7 @@ def min_unit_moves(current: Sequence[int], nodes: Sequence[int], members: Sequen
     floor, extra = divmod(len(members), len(live))
     counts = sorted((held.get(n, 0) for n in live), reverse=True)
     quotas = [floor + 1] * extra + [floor] * (len(live) - extra)
-    return orphans + sum(max(0, c - q) for c, q in zip(counts, quotas))
+    return orphans + sum(max(0, c - q) for c, q in zip(counts, quotas, strict=True))
 
 
 node_ids = st.integers(min_value=1, max_value=12)

@@ -69,7 +69,7 @@ class Tree:
         """What pyarrow.dataset reads of the topic (hive partitioning, default ignore prefixes)."""
         table = ds.dataset(f"{self.root}/{TOPIC}", format="parquet", partitioning="hive").to_table(
             columns=["_partition", "_offset"])
-        return Counter(zip(table["_partition"].to_pylist(), table["_offset"].to_pylist()))
+        return Counter(zip(table["_partition"].to_pylist(), table["_offset"].to_pylist(), strict=True))
 
     def expected(self) -> Counter[tuple[int, int]]:
         return Counter((p, o) for p, n in self.offsets.items() for o in range(n))

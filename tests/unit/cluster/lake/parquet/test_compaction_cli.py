@@ -112,7 +112,7 @@ def test_an_unknown_codec_is_refused_by_the_parser(tmp_path: Path, capsys: pytes
 def args_of(output: Path, *flags: str) -> argparse.Namespace:
     values: dict[str, object] = {"output": str(output), "topic": [TOPIC], "config": None, "table_format": None,
                                  "catalog_uri": None, "namespace": None, "table": None}
-    values.update(zip(flags[::2], flags[1::2]))
+    values.update(zip(flags[::2], flags[1::2], strict=True))
     return argparse.Namespace(**values)
 
 

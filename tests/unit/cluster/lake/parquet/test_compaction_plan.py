@@ -273,6 +273,6 @@ def test_cleanup_properties(raw: list[tuple[str, list[str], float]], grace: floa
     found = [WorkDirectory(name, tuple(names), age) for name, names, age in raw]
     result = plan_cleanup(found, grace)
     assert Counter(c.name for c in result) == Counter(w.name for w in found if w.name != "bad")
-    for cleanup, work in zip(result, sorted((w for w in found if w.name != "bad"), key=lambda w: w.name)):
+    for cleanup, work in zip(result, sorted((w for w in found if w.name != "bad"), key=lambda w: w.name), strict=True):
         assert cleanup.kind is classify_leftover(work.name, work.names)
         assert cleanup.delete == (cleanup.kind is not LeftoverKind.SWAPPED or work.age_s >= grace)

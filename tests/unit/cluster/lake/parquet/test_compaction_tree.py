@@ -43,7 +43,7 @@ def test_a_pass_rewrites_the_settled_small_files_and_leaves_the_recorded_ones_al
     assert {f: os.stat(Path(tree.root, f)).st_ino for f in recorded} == recorded  # the same files, never moved
     assert tree.rows() == tree.expected()  # every row once
     data = pq.read_table(Path(tree.root, output))
-    keys = list(zip(data["_partition"].to_pylist(), data["_offset"].to_pylist()))
+    keys = list(zip(data["_partition"].to_pylist(), data["_offset"].to_pylist(), strict=True))
     assert keys == sorted(keys) and len(keys) == 8 * 4 * 3
     assert data.schema == pq.read_schema(Path(tree.root, tree.files[9][0]))  # the same schema, metadata included
     metadata = pq.read_metadata(Path(tree.root, output))

@@ -25,6 +25,7 @@ from laminar_kafka.cluster.lake.parquet.sink import (
     publish,
     recover,
 )
+from laminar_kafka.cluster.lake.parquet.tree import parquet_tree
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.ops.verify import OutputScan, audit, read_output
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
@@ -201,7 +202,7 @@ class _SourceWithBadRecords(FakeSource):
         skipped = batch.records.filter(is_bad)
         dead_letter = pa.RecordBatch.from_pylist([
             {"_topic": TOPIC, "_partition": p, "_offset": o, "_timestamp": None, "_key": None, "value": b"?", "error": "bad"}
-            for p, o in zip(skipped["_partition"].to_pylist(), skipped["_offset"].to_pylist())
+            for p, o in zip(skipped["_partition"].to_pylist(), skipped["_offset"].to_pylist(), strict=True)
         ], schema=REJECTED_SCHEMA)
         return SourceBatch(batch.records.filter(pc.invert(is_bad)), batch.checkpoint, dead_letter)
 
@@ -211,7 +212,8 @@ async def test_the_runtime_publishes_rejected_records_with_the_epoch_and_counts_
     FakeSource.generations = []
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
-    runtime = NodeRuntime(coordinator, sink, _SourceWithBadRecords, lambda: TOPOLOGY, options)
+    runtime = NodeRuntime(coordinator, sink, parquet_tree(sink.fs, sink.root), _SourceWithBadRecords,
+                          lambda: TOPOLOGY, options)
     task = asyncio.create_task(runtime.run())
     try:
         await wait_for(lambda: runtime.rows_written >= 50)
