@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -38,9 +36,21 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.request import urlopen
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from process_probes import (  # noqa: E402
+    buckets,
+    counter,
+    cpu_seconds,
+    quantile,
+    rss_mib,
+    scrape,
+    thread_cpu,
+    written_bytes,
+    zk_packets_received,
+)
 
 from laminar_kafka.cluster.ops.status import collect_status  # noqa: E402
 from laminar_kafka.devstack.processes import NodeProcess, free_port  # noqa: E402
@@ -48,101 +58,6 @@ from laminar_kafka.devstack.producers import ContinuousProducer  # noqa: E402
 from laminar_kafka.devstack.stack import DevStack  # noqa: E402
 from laminar_kafka.devstack.topics import create_topic  # noqa: E402
 from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-# -- /proc ----------------------------------------------------------------------------------------
-
-def cpu_seconds(pid: int, tid: int | None = None) -> float:
-    """User + system CPU seconds of a process (or one of its threads)."""
-    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
-    with open(path) as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds per thread name (threads of one name summed; librdkafka's broker threads folded
-    into ``rdk:broker``)."""
-    totals: dict[str, float] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-            seconds = cpu_seconds(pid, int(tid))
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        name = re.sub(r"^(rdk:broker).*", r"\1", name)
-        totals[name] = totals.get(name, 0.0) + seconds
-    return totals
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def written_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("write_bytes:"):
-            return int(line.split()[1])
-    return 0
-
-
-def zk_packets_received(host: str, port: int) -> int:
-    import socket
-
-    with socket.create_connection((host, port), timeout=5) as sock:
-        sock.sendall(b"mntr")
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    match = re.search(rb"zk_packets_received\s+(\d+)", data)
-    return int(match.group(1)) if match else 0
-
-
-# -- metrics --------------------------------------------------------------------------------------
-
-def scrape(port: int) -> str:
-    try:
-        with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            return str(response.read().decode())
-    except OSError:
-        return ""
-
-
-def buckets(texts: list[str], name: str) -> dict[float, float]:
-    """A histogram's cumulative buckets, summed over the nodes' scrapes."""
-    summed: dict[float, float] = {}
-    for text in texts:
-        for bound, count in re.findall(rf'^{name}_bucket\{{[^}}]*le="([^"]+)"[^}}]*\}} ([0-9.e+]+)$', text, re.MULTILINE):
-            key = float("inf") if bound == "+Inf" else float(bound)
-            summed[key] = summed.get(key, 0.0) + float(count)
-    return summed
-
-
-def counter(texts: list[str], name: str) -> list[float]:
-    """A counter's value per scrape (0 where it is absent)."""
-    values = []
-    for text in texts:
-        match = re.search(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.MULTILINE)
-        values.append(float(match.group(1)) if match else 0.0)
-    return values
-
-
-def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float | None:
-    """The ``q`` quantile of what a histogram counted between two scrapes (the bucket's bound)."""
-    window = sorted((bound, after.get(bound, 0.0) - before.get(bound, 0.0)) for bound in after)
-    if not window or window[-1][1] <= 0:
-        return None
-    wanted = q * window[-1][1]
-    for bound, count in window:
-        if count >= wanted:
-            return bound
-    return None
-
 
 # -- the lake as its readers see it --------------------------------------------------------------
 
