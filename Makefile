@@ -8,6 +8,8 @@
 #               the source and coordinator suites on Kafka 3.9 (ZooKeeper-mode brokers; KRaft), ZooKeeper
 #               3.8, Python 3.13 and the oldest libraries pyproject.toml allows; the last step of `make test`.
 #   make bench  the benchmarks (JSON on stdout).
+#   make lint   ruff (pyflakes, import order, bugbear, blind except), then mypy over laminar_kafka.*; the first
+#               step of `make test` (seconds; docs/development.md, "Lint and types").
 #   make chaos  the seeded chaos campaign (SEEDS=20 draws every fault kind; CHAOS_ARGS for more flags).
 PYTHON ?= python3
 VENV ?= .venv
@@ -32,7 +34,7 @@ CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_c
 MATRIX_CELLS ?=
 MATRIX_PYTEST_ARGS ?=
 
-.PHONY: install jvm jvm-lock artifacts images test test-containers test-unit matrix demo chaos bench manifests k8s-apiserver-check clean
+.PHONY: install jvm jvm-lock artifacts images lint test test-containers test-unit matrix demo chaos bench manifests k8s-apiserver-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,8 +64,13 @@ artifacts: jvm
 images: jvm
 	$(PY) -m laminar_kafka.devstack.containers build
 
+# lint: ruff over the repository, then mypy over the distribution ([tool.ruff] and [tool.mypy] in pyproject.toml)
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
 # the first pass needs no Java, Maven or redis-server installed; the container pass (make test-containers) an engine
-test: artifacts
+test: lint artifacts
 	$(PY) -m pytest tests/unit tests/integration tests/faults $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-containers
 	$(MAKE) --no-print-directory matrix
