@@ -59,9 +59,9 @@ The layer is split by concern; this module is its entry point and re-exports the
 from __future__ import annotations
 
 from laminar_kafka.devstack.netfaults.host import (
-    _probe_pid,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     cleanup_stale,
     network_faults_available,
+    probe_pid,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     unused_index,
     used_indexes,
 )
@@ -84,9 +84,9 @@ from laminar_kafka.devstack.netfaults.model import (
 )
 from laminar_kafka.devstack.netfaults.namespaces import (
     OWNER_DIR,
-    _process_start,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     owner_alive,
     parse_link_names,
+    process_start,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     wrap_argv,
 )
 from laminar_kafka.devstack.netfaults.node import NodeNetwork

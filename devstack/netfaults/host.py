@@ -5,7 +5,7 @@ Contract:
 - `network_faults_available()`: (True, "") when namespaces, veth pairs and setns(2) work here
   (checked by making and deleting a probe namespace and veth), else (False, one-line reason).
 - `cleanup_stale(prefix, force, kill_processes)`: deletes `<prefix>*` namespaces, host veths and
-  owner records whose owner process is gone, sparing live networks of this process (`_OPEN`),
+  owner records whose owner process is gone, sparing live networks of this process (`OPEN`),
   namespaces of other live owners, and running probes (unless `force`). Returns what it removed;
   returns [] without root or `ip`.
 - `used_indexes()` / `unused_index(start)`: the 10.231.<i>.0/30 subnets taken on this host or by
@@ -34,23 +34,23 @@ from laminar_kafka.devstack.netfaults.model import (
     MAX_INDEX,
     SUBNET_BASE,
     NetworkUnavailable,
-    _check_index,
+    check_index,
 )
 from laminar_kafka.devstack.netfaults.namespaces import (
     OWNER_DIR,
-    _ip,
-    _ip_path,
-    _libc_setns,
-    _list_namespaces,
-    _list_veths,
-    _loopback_listener,
-    _namespace_pids,
-    _read_owner,
-    _remove_owner,
     in_namespace,
+    ip_path,
+    libc_setns,
+    list_namespaces,
+    list_veths,
+    loopback_listener,
+    namespace_pids,
     owner_alive,
+    read_owner,
+    remove_owner,
+    run_ip,
 )
-from laminar_kafka.devstack.netfaults.node import _OPEN
+from laminar_kafka.devstack.netfaults.node import OPEN
 from laminar_kafka.devstack.processes import pid_alive
 
 logger = logging.getLogger("laminar_kafka.devstack.netfaults.faults")  # the whole layer logs under its entry point's name
@@ -62,22 +62,22 @@ def network_faults_available() -> tuple[bool, str]:
         return False, f"network namespaces need Linux (this is {sys.platform})"
     if os.geteuid() != 0:
         return False, f"network namespaces need root (running as uid {os.geteuid()})"
-    if shutil.which("ip") is None and not Path(_ip_path()).is_file():
+    if shutil.which("ip") is None and not Path(ip_path()).is_file():
         return False, "the `ip` command is missing (Debian package iproute2)"
-    if _libc_setns() is None:
+    if libc_setns() is None:
         return False, "setns(2) is not available from libc"
     probe = f"{DEFAULT_PREFIX}probe-{os.getpid()}-{uuid.uuid4().hex[:4]}"
     interface = f"{DEFAULT_PREFIX}p{os.getpid()}-{uuid.uuid4().hex[:2]}"[:IFNAME_MAX]
     try:
-        _ip("netns", "add", probe)
-        _ip("-n", probe, "link", "set", "lo", "up")
-        _ip("link", "add", interface, "type", "veth", "peer", "name", INNER_INTERFACE, "netns", probe)
-        in_namespace(probe, lambda: _loopback_listener(0).close())
+        run_ip("netns", "add", probe)
+        run_ip("-n", probe, "link", "set", "lo", "up")
+        run_ip("link", "add", interface, "type", "veth", "peer", "name", INNER_INTERFACE, "netns", probe)
+        in_namespace(probe, lambda: loopback_listener(0).close())
     except (NetworkUnavailable, OSError) as exc:
         return False, f"network namespaces do not work here: {exc}"
     finally:
-        _ip("link", "del", interface, check=False)
-        _ip("netns", "del", probe, check=False)
+        run_ip("link", "del", interface, check=False)
+        run_ip("netns", "del", probe, check=False)
     return True, ""
 
 
@@ -90,16 +90,16 @@ def cleanup_stale(prefix: str = DEFAULT_PREFIX, force: bool = False, kill_proces
     removed (namespaces and interfaces). Never raises for a missing `ip` or a non-root user: then
     there is nothing it could have made, and it returns [].
     """
-    if os.geteuid() != 0 or shutil.which("ip") is None and not Path(_ip_path()).is_file():
+    if os.geteuid() != 0 or shutil.which("ip") is None and not Path(ip_path()).is_file():
         return []
     removed: list[str] = []
     keep_interfaces: set[str] = set()
-    live = {network.namespace for network in list(_OPEN)}
-    for namespace in _list_namespaces():
+    live = {network.namespace for network in list(OPEN)}
+    for namespace in list_namespaces():
         if not namespace.startswith(prefix):
             continue
-        record = _read_owner(namespace)
-        probing = _probe_pid(namespace, prefix)
+        record = read_owner(namespace)
+        probing = probe_pid(namespace, prefix)
         if not force and (
             namespace in live
             or (owner_alive(record) and record is not None and record.get("pid") != os.getpid())
@@ -108,7 +108,7 @@ def cleanup_stale(prefix: str = DEFAULT_PREFIX, force: bool = False, kill_proces
             if record and record.get("interface"):
                 keep_interfaces.add(str(record["interface"]))
             continue
-        pids = _namespace_pids(namespace)
+        pids = namespace_pids(namespace)
         if pids and kill_processes:
             for pid in pids:
                 with contextlib.suppress(OSError):
@@ -117,32 +117,32 @@ def cleanup_stale(prefix: str = DEFAULT_PREFIX, force: bool = False, kill_proces
         elif pids:
             logger.warning("stale namespace %s still holds processes %s (left running)", namespace, pids)
         if record and record.get("interface"):
-            if _ip("link", "del", str(record["interface"]), check=False).returncode == 0:
+            if run_ip("link", "del", str(record["interface"]), check=False).returncode == 0:
                 removed.append(str(record["interface"]))
-        _ip("netns", "del", namespace, check=False)
-        _remove_owner(namespace)
+        run_ip("netns", "del", namespace, check=False)
+        remove_owner(namespace)
         removed.append(namespace)
-    for interface in _list_veths():
+    for interface in list_veths():
         if interface.startswith(prefix) and interface not in keep_interfaces and interface not in removed:
-            probing = _probe_pid(interface, prefix)
+            probing = probe_pid(interface, prefix)
             if not force and (
-                any(n.host_interface == interface for n in list(_OPEN))
+                any(n.host_interface == interface for n in list(OPEN))
                 or (probing is not None and pid_alive(probing))
             ):
                 continue
-            if _ip("link", "del", interface, check=False).returncode == 0:
+            if run_ip("link", "del", interface, check=False).returncode == 0:
                 removed.append(interface)
     with contextlib.suppress(OSError):
         for path in OWNER_DIR.glob(f"{prefix}*.json"):
             namespace = path.name[: -len(".json")]
-            if not owner_alive(_read_owner(namespace)) and namespace not in _list_namespaces():
+            if not owner_alive(read_owner(namespace)) and namespace not in list_namespaces():
                 path.unlink()
     if removed:
         logger.info("removed stale network state: %s", ", ".join(removed))
     return removed
 
 
-def _probe_pid(name: str, prefix: str) -> int | None:
+def probe_pid(name: str, prefix: str) -> int | None:
     """The pid in the name of a namespace or veth made by `network_faults_available()`, if it is one."""
     match = re.match(rf"^{re.escape(prefix)}(?:probe-|p)(\d+)-", name)
     return int(match.group(1)) if match else None
@@ -150,8 +150,8 @@ def _probe_pid(name: str, prefix: str) -> int | None:
 
 def used_indexes() -> set[int]:
     """Indexes whose 10.231.<i>.0/30 subnet is on a host interface or taken by an open network here."""
-    used = {network.index for network in list(_OPEN)}
-    output = _ip("-o", "-4", "addr", "show", check=False).stdout if os.geteuid() == 0 else ""
+    used = {network.index for network in list(OPEN)}
+    output = run_ip("-o", "-4", "addr", "show", check=False).stdout if os.geteuid() == 0 else ""
     for match in re.finditer(rf"\binet {re.escape(SUBNET_BASE)}\.(\d+)\.", output):
         used.add(int(match.group(1)))
     return used
@@ -160,7 +160,7 @@ def used_indexes() -> set[int]:
 def unused_index(start: int = 1) -> int:
     """The first index >= `start` that `used_indexes()` does not hold (racy across processes: a
     clash makes `start()` raise NetworkUnavailable rather than share a subnet)."""
-    _check_index(start)
+    check_index(start)
     used = used_indexes()
     for index in range(start, MAX_INDEX + 1):
         if index not in used:

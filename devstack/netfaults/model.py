@@ -35,7 +35,7 @@ INNER_INTERFACE = "veth0"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _NAME_MAX = 48
-_CONTROL_TIMEOUT_S = 15.0  # longest wait for a cross-thread control call (relay loop, setns thread)
+CONTROL_TIMEOUT_S = 15.0  # longest wait for a cross-thread control call (relay loop, setns thread)
 
 
 class NetworkUnavailable(DevStackError):
@@ -59,14 +59,14 @@ def host_interface_name(name: str, index: int, prefix: str = DEFAULT_PREFIX) -> 
     would share a subnet); the name is there for people reading `ip link`.
     """
     _check_name(name)
-    _check_index(index)
+    check_index(index)
     candidate = f"{prefix}{index}-{name}"[:IFNAME_MAX]
     return candidate.rstrip("-.") or candidate
 
 
 def subnet_addresses(index: int) -> tuple[str, str, str]:
     """(host address, node address, subnet) of index i: 10.231.i.1, 10.231.i.2, 10.231.i.0/30."""
-    _check_index(index)
+    check_index(index)
     return f"{SUBNET_BASE}.{index}.1", f"{SUBNET_BASE}.{index}.2", f"{SUBNET_BASE}.{index}.0/30"
 
 
@@ -97,7 +97,8 @@ def _check_name(name: str) -> None:
         )
 
 
-def _check_index(index: int) -> None:
+def check_index(index: int) -> None:
+    """Raise ValueError unless ``index`` is a network index (an int in 0..MAX_INDEX)."""
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_INDEX:
         raise ValueError(f"network index must be an integer 0..{MAX_INDEX}, not {index!r}")
 

@@ -2,14 +2,14 @@
 
 Contract: thin, stateless wrappers over the host; no relay, no registry of open networks.
 
-- `_ip(*args)` runs iproute2's `ip` (NetworkUnavailable when it cannot run, or fails and `check`);
-  `_list_namespaces`, `_list_veths`, `_namespace_pids` and `parse_link_names` read its output;
+- `run_ip(*args)` runs iproute2's `ip` (NetworkUnavailable when it cannot run, or fails and `check`);
+  `list_namespaces`, `list_veths`, `namespace_pids` and `parse_link_names` read its output;
   `wrap_argv` builds the argv that runs a command inside a namespace (`ip netns exec`).
 - `in_namespace(namespace, function)` runs `function` in a short-lived thread that entered the
-  namespace with setns(2) (e.g. `_loopback_listener(port)`: a socket keeps the namespace it was
+  namespace with setns(2) (e.g. `loopback_listener(port)`: a socket keeps the namespace it was
   made in); no thread of this process stays in the namespace.
 - Owner records: /run/laminar-netfaults/<namespace>.json holds the creating process's pid and start
-  time (`_write_owner`, `_read_owner`, `_remove_owner`); `owner_alive(record)` tells whether that
+  time (`write_owner`, `read_owner`, `remove_owner`); `owner_alive(record)` tells whether that
   very process (not a reused pid) still runs.
 
 Everything that creates or deletes host state needs root. Depends only on
@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from laminar_kafka.devstack.netfaults.model import _CONTROL_TIMEOUT_S, NetworkUnavailable
+from laminar_kafka.devstack.netfaults.model import CONTROL_TIMEOUT_S, NetworkUnavailable
 
 __all__ = ["OWNER_DIR", "in_namespace", "owner_alive", "parse_link_names", "wrap_argv"]
 
@@ -40,12 +40,14 @@ _IP_TIMEOUT_S = 20.0
 _T = TypeVar("_T")
 
 
-def _ip_path() -> str:
+def ip_path() -> str:
+    """The `ip` command to run: on PATH, or in the usual sbin and bin folders (root's PATH may lack them)."""
     return shutil.which("ip") or shutil.which("ip", path="/usr/sbin:/sbin:/usr/bin:/bin") or "ip"
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    command = [_ip_path(), *args]
+def run_ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`ip *args`, bounded; raises NetworkUnavailable when it cannot run, or (``check``) when it fails."""
+    command = [ip_path(), *args]
     try:
         result = subprocess.run(
             command, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=_IP_TIMEOUT_S
@@ -62,16 +64,18 @@ def wrap_argv(namespace: str, argv: list[str], ip: str | None = None) -> list[st
     """The argv that runs `argv` inside `namespace` (`ip netns exec`, which execs: same pid)."""
     if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError("argv must be a non-empty list of strings")
-    return [ip or _ip_path(), "netns", "exec", namespace, *argv]
+    return [ip or ip_path(), "netns", "exec", namespace, *argv]
 
 
-def _list_namespaces() -> list[str]:
-    result = _ip("netns", "list", check=False)
+def list_namespaces() -> list[str]:
+    """The names of the network namespaces (`ip netns list`; [] when it fails)."""
+    result = run_ip("netns", "list", check=False)
     return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
 
 
-def _list_veths() -> list[str]:
-    result = _ip("-o", "link", "show", "type", "veth", check=False)
+def list_veths() -> list[str]:
+    """The names of the veth interfaces of this namespace ([] when `ip` fails)."""
+    result = run_ip("-o", "link", "show", "type", "veth", check=False)
     return parse_link_names(result.stdout)
 
 
@@ -85,12 +89,14 @@ def parse_link_names(output: str) -> list[str]:
     return names
 
 
-def _namespace_pids(namespace: str) -> list[int]:
-    result = _ip("netns", "pids", namespace, check=False)
+def namespace_pids(namespace: str) -> list[int]:
+    """The pids of the processes inside ``namespace`` ([] when `ip` fails)."""
+    result = run_ip("netns", "pids", namespace, check=False)
     return [int(token) for token in result.stdout.split() if token.isdigit()]
 
 
-def _libc_setns() -> Callable[[int, int], int] | None:
+def libc_setns() -> Callable[[int, int], int] | None:
+    """libc's setns(2), or None where it cannot be loaded."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         function = libc.setns
@@ -105,7 +111,7 @@ def in_namespace(namespace: str, function: Callable[[], _T]) -> _T:
     """Run `function` in a fresh thread that has entered `namespace` (the thread then ends, so no
     thread of this process stays in the namespace) and return its result (or raise its exception).
     Raises NetworkUnavailable when setns(2) is not available or entering the namespace fails."""
-    setns = _libc_setns()
+    setns = libc_setns()
     if setns is None:
         raise NetworkUnavailable("setns(2) is not available from libc")
     outcome: dict[str, Any] = {}
@@ -125,7 +131,7 @@ def in_namespace(namespace: str, function: Callable[[], _T]) -> _T:
 
     thread = threading.Thread(target=target, name=f"netfaults-setns-{namespace}", daemon=True)
     thread.start()
-    thread.join(_CONTROL_TIMEOUT_S)
+    thread.join(CONTROL_TIMEOUT_S)
     if "error" in outcome:
         raise outcome["error"]
     if "value" not in outcome:
@@ -133,7 +139,8 @@ def in_namespace(namespace: str, function: Callable[[], _T]) -> _T:
     return outcome["value"]
 
 
-def _loopback_listener(port: int) -> socket.socket:
+def loopback_listener(port: int) -> socket.socket:
+    """A TCP socket listening on 127.0.0.1:``port`` of the calling thread's network namespace."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -148,7 +155,9 @@ def _loopback_listener(port: int) -> socket.socket:
 # ---- owner records (which process made a namespace), for cleanup after a crash ----
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (its /proc stat's field 22), which tells a reused pid
+    apart; None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(") ", 1)[1].split()[19]
@@ -160,15 +169,17 @@ def _owner_path(namespace: str) -> Path:
     return OWNER_DIR / f"{namespace}.json"
 
 
-def _write_owner(namespace: str, interface: str, index: int) -> None:
+def write_owner(namespace: str, interface: str, index: int) -> None:
+    """Record this process as the owner of ``namespace`` (its interface and network index) under :data:`OWNER_DIR`."""
     OWNER_DIR.mkdir(parents=True, exist_ok=True)
-    record = {"pid": os.getpid(), "start": _process_start(os.getpid()), "interface": interface, "index": index}
+    record = {"pid": os.getpid(), "start": process_start(os.getpid()), "interface": interface, "index": index}
     temporary = _owner_path(namespace).with_suffix(f".{uuid.uuid4().hex[:6]}.tmp")
     temporary.write_text(json.dumps(record))
     temporary.replace(_owner_path(namespace))
 
 
-def _read_owner(namespace: str) -> dict[str, Any] | None:
+def read_owner(namespace: str) -> dict[str, Any] | None:
+    """The owner record of ``namespace`` (see :func:`write_owner`), or None when there is none or it is unreadable."""
     try:
         record = json.loads(_owner_path(namespace).read_text())
         return record if isinstance(record, dict) else None
@@ -184,10 +195,11 @@ def owner_alive(record: dict[str, Any] | None) -> bool:
         pid = int(record["pid"])
     except (KeyError, TypeError, ValueError):
         return False
-    start = _process_start(pid)
+    start = process_start(pid)
     return start is not None and start == record.get("start")
 
 
-def _remove_owner(namespace: str) -> None:
+def remove_owner(namespace: str) -> None:
+    """Remove the owner record of ``namespace``, if any."""
     with contextlib.suppress(OSError):
         _owner_path(namespace).unlink()

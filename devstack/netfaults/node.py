@@ -5,8 +5,8 @@ namespace `<prefix><name>`, the veth pair `<prefix><index>-<name>` / veth0 on 10
 an owner record, and a `TcpRelay` with one listener inside the namespace per endpoint port.
 `start()` is idempotent and undoes what it made before raising NetworkUnavailable; `close()` is
 idempotent and never raises. `cut`, `heal` and `set_latency` are remembered, so faults set before
-`start()` apply from the start. Every started network is in `_OPEN` until closed, and an atexit
-hook closes whatever is still open at a normal exit; :mod:`laminar_kafka.devstack.netfaults.host` reads `_OPEN` so
+`start()` apply from the start. Every started network is in `OPEN` until closed, and an atexit
+hook closes whatever is still open at a normal exit; :mod:`laminar_kafka.devstack.netfaults.host` reads `OPEN` so
 that cleanup and index allocation leave live networks of this process alone.
 
 Builds on :mod:`laminar_kafka.devstack.netfaults.model`, :mod:`laminar_kafka.devstack.netfaults.namespaces` and
@@ -36,29 +36,30 @@ from laminar_kafka.devstack.netfaults.model import (
     validate_mode,
 )
 from laminar_kafka.devstack.netfaults.namespaces import (
-    _ip,
-    _list_namespaces,
-    _list_veths,
-    _loopback_listener,
-    _namespace_pids,
-    _read_owner,
-    _remove_owner,
-    _write_owner,
     in_namespace,
+    list_namespaces,
+    list_veths,
+    loopback_listener,
+    namespace_pids,
     owner_alive,
+    read_owner,
+    remove_owner,
+    run_ip,
     wrap_argv,
+    write_owner,
 )
 from laminar_kafka.devstack.netfaults.relay import GroupStats, TcpRelay
 
 logger = logging.getLogger("laminar_kafka.devstack.netfaults.faults")  # the whole layer logs under its entry point's name
 
 
-_OPEN: set[NodeNetwork] = set()
+#: the networks of this process that are started and not closed yet (a cleanup spares them)
+OPEN: set[NodeNetwork] = set()
 _OPEN_LOCK = threading.Lock()
 
 
 def _close_all_at_exit() -> None:
-    for network in list(_OPEN):
+    for network in list(OPEN):
         network.close()
 
 
@@ -129,7 +130,7 @@ class NodeNetwork:
                     raise NetworkUnavailable(f"setting up {self.namespace} failed: {exc}", cause=exc) from exc
                 raise
             with _OPEN_LOCK:
-                _OPEN.add(self)
+                OPEN.add(self)
             logger.info(
                 "network %s up: node %s, host %s, relaying kafka %s, zookeeper %s, other %s",
                 self.namespace, self.node_address, self.host_address, list(self._endpoints.kafka_ports),
@@ -138,30 +139,30 @@ class NodeNetwork:
 
     def _create(self) -> None:
         namespace = self.namespace
-        if namespace in _list_namespaces():
-            record = _read_owner(namespace)
-            if any(n.namespace == namespace for n in list(_OPEN)) or (
+        if namespace in list_namespaces():
+            record = read_owner(namespace)
+            if any(n.namespace == namespace for n in list(OPEN)) or (
                 owner_alive(record) and record is not None and record.get("pid") != os.getpid()
             ):
                 owner = record.get("pid") if record else "?"
                 raise NetworkUnavailable(f"namespace {namespace} is in use (owner pid {owner})")
             logger.warning("removing stale namespace %s left by an earlier run", namespace)
             if record and record.get("interface"):
-                _ip("link", "del", str(record["interface"]), check=False)
-            _ip("netns", "del", namespace, check=False)
-            _remove_owner(namespace)
+                run_ip("link", "del", str(record["interface"]), check=False)
+            run_ip("netns", "del", namespace, check=False)
+            remove_owner(namespace)
         self._check_subnet_free()
-        _write_owner(namespace, self.host_interface, self.index)
+        write_owner(namespace, self.host_interface, self.index)
         self._created.append("owner")
-        _ip("netns", "add", namespace)
+        run_ip("netns", "add", namespace)
         self._created.append("namespace")
-        _ip("-n", namespace, "link", "set", "lo", "up")
-        _ip("link", "add", self.host_interface, "type", "veth", "peer", "name", INNER_INTERFACE, "netns", namespace)
+        run_ip("-n", namespace, "link", "set", "lo", "up")
+        run_ip("link", "add", self.host_interface, "type", "veth", "peer", "name", INNER_INTERFACE, "netns", namespace)
         self._created.append("veth")
-        _ip("addr", "add", f"{self.host_address}/30", "dev", self.host_interface)
-        _ip("link", "set", self.host_interface, "up")
-        _ip("-n", namespace, "addr", "add", f"{self.node_address}/30", "dev", INNER_INTERFACE)
-        _ip("-n", namespace, "link", "set", INNER_INTERFACE, "up")
+        run_ip("addr", "add", f"{self.host_address}/30", "dev", self.host_interface)
+        run_ip("link", "set", self.host_interface, "up")
+        run_ip("-n", namespace, "addr", "add", f"{self.node_address}/30", "dev", INNER_INTERFACE)
+        run_ip("-n", namespace, "link", "set", INNER_INTERFACE, "up")
         relay = TcpRelay(label=self.namespace)
         try:
             for group in GROUPS:
@@ -177,7 +178,7 @@ class NodeNetwork:
         self._relay = relay
 
     def _check_subnet_free(self) -> None:
-        result = _ip("-o", "-4", "addr", "show", check=False)
+        result = run_ip("-o", "-4", "addr", "show", check=False)
         prefix = f"{SUBNET_BASE}.{self.index}."
         for line in result.stdout.splitlines():
             fields = line.split()
@@ -189,7 +190,7 @@ class NodeNetwork:
                         f"subnet {self.subnet} (index {self.index}) is already used by interface {owner}"
                         " (another live network, or a stale one: cleanup_stale() removes those)"
                     )
-        if self.host_interface in _list_veths():
+        if self.host_interface in list_veths():
             raise NetworkUnavailable(
                 f"interface {self.host_interface} already exists (a stale one: cleanup_stale() removes it)"
             )
@@ -200,7 +201,7 @@ class NodeNetwork:
             for port in ports:
                 if port in taken:
                     continue
-                listener = in_namespace(self.namespace, functools.partial(_loopback_listener, port))
+                listener = in_namespace(self.namespace, functools.partial(loopback_listener, port))
                 try:
                     relay.listen(listener, group, port)
                 except BaseException:  # noqa: BLE001 - close the listener, then re-raised
@@ -228,7 +229,7 @@ class NodeNetwork:
         """
         with self._lock:
             with _OPEN_LOCK:
-                _OPEN.discard(self)
+                OPEN.discard(self)
             try:
                 self._teardown()
             except Exception:  # noqa: BLE001 - close never raises
@@ -241,17 +242,17 @@ class NodeNetwork:
         created, self._created = self._created, []
         if "namespace" in created:
             with contextlib.suppress(Exception):  # only a warning: teardown goes on
-                pids = _namespace_pids(self.namespace)
+                pids = namespace_pids(self.namespace)
                 if pids:
                     logger.warning("closing %s while processes %s still run inside it", self.namespace, pids)
         if "veth" in created:
             with contextlib.suppress(Exception):  # best effort: the namespace and owner still go
-                _ip("link", "del", self.host_interface, check=False)
+                run_ip("link", "del", self.host_interface, check=False)
         if "namespace" in created:
             with contextlib.suppress(Exception):  # best effort: the owner record still goes
-                _ip("netns", "del", self.namespace, check=False)
+                run_ip("netns", "del", self.namespace, check=False)
         if "owner" in created:
-            _remove_owner(self.namespace)
+            remove_owner(self.namespace)
         if created:
             logger.info("network %s removed", self.namespace)
 

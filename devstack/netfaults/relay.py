@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Coroutine, Iterable, TypeVar
 
 from laminar_kafka.devstack.netfaults.model import (
-    _CONTROL_TIMEOUT_S,
+    CONTROL_TIMEOUT_S,
     GROUPS,
     validate_group,
     validate_latency,
@@ -295,12 +295,12 @@ class TcpRelay:
         self._closed = True
         try:
             if self._thread.is_alive():
-                asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(_CONTROL_TIMEOUT_S)
+                asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(CONTROL_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - closing must not fail the caller
             logger.exception("relay %s: shutdown failed", self.label)
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(_CONTROL_TIMEOUT_S)
+        self._thread.join(CONTROL_TIMEOUT_S)
         if not self._thread.is_alive():
             with contextlib.suppress(Exception):
                 self.loop.close()
@@ -321,7 +321,7 @@ class TcpRelay:
             coroutine.close()
             raise RuntimeError(f"relay {self.label} is closed")
         future: Future[_T] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        return future.result(_CONTROL_TIMEOUT_S)
+        return future.result(CONTROL_TIMEOUT_S)
 
     async def _init(self) -> None:
         self._groups = {name: _Group(name) for name in GROUPS}
