@@ -167,7 +167,7 @@ def connect(start: bool = True) -> Any:
     try:
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure: the engine does not answer
-        raise ContainerError(f"the engine at {url} does not answer: {_first_line(exc)}", cause=exc) from exc
+        raise ContainerError(f"the engine at {url} does not answer: {first_line_of(exc)}", cause=exc) from exc
     return client
 
 
@@ -190,7 +190,9 @@ _HINTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line_of(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (a Docker API error's explanation first), at most 300
+    characters; its type's name when it has no message."""
     text = str(getattr(exc, "explanation", None) or exc).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
@@ -199,8 +201,8 @@ def _hint(exc: BaseException) -> str:
     text = str(getattr(exc, "explanation", None) or exc).lower()
     for needle, hint in _HINTS:
         if needle in text:
-            return f"a container cannot run: {hint} ({_first_line(exc)})"
-    return f"a container cannot run: {_first_line(exc)}"
+            return f"a container cannot run: {hint} ({first_line_of(exc)})"
+    return f"a container cannot run: {first_line_of(exc)}"
 
 
 def _probe_tar(path: Path) -> None:
@@ -232,7 +234,7 @@ def check_container_runs(client: Any) -> None:
             with tempfile.TemporaryDirectory() as scratch:
                 tar = Path(scratch) / "probe.tar"
                 _probe_tar(tar)
-                _import(client, tar, PROBE_IMAGE, ['CMD ["/bin/true"]'])
+                import_rootfs(client, tar, PROBE_IMAGE, ['CMD ["/bin/true"]'])
         _run_to_exit(client, PROBE_IMAGE, ["/bin/true"])
     except ContainerError:
         raise
@@ -263,7 +265,7 @@ def _run_to_exit(client: Any, image: str, command: list[str]) -> None:
             container.remove(force=True)
 
 
-def _import(client: Any, tar: Path, tag: str, changes: list[str]) -> str:
+def import_rootfs(client: Any, tar: Path, tag: str, changes: list[str]) -> str:
     """Import a root filesystem tarball as image `tag` (podman names it its own way: tag explicitly)."""
     result = client.api.import_image_from_file(str(tar), changes=changes)
     match = re.search(r"sha256:[0-9a-f]{64}", str(result))

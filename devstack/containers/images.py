@@ -39,9 +39,9 @@ from laminar_kafka.devstack.containers.engine import (
     SUITE,
     ZOOKEEPER_IMAGE,
     ContainerError,
-    _first_line,
-    _import,
     check_container_runs,
+    first_line_of,
+    import_rootfs,
 )
 from laminar_kafka.devstack.errors import DevStackError
 from laminar_kafka.devstack.jvm.artifacts import default_cache_dir, ensure_artifacts
@@ -265,7 +265,7 @@ class ImageBuilder:
                 image = self.client.images.pull(public)
             except Exception as exc:  # noqa: BLE001 - any client failure to pull is one ContainerError with a hint
                 raise ContainerError(
-                    f"cannot pull {public} ({_first_line(exc)[:160]}); where no registry is reachable, "
+                    f"cannot pull {public} ({first_line_of(exc)[:160]}); where no registry is reachable, "
                     "install debootstrap and build with --bases debootstrap", cause=exc) from exc
             cached = False
         repository, _, version = tag.rpartition(":")
@@ -299,7 +299,7 @@ class ImageBuilder:
                         path.unlink()
             tar = Path(scratch) / "rootfs.tar"
             self._run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tar), "."], "base")
-            image_id = _import(self.client, tar, BASE_IMAGE,
+            image_id = import_rootfs(self.client, tar, BASE_IMAGE,
                                [f"LABEL {INPUTS_LABEL}={inputs}", "ENV LANG=C.UTF-8", 'CMD ["bash"]'])
         return image_id, False
 
