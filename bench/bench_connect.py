@@ -298,7 +298,7 @@ def kill_phase(sides: list[Side], bootstrap: str, topic: str, rate: int, seconds
     for side in sides:
         settled = True
         try:
-            wait_until(lambda: side.watch.rows() >= total, settle_timeout, f"{side.name}: {total} rows", interval=0.5)
+            wait_until(lambda side=side: side.watch.rows() >= total, settle_timeout, f"{side.name}: {total} rows", interval=0.5)
             time.sleep(5)  # a few more commit intervals: a late duplicate would show in the audit below
         except TimeoutError:
             settled = False

@@ -219,7 +219,9 @@ class Coordinator(ABC):
         """Reach the control state without joining (no membership, no election), so a node can
         reconcile it with the lake before it takes part (`reconcile_lock`, `latest_manifest`, `manifest`,
         `members`, `rebase` work after it). `start()` connects when this was not called. Idempotent;
-        `stop()` disconnects. Raises CoordinatorError when the backend is unreachable in time."""
+        `stop()` disconnects. Raises CoordinatorError when the backend is unreachable in time. The
+        default does nothing, for a backend with nothing to reach before `start()`."""
+        return None
 
     def reconcile_lock(self) -> ContextManager[None]:
         """A block that at most one node of the pipeline is in at a time (the start-up reconciliation

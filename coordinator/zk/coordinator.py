@@ -38,7 +38,6 @@ from laminar_kafka.coordinator.engine.core import EngineCoordinator
 from laminar_kafka.coordinator.engine.events import CoordinatorMetrics, SessionState
 from laminar_kafka.coordinator.errors import (
     AccessDeniedError,
-    ConfigurationError,
     ControlStateLost,
     CoordinatorError,
     NodeIdTaken,
@@ -50,6 +49,7 @@ from laminar_kafka.coordinator.values import Member
 from laminar_kafka.coordinator.vnodes.registry import NodeId
 from laminar_kafka.coordinator.zk.auth import ensure_subtree, open_client
 from laminar_kafka.coordinator.zk.store import ZooKeeperStore
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
                     self._client.set(path, member.to_json(), version=stat.version)
                     break
                 gone = threading.Event()
-                if self._client.exists(path, watch=lambda _e: gone.set()) is None:
+                if self._client.exists(path, watch=lambda _e, gone=gone: gone.set()) is None:  # this attempt's event
                     continue
                 if not holder:
                     holder = _holder_text(self.node_id, raw, stat.ephemeralOwner)
@@ -295,7 +295,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
                     raise NodeIdTaken(
                         f"node id {self.node_id} is held by a live session ({holder}) after {bound:.0f}s: another "
                         f"process runs as node {self.node_id}{origin}; stop it or choose another --node-id"
-                    )
+                    ) from None
         self._session_id = self._client.client_id[0]
 
     def _join_election(self) -> None:

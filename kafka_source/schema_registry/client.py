@@ -27,6 +27,7 @@ share it. Property values are never logged (they may hold credentials).
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -38,7 +39,8 @@ import fastavro
 import pyarrow as pa
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 
-from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, TransientError
+from laminar_kafka.connector.errors import ConnectorError, TransientError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.schema_registry.arrow_types import (
     UnsupportedSchemaError,
     avro_to_arrow,
@@ -244,7 +246,7 @@ class WriterSchemas:
             raise UnsupportedSchemaError(f"schema id {schema_id} is {schema.schema_type}, not {self._type}")
         try:
             return self._parse(schema_id, schema)
-        except ConnectorError:  # UnsupportedSchemaError, or a registry failure fetching references
+        except (ConnectorError, ConfigurationError):  # UnsupportedSchemaError, a registry failure fetching references
             raise
         except Exception as exc:  # a malformed schema text: no Arrow mapping either
             raise UnsupportedSchemaError(f"schema id {schema_id} does not parse: {exc}") from exc
@@ -317,7 +319,7 @@ class WriterSchemas:
             if ref.subject is None or ref.version is None:
                 raise UnsupportedSchemaError(f"protobuf reference {ref.name!r} names no subject and version")
             subject, version = ref.subject, ref.version
-            found = _registry_call(lambda: self._client.get_version(subject, version, True, "serialized"),
+            found = _registry_call(functools.partial(self._client.get_version, subject, version, True, "serialized"),
                                    f"reference {ref.name!r} (subject {subject!r} version {version})")
             self._add_protobuf_references(found.schema, pool, added)
             pool.Add(file_descriptor_proto(ref.name, found.schema.schema_str or ""))

@@ -394,7 +394,7 @@ def test_production_compose_lands_exactly_once_through_node_broker_catalog_and_n
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert json.loads(result.stdout)["duplicated"] == 0
     for container in p.nodes():
-        p.wait(lambda: health(container) == "healthy", 60, f"{container.name} healthy")
+        p.wait(lambda container=container: health(container) == "healthy", 60, f"{container.name} healthy")
     p.note(f"{p.acked} records in all; node restarts {node_restarts(p)}")
 
 

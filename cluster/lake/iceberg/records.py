@@ -70,7 +70,7 @@ def read_iceberg_facts(catalog: Catalog, identifiers: Sequence[tuple[str, tuple[
     others: list[str] = []
     has_records = has_data = False
     where: list[str] = []
-    for topic, identifier in identifiers:
+    for _topic, identifier in identifiers:
         table = load_table_or_none(catalog, identifier)
         if table is None:
             continue

@@ -87,7 +87,7 @@ def test_nodes_killed_between_manifest_and_iceberg_commit(iceberg_pipeline: Pipe
         # committed (each node commits the whole epoch; the later one finds it done, after a table
         # load the lock blocks): no node can ack the next epoch, so no manifest can open the window.
         # Let that load finish and try again once the table moved on.
-        pipeline.wait_until(lambda: _committed(pipeline) > in_table, 60, f"the table moving on (attempt {attempt})")
+        pipeline.wait_until(lambda in_table=in_table: _committed(pipeline) > in_table, 60, f"the table moving on (attempt {attempt})")
     assert durable, f"no manifest got ahead of the blocked Iceberg commit in {WINDOW_ATTEMPTS} attempts"
     assert _committed(pipeline) < durable, "the kill came after the Iceberg commit: the window was missed"
 

@@ -228,7 +228,7 @@ def test_large_manifests_are_chunked_and_old_ones_collected(
     with coordinators(cfg, [1], auto=False) as (coords, nodes):
         coordinator, node = coords[0], nodes[0]
         for round_no in range(6):
-            opened = node.wait_for(EpochOpened, lambda e: e.epoch == round_no + 1)
+            opened = node.wait_for(EpochOpened, lambda e, round_no=round_no: e.epoch == round_no + 1)
             # Epochs 1 and 2 each ack ~750 KB of distinct partitions (acks over 512 KB are chunked too);
             # manifest 2 merges both: ~1.5 MB, written as chunks over several transactions.
             span = range(20_000 * round_no, 20_000 * (round_no + 1)) if round_no < 2 else range(10)
@@ -236,12 +236,12 @@ def test_large_manifests_are_chunked_and_old_ones_collected(
             coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, opened.epoch, opened.assignment_version, cursors))
             # about 1 s here; a CI run once waited 15 s in vain for epoch 2 (a stale cached read of
             # its chunked ack, fixed in ZooKeeperStore._cached_reads): a bound for a hang, not for speed
-            node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch, timeout=45)
+            node.wait_for(EpochCommitted, lambda e, opened=opened: e.manifest.epoch == opened.epoch, timeout=45)
             if round_no < 2:
                 path = coordinator.store.path(layout.checkpoint_path(opened.epoch))
                 chunks = coordinator.client.get_children(path)
                 assert len(chunks) == (2, 3)[round_no] and sorted(chunks)[0] == "chunk-0000"
-                written = node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == opened.epoch).manifest
+                written = node.wait_for(EpochCommitted, lambda e, opened=opened: e.manifest.epoch == opened.epoch).manifest
                 coordinator.store.forget_manifests()  # read it back from ZooKeeper, not the cache
                 assert coordinator.manifest(opened.epoch) == written
                 assert len(written.cursors["s"]) == 20_000 * (round_no + 1)
@@ -268,10 +268,10 @@ def test_manifests_are_stored_as_deltas_over_a_full_one_and_read_back_whole(
         written: dict[int, object] = {}
         stored: dict[int, bytes] = {}
         for epoch in range(1, 11):
-            opened = node.wait_for(EpochOpened, lambda e: e.epoch == epoch)
+            opened = node.wait_for(EpochOpened, lambda e, epoch=epoch: e.epoch == epoch)
             cursors = everything if epoch == 1 else {f"orders:{epoch}": 100 + epoch}  # acks carry what moved
             coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, epoch, opened.assignment_version, {"s": cursors}))
-            written[epoch] = node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == epoch, timeout=30).manifest
+            written[epoch] = node.wait_for(EpochCommitted, lambda e, epoch=epoch: e.manifest.epoch == epoch, timeout=30).manifest
             stored[epoch] = coordinator.client.get(coordinator.store.path(layout.checkpoint_path(epoch)))[0]
         formats = {e: json.loads(raw).get("format_version") for e, raw in stored.items()}
         # full when there is no base or the base is K epochs old; a delta over the newest full one between
@@ -300,9 +300,9 @@ def test_a_manifest_delta_whose_base_was_deleted_by_hand_is_refused_not_read_as_
     with coordinators(cfg, [1], auto=False) as (coords, nodes):
         coordinator, node = coords[0], nodes[0]
         for epoch, cursors in ((1, everything), (2, {"orders:7": 107})):
-            opened = node.wait_for(EpochOpened, lambda e: e.epoch == epoch)
+            opened = node.wait_for(EpochOpened, lambda e, epoch=epoch: e.epoch == epoch)
             coordinator.ack_epoch(EpochAck(1, coordinator.boot_id, epoch, opened.assignment_version, {"s": cursors}))
-            node.wait_for(EpochCommitted, lambda e: e.manifest.epoch == epoch, timeout=30)
+            node.wait_for(EpochCommitted, lambda e, epoch=epoch: e.manifest.epoch == epoch, timeout=30)
         stored = coordinator.client.get(coordinator.store.path(layout.checkpoint_path(2)))[0]
         assert json.loads(stored)["base_epoch"] == 1
         coordinator.client.delete(coordinator.store.path(layout.checkpoint_path(1)), recursive=True)

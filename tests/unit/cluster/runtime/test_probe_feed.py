@@ -212,7 +212,7 @@ async def test_the_ticker_outlives_failing_snapshots(tmp_path: Path, monkeypatch
     async with feed.running():
         for _ in range(3):  # three heartbeats in a row, each after a failed snapshot
             last = feed.snapshot().taken_at
-            await wait_for(lambda: feed.snapshot().taken_at > last)
+            await wait_for(lambda last=last: feed.snapshot().taken_at > last)
 
 
 async def test_a_ticker_that_ends_is_logged(

@@ -80,7 +80,7 @@ def test_rendezvous_removal_moves_only_the_removed_nodes_vnodes(n: int, nodes: l
     assume(extra not in nodes)
     with_extra = rendezvous(n, nodes + [extra])
     without = rendezvous(n, nodes)
-    for vnode, (old, new) in moved_vnodes(with_extra, without).items():
+    for old, new in moved_vnodes(with_extra, without).values():
         assert old == extra and new != extra
     assert set(moved_vnodes(with_extra, without)) == {v for v, o in enumerate(with_extra) if o == extra}
 
