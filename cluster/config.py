@@ -41,7 +41,6 @@ from laminar_kafka.cluster.config_file import (
     passthrough_tables,
     read_config_file,
 )
-from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.cluster.lake.settings import (
@@ -51,7 +50,7 @@ from laminar_kafka.cluster.lake.settings import (
     TableLocation,
     table_name_of,
 )
-from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
@@ -82,7 +81,7 @@ STARTUP_MODES: tuple[str, ...] = ("earliest", "latest", "timestamp", "specific-o
 
 def _positive(name: str, value: int) -> int:
     if value < 1:
-        raise ConfigError(f"{name} must be >= 1, got {value}")
+        raise ConfigurationError(f"{name} must be >= 1, got {value}")
     return value
 
 
@@ -162,58 +161,55 @@ class NodeSettings:
         object.__setattr__(self, "iceberg", MappingProxyType(dict(self.iceberg)))
         _kafka_client(self.bootstrap, self.kafka)  # the bootstrap servers and the [kafka] table
         if not self.topics or not all(self.topics):
-            raise ConfigError("topic is required (--topic, LAMINAR_TOPIC or 'topic' in the config file)")
+            raise ConfigurationError("topic is required (--topic, LAMINAR_TOPIC or 'topic' in the config file)")
         if not self.output:
-            raise ConfigError("output is required (--output, LAMINAR_OUTPUT or 'output' in the config file)")
+            raise ConfigurationError("output is required (--output, LAMINAR_OUTPUT or 'output' in the config file)")
         if not self.pipeline or "/" in self.pipeline:
-            raise ConfigError(f"pipeline {self.pipeline!r} must be non-empty and contain no '/'")
+            raise ConfigurationError(f"pipeline {self.pipeline!r} must be non-empty and contain no '/'")
         if not self.node_id_auto:
             _positive("node-id", self.node_id)
         elif self.node_id < 0:
-            raise ConfigError(f"node-id must be >= 1 (or auto), got {self.node_id}")
+            raise ConfigurationError(f"node-id must be >= 1 (or auto), got {self.node_id}")
         if not 0 <= self.metrics_port <= 65535:
-            raise ConfigError(f"metrics-port must be 0..65535, got {self.metrics_port}")
+            raise ConfigurationError(f"metrics-port must be 0..65535, got {self.metrics_port}")
         for name in ("checkpoint_interval_ms", "max_file_bytes", "row_group_rows", "max_batch_records", "max_fetched_bytes",
                      "session_timeout_ms", "drain_timeout_ms", "lake_io_timeout_ms", "vnode_count"):
             _positive(name.replace("_", "-"), getattr(self, name))
         quiet = self.quiet_checkpoint_interval_ms
         if quiet != 0 and quiet < self.checkpoint_interval_ms:
-            raise ConfigError(f"quiet-checkpoint-interval-ms must be 0 (off) or at least checkpoint-interval-ms "
+            raise ConfigurationError(f"quiet-checkpoint-interval-ms must be 0 (off) or at least checkpoint-interval-ms "
                               f"({self.checkpoint_interval_ms}), got {quiet}")
         formats = tuple(f.value for f in Format)
         if self.format not in formats:
-            raise ConfigError(f"format={self.format!r}: expected one of {', '.join(formats)}")
+            raise ConfigurationError(f"format={self.format!r}: expected one of {', '.join(formats)}")
         if self.json_schema and self.format != "json":
-            raise ConfigError("json-schema goes with format=json, and only with it")
+            raise ConfigurationError("json-schema goes with format=json, and only with it")
         if self.format not in ("raw", "json") and not self.schema_registry_url:
-            raise ConfigError(f"format={self.format} needs schema-registry-url (the Confluent wire format)")
+            raise ConfigurationError(f"format={self.format} needs schema-registry-url (the Confluent wire format)")
         if self.on_bad_record not in BAD_RECORD_POLICIES:
-            raise ConfigError(f"on-bad-record={self.on_bad_record!r}: expected one of {', '.join(BAD_RECORD_POLICIES)}")
+            raise ConfigurationError(f"on-bad-record={self.on_bad_record!r}: expected one of {', '.join(BAD_RECORD_POLICIES)}")
         if not 0.0 <= self.max_error_rate <= 1.0:
-            raise ConfigError(f"max-error-rate must be within [0, 1], got {self.max_error_rate:g}")
+            raise ConfigurationError(f"max-error-rate must be within [0, 1], got {self.max_error_rate:g}")
         if self.on_tombstone not in TOMBSTONE_POLICIES:
-            raise ConfigError(f"on-tombstone={self.on_tombstone!r}: expected one of {', '.join(TOMBSTONE_POLICIES)}")
+            raise ConfigurationError(f"on-tombstone={self.on_tombstone!r}: expected one of {', '.join(TOMBSTONE_POLICIES)}")
         if self.zk_auth and (":" not in self.zk_auth or self.zk_auth.startswith(":")):
-            raise ConfigError("zk-auth must be user:password")
+            raise ConfigurationError("zk-auth must be user:password")
         if self.zk_auth and not self.zk:
-            raise ConfigError("zk-auth goes with zk (ZooKeeper mode)")
+            raise ConfigurationError("zk-auth goes with zk (ZooKeeper mode)")
         if self.startup_mode not in STARTUP_MODES:
-            raise ConfigError(f"startup-mode={self.startup_mode!r}: expected one of {', '.join(STARTUP_MODES)}")
+            raise ConfigurationError(f"startup-mode={self.startup_mode!r}: expected one of {', '.join(STARTUP_MODES)}")
         if (self.startup_mode == "timestamp") != (self.startup_timestamp_ms > 0):
-            raise ConfigError("startup-timestamp-ms (> 0) goes with startup-mode=timestamp, and only with it")
+            raise ConfigurationError("startup-timestamp-ms (> 0) goes with startup-mode=timestamp, and only with it")
         if (self.startup_mode == "specific-offsets") != bool(self.startup_specific_offsets):
-            raise ConfigError(
+            raise ConfigurationError(
                 "startup-specific-offsets (topic:partition:offset,...) goes with startup-mode=specific-offsets, "
                 "and only with it"
             )
         if self.topology_interval_ms < 0:
-            raise ConfigError(f"topology-interval-ms must be >= 0 (0 = never), got {self.topology_interval_ms}")
+            raise ConfigurationError(f"topology-interval-ms must be >= 0 (0 = never), got {self.topology_interval_ms}")
         if self.batch_wait_ms < 0:
-            raise ConfigError(f"batch-wait-ms must be >= 0 (0 = no wait), got {self.batch_wait_ms}")
-        try:
-            TopicSelector.parse(",".join(self.topics))
-        except ConnectorConfigurationError as exc:
-            raise ConfigError(str(exc)) from None
+            raise ConfigurationError(f"batch-wait-ms must be >= 0 (0 = no wait), got {self.batch_wait_ms}")
+        TopicSelector.parse(",".join(self.topics))
         self._check_lake()
 
     def _check_lake(self) -> None:
@@ -223,18 +219,18 @@ class NodeSettings:
             value = getattr(self, name.replace("-", "_"))
             choices = tuple(member.value for member in enum_type)
             if value not in choices:
-                raise ConfigError(f"{name}={value!r}: expected one of {', '.join(choices)}")
+                raise ConfigurationError(f"{name}={value!r}: expected one of {', '.join(choices)}")
         if self.table_format != TableFormat.ICEBERG.value:
             if self.table_location != TableLocation.OUTPUT.value:
-                raise ConfigError("table-location goes with table-format=iceberg, and only with it")
+                raise ConfigurationError("table-location goes with table-format=iceberg, and only with it")
             for name in ("table", "namespace", "catalog-uri"):
                 if getattr(self, name.replace("-", "_")):
-                    raise ConfigError(f"{name} goes with table-format=iceberg, and only with it")
+                    raise ConfigurationError(f"{name} goes with table-format=iceberg, and only with it")
             return
         if self.table and (len(self.topics) != 1 or self.selector.pattern is not None):
-            raise ConfigError("table names one table: it goes with a single topic (not a list or a re: pattern)")
+            raise ConfigurationError("table names one table: it goes with a single topic (not a list or a re: pattern)")
         if "://" in self.output and not self.output.startswith("file://") and not self.catalog_uri:
-            raise ConfigError("table-format=iceberg with a remote output needs catalog-uri "
+            raise ConfigurationError("table-format=iceberg with a remote output needs catalog-uri "
                               "(sqlite:///<local path> or an http(s):// REST catalog)")
         self.iceberg_settings()  # validates the names and the catalog URI
 
@@ -246,13 +242,13 @@ class NodeSettings:
     def with_node_id(self, node_id: int) -> NodeSettings:
         """These settings with the id ``node-id auto`` chose (``node_id_auto`` stays True)."""
         if not self.node_id_auto:
-            raise ConfigError("with_node_id: node-id is not auto")
+            raise ConfigurationError("with_node_id: node-id is not auto")
         _positive("node-id", node_id)
         return replace(self, node_id=node_id)
 
     @property
     def partitioning(self) -> PartitionSpec:
-        """``partition-by`` parsed (raises :class:`ConfigError`)."""
+        """``partition-by`` parsed (raises :class:`ConfigurationError`)."""
         return PartitionSpec.parse(self.partition_by)
 
     @property
@@ -294,7 +290,7 @@ class NodeSettings:
         if self.state_dir:
             return self.state_dir
         if "://" in self.output and not self.output.startswith("file://"):
-            raise ConfigError("embedded mode with a remote output needs state-dir (a local directory)")
+            raise ConfigurationError("embedded mode with a remote output needs state-dir (a local directory)")
         root = self.output[len("file://"):] if self.output.startswith("file://") else self.output
         return str(Path(root) / "_coordinator")
 
@@ -420,18 +416,18 @@ def _nearest(name: str) -> str:
 def _canonical(name: str, origin: str) -> str:
     canonical = name.strip().lower().replace("_", "-")
     if canonical not in _CONVERTERS:
-        raise ConfigError(f"unknown setting {name!r} in {origin}{_nearest(canonical)}")
+        raise ConfigurationError(f"unknown setting {name!r} in {origin}{_nearest(canonical)}")
     return canonical
 
 
 def _kafka_client(bootstrap: str, kafka: Mapping[str, str]) -> KafkaClientConfig:
     """The Kafka client configuration of the ``bootstrap`` setting and the ``[kafka]`` table;
-    :class:`KafkaClientConfig` checks them, its error raised as a :class:`ConfigError` naming where
+    :class:`KafkaClientConfig` checks them, its error raised as a :class:`ConfigurationError` naming where
     the setting is given."""
     try:
         return KafkaClientConfig(bootstrap, kafka)
-    except ConnectorConfigurationError as exc:
-        raise ConfigError(f"{exc} (--bootstrap, LAMINAR_BOOTSTRAP or 'bootstrap' in the config file)") from None
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{exc} (--bootstrap, LAMINAR_BOOTSTRAP or 'bootstrap' in the config file)") from None
 
 
 def kafka_client_from(config_file: str | Path | None, env: Mapping[str, str], bootstrap: str | None) -> KafkaClientConfig:
@@ -470,7 +466,7 @@ def settings_from(
                 continue
             guess = difflib.get_close_matches(key, list(known_env), n=1, cutoff=0.6)
             if guess:
-                raise ConfigError(f"unknown environment variable {key}; did you mean {guess[0]}?")
+                raise ConfigurationError(f"unknown environment variable {key}; did you mean {guess[0]}?")
             continue
         merged[known_env[key]] = value
     for key, value in flags.items():

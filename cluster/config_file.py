@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX
 
 __all__ = [
@@ -38,13 +38,13 @@ class PassthroughTables(NamedTuple):
 
 def as_int(name: str, value: Any) -> int:
     if isinstance(value, bool):
-        raise ConfigError(f"{name}={value!r} is not an integer")
+        raise ConfigurationError(f"{name}={value!r} is not an integer")
     if isinstance(value, int):
         return value
     try:
         return int(str(value).strip())
     except ValueError:
-        raise ConfigError(f"{name}={value!r} is not an integer") from None
+        raise ConfigurationError(f"{name}={value!r} is not an integer") from None
 
 
 #: ``node-id = "auto"``: the node chooses its id at start (:mod:`laminar_kafka.cluster.node_identity`)
@@ -57,17 +57,17 @@ def as_node_id(name: str, value: Any) -> int | str:
         return AUTO
     try:
         return as_int(name, value)
-    except ConfigError:
-        raise ConfigError(f"{name}={value!r} is not an integer (or auto)") from None
+    except ConfigurationError:
+        raise ConfigurationError(f"{name}={value!r} is not an integer (or auto)") from None
 
 
 def as_float(name: str, value: Any) -> float:
     if isinstance(value, bool):
-        raise ConfigError(f"{name}={value!r} is not a number")
+        raise ConfigurationError(f"{name}={value!r} is not a number")
     try:
         return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
     except ValueError:
-        raise ConfigError(f"{name}={value!r} is not a number") from None
+        raise ConfigurationError(f"{name}={value!r} is not a number") from None
 
 
 def as_bool(name: str, value: Any) -> bool:
@@ -78,12 +78,12 @@ def as_bool(name: str, value: Any) -> bool:
         return True
     if text in ("false", "0", "no", "off"):
         return False
-    raise ConfigError(f"{name}={value!r} is not a boolean (true or false)")
+    raise ConfigurationError(f"{name}={value!r} is not a boolean (true or false)")
 
 
 def as_str(name: str, value: Any) -> str:
     if not isinstance(value, (str, int)) or isinstance(value, bool):
-        raise ConfigError(f"{name}={value!r} is not a string")
+        raise ConfigurationError(f"{name}={value!r} is not a string")
     return str(value).strip()
 
 
@@ -119,13 +119,13 @@ def env_property(variable: str, key: str) -> str:
       (the spelling that always worked), ``OAUTH2__SERVER__URI`` -> ``oauth2-server-uri``,
       ``S3_ACCESS__KEY__ID`` -> ``s3.access-key-id``.
 
-    Raises :class:`ConfigError` naming ``variable`` for a key without ``.`` or ``-`` that is not
+    Raises :class:`ConfigurationError` naming ``variable`` for a key without ``.`` or ``-`` that is not
     letters and digits joined by ``_`` or ``__`` (``S3___ENDPOINT``, a leading or trailing ``_``, an
     empty key). Pure."""
     if "." in key or "-" in key:
         return key
     if not _SPELLED_KEY.fullmatch(key):
-        raise ConfigError(
+        raise ConfigurationError(
             f"environment variable {variable}: the property after the '__' is letters and digits "
             "joined by '_' for a dot and '__' for a dash (LAMINAR_ICEBERG__S3_ACCESS__KEY__ID sets "
             "s3.access-key-id), or the property as written with its dots and dashes "
@@ -156,7 +156,7 @@ def passthrough_tables(file_values: Mapping[str, Any], env: Mapping[str, str]) -
         values: dict[str, str] = {}
         raw = file_values.get(table, {})
         if not isinstance(raw, Mapping):
-            raise ConfigError(f"{table!r} in the config file must be a table of client properties")
+            raise ConfigurationError(f"{table!r} in the config file must be a table of client properties")
         values.update({k: as_str(f"{table}.{k}", v) for k, v in _flatten(raw).items()})
         values.update({env_property(k, k[len(prefix):]): v for k, v in env.items() if k.startswith(prefix)})
         tables[table] = values
@@ -164,15 +164,15 @@ def passthrough_tables(file_values: Mapping[str, Any], env: Mapping[str, str]) -
 
 
 def read_config_file(config_file: str | Path | None) -> dict[str, Any]:
-    """The parsed TOML file (empty without one); :class:`ConfigError` naming the file otherwise."""
+    """The parsed TOML file (empty without one); :class:`ConfigurationError` naming the file otherwise."""
     if not config_file:
         return {}
     path = Path(config_file)
     try:
         return tomllib.loads(path.read_text())
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+        raise ConfigurationError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
 
 

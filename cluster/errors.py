@@ -1,24 +1,20 @@
-"""The `cluster` package's exception tree: one root, `ClusterError`."""
+"""The `cluster` package's exception tree: one root, `ClusterError`, beneath the distribution's
+`LaminarError`. A node setting that is missing, malformed or unknown is the distribution's one
+`laminar_kafka.errors.ConfigurationError` (not a ClusterError)."""
 from __future__ import annotations
 
+from laminar_kafka.errors import LaminarError
 
-class ClusterError(Exception):
+
+class ClusterError(LaminarError):
     """Root of every error raised by the `cluster` package.
 
     `cause` keeps the underlying exception (a kazoo or Kafka error, an OSError) when there is one.
     """
 
-    def __init__(self, message: str, *, cause: BaseException | None = None) -> None:
-        super().__init__(message)
-        self.cause = cause
-
 
 class UsageError(ClusterError):
     """Bad input from a person: a wrong flag, an unreachable server, an unwritable path (CLI exit 2)."""
-
-
-class ConfigError(UsageError):
-    """A node setting is missing, malformed or unknown (the message names the setting)."""
 
 
 class SinkError(ClusterError):

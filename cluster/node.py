@@ -38,14 +38,13 @@ from laminar_kafka.cluster.runtime.probes import ProbeSettings
 from laminar_kafka.cluster.runtime.signals import stop_on_signals
 from laminar_kafka.cluster.runtime.topology import Topology
 from laminar_kafka.connector.checkpoint import format_key
-from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
 from laminar_kafka.connector.errors import ConnectorError
 from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.coordinator.base import Coordinator, CoordinatorConfig
 from laminar_kafka.coordinator.config import ZkCredentials
-from laminar_kafka.coordinator.errors import ConfigurationError as CoordinatorConfigurationError
 from laminar_kafka.coordinator.layout import pipeline_path
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
@@ -74,7 +73,7 @@ def topic_partitions(kafka: KafkaTarget, topics: tuple[str, ...], timeout: float
     kafka = client_config(kafka)
     try:
         kafka.check_files()
-    except ConnectorConfigurationError as exc:
+    except ConfigurationError as exc:
         raise UsageError(f"invalid Kafka client settings: {exc}", cause=exc) from exc
     try:
         reader = TopologyReader(kafka, selector, timeout_s=timeout)
@@ -203,7 +202,7 @@ def zk_credentials(settings: NodeSettings) -> ZkCredentials | None:
         return None
     try:
         return ZkCredentials.parse(settings.zk_auth)
-    except CoordinatorConfigurationError as exc:
+    except ConfigurationError as exc:
         raise UsageError(f"zk-auth: {exc}", cause=exc) from exc
 
 
@@ -234,7 +233,7 @@ def check_registry(config: KafkaSourceConfig, partitions: list[TopicPartitionId]
         except TransientError as exc:
             raise UsageError(f"cannot reach the schema registry at {safe_url(config.schema_registry_url or '')}: {exc}",
                              cause=exc) from exc
-        except ConnectorConfigurationError as exc:
+        except ConfigurationError as exc:
             if isinstance(exc.__context__, UnknownSchemaError):
                 logger.warning("topic %s has no value schema in the registry yet: %s", topic, exc)
                 continue
@@ -337,7 +336,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
     def resolve_start() -> dict[str, int]:
         try:
             offsets = resolve_start_offsets(source_config, options.delivery)
-        except ConnectorError as exc:  # retried with a bound already: one line
+        except (ConnectorError, ConfigurationError) as exc:  # retried with a bound already: one line
             raise RuntimeFailure(f"cannot resolve the start position: {exc}", cause=exc) from exc
         return {format_key(*tp): offset for tp, offset in offsets.items()}
 

@@ -38,11 +38,11 @@ import re
 from dataclasses import dataclass
 
 from laminar_kafka.cluster.config_file import AUTO
-from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.coordinator.codec import dumps, expect_int, expect_object, expect_str, loads
 from laminar_kafka.coordinator.errors import CodecError
 from laminar_kafka.coordinator.layout import is_node_identity
 from laminar_kafka.coordinator.vnodes.registry import NodeId
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = [
     "AUTO", "EMBEDDED_NODE_ID", "NodeIdChoice", "NodeIdPlan", "NodeIdScheme", "StateFile", "host_identity",
@@ -93,10 +93,10 @@ def ordinal_node_id(ordinal: int) -> NodeId:
 
 def host_identity(host: str) -> str:
     """The identity of a node known by its host name: ``host:<host name in lower case>``.
-    :class:`ConfigError` when the name cannot be one (empty, or characters a host name has not)."""
+    :class:`ConfigurationError` when the name cannot be one (empty, or characters a host name has not)."""
     name = host.strip().lower().rstrip(".")
     if not _HOST.fullmatch(name):
-        raise ConfigError(f"node-id auto: the host name {host!r} cannot identify this node (letters, digits, "
+        raise ConfigurationError(f"node-id auto: the host name {host!r} cannot identify this node (letters, digits, "
                           "'.', '_' and '-' only); set state-dir (its file identifies the node) or an explicit node-id")
     return f"host:{name}"
 
@@ -104,7 +104,7 @@ def host_identity(host: str) -> str:
 def token_identity(token: str) -> str:
     """The identity of a node known by its state file's token (32 hex digits): ``dir:<token>``."""
     if not _TOKEN.fullmatch(token):
-        raise ConfigError(f"node-id auto: state file token {token!r} is not 32 hexadecimal digits")
+        raise ConfigurationError(f"node-id auto: state file token {token!r} is not 32 hexadecimal digits")
     return f"dir:{token}"
 
 
@@ -178,7 +178,7 @@ class StateFile:
 
     @classmethod
     def from_json(cls, raw: bytes, where: str) -> StateFile:
-        """:class:`ConfigError` naming ``where`` when ``raw`` is not such a file."""
+        """:class:`ConfigurationError` naming ``where`` when ``raw`` is not such a file."""
         try:
             data = expect_object(loads(raw, where), where, ("identity", "pipeline", "node_id"))
             identity = expect_str(data["identity"], f"{where}: identity")
@@ -187,4 +187,4 @@ class StateFile:
             node_id = None if data["node_id"] is None else expect_int(data["node_id"], f"{where}: node_id", minimum=1)
             return cls(identity, expect_str(data["pipeline"], f"{where}: pipeline"), node_id)
         except CodecError as exc:
-            raise ConfigError(f"node-id auto: {exc}; delete the file to let the node claim a new id") from None
+            raise ConfigurationError(f"node-id auto: {exc}; delete the file to let the node claim a new id") from None

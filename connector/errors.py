@@ -1,7 +1,9 @@
 """The exception tree of the source-connector protocol.
 
-Every error a connector raises through the protocol is a :class:`ConnectorError`; its class says
-what the caller may do: :class:`TransientError` is worth a retry (a new generation), after a
+Every error a connector raises through the protocol is a :class:`ConnectorError` or the
+distribution's one :class:`~laminar_kafka.errors.ConfigurationError` (re-exported here; not a
+ConnectorError: a caller that handles every protocol error catches both); its class says what the
+caller may do: :class:`TransientError` is worth a retry (a new generation), after a
 :class:`FatalError` the generation is never called again, :class:`ConfigurationError`,
 :class:`CheckpointError` and :class:`DrainError` reject one call or value. A connector's own errors
 subclass these (Kafka's in ``laminar_kafka.kafka_source.errors``, Redis's in
@@ -10,23 +12,15 @@ that object is kept in :attr:`ConnectorError.cause` so callers can inspect codes
 """
 from __future__ import annotations
 
-from typing import Any
+from laminar_kafka.errors import ConfigurationError, LaminarError
 
 
-class ConnectorError(Exception):
-    """Root of every error a connector raises through the protocol.
+class ConnectorError(LaminarError):
+    """Root of the protocol's errors (a :class:`~laminar_kafka.errors.LaminarError`).
 
     ``cause`` holds the underlying library error (``KafkaError``, ``KafkaException``,
     ``pyarrow.ArrowInvalid``, ...) or ``None`` when the error originates here.
     """
-
-    def __init__(self, message: str, *, cause: Any = None) -> None:
-        super().__init__(message)
-        self.cause: Any = cause
-
-
-class ConfigurationError(ConnectorError):
-    """The configuration, a startup request or a protocol call is invalid for this connector."""
 
 
 class CheckpointError(ConnectorError):

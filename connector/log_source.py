@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint
-from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, DrainError, FatalError
+from laminar_kafka.connector.errors import ConnectorError, DrainError, FatalError
 from laminar_kafka.connector.ownership import Ownership, route_partitions
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
@@ -51,6 +51,7 @@ from laminar_kafka.connector.protocol import (
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = ["PartitionRead", "PartitionedLogSource", "row_schema"]
 

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.connector.tasks import ConnectorTaskTracker
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry

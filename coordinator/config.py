@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from laminar_kafka.coordinator.errors import ConfigurationError
 from laminar_kafka.coordinator.vnodes.placement import DEFAULT_STRATEGY, STRATEGIES
 from laminar_kafka.coordinator.vnodes.registry import DEFAULT_VNODE_COUNT
+from laminar_kafka.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from kazoo.security import ACL

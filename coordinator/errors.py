@@ -1,10 +1,14 @@
 """The coordinator package's exception hierarchy.
 
 Every exception raised on purpose by :mod:`coordinator` derives from :class:`CoordinatorError`, so
-callers can catch the whole package with one clause. When an error wraps a lower-level failure (a kazoo
+callers can catch the whole package with one clause, except a bad setting or argument: that is the
+distribution's one :class:`~laminar_kafka.errors.ConfigurationError` (re-exported here), not a
+CoordinatorError; :class:`AccessDeniedError` is both. When an error wraps a lower-level failure (a kazoo
 exception, an ``OSError``), the original is kept as ``.cause`` and also chained as ``__cause__``.
 """
 from __future__ import annotations
+
+from laminar_kafka.errors import ConfigurationError, LaminarError
 
 __all__ = [
     "CoordinatorError",
@@ -23,17 +27,15 @@ __all__ = [
 ]
 
 
-class CoordinatorError(Exception):
-    """Root of every error the coordinator package raises.
+class CoordinatorError(LaminarError):
+    """Root of every error the coordinator package raises (a :class:`~laminar_kafka.errors.LaminarError`).
 
-    ``cause`` is the underlying exception, if any (``None`` otherwise). Passing it does not replace
-    ``raise ... from cause``; it makes the cause available to code that only receives the error object.
+    ``cause`` is the underlying exception, if any (``None`` otherwise); it is also chained as
+    ``__cause__`` when nothing else is.
     """
 
     def __init__(self, message: str, *, cause: BaseException | None = None) -> None:
-        super().__init__(message)
-        self.message: str = message
-        self.cause: BaseException | None = cause
+        super().__init__(message, cause=cause)
         if cause is not None and self.__cause__ is None:
             self.__cause__ = cause
 
@@ -80,11 +82,7 @@ class CoordinatorUnavailable(CoordinatorError):
     is known about what was asked; ask again later (unlike an absent record, which is an answer)."""
 
 
-class ConfigurationError(CoordinatorError):
-    """Coordinator configuration is invalid (missing hosts, non-positive timeouts, bad paths, ...)."""
-
-
-class AccessDeniedError(ConfigurationError):
+class AccessDeniedError(CoordinatorError, ConfigurationError):
     """ZooKeeper denied this session access to the pipeline's subtree (its digest ACL names other
     credentials): the credentials are missing or wrong. The message names the path, never a secret."""
 

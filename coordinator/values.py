@@ -32,8 +32,9 @@ from laminar_kafka.coordinator.codec import (
     is_topic_name,
     loads,
 )
-from laminar_kafka.coordinator.errors import CodecError, ConfigurationError, CoordinatorError
+from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
 from laminar_kafka.coordinator.vnodes.registry import NodeId
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = [
     "MANIFEST_FORMAT_VERSION",

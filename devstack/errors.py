@@ -1,17 +1,16 @@
 """The `devstack` package's exception tree: one root, `DevStackError`.
 
-Its own root (devstack never imports the runtime): the command line (`laminar-kafka dev|demo|chaos`)
-catches it beside `ClusterError` and reports a dev-tooling failure the same way: one line, exit 1.
+Its own root beneath the distribution's `LaminarError` (devstack never imports the runtime): the
+command line (`laminar-kafka dev|demo|chaos`) reports a dev-tooling failure as any other runtime
+failure: one line, exit 1.
 """
 from __future__ import annotations
 
+from laminar_kafka.errors import LaminarError
 
-class DevStackError(Exception):
+
+class DevStackError(LaminarError):
     """Root of every error raised by the `devstack` package (`cause` keeps the underlying one)."""
-
-    def __init__(self, message: str, *, cause: BaseException | None = None) -> None:
-        super().__init__(message)
-        self.cause = cause
 
 
 class ToolMissingError(DevStackError):

@@ -26,7 +26,7 @@ from typing import Any, TypeAlias
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = [
     "KafkaClientConfig",

@@ -31,6 +31,7 @@ from laminar_kafka.devstack.producers import ContinuousProducer
 from laminar_kafka.devstack.stack import DevStack
 from laminar_kafka.devstack.topics import create_topic
 from laminar_kafka.devstack.waiting import wait_until
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaTarget, client_config
 
 __all__ = ["audit_output", "handoff_pauses", "run_demo", "wait_caught_up"]
@@ -132,7 +133,7 @@ class _DemoPipeline:
         try:
             status = collect_status(bootstrap=self.kafka, topics=[self.topic], zk=self.stack.zk_hosts, state_dir=None,
                                     pipeline=self.lake.pipeline, source_identity="kafka")
-        except ClusterError:
+        except (ClusterError, ConfigurationError):
             return {}
         return {n.node_id: len(n.partitions) for n in status.nodes if n.live}
 

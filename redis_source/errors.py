@@ -12,7 +12,8 @@ protocol's error that tells the node runtime what to do:
 """
 from __future__ import annotations
 
-from laminar_kafka.connector.errors import ConfigurationError, ConnectorError, FatalError, TransientError
+from laminar_kafka.connector.errors import ConnectorError, FatalError, TransientError
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = ["RedisCommandError", "RedisConfigError", "RedisSourceError", "RedisUnavailable", "StreamIdError"]
 

@@ -15,7 +15,7 @@ nothing, and the right configuration starts as before:
   coordinator's pins agree, :meth:`LakePins.keep` writes this node's values;
 - equal: nothing to do;
 - different: the node stops before it reads a record, in one line naming the setting, both values
-  and where the pipeline's value is kept (:class:`~laminar_kafka.cluster.errors.ConfigError`, exit 2).
+  and where the pipeline's value is kept (:class:`~laminar_kafka.cluster.errors.ConfigurationError`, exit 2).
 
 ``output`` is not among them (the file lives in the output), nor ``vnode-count`` (routing, not data:
 a pipeline reseeded from the lake may take another). The file is written through a temporary name
@@ -32,11 +32,12 @@ from collections.abc import Mapping
 
 import pyarrow.fs as pafs
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.pins import Mismatch, compare, mismatch_message
 from laminar_kafka.coordinator.base import Coordinator
 from laminar_kafka.coordinator.codec import dumps, expect_int, expect_object, expect_str, loads
 from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class LakePins:
     """The lake's copy of the pins: :meth:`check` runs with the coordinator's read-only check, before
     the start reconciles with the lake; :meth:`keep` after :class:`~laminar_kafka.cluster.lake.pins.PipelinePins`
     pinned (both blocking, at every start, given the coordinator).
-    :class:`ConfigError` on a mismatch, :class:`SinkError` when the lake cannot be read or written
+    :class:`ConfigurationError` on a mismatch, :class:`SinkError` when the lake cannot be read or written
     (the node's start fails in one line, as for any lake I/O)."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, pipeline: str, values: Mapping[str, str]) -> None:
@@ -122,7 +123,7 @@ class LakePins:
         mismatches = [Mismatch(m.setting, m.here, m.pipeline, KEPT_IN_THE_LAKE)
                       for m in compare(self.values, stored)]
         if mismatches:
-            raise ConfigError(mismatch_message(self.pipeline, mismatches))
+            raise ConfigurationError(mismatch_message(self.pipeline, mismatches))
 
     def keep(self, _coordinator: Coordinator) -> None:
         """Write this node's values when the lake keeps none (after the coordinator's pins agreed)."""

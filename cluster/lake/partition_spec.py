@@ -42,7 +42,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
 
 __all__ = ["MAX_NAME_BYTES", "MAX_TERMS", "PartitionSpec", "PartitionTerm", "Transform"]
@@ -110,21 +110,21 @@ class PartitionTerm:
 
     def __post_init__(self) -> None:
         if not re.fullmatch(_FIELD, self.source):
-            raise ConfigError(f"partition-by: {self.source!r} is not a column name")
+            raise ConfigurationError(f"partition-by: {self.source!r} is not a column name")
         if self.source in _UNUSABLE:
-            raise ConfigError(f"partition-by: {self.source} cannot partition ({_UNUSABLE[self.source]})")
+            raise ConfigurationError(f"partition-by: {self.source} cannot partition ({_UNUSABLE[self.source]})")
         if self.transform.takes_parameter:
             word = "N" if self.transform is Transform.BUCKET else "W"
             if self.parameter is None or not 1 <= self.parameter <= MAX_PARAMETER:
-                raise ConfigError(f"partition-by: {self.transform.value}[{word}]({self.source}) needs "
+                raise ConfigurationError(f"partition-by: {self.transform.value}[{word}]({self.source}) needs "
                                   f"1 <= {word} <= {MAX_PARAMETER}, got {self.parameter}")
         elif self.parameter is not None:
-            raise ConfigError(f"partition-by: {self.transform.value} takes no [parameter]")
+            raise ConfigurationError(f"partition-by: {self.transform.value} takes no [parameter]")
         if self.source == TIMESTAMP_FIELD and self.transform not in (Transform.DAY, Transform.HOUR, Transform.BUCKET):
-            raise ConfigError(f"partition-by: {self.text}: {TIMESTAMP_FIELD} is a timestamp: use day({TIMESTAMP_FIELD}), "
+            raise ConfigurationError(f"partition-by: {self.text}: {TIMESTAMP_FIELD} is a timestamp: use day({TIMESTAMP_FIELD}), "
                               f"hour({TIMESTAMP_FIELD}) or bucket[N]({TIMESTAMP_FIELD})")
         if not self.directory_key:
-            raise ConfigError(f"partition-by: {self.source!r} leaves no directory name once its leading _ are dropped")
+            raise ConfigurationError(f"partition-by: {self.source!r} leaves no directory name once its leading _ are dropped")
 
     @property
     def text(self) -> str:
@@ -166,17 +166,17 @@ class PartitionSpec:
 
     def __post_init__(self) -> None:
         if len(self.terms) > MAX_TERMS:
-            raise ConfigError(f"partition-by has {len(self.terms)} terms; at most {MAX_TERMS}")
+            raise ConfigurationError(f"partition-by has {len(self.terms)} terms; at most {MAX_TERMS}")
         names = [t.name for t in self.terms]
         if len(set(names)) != len(names):
-            raise ConfigError(f"partition-by names a partition twice: {', '.join(t.text for t in self.terms)}")
+            raise ConfigurationError(f"partition-by names a partition twice: {', '.join(t.text for t in self.terms)}")
         keys = [t.directory_key for t in self.terms]
         if len(set(keys)) != len(keys):
-            raise ConfigError(f"partition-by: two terms would share a directory name ({', '.join(keys)})")
+            raise ConfigurationError(f"partition-by: two terms would share a directory name ({', '.join(keys)})")
 
     @classmethod
     def parse(cls, text: str) -> PartitionSpec:
-        """Parse a ``partition-by`` value; raises :class:`ConfigError` naming what is wrong."""
+        """Parse a ``partition-by`` value; raises :class:`ConfigurationError` naming what is wrong."""
         compact = re.sub(r"\s+", "", text)
         if compact.lower() == "none" or compact == "":
             return cls(())
@@ -186,12 +186,12 @@ class PartitionSpec:
         for item in _split_terms(compact, text):
             match = _TERM.fullmatch(item)
             if match is None:
-                raise ConfigError(
+                raise ConfigurationError(
                     f"partition-by: {item!r} is not a term (field, identity(f), day(f), hour(f), bucket[N](f) "
                     f"or truncate[W](f))")
             if match["bare"] is not None:
                 if match["bare"] in ("day", "hour", "none"):
-                    raise ConfigError(f"partition-by: {match['bare']} stands alone; with other terms write "
+                    raise ConfigurationError(f"partition-by: {match['bare']} stands alone; with other terms write "
                                       f"{match['bare']}(_timestamp)" if match["bare"] != "none" else
                                       "partition-by: none stands alone")
                 terms.append(PartitionTerm(match["bare"], Transform.IDENTITY))
@@ -225,14 +225,14 @@ class PartitionSpec:
                 continue
             kinds = [k for k in _ALL_KINDS if all(k in t.transform.kinds for t in self.terms if t.source == source)]
             if not kinds:
-                raise ConfigError(f"partition-by: no type of {source} suits every term over it")
+                raise ConfigurationError(f"partition-by: no type of {source} suits every term over it")
             bounds = [t.max_value_bytes for t in self.terms if t.source == source and t.transform is Transform.IDENTITY]
             parts.append(f"{source}:{'|'.join(kinds)}" + (f"<={min(bounds)}" if bounds else ""))
         return ",".join(parts)
 
     def check_sources(self, *, record_format: str, json_schema: str = "", include_key: bool = False,
                       key_format: str = "raw") -> None:
-        """Raise :class:`ConfigError` (one line) when a column the terms read is one records of these
+        """Raise :class:`ConfigurationError` (one line) when a column the terms read is one records of these
         settings never have, or have of a type a term's transform does not take: ``_key`` without
         ``include-key`` (or binary, ``key-format raw``, under identity), ``day(_offset)``, a payload
         field under ``format=raw`` (only ``value``), or a field ``json_schema`` (``format=json``)
@@ -243,29 +243,25 @@ class PartitionSpec:
         for term in self.terms:
             source = term.source
             if source == "_key" and not include_key:
-                raise ConfigError("partition-by reads _key: set include-key = true")
+                raise ConfigurationError("partition-by reads _key: set include-key = true")
             if source not in METADATA_COLUMNS and record_format == "raw" and source != "value":
-                raise ConfigError(f"partition-by reads {source}, a payload field: format=raw has only value "
+                raise ConfigurationError(f"partition-by reads {source}, a payload field: format=raw has only value "
                                   "(use format=json or a registry format)")
             kind = metadata_kinds.get(source)
             if kind is not None and kind not in term.transform.kinds:
-                raise ConfigError(f"partition-by {term.text}: {source} is {kind}"
+                raise ConfigurationError(f"partition-by {term.text}: {source} is {kind}"
                                   f"{' (key-format ' + key_format + ')' if source == '_key' else ''}, but "
                                   f"{term.transform.value} takes {', '.join(term.transform.kinds)}")
         if record_format != "json" or not json_schema:
             return
-        from laminar_kafka.connector.errors import ConfigurationError
         from laminar_kafka.kafka_source.config.values import parse_json_schema
         from laminar_kafka.kafka_source.decode.required_fields import parse_required_fields, schema_problem
 
-        try:
-            schema = parse_json_schema(json_schema)
-        except ConfigurationError as exc:
-            raise ConfigError(str(exc)) from None
+        schema = parse_json_schema(json_schema)
         for required in parse_required_fields(self.required_fields()):
             problem = None if required.name in METADATA_COLUMNS else schema_problem(schema, required)
             if problem is not None:
-                raise ConfigError(f"partition-by {self.text}: json-schema: {problem}")
+                raise ConfigurationError(f"partition-by {self.text}: json-schema: {problem}")
 
     def __str__(self) -> str:
         return self.text
@@ -276,13 +272,12 @@ _ALL_KINDS = ("integer", "string", "binary", "boolean", "date", "timestamp")
 
 def _split_terms(compact: str, text: str) -> list[str]:
     """``compact`` cut at the commas outside parentheses and brackets."""
-    from laminar_kafka.connector.errors import ConfigurationError
     from laminar_kafka.kafka_source.config.type_text import split_top_level
 
     try:
         items = split_top_level(compact)
     except ConfigurationError:
-        raise ConfigError(f"partition-by={text!r}: unbalanced brackets") from None
+        raise ConfigurationError(f"partition-by={text!r}: unbalanced brackets") from None
     if any(not item for item in items):
-        raise ConfigError(f"partition-by={text!r} has an empty term")
+        raise ConfigurationError(f"partition-by={text!r} has an empty term")
     return items

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.partition_spec import (
     MAX_NAME_BYTES,
     TIMESTAMP_FIELD,
@@ -44,6 +44,7 @@ from laminar_kafka.cluster.lake.partition_spec import (
     PartitionTerm,
     Transform,
 )
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.decode.required_fields import kind_of
 
 __all__ = [
@@ -82,11 +83,11 @@ def check_topic(topic: str) -> str:
 
 
 def check_partition_columns(schema_names: Iterable[str], spec: PartitionSpec) -> None:
-    """Raise :class:`ConfigError` when records with these column names cannot be partitioned by
+    """Raise :class:`ConfigurationError` when records with these column names cannot be partitioned by
     ``spec``'s Kafka-time level (``_timestamp`` missing). Field levels are the source's to check
     (``required.fields``)."""
     if any(t.is_kafka_time for t in spec.terms) and TIMESTAMP_COLUMN not in set(schema_names):
-        raise ConfigError(_MISSING_TIMESTAMP)
+        raise ConfigurationError(_MISSING_TIMESTAMP)
 
 
 def encode_value(value: object) -> str:

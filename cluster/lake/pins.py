@@ -6,7 +6,7 @@ format (``format``), ``vnode-count`` and ``source-identity``. The first node to 
 in the coordinator (``Coordinator.pin_setting("pipeline.<setting>", value)``: ZooKeeper
 ``settings/``, embedded ``settings.json``); every later start of every node reads the pins and, when
 one differs from its own setting, stops before it reads a record or stages a file, with one line
-(:class:`~laminar_kafka.cluster.errors.ConfigError`: exit 2)::
+(:class:`~laminar_kafka.cluster.errors.ConfigurationError`: exit 2)::
 
     setting vnode-count is 64 here, but pipeline orders was created with 256 (pinned at its first
     start); start this node with --vnode-count 256
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from laminar_kafka.cluster.config import NodeSettings
-from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.coordinator.base import Coordinator
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX, TopicSelector
 
 logger = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ def mismatch_message(pipeline: str, mismatches: list[Mismatch]) -> str:
 
 class PipelinePins:
     """The pinning callable (``NodeRuntime(pin_settings=...)``): called with the started coordinator
-    at every start, before anything is read; raises :class:`ConfigError` on a mismatch."""
+    at every start, before anything is read; raises :class:`ConfigurationError` on a mismatch."""
 
     def __init__(self, pipeline: str, values: Mapping[str, str]) -> None:
         self.pipeline = pipeline
@@ -176,7 +176,7 @@ class PipelinePins:
 
     def _check(self, mismatches: list[Mismatch]) -> None:
         if mismatches:
-            raise ConfigError(mismatch_message(self.pipeline, mismatches))
+            raise ConfigurationError(mismatch_message(self.pipeline, mismatches))
 
 
 def chain_pins(*pins: Callable[[Coordinator], None] | None) -> Callable[[Coordinator], None]:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from laminar_kafka.cluster.errors import RuntimeFailure
-from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.coordinator.base import Coordinator
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.type_text import parse_schema_text, schema_text
 
 logger = logging.getLogger(__name__)

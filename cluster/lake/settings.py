@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = ["IcebergSettings", "LakeTarget", "TableFormat", "TableLocation", "table_name_of"]
 
@@ -71,10 +71,10 @@ class IcebergSettings:
     def __post_init__(self) -> None:
         for label, value in (("namespace", self.namespace), ("table", self.table)):
             if value is not None and not _IDENTIFIER.fullmatch(value):
-                raise ConfigError(f"iceberg {label} {value!r} must match {_IDENTIFIER.pattern}")
+                raise ConfigurationError(f"iceberg {label} {value!r} must match {_IDENTIFIER.pattern}")
         uri = self.catalog_uri
         if uri is not None and not uri.startswith(("sqlite:///", "http://", "https://")):
-            raise ConfigError(
+            raise ConfigurationError(
                 f"catalog-uri {uri!r} is not supported: use sqlite:///<path> or an http(s):// REST catalog"
             )
 

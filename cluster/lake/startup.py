@@ -8,7 +8,7 @@ together reconcile one after the other and the later ones find the state the fir
    manifest: an epoch a crash left unpublished is not a lake that is behind);
 2. read the lake's facts, then the control state again (:class:`~laminar_kafka.cluster.lake.reconcile.ControlFacts`);
 3. decide (:func:`~laminar_kafka.cluster.lake.reconcile.reconcile`, pure);
-4. act: REFUSE raises :class:`~laminar_kafka.cluster.errors.ConfigError` (one line, exit 2), touching nothing;
+4. act: REFUSE raises :class:`~laminar_kafka.cluster.errors.ConfigurationError` (one line, exit 2), touching nothing;
    RESEED waits until no other member is live (they run on the state being replaced), then rebases
    the control state on the seed (:meth:`~laminar_kafka.coordinator.base.Coordinator.rebase`) and seals the lake
    (:meth:`~laminar_kafka.cluster.lake.outputs.LakeOutput.seal`), in that order: a crash in between leaves a state the next
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from laminar_kafka.cluster.errors import ConfigError, RuntimeFailure, SinkError
+from laminar_kafka.cluster.errors import RuntimeFailure, SinkError
 from laminar_kafka.cluster.lake.deadline import LakeCalls
 from laminar_kafka.cluster.lake.outputs import LakeOutput
 from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, OnLakeBehind, Reconciliation, reconcile
@@ -32,6 +32,7 @@ from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.topology import Topology
 from laminar_kafka.coordinator.base import Coordinator, Manifest
 from laminar_kafka.coordinator.errors import CodecError, CoordinatorError, CoordinatorUnavailable
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def reconcile_with_lake(
             with calls.timing("reading the lake's facts"):
                 lake_facts = lake.read_facts(facts.pipeline, facts.topics)
         except CodecError as exc:
-            raise ConfigError(f"the lake's record cannot be read: {exc}", cause=exc) from exc
+            raise ConfigurationError(f"the lake's record cannot be read: {exc}", cause=exc) from exc
         except Exception as exc:  # noqa: BLE001 - an unreadable lake (an object store, a catalog) is one line
             raise RuntimeFailure(f"the lake cannot be read to reconcile with it: {exc!r}", cause=exc) from exc
         latest = _latest(coordinator)
@@ -106,7 +107,7 @@ def reconcile_with_lake(
         decision = replace(reconcile(facts.pipeline, control, lake_facts, facts.topic_ids, facts.on_lake_behind),
                            lake_epoch=lake_facts.epoch)
         if decision.action is Action.REFUSE:
-            raise ConfigError(decision.reason)
+            raise ConfigurationError(decision.reason)
         if decision.action is Action.RESEED:
             assert decision.seed is not None
             _wait_for_no_members(coordinator, facts)

@@ -43,6 +43,7 @@ from laminar_kafka.cluster.lake.settings import LakeTarget, TableFormat
 from laminar_kafka.cluster.ops.audit_state import PartitionAccount, PartitionPass, advance
 from laminar_kafka.cluster.ops.lake_state import read_lake_state
 from laminar_kafka.cluster.ops.verify import read_topic
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
 logger = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ class AuditWatch:
     def _marks(self, topic: str) -> dict[int, int]:
         try:
             state = read_lake_state(self.target, [topic], None)
-        except ClusterError as exc:
+        except (ClusterError, ConfigurationError) as exc:
             raise VerifyError(f"cannot read the lake's cursors of {topic}: {exc}", cause=exc) from exc
         if state.other_pipelines:  # nothing would ever be audited: say so once, do not watch nothing
             raise UsageError(f"the lake at {self.target.output} records pipeline(s) {', '.join(state.other_pipelines)}, "
@@ -203,7 +204,7 @@ class AuditWatch:
                     files[path] = self._opener(path)
             for path in list_published(self.fs, f"{self.root}/{REJECTED_DIR}"):
                 files[path] = self._opener(path)
-        except (OSError, pa.ArrowException, ClusterError) as exc:
+        except (OSError, pa.ArrowException, ClusterError, ConfigurationError) as exc:
             raise VerifyError(f"cannot list the lake's files of {topic}: {exc}", cause=exc) from exc
         return files
 

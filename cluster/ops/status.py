@@ -258,9 +258,10 @@ def read_control(hosts: str, pipeline: str, timeout: float, root: str,
     from kazoo.handlers.threading import KazooTimeoutError
 
     from laminar_kafka.coordinator.engine.events import CoordinatorMetrics
-    from laminar_kafka.coordinator.errors import CodecError, ConfigurationError, CoordinatorError
+    from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
     from laminar_kafka.coordinator.zk.auth import open_client
     from laminar_kafka.coordinator.zk.store import ZooKeeperStore
+    from laminar_kafka.errors import ConfigurationError
 
     try:
         config = CoordinatorConfig(pipeline=pipeline, hosts=hosts, root=root, session_timeout=timeout)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from laminar_kafka.cluster.errors import ClusterError, UsageError
-from laminar_kafka.connector.errors import ConfigurationError as TopicsError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_consumer
 from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX, TopicSelector
 from laminar_kafka.kafka_source.read import positions
@@ -46,7 +46,7 @@ def read_kafka(kafka: KafkaClientConfig, topics: Sequence[str], timeout: float =
     not exist (no topic matches the pattern), ClusterError when the watermarks stay unavailable."""
     try:
         selector = TopicSelector.parse(",".join(topics))
-    except TopicsError as exc:
+    except ConfigurationError as exc:
         raise UsageError(f"--topic: {exc}", cause=exc) from exc
     consumer = make_consumer(kafka, "laminar-status")
     try:

@@ -26,6 +26,7 @@ from laminar_kafka.cluster.errors import ClusterError, VerifyError
 from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
 from laminar_kafka.cluster.lake.settings import LakeTarget, TableFormat, table_name_of
 from laminar_kafka.cluster.ops.verify import DamagedFile, OutputScan, read_offset_columns, read_output, scan_table
+from laminar_kafka.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -84,7 +85,7 @@ def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topi
         for path in list_published(fs, rejected_root):
             columns = read_offset_columns(lambda path=path: fs.open_input_file(path), path)
             _scan_file(columns, topic, path, scan, rejected=True)
-    except ClusterError as exc:
+    except (ClusterError, ConfigurationError) as exc:
         raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc
     except (OSError, pa.ArrowException) as exc:
         raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc

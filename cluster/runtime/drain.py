@@ -27,6 +27,7 @@ from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainRequ
 from laminar_kafka.coordinator.base import RoundDecided, RoundOutcome, RoundStarted
 from laminar_kafka.coordinator.errors import CoordinatorError, RoundError
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class DrainRounds:
             await self._generations.failed(exc, retire=generation.retired_by_cancellation)
         except FatalError as exc:
             await self._generations.failed(exc)
-        except ConnectorError as exc:
+        except (ConnectorError, ConfigurationError) as exc:
             logger.warning("finish_drain failed: %s; restarting from the manifest", exc)
             await self._generations.failed(exc)
 

@@ -31,6 +31,7 @@ from laminar_kafka.connector.protocol import (
 )
 from laminar_kafka.coordinator.base import Manifest
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, VnodeRegistry
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.errors import ErrorRateExceededError
 
 logger = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ async def retire_generation(generation: SourceGeneration, wait_s: float) -> bool
     connector = generation.connector
     try:
         await connector.close()
-    except ConnectorError as exc:
+    except (ConnectorError, ConfigurationError) as exc:
         logger.warning("closing a retired source failed: %s", exc)
     tracker = connector.terminal_task_tracker()
     if tracker is None or await tracker.wait(wait_s):
@@ -194,7 +195,7 @@ class Generations:
             self._retry_at = time.monotonic() + START_RETRY_S
             logger.warning("source start failed transiently (%s); retrying in %.0fs", exc, START_RETRY_S)
             return
-        except ConnectorError as exc:
+        except (ConnectorError, ConfigurationError) as exc:
             raise RuntimeFailure(f"source start failed: {exc}", cause=exc) from exc
         self.current = generation
         logger.info(

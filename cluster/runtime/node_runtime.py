@@ -74,6 +74,7 @@ from laminar_kafka.coordinator.base import (
 )
 from laminar_kafka.coordinator.errors import ControlStateLost, CoordinatorError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -306,7 +307,7 @@ class NodeRuntime:
         except (FatalError, TransientError) as exc:  # e.g. the schema registry unreachable: retried later
             await self.generations.failed(exc)
             return False
-        except ConnectorError as exc:
+        except (ConnectorError, ConfigurationError) as exc:
             raise RuntimeFailure(f"source failed: {exc}", cause=exc) from exc
         if batch is None:
             return False

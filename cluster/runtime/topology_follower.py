@@ -33,6 +33,7 @@ from laminar_kafka.connector.errors import ConnectorError
 from laminar_kafka.coordinator.base import Coordinator, Manifest
 from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, vnode_loads
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class TopologyFollower:
                 view = view.with_pinned(change.new_topics, durable)
         except TopologyError as exc:
             raise RuntimeFailure(str(exc), cause=exc) from exc
-        except CoordinatorError as exc:
+        except (CoordinatorError, ConfigurationError) as exc:  # a topic id the coordinator refuses too
             if first:
                 raise
             # e.g. the session expired meanwhile: nothing adopted, the next metadata read tries again
@@ -146,7 +147,7 @@ class TopologyFollower:
         if generation is not None:
             try:
                 generation.connector.add_partitions(change.new_partitions)
-            except ConnectorError as exc:
+            except (ConnectorError, ConfigurationError) as exc:
                 raise RuntimeFailure(f"the source cannot follow new partitions: {exc}", cause=exc) from exc
 
     async def pin_start(self) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from laminar_kafka.connector.errors import ConnectorError
 from laminar_kafka.connector.protocol import ConnectorConfig, SourceConnector
+from laminar_kafka.errors import LaminarError
 
 __all__ = ["ConformanceError", "ConformanceSkipped", "ConnectorKit", "LogBackend"]
 
@@ -19,8 +20,10 @@ class ConformanceError(ConnectorError):
         self.rule = rule
 
 
-class ConformanceSkipped(Exception):
-    """A scenario that cannot run on this backend (the message says why)."""
+class ConformanceSkipped(LaminarError):
+    """A scenario that cannot run on this backend (the message says why): the kit's signal that
+    becomes a pytest skip. Beneath the distribution's root, but not a ConnectorError: a clause that
+    handles a connector's failures never swallows it."""
 
 
 class LogBackend(abc.ABC):

@@ -21,7 +21,7 @@ from laminar_kafka.connector.conformance.reading import (
     read_until,
     take_batch,
 )
-from laminar_kafka.connector.errors import ConfigurationError, DrainError
+from laminar_kafka.connector.errors import DrainError
 from laminar_kafka.connector.protocol import (
     DeliveryGuarantee,
     InitialPosition,
@@ -34,6 +34,7 @@ from laminar_kafka.connector.protocol import (
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId, partition_vnode
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = [
     "acquisition_at_the_offered_cursors", "drain_abort", "drain_commit", "drain_commit_handoff", "vnode_scoped_reading",

@@ -31,13 +31,7 @@ from laminar_kafka.coordinator.engine.events import CoordinatorMetrics, EventCal
 from laminar_kafka.coordinator.engine.failure_streak import FailureStreak
 from laminar_kafka.coordinator.engine.model import epoch_interval, next_step, next_wakeup_ms
 from laminar_kafka.coordinator.engine.steps import Step, StepKind, View, WriteManifest
-from laminar_kafka.coordinator.errors import (
-    ConfigurationError,
-    CoordinatorError,
-    CoordinatorUnavailable,
-    FencedError,
-    RoundError,
-)
+from laminar_kafka.coordinator.errors import CoordinatorError, CoordinatorUnavailable, FencedError, RoundError
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.store import ControlStore, EpochGone, Leadership, require_manifest
 from laminar_kafka.coordinator.values import (
@@ -51,6 +45,7 @@ from laminar_kafka.coordinator.values import (
 )
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot, NodeId
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 

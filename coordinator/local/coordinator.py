@@ -27,13 +27,14 @@ from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.coordinator.engine.core import EngineCoordinator
 from laminar_kafka.coordinator.engine.events import SessionState
 from laminar_kafka.coordinator.engine.steps import Step
-from laminar_kafka.coordinator.errors import ConfigurationError, CoordinatorError
+from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.layout import rejection_name
 from laminar_kafka.coordinator.local.state_lock import StateDirectoryLock
 from laminar_kafka.coordinator.local.store import LocalStore
 from laminar_kafka.coordinator.store import Leadership
 from laminar_kafka.coordinator.values import Member
 from laminar_kafka.coordinator.vnodes.registry import NodeId
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = ["PIPELINE_SETTING", "LocalCoordinator"]
 

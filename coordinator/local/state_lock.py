@@ -18,15 +18,17 @@ import os
 import socket
 from pathlib import Path
 
-from laminar_kafka.coordinator.errors import ConfigurationError
+from laminar_kafka.coordinator.errors import CoordinatorError
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = ["LOCK_NAME", "StateDirectoryInUse", "StateDirectoryLock"]
 
 LOCK_NAME = "lock"
 
 
-class StateDirectoryInUse(ConfigurationError):
-    """Another live process holds the embedded state directory's lock."""
+class StateDirectoryInUse(CoordinatorError, ConfigurationError):
+    """Another live process holds the embedded state directory's lock (a bad setting, and one the
+    coordinator's callers catch as theirs)."""
 
 
 class StateDirectoryLock:

@@ -37,6 +37,7 @@ from laminar_kafka.coordinator.layout import (
 from laminar_kafka.coordinator.manifest_delta import StoredEncoding, decode_stored, encode_stored
 from laminar_kafka.coordinator.store import StoredManifest
 from laminar_kafka.coordinator.values import Manifest
+from laminar_kafka.errors import LaminarError
 
 logger = logging.getLogger(__name__)
 
@@ -167,9 +168,10 @@ def pin_names(client: KazooClient, folder: str, values: Mapping[str, str], timeo
     return result
 
 
-class _BaseCollected(Exception):
+class _BaseCollected(LaminarError):
     """The base of a manifest delta is gone: garbage collection keeps a delta's base while the delta
-    is among the manifests it must keep, so the delta is past that window and counts as collected."""
+    is among the manifests it must keep, so the delta is past that window and counts as collected.
+    A signal caught in this module; not a CoordinatorError, so no clause of the decoder swallows it."""
 
 
 class ManifestStore:
@@ -249,7 +251,7 @@ class ManifestStore:
         try:
             raw, _ = self._client.get(path)
         except NoNodeError:
-            raise _BaseCollected(epoch) from None
+            raise _BaseCollected(f"the base manifest {epoch} is gone") from None
         try:  # the full decoder refuses another format first, naming it
             manifest = Manifest.from_json(read_value(self._client, path, raw, self._timeout))
         except CodecError as exc:

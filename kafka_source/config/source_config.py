@@ -69,8 +69,8 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.connector.protocol import ConnectorConfig
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, consumer_properties
 from laminar_kafka.kafka_source.config.choices import (

@@ -12,7 +12,7 @@ import re
 
 import pyarrow as pa
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = ["parse_schema_text", "parse_type", "schema_text", "split_top_level"]
 

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.config.type_text import parse_schema_text

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeGuard, TypeVar
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat, TombstonePolicy
 from laminar_kafka.kafka_source.decode.records import Records
 from laminar_kafka.kafka_source.decode.required_fields import bad_rows as required_field_problems

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
 
 __all__ = [

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, metadata_fields
 from laminar_kafka.kafka_source.read.startup import query_broker_facts, source_consumer

@@ -19,9 +19,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import TopicMetadata
 
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.errors import CheckpointError, ConfigurationError, ConnectorError, TransientError
+from laminar_kafka.connector.errors import CheckpointError, ConnectorError, TransientError
 from laminar_kafka.connector.protocol import DeliveryGuarantee
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import make_consumer
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig, StartupMode
 from laminar_kafka.kafka_source.config.topics import TopicSelector
@@ -276,7 +277,7 @@ _PERMANENT_CODES = frozenset({
 })
 
 
-def is_retriable(exc: ConnectorError) -> bool:
+def is_retriable(exc: ConnectorError | ConfigurationError) -> bool:
     """Whether waiting may change ``exc``'s answer: a :class:`TransientError` unless its ``cause`` is a
     ``KafkaError`` of authorization, authentication or a rejected request; a :class:`ConfigurationError`
     only when its ``cause`` says a topic or partition is not known yet or has no leader (a topic being
@@ -319,7 +320,7 @@ def retry_transient(
         attempts += 1
         try:
             result = attempt(min(timeout_s, max(MIN_CALL_TIMEOUT_S, deadline - clock())))
-        except ConnectorError as exc:
+        except (ConnectorError, ConfigurationError) as exc:  # a topic being created is one of the latter
             if not is_retriable(exc):
                 raise
             now = clock()
@@ -342,7 +343,8 @@ def retry_transient(
         return result
 
 
-def _retries_exhausted(what: str, last: ConnectorError, elapsed_s: float, attempts: int) -> ConnectorError:
+def _retries_exhausted(what: str, last: ConnectorError | ConfigurationError, elapsed_s: float,
+                       attempts: int) -> ConnectorError | ConfigurationError:
     """The one error :func:`retry_transient` raises past its bound, of ``last``'s kind."""
     kind = ConfigurationError if isinstance(last, ConfigurationError) else TransientError
     return kind(f"{what} failed for {elapsed_s:.1f} s ({attempts} attempts); last error: {_one_line(last)}",

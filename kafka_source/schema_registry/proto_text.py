@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2
 
+from laminar_kafka.errors import LaminarError
+
 __all__ = ["ProtoTextError", "file_descriptor_proto", "parse_proto_text"]
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -49,8 +51,10 @@ _TOKEN = re.compile(r"""
 """, re.S | re.X)
 
 
-class ProtoTextError(ValueError):
-    """The text is not ``.proto`` source this parser covers (see the module doc); one line."""
+class ProtoTextError(LaminarError, ValueError):
+    """The text is not ``.proto`` source this parser covers (see the module doc); one line. Not a
+    ConnectorError: the registry client turns it into its UnsupportedSchemaError. Still a ValueError
+    for callers that parse text without knowing the tree."""
 
 
 def file_descriptor_proto(name: str, schema_str: str) -> descriptor_pb2.FileDescriptorProto:

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.connector.drain import DrainPhase, FinishPlan
-from laminar_kafka.connector.errors import ConfigurationError, FatalError
+from laminar_kafka.connector.errors import FatalError
 from laminar_kafka.connector.ownership import Ownership, Reconcile
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.checkpoint import KAFKA_CURSORS
 from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, ControlItem, DrainBoundary

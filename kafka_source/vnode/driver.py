@@ -20,6 +20,7 @@ from laminar_kafka.connector.ownership import Ownership, Reconcile, route_partit
 from laminar_kafka.connector.protocol import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.vnode.assignment import AssignmentExecutor, VnodeBinding, cursor_offsets
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ class VnodeDriver(AssignmentExecutor):
                 plan.version, len(plan.release), len(plan.acquire),
             )
             self._submit(plan, release=plan.release, acquire=plan.acquire)
-        except ConnectorError as exc:
+        except (ConnectorError, ConfigurationError) as exc:
             self.fail(f"reconciliation failed: {exc}")
         except Exception as exc:  # noqa: BLE001 - a reader-thread failure; surfaced as terminal
             self.fail(f"reconciliation failed: {exc!r}")

@@ -125,7 +125,7 @@ class RunLake:
         return LakeTarget(self.output, self.table_format, self.pipeline, iceberg)
 
     def catalog(self) -> Catalog:
-        """The harness's client of the run's catalog (raises ConfigError when it cannot be opened)."""
+        """The harness's client of the run's catalog (raises ConfigurationError when it cannot be opened)."""
         from laminar_kafka.cluster.lake.iceberg.tables import open_catalog
 
         fs, root = self.filesystem()

@@ -8,7 +8,7 @@ from typing import NoReturn
 from laminar_kafka.cluster.config import kafka_client_from
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
-from laminar_kafka.connector.errors import ConfigurationError as ConnectorConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
 PROG = "laminar-kafka"
@@ -53,5 +53,5 @@ def configure_command_logging(args: argparse.Namespace, log_file: str | None = N
 def kafka_client_of(args: argparse.Namespace) -> KafkaClientConfig:
     try:
         return kafka_client_from(args.config, os.environ, args.bootstrap)
-    except ConnectorConfigurationError as exc:
+    except ConfigurationError as exc:
         raise UsageError(str(exc), cause=exc) from exc

@@ -45,6 +45,7 @@ from laminar_kafka.cluster.lake.parquet.compaction_plan import (
     CompactionSettings,
 )
 from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
+from laminar_kafka.errors import LaminarError
 
 __all__ = ["add_lake_commands", "lake_target"]
 
@@ -261,7 +262,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             try:
                 one_pass()
             except Exception as exc:  # noqa: BLE001 - a catalog or filesystem error: the next pass tries again
-                what = str(exc) if isinstance(exc, ClusterError) else f"{type(exc).__name__}: {exc}"
+                what = str(exc) if isinstance(exc, LaminarError) else f"{type(exc).__name__}: {exc}"
                 print(f"compaction pass failed (next in {args.every:g} s): {' '.join(what.split())}",
                       file=sys.stderr, flush=True)
             stop.wait(args.every)

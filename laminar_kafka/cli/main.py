@@ -29,6 +29,7 @@ from laminar_kafka.cli.common import (
     kafka_client_of,
 )
 from laminar_kafka.cli.dev import add_dev_commands
+from laminar_kafka.cli.exit_codes import INTERRUPTED, exit_code
 from laminar_kafka.cli.lake import add_lake_commands, lake_target
 from laminar_kafka.cli.redis import add_redis_commands
 from laminar_kafka.cli.tools import add_chaos_command, add_demo_command
@@ -316,13 +317,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Exit 0 healthy, 1 degraded, 3 unreachable (see laminar_kafka.cluster.ops.health); --watch: the
     last code. A usage error (a wrong flag, a missing setting) is 2, from :func:`main`."""
     from laminar_kafka.cluster.config import read_config_file
-    from laminar_kafka.cluster.errors import ConfigError
     from laminar_kafka.cluster.ops.health import HealthCode, assess, unreachable
     from laminar_kafka.cluster.ops.status import PipelineStatus, collect_status
     from laminar_kafka.cluster.ops.status_wait import wait_caught_up
     from laminar_kafka.cluster.ops.status_watch import watch
     from laminar_kafka.coordinator.config import ZkCredentials
-    from laminar_kafka.coordinator.errors import ConfigurationError
+    from laminar_kafka.errors import ConfigurationError
 
     configure_command_logging(args, default_level="warning")
     kafka = kafka_client_of(args)
@@ -331,10 +331,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     zk, state_dir, pipeline = status_target({"zk": args.zk, "state-dir": args.state_dir, "pipeline": args.pipeline},
                                             os.environ, file_values)
     zk_auth = os.environ.get(env_name("zk-auth")) or str(file_values.get("zk-auth") or file_values.get("zk_auth") or "")
-    try:
-        credentials = ZkCredentials.parse(zk_auth) if zk_auth and zk else None
-    except ConfigurationError as exc:
-        raise ConfigError(str(exc)) from exc
+    credentials = ZkCredentials.parse(zk_auth) if zk_auth and zk else None
     if args.wait is not None and (args.wait < 0 or args.watch):
         raise UsageError("--wait takes a number of seconds >= 0 and cannot be combined with --watch")
 
@@ -347,7 +344,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                                   credentials=credentials, lake=lake)
         except UsageError:
             raise
-        except ClusterError as exc:  # e.g. a watermark that cannot be read: Kafka unusable
+        except (ClusterError, ConfigurationError) as exc:  # e.g. a watermark that cannot be read: Kafka unusable
             raise UsageError(str(exc), cause=exc) from exc
 
     with quiet_clients(args.debug):
@@ -377,35 +374,25 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 
-def _dev_tooling_errors() -> tuple[type[Exception], ...]:
-    """The dev tooling's error root when a command loaded it (it raises nothing when not loaded: a
-    runtime-only install runs without :mod:`laminar_kafka.devstack`)."""
-    errors = sys.modules.get("laminar_kafka.devstack.errors")
-    return (errors.DevStackError,) if errors is not None else ()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """The console script. Returns (and exits with) the exit code."""
+    """The console script. Returns (and exits with) the exit code: the subcommand's own, or the one
+    :func:`~laminar_kafka.cli.exit_codes.exit_code` gives an error of ours that escaped it (one
+    line on stderr; with ``--debug`` its traceback too). Any other exception re-raises."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         return int(args.handler(args))
-    except UsageError as exc:
-        if debug:
-            logger.exception("usage error")
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - only our own errors become one line; the rest re-raise
-        if not isinstance(exc, (ClusterError, *_dev_tooling_errors())):
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - only our own errors become a code; the rest re-raise
+        code = exit_code(exc)
+        if code is None:
             raise
-        if debug:
-            logger.exception("failed")
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+        if code != INTERRUPTED:
+            if debug:
+                logger.exception("failed")
+            print(f"error: {exc}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

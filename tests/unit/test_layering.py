@@ -2,6 +2,8 @@
 
 One namespace, ``laminar_kafka`` (docs/DESIGN.md, "The house"). Its floors, lowest first:
 
+0. ``laminar_kafka.errors``: the distribution's exception root (``LaminarError``) and its one
+   ``ConfigurationError``; every floor imports it and it imports nothing of ours.
 1. ``coordinator``: vnode assignment (pure) and its backends.
 2. ``connector``: the source-connector protocol, its checkpoint, errors, the vnode ownership and
    drain state machines, ``PartitionedLogSource`` and the conformance kit; nothing of Kafka. Of the
@@ -30,6 +32,8 @@ NS = "laminar_kafka"
 MAPPED = ("coordinator", "connector", "kafka_source", "redis_source", "cluster", "devstack")
 FLOOR = {"coordinator": 1, "connector": 2, "kafka_source": 3, "redis_source": 3, "cluster": 4, "devstack": 4}
 TOP = 5
+#: floor 0: modules of the top folder that every floor may import (they import nothing of ours)
+GROUND = (f"{NS}.errors",)
 PURE_COORDINATOR = ("coordinator.vnodes.", "coordinator.codec", "coordinator.errors", "coordinator.versioning")
 MAX_ROOT_MODULES = 15
 
@@ -80,6 +84,8 @@ GRAPH = {name: _imports(name, path) for name, path in FILES.items()}
 
 
 def _floor(name: str) -> tuple[int, str]:
+    if name in GROUND:
+        return 0, "ground"
     parts = name.split(".")
     if len(parts) > 1 and parts[1] in FLOOR:
         return FLOOR[parts[1]], parts[1]
@@ -90,6 +96,13 @@ def test_the_scan_sees_the_whole_distribution() -> None:
     assert len(FILES) > 150
     assert f"{NS}.cluster.runtime.node_runtime" in GRAPH[f"{NS}.cluster.node"]
     assert f"{NS}.devstack.jvm.servers" in GRAPH[f"{NS}.devstack.stack"]
+
+
+def test_the_ground_floor_imports_nothing_of_ours_and_every_floor_uses_it() -> None:
+    for name in GROUND:
+        assert GRAPH[name] == set(), name
+    users = {_floor(name)[1] for name, targets in GRAPH.items() if set(GROUND) & targets}
+    assert users >= {"coordinator", "connector", "kafka_source", "redis_source", "cluster", "devstack", "top"}
 
 
 def test_every_import_points_down_or_sideways_within_its_floor() -> None:

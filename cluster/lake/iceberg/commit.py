@@ -36,7 +36,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 from pyiceberg.table import Table
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
 from laminar_kafka.cluster.lake.iceberg.partitions import append_data_files, check_partitioning, partition_spec_of
 from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
@@ -59,6 +59,7 @@ from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.settings import IcebergSettings, TableFormat, TableLocation
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class IcebergOutput:
 
     @property
     def catalog(self) -> Catalog:
-        """The catalog, opened on first use (raises :class:`ConfigError`)."""
+        """The catalog, opened on first use (raises :class:`ConfigurationError`)."""
         if self._catalog is None:
             self._catalog = open_catalog(self.settings, self.fs, self.root)
         return self._catalog
@@ -211,7 +212,7 @@ class IcebergOutput:
     def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
         """Preflight at start: open the catalog, create the namespace, and for each topic check its
         existing table (partition spec, and that it takes ``schema`` when given) or create it (when
-        ``schema`` is known). Raises :class:`ConfigError` with one line; writes nothing else."""
+        ``schema`` is known). Raises :class:`ConfigurationError` with one line; writes nothing else."""
         self._topics = tuple(topics)
         catalog = self.catalog
         namespace = self.settings.namespace
@@ -221,17 +222,17 @@ class IcebergOutput:
                 table = load_table_or_none(catalog, self.identifier(topic))
                 if table is not None:
                     if schema is not None:
-                        self._check_takes(table, schema, source="the records", error=ConfigError)
+                        self._check_takes(table, schema, source="the records", error=ConfigurationError)
                     check_partitioning(table, self.partitioning)
                 elif schema is not None:
                     self._create(topic, schema)
-        except ConfigError:
+        except ConfigurationError:
             raise
         except Exception as exc:  # noqa: BLE001 - a catalog failure at start is one line
             reason = describe_error(exc)
             if "location" in reason.lower() and self.settings.table_location is TableLocation.OUTPUT:
                 reason += " (a catalog that places its tables itself: set table-location=catalog)"
-            raise ConfigError(f"iceberg catalog check failed for namespace {namespace}: {reason}",
+            raise ConfigurationError(f"iceberg catalog check failed for namespace {namespace}: {reason}",
                               cause=exc) from None
 
     def _create(self, topic: str, schema: pa.Schema) -> Table:
@@ -405,7 +406,7 @@ class IcebergOutput:
             self._check_takes(table, schema, source=f"file {relative}", error=SinkError)
         try:  # a spec evolved under the pipeline: its files' rows may span the new spec's partitions
             check_partitioning(table, self.partitioning)
-        except ConfigError as exc:
+        except ConfigurationError as exc:
             raise SinkError(f"cannot add epoch {epoch}'s files: {exc}", cause=exc) from None
         unified = _unify(schemas, name)
         table = without_blind_retries(table)

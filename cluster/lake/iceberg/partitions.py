@@ -5,7 +5,7 @@ and the data files of published Parquet files with their partition values.
   :class:`~laminar_kafka.cluster.lake.partition_spec.PartitionSpec` (the same transforms, fields named
   as Iceberg names them by default: ``customer_id_bucket``, ``_timestamp_day``...).
 - :func:`check_partitioning`: an existing table must be partitioned by exactly that spec (its
-  current spec), else a :class:`ConfigError` naming the table, both specs and the setting to change.
+  current spec), else a :class:`ConfigurationError` naming the table, both specs and the setting to change.
   The spec is pinned with the pipeline, so a node never evolves it; evolving a live table's spec is
   the operator's (Iceberg keeps old files under their spec), and then ``partition-by`` must say the
   new one.
@@ -48,9 +48,10 @@ from pyiceberg.transforms import (
 )
 from pyiceberg.typedef import Record
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec as LakePartitionSpec
 from laminar_kafka.cluster.lake.partition_spec import PartitionTerm, Transform
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = ["append_data_files", "check_partitioning", "data_files", "partition_spec_of"]
 
@@ -72,7 +73,7 @@ def _iceberg_transform(term: PartitionTerm) -> IcebergTransform[Any, Any]:
 
 
 def partition_spec_of(spec: LakePartitionSpec, schema: Schema) -> PartitionSpec:
-    """The Iceberg spec of ``spec`` over ``schema``. Raises :class:`ConfigError` when the schema lacks
+    """The Iceberg spec of ``spec`` over ``schema``. Raises :class:`ConfigurationError` when the schema lacks
     a term's column or holds it with a type the transform does not take."""
     if not spec.terms:
         return UNPARTITIONED_PARTITION_SPEC
@@ -81,10 +82,10 @@ def partition_spec_of(spec: LakePartitionSpec, schema: Schema) -> PartitionSpec:
         try:
             source = schema.find_field(term.source)
         except ValueError:
-            raise ConfigError(f"partition-by {term.text} needs a {term.source} column") from None
+            raise ConfigurationError(f"partition-by {term.text} needs a {term.source} column") from None
         transform = _iceberg_transform(term)
         if not transform.can_transform(source.field_type):
-            raise ConfigError(f"partition-by {term.text}: {term.source} is {source.field_type}, which "
+            raise ConfigurationError(f"partition-by {term.text}: {term.source} is {source.field_type}, which "
                               f"{term.transform.value} does not take")
         fields.append(PartitionField(source_id=source.field_id, field_id=_FIRST_FIELD_ID + offset,
                                      transform=transform, name=term.name))
@@ -92,7 +93,7 @@ def partition_spec_of(spec: LakePartitionSpec, schema: Schema) -> PartitionSpec:
 
 
 def check_partitioning(table: Table, spec: LakePartitionSpec) -> None:
-    """Raise :class:`ConfigError` (naming the table, both specs and the setting ``partition-by``, the
+    """Raise :class:`ConfigurationError` (naming the table, both specs and the setting ``partition-by``, the
     one to change) unless the table's current spec is exactly ``spec``'s transforms of the same
     columns, in order."""
     name = ".".join(table.name())
@@ -101,7 +102,7 @@ def check_partitioning(table: Table, spec: LakePartitionSpec) -> None:
     have = [_describe(field, schema) for field in current.fields]
     want = [_term_description(term) for term in spec.terms]
     if have != want:
-        raise ConfigError(
+        raise ConfigurationError(
             f"iceberg table {name} is partitioned by {', '.join(have) or 'nothing'}, but setting "
             f"partition-by is {spec.text} here ({', '.join(want) or 'unpartitioned'})"
         )

@@ -4,7 +4,7 @@ The pieces :mod:`laminar_kafka.cluster.lake.iceberg.commit` and :mod:`laminar_ka
 
 - :func:`open_catalog`: the catalog an :class:`~laminar_kafka.cluster.lake.settings.IcebergSettings` names (an
   embedded SQLite catalog under the output by default, ``sqlite:///path``, or a REST catalog);
-  failures are one :class:`ConfigError` line naming the catalog, never a traceback.
+  failures are one :class:`ConfigurationError` line naming the catalog, never a traceback.
 - :func:`absolute_path`: the URI pyiceberg's FileIO reads for a path relative to the output root.
 - :func:`iceberg_ready` / :func:`schema_conflicts`: Arrow schemas as Iceberg sees them (no
   dictionary type) and the columns a file cannot bring into a table.
@@ -32,8 +32,9 @@ from pyiceberg.schema import Schema, assign_fresh_schema_ids, promote
 from pyiceberg.table import Table
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.settings import IcebergSettings
+from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ def s3_properties_from(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def open_catalog(settings: IcebergSettings, fs: pafs.FileSystem, root: str) -> Catalog:
-    """Open the catalog ``settings`` names. Raises :class:`ConfigError` (one line naming the
+    """Open the catalog ``settings`` names. Raises :class:`ConfigurationError` (one line naming the
     catalog URI) when it cannot be opened: an s3 output without ``catalog_uri``, a SQLite file that
     cannot be created, an unreachable or refusing REST catalog."""
     properties = {**s3_properties_from(os.environ), **settings.properties}
@@ -162,7 +163,7 @@ def open_catalog(settings: IcebergSettings, fs: pafs.FileSystem, root: str) -> C
     try:
         if uri is None:
             if fs.type_name != "local":
-                raise ConfigError("an s3 output needs catalog-uri (a REST catalog, or sqlite:///<path>)")
+                raise ConfigurationError("an s3 output needs catalog-uri (a REST catalog, or sqlite:///<path>)")
             directory = f"{root}/_catalog"
             os.makedirs(directory, exist_ok=True)
             uri = f"sqlite:///{directory}/catalog.db"
@@ -174,12 +175,12 @@ def open_catalog(settings: IcebergSettings, fs: pafs.FileSystem, root: str) -> C
 
             logger.debug("opening REST catalog %s with properties %s", _safe_uri(uri), loggable_properties(properties))
             return RestCatalog(CATALOG_NAME, **{**properties, "uri": uri})
-        raise ConfigError(f"catalog-uri {_safe_uri(uri)!r} is not supported: use sqlite:///<path> or http(s)://")
-    except ConfigError:
+        raise ConfigurationError(f"catalog-uri {_safe_uri(uri)!r} is not supported: use sqlite:///<path> or http(s)://")
+    except ConfigurationError:
         raise
     except Exception as exc:  # noqa: BLE001 - any catalog client failure is one line at start
         shown = _safe_uri(uri) if uri else "the embedded catalog"
-        raise ConfigError(f"cannot open iceberg catalog {shown}: {describe_error(exc)}", cause=exc) from None
+        raise ConfigurationError(f"cannot open iceberg catalog {shown}: {describe_error(exc)}", cause=exc) from None
 
 
 def _sql_catalog(uri: str, warehouse: str, properties: dict[str, str]) -> Catalog:
@@ -188,7 +189,7 @@ def _sql_catalog(uri: str, warehouse: str, properties: dict[str, str]) -> Catalo
     path = uri[len("sqlite:///"):]
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
-        raise ConfigError(f"cannot open iceberg catalog {uri}: directory {directory!r} does not exist")
+        raise ConfigurationError(f"cannot open iceberg catalog {uri}: directory {directory!r} does not exist")
     logger.debug("opening SQLite catalog %s", uri)
     # SqlCatalog creates its tables when it finds none, check-then-create: nodes starting together
     # on one fresh file race, and the loser fails with "table iceberg_tables already exists".

@@ -11,8 +11,9 @@ import pytest
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.base import EpochCommitted, EpochOpened, Manifest, initial_manifest
 from laminar_kafka.coordinator.engine.model import epoch_name
-from laminar_kafka.coordinator.errors import ConfigurationError, CoordinatorError, FencedError
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.layout import parse_header
+from laminar_kafka.errors import ConfigurationError
 from tests.conftest import ZooKeeperHandle
 from tests.integration.coordinator.helpers import config, coordinators, make_chroot, wait_until
 

@@ -14,12 +14,13 @@ from kazoo.exceptions import ConnectionLoss
 from laminar_kafka.cluster import auto_node_id
 from laminar_kafka.cluster.auto_node_id import choose_node_id
 from laminar_kafka.cluster.config import NodeSettings, settings_from
-from laminar_kafka.cluster.errors import ConfigError, UsageError
+from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.node_identity import NodeIdScheme
 from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.coordinator.errors import AccessDeniedError, CoordinatorUnavailable, NodeIdTaken
 from laminar_kafka.coordinator.layout import NodeIdClaim
 from laminar_kafka.coordinator.zk.node_ids import ClaimedNodeId, ClaimOutcome
+from laminar_kafka.errors import ConfigurationError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out", "node-id": "auto"}
 
@@ -134,7 +135,7 @@ def test_every_failure_is_one_line(zk: FakeZooKeeper, failure: BaseException, me
 def test_a_bad_state_file_is_one_line(zk: FakeZooKeeper, tmp_path: Path) -> None:
     path = tmp_path / "node-id-p.json"
     path.write_text("{")
-    with pytest.raises(ConfigError, match="delete the file"):
+    with pytest.raises(ConfigurationError, match="delete the file"):
         choose_node_id(settings(state_dir=str(tmp_path)), "vm")
     path.write_text(json.dumps({"identity": "dir:" + "0" * 32, "pipeline": "other", "node_id": 1}))
     with pytest.raises(UsageError, match="belongs to pipeline 'other', not 'p'"):

@@ -13,7 +13,7 @@ from laminar_kafka.cluster.config import (
     load_settings,
     settings_from,
 )
-from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.errors import ConfigurationError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
 
@@ -33,7 +33,7 @@ def test_defaults_and_derived_values() -> None:
 def test_max_fetched_bytes_reaches_the_source() -> None:
     s = settings_from(BASE, {"LAMINAR_MAX_FETCHED_BYTES": "8388608"}, {})
     assert s.source_properties()["max.fetched.bytes"] == "8388608"
-    with pytest.raises(ConfigError, match="max-fetched-bytes"):
+    with pytest.raises(ConfigurationError, match="max-fetched-bytes"):
         settings_from(BASE, {}, {"max-fetched-bytes": "0"})
 
 
@@ -66,22 +66,22 @@ def test_topics_list_and_comma_string() -> None:
     ({"pipeline": "a/b"}, "pipeline"),
 ])
 def test_invalid_values_are_rejected_with_the_setting_named(bad: dict[str, object], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigurationError, match=message):
         settings_from({**BASE, **bad}, {}, {})
 
 
 def test_missing_required_settings_name_all_three_sources() -> None:
-    with pytest.raises(ConfigError, match="LAMINAR_BOOTSTRAP"):
+    with pytest.raises(ConfigurationError, match="LAMINAR_BOOTSTRAP"):
         settings_from({}, {}, {})
 
 
 def test_misspelt_environment_variable_is_rejected() -> None:
-    with pytest.raises(ConfigError, match="LAMINAR_NODE_ID"):
+    with pytest.raises(ConfigurationError, match="LAMINAR_NODE_ID"):
         settings_from(BASE, {"LAMINAR_NODE_IDD": "2"}, {})
 
 
 def test_remote_output_in_embedded_mode_needs_a_state_dir() -> None:
-    with pytest.raises(ConfigError, match="state-dir"):
+    with pytest.raises(ConfigurationError, match="state-dir"):
         _ = settings_from({**BASE, "output": "s3://bucket/x"}, {}, {}).effective_state_dir
 
 
@@ -93,11 +93,11 @@ def test_load_settings_reads_toml(tmp_path: Path) -> None:
 
 
 def test_load_settings_bad_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read config file"):
+    with pytest.raises(ConfigurationError, match="cannot read config file"):
         load_settings(tmp_path / "missing.toml", {}, {})
     bad = tmp_path / "bad.toml"
     bad.write_text("bootstrap = ")
-    with pytest.raises(ConfigError, match="not valid TOML"):
+    with pytest.raises(ConfigurationError, match="not valid TOML"):
         load_settings(bad, {}, {})
 
 
@@ -113,7 +113,7 @@ def test_a_topic_pattern_is_one_setting_and_reaches_the_source() -> None:
     assert s.topics == (r"re:orders\.(eu|us){1,2}",) and s.selector.is_pattern
     props = s.source_properties()
     assert props["topic"] == r"re:orders\.(eu|us){1,2}" and props["partition.discovery.interval.ms"] == "0"
-    with pytest.raises(ConfigError, match="regular expression"):
+    with pytest.raises(ConfigurationError, match="regular expression"):
         settings_from(BASE, {}, {"topic": "re:("})
 
 
@@ -122,14 +122,14 @@ def test_every_startup_mode_and_its_parameter() -> None:
     assert ts.source_properties()["startup.timestamp.ms"] == "1700000000000"
     so = settings_from(BASE, {}, {"startup-mode": "specific-offsets", "startup-specific-offsets": "t:0:5"})
     assert so.source_properties()["startup.specific-offsets"] == "t:0:5"
-    with pytest.raises(ConfigError, match="startup-timestamp-ms"):
+    with pytest.raises(ConfigurationError, match="startup-timestamp-ms"):
         settings_from(BASE, {}, {"startup-mode": "timestamp"})
-    with pytest.raises(ConfigError, match="startup-specific-offsets"):
+    with pytest.raises(ConfigurationError, match="startup-specific-offsets"):
         settings_from(BASE, {}, {"startup-specific-offsets": "t:0:5"})
-    with pytest.raises(ConfigError, match="startup-mode"):
+    with pytest.raises(ConfigurationError, match="startup-mode"):
         settings_from(BASE, {}, {"startup-mode": "middle"})
     assert settings_from(BASE, {}, {"topology-interval-ms": "0"}).topology_interval_ms == 0
-    with pytest.raises(ConfigError, match="topology-interval-ms"):
+    with pytest.raises(ConfigurationError, match="topology-interval-ms"):
         settings_from(BASE, {}, {"topology-interval-ms": "-1"})
 
 
@@ -146,7 +146,7 @@ def test_manifest_deltas_default_on_and_reach_the_coordinator() -> None:
     assert coordinator_config(settings_from(zk, {}, {})).manifest_deltas is True
     off = settings_from(zk, {"LAMINAR_MANIFEST_DELTAS": "false"}, {})
     assert off.manifest_deltas is False and coordinator_config(off).manifest_deltas is False
-    with pytest.raises(ConfigError, match="manifest-deltas"):
+    with pytest.raises(ConfigurationError, match="manifest-deltas"):
         settings_from(zk, {}, {"manifest-deltas": "sometimes"})
 
 
@@ -158,5 +158,5 @@ def test_the_quiet_checkpoint_interval_reaches_the_coordinator_and_the_runtime()
     off = settings_from(BASE, {}, {"quiet-checkpoint-interval-ms": "0"})
     assert coordinator_config(off).quiet_checkpoint_interval == 0.0 and epoch_ask_after_s(off) is None
     for bad in ("1999", "-1"):
-        with pytest.raises(ConfigError, match="quiet-checkpoint-interval-ms must be 0 .off. or at least"):
+        with pytest.raises(ConfigurationError, match="quiet-checkpoint-interval-ms must be 0 .off. or at least"):
             settings_from(BASE, {}, {"quiet-checkpoint-interval-ms": bad})

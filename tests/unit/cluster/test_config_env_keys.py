@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from laminar_kafka.cluster.config import kafka_client_from, settings_from
 from laminar_kafka.cluster.config_file import env_property, passthrough_tables
-from laminar_kafka.cluster.errors import ConfigError
+from laminar_kafka.errors import ConfigurationError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
 
@@ -45,7 +45,7 @@ def test_a_key_names_one_property(key: str, prop: str) -> None:
 @pytest.mark.parametrize("key", ["S3___ENDPOINT", "_TOKEN", "TOKEN_", "TOKEN__", "", "S3_END$POINT", "S3 ENDPOINT",
                                  "s3___endpoint", "_token", "s3_end$point"])
 def test_a_malformed_upper_case_key_is_one_line_naming_the_variable(key: str) -> None:
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(ConfigurationError) as error:
         env_property(f"LAMINAR_ICEBERG__{key}", key)
     message = str(error.value)
     assert message.startswith(f"environment variable LAMINAR_ICEBERG__{key}: ") and "\n" not in message
@@ -90,5 +90,5 @@ def test_the_kafka_and_registry_tables_map_the_same_way() -> None:
 
 
 def test_a_malformed_variable_stops_the_settings_in_one_line() -> None:
-    with pytest.raises(ConfigError, match=r"^environment variable LAMINAR_KAFKA__SASL___PASSWORD: "):
+    with pytest.raises(ConfigurationError, match=r"^environment variable LAMINAR_KAFKA__SASL___PASSWORD: "):
         settings_from(BASE, {"LAMINAR_KAFKA__SASL___PASSWORD": "pw"}, {})

@@ -11,7 +11,6 @@ import pytest
 
 from laminar_kafka.cli.main import build_parser
 from laminar_kafka.cluster.config import load_settings, settings_from
-from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.node_identity import (
     EMBEDDED_NODE_ID,
     NodeIdChoice,
@@ -28,6 +27,7 @@ from laminar_kafka.cluster.node_identity import (
 )
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.errors import ConfigurationError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out"}
 
@@ -119,10 +119,10 @@ def test_identities_are_znode_names() -> None:
         assert layout.is_node_identity(identity)
         assert layout.node_identity_path(identity) == f"node-ids/identities/{identity}"
     for bad in ("", "  ", ".", "-vm", "host/evil", "ünï", "a" * 254, "with space"):
-        with pytest.raises(ConfigError, match="cannot identify this node"):
+        with pytest.raises(ConfigurationError, match="cannot identify this node"):
             host_identity(bad)
     for bad_token in ("", "xyz", token.upper(), token + "0"):
-        with pytest.raises(ConfigError, match="32 hexadecimal"):
+        with pytest.raises(ConfigurationError, match="32 hexadecimal"):
             token_identity(bad_token)
 
 
@@ -175,7 +175,7 @@ def test_the_state_file_round_trips_and_decodes_strictly() -> None:
                 ('{"identity": "%s", "pipeline": "p", "node_id": 0}' % identity).encode(),
                 ('{"identity": "%s", "pipeline": "p", "node_id": "1"}' % identity).encode(),
                 ('{"identity": "%s", "pipeline": "p"}' % identity).encode()):
-        with pytest.raises(ConfigError, match="node-id auto: .*delete the file"):
+        with pytest.raises(ConfigurationError, match="node-id auto: .*delete the file"):
             StateFile.from_json(bad, "/s/node-id-p.json")
 
 
@@ -200,7 +200,7 @@ def test_auto_comes_from_the_file_the_environment_or_a_flag(file_values: dict[st
 def test_an_explicit_id_later_in_the_order_replaces_auto() -> None:
     s = settings_from({**BASE, "node-id": "auto"}, {"LAMINAR_NODE_ID": "5"}, {})
     assert (s.node_id, s.node_id_auto) == (5, False)
-    with pytest.raises(ConfigError, match="not auto"):
+    with pytest.raises(ConfigurationError, match="not auto"):
         s.with_node_id(2)
 
 
@@ -216,14 +216,14 @@ def test_auto_from_a_toml_file(tmp_path: Path) -> None:
     (0, "node-id must be >= 1"), ("-1", "node-id must be >= 1"),
 ])
 def test_a_bad_node_id_is_one_error_naming_auto(value: object, fragment: str) -> None:
-    with pytest.raises(ConfigError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigurationError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         settings_from(BASE, {}, {"node-id": value})
 
 
 def test_a_chosen_id_is_checked() -> None:
     s = settings_from(BASE, {}, {"node-id": "auto"})
     for bad in (0, -3):
-        with pytest.raises(ConfigError, match="node-id must be >= 1"):
+        with pytest.raises(ConfigurationError, match="node-id must be >= 1"):
             s.with_node_id(bad)
 
 

@@ -8,13 +8,14 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 from laminar_kafka.connector.checkpoint import CursorFormat, SourceCheckpoint
-from laminar_kafka.connector.errors import CheckpointError, ConfigurationError
+from laminar_kafka.connector.errors import CheckpointError
 from laminar_kafka.connector.log_source import PartitionedLogSource, PartitionRead
 from laminar_kafka.connector.memory import MemoryLog, MemorySource
 from laminar_kafka.connector.owner_map import route_partitions
 from laminar_kafka.connector.protocol import ConnectorConfig, DeliveryGuarantee, InitialPosition, SourceStart
 from laminar_kafka.coordinator.vnodes.registry import VnodeRegistry
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
+from laminar_kafka.errors import ConfigurationError
 
 TOPIC = "events"
 IDENTITY = "memory-source"

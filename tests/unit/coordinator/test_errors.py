@@ -4,7 +4,7 @@ import pytest
 
 import laminar_kafka.coordinator as coordinator
 from laminar_kafka.coordinator.errors import (
-    ConfigurationError,
+    AccessDeniedError,
     CoordinatorError,
     FencedError,
     PlacementError,
@@ -13,6 +13,7 @@ from laminar_kafka.coordinator.errors import (
     RoutingError,
     SessionLostError,
 )
+from laminar_kafka.errors import ConfigurationError, LaminarError
 
 SUBCLASSES = [
     RegistryError,
@@ -21,7 +22,7 @@ SUBCLASSES = [
     RoundError,
     FencedError,
     SessionLostError,
-    ConfigurationError,
+    AccessDeniedError,
 ]
 
 
@@ -32,6 +33,14 @@ def test_every_error_derives_from_the_root(cls: type[CoordinatorError]) -> None:
     assert str(err) == "boom"
     assert err.message == "boom"
     assert err.cause is None
+
+
+def test_a_bad_setting_is_the_distribution_s_configuration_error() -> None:
+    """Re-exported here, the one class: not a CoordinatorError (a caller catching the package's
+    failures does not swallow a bad setting); AccessDeniedError is both."""
+    assert coordinator.ConfigurationError is ConfigurationError
+    assert issubclass(CoordinatorError, LaminarError) and not issubclass(ConfigurationError, CoordinatorError)
+    assert issubclass(AccessDeniedError, ConfigurationError)
 
 
 def test_cause_is_kept_and_chained() -> None:

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.coordinator.errors import ConfigurationError
 from laminar_kafka.coordinator.layout import setting_path
 from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 from laminar_kafka.coordinator.local.memory_store import MemoryStore
+from laminar_kafka.errors import ConfigurationError
 
 
 def test_local_pin_is_create_once_and_survives_a_restart(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.base import (
     AckRejected,
@@ -28,6 +27,7 @@ from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.local.store import LocalStore
 from laminar_kafka.coordinator.values import Member
 from laminar_kafka.devstack.waiting import EventLog
+from laminar_kafka.errors import ConfigurationError
 from tests.unit.coordinator.partitions import leader_step, owned_keys
 
 pytestmark = pytest.mark.timeout(60)

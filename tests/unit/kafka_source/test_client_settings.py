@@ -8,9 +8,8 @@ import pytest
 
 from laminar_kafka.cluster.config import kafka_client_from, settings_from
 from laminar_kafka.cluster.config_file import passthrough_tables
-from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.logs import JsonFormatter, RepeatFilter
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import (
     KafkaClientConfig,
     client_config,
@@ -47,12 +46,12 @@ def test_status_and_verify_build_the_same_client_from_the_file(tmp_path: Path) -
     assert client.properties["security.protocol"] == "SSL"  # a bare dotted TOML key is a nested table
     assert kafka_client_from(config, {}, "flag:2").bootstrap == "flag:2"  # the flag wins
     assert kafka_client_from(None, {"LAMINAR_BOOTSTRAP": "env:3"}, None).bootstrap == "env:3"
-    with pytest.raises(ConfigError, match="bootstrap is required"):
+    with pytest.raises(ConfigurationError, match="bootstrap is required"):
         kafka_client_from(None, {}, None)
 
 
 def test_bootstrap_servers_may_not_hide_in_the_kafka_table() -> None:
-    with pytest.raises(ConfigError, match="bootstrap"):
+    with pytest.raises(ConfigurationError, match="bootstrap"):
         settings_from({**BASE, "kafka": {"bootstrap.servers": "other:1"}}, {}, {})
     with pytest.raises(ConfigurationError):
         KafkaClientConfig("a:1", {"bootstrap.servers": "b:2"})
@@ -62,7 +61,7 @@ def test_the_bootstrap_servers_are_checked_by_the_client_configuration_alone() -
     with pytest.raises(ConfigurationError, match="bootstrap is required"):
         KafkaClientConfig("  ")
     assert KafkaClientConfig(" a:1 ").bootstrap == "a:1"
-    with pytest.raises(ConfigError, match=r"bootstrap is required \(--bootstrap, LAMINAR_BOOTSTRAP"):
+    with pytest.raises(ConfigurationError, match=r"bootstrap is required \(--bootstrap, LAMINAR_BOOTSTRAP"):
         settings_from({**BASE, "bootstrap": ""}, {}, {})
     with pytest.raises(ConfigurationError, match=r"bootstrap is required \(property 'bootstrap.servers'\)"):
         KafkaSourceConfig.from_properties({"topic": "t", "group.id": "g"})
@@ -135,7 +134,7 @@ def test_client_config_of_a_plain_bootstrap() -> None:
     ({"zk-auth": "a:b"}, "zk-auth goes with zk"),
 ])
 def test_new_settings_are_validated(bad: dict[str, object], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigurationError, match=message):
         settings_from({**BASE, **bad}, {}, {})
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.redis_source import RedisConfigError, RedisStreamsConfig
 from laminar_kafka.redis_source.source import redacted
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from laminar_kafka.cluster.config import settings_from
-from laminar_kafka.cluster.errors import ConfigError, RuntimeFailure
+from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.deadline import (
     LakeCallOverdue,
     LakeCalls,
@@ -28,6 +28,7 @@ from laminar_kafka.cluster.lake.startup import StartFacts, reconcile_with_lake
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.runtime.context import RuntimeExecutors
 from laminar_kafka.devstack.processes import REPO_ROOT, node_environment
+from laminar_kafka.errors import ConfigurationError
 
 
 class FakeClock:
@@ -283,7 +284,7 @@ def test_lake_io_timeout_ms_defaults_to_two_minutes_and_must_be_positive() -> No
     assert settings_from(base, {}, {}).lake_io_timeout_ms == 120_000
     assert settings_from(base, {"LAMINAR_LAKE_IO_TIMEOUT_MS": "3000"}, {}).lake_io_timeout_ms == 3000
     assert settings_from(base, {}, {"lake-io-timeout-ms": "500"}).lake_io_timeout_ms == 500
-    with pytest.raises(ConfigError, match="lake-io-timeout-ms must be >= 1"):
+    with pytest.raises(ConfigurationError, match="lake-io-timeout-ms must be >= 1"):
         settings_from(base, {}, {"lake-io-timeout-ms": "0"})
 
 

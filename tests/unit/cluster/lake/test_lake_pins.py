@@ -7,9 +7,10 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.lake_pins import LAKE_PINNED_SETTINGS, LakePins, decode, encode, lake_pins_path
 from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.errors import ConfigurationError
 
 VALUES = {"topic": "orders", "output": "/lake", "table-format": "parquet", "partition-by": "day", "format": "raw",
           "vnode-count": "256", "source-identity": "kafka"}
@@ -34,7 +35,7 @@ def test_nothing_kept_is_no_mismatch_and_keep_writes_the_values_once(tmp_path: P
 
 def test_a_drifted_setting_is_refused_in_one_line_naming_where_it_is_kept(tmp_path: Path) -> None:
     pins(tmp_path).keep(None)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError) as refused:
+    with pytest.raises(ConfigurationError) as refused:
         pins(tmp_path, partition_by="hour", format="json").check(None)  # type: ignore[arg-type]
     assert str(refused.value) == ("setting partition-by is hour here, but pipeline orders was created with day "
                                   "(kept in its lake); start this node with --partition-by day "

@@ -5,7 +5,6 @@ import pytest
 
 from laminar_kafka.cluster.config import settings_from
 from laminar_kafka.cluster.config_file import passthrough_tables
-from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import (
     IcebergSettings,
@@ -13,6 +12,7 @@ from laminar_kafka.cluster.lake.settings import (
     TableLocation,
     table_name_of,
 )
+from laminar_kafka.errors import ConfigurationError
 
 BASE = {"bootstrap": "k:9092", "topic": "orders.v1", "output": "/tmp/out"}
 
@@ -68,14 +68,14 @@ def test_iceberg_table_and_env_properties() -> None:
     ({"table-format": "iceberg", "table-location": "bucket"}, "table-location='bucket': expected one of output, catalog"),
 ])
 def test_bad_lake_settings_name_the_setting(values: dict[str, str], message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+    with pytest.raises(ConfigurationError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         settings_from({**BASE, **values}, {}, {})
 
 
 def test_iceberg_table_in_the_file_is_not_a_setting() -> None:
     tables = passthrough_tables({"iceberg": {"s3": {"region": "eu-west-1"}}}, {})
     assert tables.iceberg == {"s3.region": "eu-west-1"}
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigurationError):
         IcebergSettings(namespace="a.b")
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laminar_kafka.cluster.errors import ConfigError
 from laminar_kafka.cluster.lake.partition_spec import MAX_TERMS, PartitionSpec, PartitionTerm, Transform
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.decode.required_fields import parse_required_fields
 
 KAFKA_DAY = PartitionTerm("_timestamp", Transform.DAY)
@@ -134,7 +134,7 @@ def test_two_texts_of_one_spec_share_the_canonical_text_and_order_matters() -> N
     ("region,none", "none stands alone"),
 ])
 def test_every_refusal_is_a_config_error_naming_the_problem(text: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=message) as refused:
+    with pytest.raises(ConfigurationError, match=message) as refused:
         PartitionSpec.parse(text)
     assert str(refused.value).startswith("partition-by")
     assert "\n" not in str(refused.value)
@@ -146,15 +146,15 @@ def test_exactly_max_terms_is_accepted() -> None:
 
 
 def test_terms_refuse_what_the_parser_refuses() -> None:
-    with pytest.raises(ConfigError, match="not a column name"):
+    with pytest.raises(ConfigurationError, match="not a column name"):
         PartitionTerm("a b", Transform.IDENTITY)
-    with pytest.raises(ConfigError, match="not a column name"):
+    with pytest.raises(ConfigurationError, match="not a column name"):
         PartitionTerm("", Transform.IDENTITY)
-    with pytest.raises(ConfigError, match="needs 1 <= N"):
+    with pytest.raises(ConfigurationError, match="needs 1 <= N"):
         PartitionTerm("x", Transform.BUCKET)
-    with pytest.raises(ConfigError, match="takes no"):
+    with pytest.raises(ConfigurationError, match="takes no"):
         PartitionTerm("x", Transform.IDENTITY, 3)
-    with pytest.raises(ConfigError, match="at most 4"):
+    with pytest.raises(ConfigurationError, match="at most 4"):
         PartitionSpec(tuple(PartitionTerm(name, Transform.IDENTITY) for name in "abcde"))
 
 
@@ -204,9 +204,9 @@ def test_required_fields_of_a_spec(text: str, required: str) -> None:
 
 
 def test_a_field_no_kind_suits_is_refused() -> None:
-    with pytest.raises(ConfigError, match="no type of x suits every term over it"):
+    with pytest.raises(ConfigurationError, match="no type of x suits every term over it"):
         PartitionSpec.parse("hour(x),truncate[2](x)").required_fields()
-    with pytest.raises(ConfigError, match="no type of x suits"):
+    with pytest.raises(ConfigurationError, match="no type of x suits"):
         PartitionSpec.parse("x,hour(x)").required_fields()
 
 

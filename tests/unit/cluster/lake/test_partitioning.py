@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.parquet.names import is_valid_directory
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.partitioning import (
@@ -18,6 +18,7 @@ from laminar_kafka.cluster.lake.partitioning import (
     check_topic,
     split_by_partition,
 )
+from laminar_kafka.errors import ConfigurationError
 
 DAY, HOUR, NONE = PartitionSpec.parse("day"), PartitionSpec.parse("hour"), PartitionSpec()
 UTC = dt.timezone.utc
@@ -110,7 +111,7 @@ def test_a_batch_without_timestamp_fails_unless_unpartitioned() -> None:
 
 
 def test_check_partition_columns_for_the_preflight() -> None:
-    with pytest.raises(ConfigError, match=r"partition column _timestamp is missing \(set partition-by = none\)"):
+    with pytest.raises(ConfigurationError, match=r"partition column _timestamp is missing \(set partition-by = none\)"):
         check_partition_columns(["_topic", "value"], HOUR)
     check_partition_columns(["_topic", "value"], NONE)
     check_partition_columns(iter(["_timestamp"]), DAY)

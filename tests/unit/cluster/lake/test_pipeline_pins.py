@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from laminar_kafka.cli.exit_codes import exit_code
 from laminar_kafka.cluster.config import NodeSettings
-from laminar_kafka.cluster.errors import ConfigError, UsageError
 from laminar_kafka.cluster.lake.pins import (
     PINNED_AT_FIRST_START,
     PINNED_SETTINGS,
@@ -26,6 +26,7 @@ from laminar_kafka.cluster.lake.pins import (
 from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
+from laminar_kafka.errors import ConfigurationError
 
 BASE = NodeSettings(bootstrap="k:9092", topics=("orders",), output="/lake", pipeline="orders")
 #: for each pinned setting: the flag values of a node that disagrees with BASE
@@ -168,15 +169,15 @@ def test_a_node_that_disagrees_is_refused_before_writing(setting: str) -> None:
     PipelinePins.of(BASE)(pins)  # type: ignore[arg-type]
     del pins.values[pin_name("source-identity" if setting != "source-identity" else "topic")]  # an absent pin too
     pins.writes.clear()
-    with pytest.raises(ConfigError, match=f"^setting {setting} is ") as raised:
+    with pytest.raises(ConfigurationError, match=f"^setting {setting} is ") as raised:
         PipelinePins.of(settings(**OTHER[setting]))(pins)  # type: ignore[arg-type]
-    assert isinstance(raised.value, UsageError)  # exit 2
+    assert exit_code(raised.value) == 2
     assert pins.writes == []  # refused before anything is pinned
 
 
 def test_a_pipeline_created_before_the_pins_is_pinned_by_its_first_node_checked_by_its_assignment() -> None:
     pins = Pins(AssignmentSnapshot.initial(256).next(1, (1,) * 256))
-    with pytest.raises(ConfigError, match=r"^setting vnode-count is 64 here, but pipeline orders was created with 256 "
+    with pytest.raises(ConfigurationError, match=r"^setting vnode-count is 64 here, but pipeline orders was created with 256 "
                                           r"\(the vnode count of its published assignment\)"):
         PipelinePins.of(settings(vnode_count=64))(pins)  # type: ignore[arg-type]
     assert pins.writes == []
@@ -194,7 +195,7 @@ def test_a_race_lost_to_another_node_with_other_values_is_refused() -> None:
         return real_pin(name, value)
 
     pins.pin_setting = racing  # type: ignore[method-assign]
-    with pytest.raises(ConfigError, match="^setting format is raw here, but pipeline orders was created with json"):
+    with pytest.raises(ConfigurationError, match="^setting format is raw here, but pipeline orders was created with json"):
         PipelinePins.of(BASE)(pins)  # type: ignore[arg-type]
 
 
@@ -205,7 +206,7 @@ def test_chain_runs_in_order_and_stops_at_a_refusal() -> None:
     pins = Pins()
     PipelinePins.of(BASE)(pins)  # type: ignore[arg-type]
     calls.clear()
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigurationError):
         chain_pins(PipelinePins.of(settings(format="json")), lambda c: calls.append("schema"))(pins)  # type: ignore[arg-type]
     assert calls == []  # the schema pin never samples for a node that is refused
 
@@ -222,7 +223,7 @@ def test_embedded_pins_survive_a_restart_and_refuse_another_vnode_count(tmp_path
     second = LocalCoordinator(CoordinatorConfig(pipeline="orders", checkpoint_interval=60, vnode_count=64), tmp_path)
     second.start(10)
     try:
-        with pytest.raises(ConfigError) as raised:
+        with pytest.raises(ConfigurationError) as raised:
             PipelinePins.of(settings(vnode_count=64))(second)
     finally:
         second.stop()

@@ -6,7 +6,7 @@ import pytest
 
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.schema_pin import JSON_SCHEMA_SETTING, JsonSchemaPin
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.type_text import parse_schema_text
 
 

@@ -17,9 +17,10 @@ from laminar_kafka.coordinator.base import (
     Manifest,
     initial_manifest,
 )
-from laminar_kafka.coordinator.errors import ConfigurationError, CoordinatorError, FencedError
+from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 from laminar_kafka.devstack.waiting import EventLog
+from laminar_kafka.errors import ConfigurationError
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,11 +10,11 @@ import pytest
 from laminar_kafka.coordinator.base import CoordinatorEvent, EpochAck, EpochCommitted, EpochOpened
 from laminar_kafka.coordinator.config import CoordinatorConfig
 from laminar_kafka.coordinator.engine.model import QUIET_AFTER_EPOCHS, epoch_interval
-from laminar_kafka.coordinator.errors import ConfigurationError
 from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.devstack.waiting import EventLog
+from laminar_kafka.errors import ConfigurationError
 
 KEYS = [f"t:{p}" for p in range(4)]
 INTERVAL_S, QUIET_S = 0.05, 1.0

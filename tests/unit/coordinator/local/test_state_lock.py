@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.coordinator.config import CoordinatorConfig
-from laminar_kafka.coordinator.errors import ConfigurationError
 from laminar_kafka.coordinator.local.coordinator import LocalCoordinator
 from laminar_kafka.coordinator.local.state_lock import StateDirectoryInUse, StateDirectoryLock
+from laminar_kafka.errors import ConfigurationError
 
 HOLD = """
 import sys, time

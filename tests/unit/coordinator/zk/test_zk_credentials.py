@@ -9,8 +9,9 @@ import logging
 import pytest
 
 from laminar_kafka.coordinator.config import CoordinatorConfig, ZkCredentials
-from laminar_kafka.coordinator.errors import AccessDeniedError, ConfigurationError, CoordinatorError
+from laminar_kafka.coordinator.errors import AccessDeniedError, CoordinatorError
 from laminar_kafka.coordinator.zk.auth import access_denied, open_client, parent_paths
+from laminar_kafka.errors import ConfigurationError
 
 SECRET = "s3cr:et-Pa55"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import BATCH_MIN_BYTES, KafkaSourceConfig
 
 BASE = {"bootstrap.servers": "127.0.0.1:9092", "topic": "t", "group.id": "g"}

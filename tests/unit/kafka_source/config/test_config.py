@@ -3,7 +3,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import (
     METADATA_COLUMNS,
     Format,

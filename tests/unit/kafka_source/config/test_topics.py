@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 
-from laminar_kafka.connector.errors import ConfigurationError
 from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, BuiltBatch

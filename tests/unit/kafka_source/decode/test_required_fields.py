@@ -16,7 +16,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laminar_kafka.connector.errors import ConfigurationError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.required_fields import (

@@ -3,8 +3,9 @@ from __future__ import annotations
 import pytest
 
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
-from laminar_kafka.connector.errors import CheckpointError, ConfigurationError
+from laminar_kafka.connector.errors import CheckpointError
 from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 from laminar_kafka.kafka_source.read.startup import BrokerFacts, resolve_initial, resolve_out_of_range, resolve_resume

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from laminar_kafka.connector.errors import CheckpointError, ConfigurationError, TransientError
+from laminar_kafka.connector.errors import CheckpointError, TransientError
 from laminar_kafka.connector.protocol import DeliveryGuarantee
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.read import startup
 from laminar_kafka.kafka_source.read.positions import EARLIEST

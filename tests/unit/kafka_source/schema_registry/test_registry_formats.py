@@ -19,7 +19,8 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
-from laminar_kafka.connector.errors import ConfigurationError, TransientError
+from laminar_kafka.connector.errors import TransientError
+from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.schema import registry_subject_schema

@@ -27,7 +27,7 @@ from pyiceberg.types import (
 )
 from pyiceberg.utils.datetime import datetime_to_micros
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.partitions import (
     append_data_files,
     check_partitioning,
@@ -36,6 +36,7 @@ from laminar_kafka.cluster.lake.iceberg.partitions import (
 )
 from laminar_kafka.cluster.lake.iceberg.tables import iceberg_schema_of
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.errors import ConfigurationError
 from tests.unit.cluster.iceberg_fakes import DAY_1, DAY_2, Lake, rows
 
 LONG_REGION = "europe-west-central-1-a"  # longer than the 16 characters statistics keep
@@ -250,7 +251,7 @@ def test_partition_spec_of() -> None:
 ])
 def test_partition_spec_of_refuses(spec: str, message: str) -> None:
     schema = SCHEMA if spec != "day" else Schema(NestedField(2, "customer_id", LongType(), required=False))
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigurationError, match=message):
         partition_spec_of(PartitionSpec.parse(spec), schema)
 
 
@@ -273,7 +274,7 @@ def test_check_partitioning_takes_the_same_spec_and_refuses_another_naming_both(
          "day(_timestamp), identity(region), bucket[4](customer_id)"),
     ]:
         spec = PartitionSpec.parse(other)
-        with pytest.raises(ConfigError) as refused:
+        with pytest.raises(ConfigurationError) as refused:
             check_partitioning(table, spec)
         assert str(refused.value) == (
             f"iceberg table pipe.orders is partitioned by identity(region), bucket[4](customer_id), but setting "
@@ -284,6 +285,6 @@ def test_check_partitioning_takes_the_same_spec_and_refuses_another_naming_both(
 def test_check_partitioning_of_an_unpartitioned_table(tmp_path: Path) -> None:
     _, table = created(tmp_path, "none", orders([0], customer_id=pa.array([1], pa.int64())))
     check_partitioning(table, PartitionSpec())
-    with pytest.raises(ConfigError, match=r"is partitioned by nothing, but setting partition-by is "
+    with pytest.raises(ConfigurationError, match=r"is partitioned by nothing, but setting partition-by is "
                                           r"bucket\[2\]\(customer_id\) here \(bucket\[2\]\(customer_id\)\)$"):
         check_partitioning(table, PartitionSpec.parse("bucket[2](customer_id)"))

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from laminar_kafka.cluster.errors import ConfigError, SinkError
+from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.iceberg.tables import (
     absolute_path,
     ensure_namespace,
@@ -22,6 +22,7 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
 )
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import IcebergSettings
+from laminar_kafka.errors import ConfigurationError
 from tests.unit.cluster.iceberg_fakes import Lake, rows
 
 SCHEMA = rows("orders", 0, [0]).schema
@@ -57,10 +58,10 @@ def test_check_without_schema_creates_no_table(tmp_path: Path) -> None:
 
 def test_check_refuses_a_table_partitioned_otherwise(tmp_path: Path) -> None:
     Lake(tmp_path, partitioning=PartitionSpec.parse("hour")).output().check(["orders"], SCHEMA)
-    with pytest.raises(ConfigError, match=r"pipe\.orders is partitioned by hour\(_timestamp\), but setting "
+    with pytest.raises(ConfigurationError, match=r"pipe\.orders is partitioned by hour\(_timestamp\), but setting "
                                           r"partition-by is day here \(day\(_timestamp\)\)$"):
         Lake(tmp_path, partitioning=PartitionSpec.parse("day")).output().check(["orders"], SCHEMA)
-    with pytest.raises(ConfigError, match=r"pipe\.orders is partitioned by hour\(_timestamp\), but setting "
+    with pytest.raises(ConfigurationError, match=r"pipe\.orders is partitioned by hour\(_timestamp\), but setting "
                                           r"partition-by is none here \(unpartitioned\)$") as refused:
         Lake(tmp_path, partitioning=PartitionSpec()).output().check(["orders"], SCHEMA)
     assert "\n" not in str(refused.value), "one line (a node's stderr line)"
@@ -70,31 +71,31 @@ def test_check_refuses_records_the_table_cannot_take(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     lake.output().check(["orders"], SCHEMA)
     changed = SCHEMA.set(SCHEMA.get_field_index("value"), pa.field("value", pa.int64()))
-    with pytest.raises(ConfigError, match=r"pipe\.orders .*column value is binary in the table but long"):
+    with pytest.raises(ConfigurationError, match=r"pipe\.orders .*column value is binary in the table but long"):
         lake.output().check(["orders"], changed)
 
 
 def test_a_missing_partition_column_is_a_config_error(tmp_path: Path) -> None:
     schema = SCHEMA.remove(SCHEMA.get_field_index("_timestamp"))
-    with pytest.raises(ConfigError, match="_timestamp"):
+    with pytest.raises(ConfigurationError, match="_timestamp"):
         Lake(tmp_path).output().check(["orders"], schema)
 
 
 def test_bad_catalogs_are_one_line_config_errors(tmp_path: Path) -> None:
     local = pafs.LocalFileSystem()
     bad_sqlite = IcebergSettings(namespace="p", catalog_uri=f"sqlite:///{tmp_path}/missing/dir/c.db")
-    with pytest.raises(ConfigError, match="sqlite:///.*missing/dir") as caught:
+    with pytest.raises(ConfigurationError, match="sqlite:///.*missing/dir") as caught:
         open_catalog(bad_sqlite, local, str(tmp_path))
     assert "\n" not in str(caught.value)
     s3 = pafs.S3FileSystem(anonymous=True, region="us-east-1")
-    with pytest.raises(ConfigError, match="an s3 output needs catalog-uri"):
+    with pytest.raises(ConfigurationError, match="an s3 output needs catalog-uri"):
         open_catalog(IcebergSettings(namespace="p"), s3, "bucket/out")
-    with pytest.raises(ConfigError, match="not supported"):
+    with pytest.raises(ConfigurationError, match="not supported"):
         IcebergSettings(namespace="p", catalog_uri="thrift://hive:9083")
     started = time.monotonic()
     unreachable = IcebergSettings(namespace="p", catalog_uri="http://user:hunter2@127.0.0.1:9/catalog",
                                   properties={"token": "t0ps3cret"})
-    with pytest.raises(ConfigError, match=r"cannot open iceberg catalog http://127\.0\.0\.1:9/catalog") as caught:
+    with pytest.raises(ConfigurationError, match=r"cannot open iceberg catalog http://127\.0\.0\.1:9/catalog") as caught:
         open_catalog(unreachable, local, str(tmp_path))
     message = str(caught.value)
     assert "\n" not in message and "hunter2" not in message and "t0ps3cret" not in message
@@ -145,7 +146,7 @@ def _start_like_a_node(tmp_path: Path, start: Any, failures: Any) -> None:
     start.wait(timeout=60)
     try:
         Lake(tmp_path).output().check(["orders"], SCHEMA)  # opens the catalog, creates namespace and table
-    except ConfigError as exc:
+    except ConfigurationError as exc:
         failures.put(str(exc))
 
 
