@@ -274,6 +274,8 @@ class WriterSchemas:
 
     def _avro_with_references(self, raw: Any, schema: Schema) -> Any:
         """``raw`` parsed with the named types of its registry references inlined."""
+        # private in confluent-kafka: the client's own resolution of an Avro schema's registry
+        # references (what its AvroDeserializer does); no public function returns the named types
         from confluent_kafka.schema_registry._sync.avro import _resolve_named_schema
         from confluent_kafka.schema_registry.common.avro import parse_schema_with_repo
 
@@ -299,6 +301,8 @@ class WriterSchemas:
         serialized descriptor (Confluent's answer to ``format=serialized``) or ``.proto`` text (what
         Apicurio serves when text was registered: it ignores ``format``); see
         :func:`~laminar_kafka.kafka_source.schema_registry.proto_text.file_descriptor_proto`."""
+        # private in confluent-kafka: adds the well-known .proto files to a descriptor pool, as its
+        # ProtobufDeserializer does; no public function does it
         from confluent_kafka.schema_registry.common.protobuf import _init_pool
         from google.protobuf.descriptor_pool import DescriptorPool
 
