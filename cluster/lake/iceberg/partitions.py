@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import (
+    # private in pyiceberg 0.12 (pinned <0.13): the check its add_files makes of a file's schema
+    # against the table's, which data_files makes the same way; no public function does it
     _check_pyarrow_schema_compatible,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
