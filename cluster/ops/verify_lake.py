@@ -138,11 +138,11 @@ def missing_table_message(catalog: Catalog, identifier: tuple[str, str], flags: 
     (its URI without user info), the ``flags`` to check, then what the catalog holds: the tables
     of the namespace if it exists, else the namespaces, and the namespaces holding a table of that
     name. Listing failures only shorten the line."""
-    from laminar_kafka.cluster.lake.iceberg.tables import _safe_uri, describe_error
+    from laminar_kafka.cluster.lake.iceberg.tables import safe_uri, describe_error
 
     namespace, name = identifier
     uri = catalog.properties.get("uri")
-    where = _safe_uri(uri) if uri else repr(catalog.name)
+    where = safe_uri(uri) if uri else repr(catalog.name)
     try:
         if catalog.namespace_exists(namespace):
             tables = [".".join(t[1:]) for t in catalog.list_tables(namespace)]

@@ -103,7 +103,7 @@ def loggable_properties(properties: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _safe_uri(uri: str) -> str:
+def safe_uri(uri: str) -> str:
     """``uri`` without user info (a password in a URI is never shown)."""
     parts = urlsplit(uri)
     if parts.username is None and parts.password is None:
@@ -175,13 +175,13 @@ def open_catalog(settings: IcebergSettings, fs: pafs.FileSystem, root: str) -> C
         if uri.startswith(("http://", "https://")):
             from pyiceberg.catalog.rest import RestCatalog
 
-            logger.debug("opening REST catalog %s with properties %s", _safe_uri(uri), loggable_properties(properties))
+            logger.debug("opening REST catalog %s with properties %s", safe_uri(uri), loggable_properties(properties))
             return RestCatalog(CATALOG_NAME, **{**properties, "uri": uri})
-        raise ConfigurationError(f"catalog-uri {_safe_uri(uri)!r} is not supported: use sqlite:///<path> or http(s)://")
+        raise ConfigurationError(f"catalog-uri {safe_uri(uri)!r} is not supported: use sqlite:///<path> or http(s)://")
     except ConfigurationError:
         raise
     except Exception as exc:  # noqa: BLE001 - any catalog client failure is one line at start
-        shown = _safe_uri(uri) if uri else "the embedded catalog"
+        shown = safe_uri(uri) if uri else "the embedded catalog"
         raise ConfigurationError(f"cannot open iceberg catalog {shown}: {describe_error(exc)}", cause=exc) from None
 
 
