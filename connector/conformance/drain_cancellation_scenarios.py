@@ -35,11 +35,11 @@ from laminar_kafka.connector.conformance.reading import (
 from laminar_kafka.connector.conformance.vnode_scenarios import (
     IDENTITY,
     SELF,
-    _drive_until,
-    _owners_giving,
-    _poll_until_drained,
-    _split,
-    _started_owning,
+    drive_until,
+    owners_giving,
+    poll_until_drained,
+    split_partitions,
+    started_owning,
 )
 from laminar_kafka.connector.errors import FatalError
 from laminar_kafka.connector.protocol import (
@@ -78,11 +78,11 @@ async def cancelled_finish_drain(kit: ConnectorKit) -> None:
     manifest). The manifest holding both cuts is durable; its ``finish_drain(COMMIT, handoff)`` is
     cancelled in the middle."""
     rule = "cancelled-finish-drain"
-    mine, others = _split(kit)
+    mine, others = split_partitions(kit)
     topic = kit.backend.topic
     lost, gained = frozenset((topic, p) for p in mine), frozenset((topic, p) for p in others)
-    ends, registry, connector = await _started_owning(kit, mine, rule)
-    target = _owners_giving(kit, others)
+    ends, registry, connector = await started_owning(kit, mine, rule)
+    target = owners_giving(kit, others)
     try:
         policy = connector.cancellation_policy()
         if not isinstance(policy, ConnectorCancellationPolicy):
@@ -94,7 +94,7 @@ async def cancelled_finish_drain(kit: ConnectorKit) -> None:
         round_ = AssignmentDrainId.for_round(registry.snapshot(), target, 1)
         registry.begin_round(round_, target)
         connector.begin_drain(SourceDrainRequest(round_), time.monotonic() + kit.read_timeout_s)
-        await _poll_until_drained(kit, connector, round_, reading, rule)
+        await poll_until_drained(kit, connector, round_, reading, rule)
         cut = connector.try_checkpoint()
         if cut is None or set(cut.partitions()) != lost:
             raise ConformanceError(rule, f"try_checkpoint() once the drain is ready is {cut}, not the cut of {sorted(lost)}")
@@ -114,7 +114,7 @@ async def cancelled_finish_drain(kit: ConnectorKit) -> None:
     try:  # CANCEL_SAFE (or nothing was cancelled): the runtime applies the same resolution again
         await connector.finish_drain(resolution, time.monotonic() + kit.read_timeout_s, handoff)
         registry.publish(2, target)
-        await _drive_until(kit, connector, connector.checkpoint_ready, rule,
+        await drive_until(kit, connector, connector.checkpoint_ready, rule,
                            f"{says}checkpoint_ready() after the cancelled finish_drain(COMMIT) was applied again")
         checkpoint = connector.checkpoint()
         want = {tp: manifest[tp] for tp in gained}
@@ -165,7 +165,7 @@ async def _retired(kit: ConnectorKit, connector: SourceConnector, manifest: Sour
     position = ResumePosition(CheckpointAttempt(1, 1), manifest)
     await resumed.start(SourceStart(kit.config, position, DeliveryGuarantee.EXACTLY_ONCE))
     try:
-        await _drive_until(kit, resumed, resumed.checkpoint_ready, rule, "checkpoint_ready() of the next generation")
+        await drive_until(kit, resumed, resumed.checkpoint_ready, rule, "checkpoint_ready() of the next generation")
         want = {tp: o for tp, o in manifest.partitions().items() if tp in gained}
         start = resumed.checkpoint().partitions()
         if start != want:

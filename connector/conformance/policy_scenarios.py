@@ -44,10 +44,10 @@ from laminar_kafka.connector.conformance.reading import (
     take_batch,
 )
 from laminar_kafka.connector.conformance.vnode_scenarios import (
-    _drive_until,
-    _owners_giving,
-    _split,
-    _started_owning,
+    drive_until,
+    owners_giving,
+    split_partitions,
+    started_owning,
 )
 from laminar_kafka.connector.protocol import (
     ConnectorCancellationPolicy,
@@ -86,10 +86,10 @@ async def checkpoint_unavailable_policy(kit: ConnectorKit) -> None:
     cursor it must be the one after exactly the rows returned (kept partitions) and the offered
     cursors (gained ones), at version 2, and reading on from it must be exact."""
     rule = "checkpoint-unavailable-policy"
-    mine, others = _split(kit)
+    mine, others = split_partitions(kit)
     topic = kit.backend.topic
     kept, gained = frozenset((topic, p) for p in mine), frozenset((topic, p) for p in others)
-    ends, registry, connector = await _started_owning(kit, mine, rule)
+    ends, registry, connector = await started_owning(kit, mine, rule)
     try:
         policy = connector.checkpoint_unavailable_policy()
         if not isinstance(policy, SourceCheckpointUnavailablePolicy):
@@ -99,8 +99,8 @@ async def checkpoint_unavailable_policy(kit: ConnectorKit) -> None:
         await read_until(kit, connector, {tp: ends[tp] for tp in kept}, rule)
         before = connector.checkpoint().partitions()
         more = append_everywhere(kit)  # records waiting across the hold
-        registry.publish(2, _owners_giving(kit, mine | others))
-        await _drive_until(kit, connector, lambda: connector.acquisition_needed() is not None, rule,
+        registry.publish(2, owners_giving(kit, mine | others))
+        await drive_until(kit, connector, lambda: connector.acquisition_needed() is not None, rule,
                            "acquisition_needed() after version 2 gave this node partitions")
         held = Reading()
         for _turn in range(HELD_TURNS):  # no cursor offered yet: it stays unavailable

@@ -44,7 +44,7 @@ __all__ = [
 IDENTITY, VNODES, SELF = "conformance", 16, 1
 
 
-def _owners_giving(kit: ConnectorKit, mine: frozenset[int]) -> tuple[int, ...]:
+def owners_giving(kit: ConnectorKit, mine: frozenset[int]) -> tuple[int, ...]:
     """Owners of :data:`VNODES` vnodes giving :data:`SELF` the vnodes of partitions ``mine`` and
     node 2 every other vnode."""
     topic = kit.backend.topic
@@ -52,7 +52,7 @@ def _owners_giving(kit: ConnectorKit, mine: frozenset[int]) -> tuple[int, ...]:
     return tuple(SELF if v in vnodes else 2 for v in range(VNODES))
 
 
-def _split(kit: ConnectorKit) -> tuple[frozenset[int], frozenset[int]]:
+def split_partitions(kit: ConnectorKit) -> tuple[frozenset[int], frozenset[int]]:
     """The partitions this node owns first (partition 0's vnode) and the others (at least one:
     a partition of another vnode)."""
     topic, count = kit.backend.topic, kit.backend.partitions()
@@ -64,14 +64,14 @@ def _split(kit: ConnectorKit) -> tuple[frozenset[int], frozenset[int]]:
     return mine, others
 
 
-async def _started_owning(
+async def started_owning(
     kit: ConnectorKit, partitions: frozenset[int], rule: str
 ) -> tuple[dict[TopicPartitionId, int], VnodeRegistry, SourceConnector]:
     """Records appended to every partition (their ends), version 1 published giving this node the
     vnodes of ``partitions``, and a generation started on it from its initial position, ready."""
     ends = append_everywhere(kit)
     registry = VnodeRegistry(VNODES)
-    registry.publish(1, _owners_giving(kit, partitions))
+    registry.publish(1, owners_giving(kit, partitions))
     connector = kit.make_connector()
     try:
         connector.set_vnode_assignment(IDENTITY, registry, SELF)
@@ -79,14 +79,14 @@ async def _started_owning(
         raise ConformanceSkipped(f"{type(connector).__name__} has no vnode mode: {exc}") from exc
     await connector.start(SourceStart(kit.config, InitialPosition(), DeliveryGuarantee.EXACTLY_ONCE))
     try:
-        await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
+        await drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after start")
     except BaseException:
         await close_generation(connector)
         raise
     return ends, registry, connector
 
 
-async def _drive_until(kit: ConnectorKit, connector: SourceConnector, predicate: Callable[[], bool],
+async def drive_until(kit: ConnectorKit, connector: SourceConnector, predicate: Callable[[], bool],
                        rule: str, what: str) -> None:
     """Call ``drive_control_plane()`` (as the runtime does every turn, not polling while not ready)
     until ``predicate()``."""
@@ -102,8 +102,8 @@ async def _drive_until(kit: ConnectorKit, connector: SourceConnector, predicate:
 
 async def vnode_scoped_reading(kit: ConnectorKit) -> None:
     rule = "vnode-scoped-reading"
-    mine, _others = _split(kit)
-    ends, _registry, connector = await _started_owning(kit, mine, rule)
+    mine, _others = split_partitions(kit)
+    ends, _registry, connector = await started_owning(kit, mine, rule)
     try:
         topic = kit.backend.topic
         owned = {(topic, p): ends[(topic, p)] for p in mine}
@@ -124,15 +124,15 @@ async def vnode_scoped_reading(kit: ConnectorKit) -> None:
 
 async def acquisition_at_the_offered_cursors(kit: ConnectorKit) -> None:
     rule = "acquisition-at-offered-cursors"
-    mine, others = _split(kit)
-    ends, registry, connector = await _started_owning(kit, mine, rule)
+    mine, others = split_partitions(kit)
+    ends, registry, connector = await started_owning(kit, mine, rule)
     try:
         topic = kit.backend.topic
         owned = {(topic, p): ends[(topic, p)] for p in mine}
         await read_until(kit, connector, owned, rule)
-        registry.publish(2, _owners_giving(kit, mine | others))  # the other vnodes come to this node
+        registry.publish(2, owners_giving(kit, mine | others))  # the other vnodes come to this node
         gained = frozenset((topic, p) for p in others)
-        await _drive_until(kit, connector, lambda: connector.acquisition_needed() is not None, rule,
+        await drive_until(kit, connector, lambda: connector.acquisition_needed() is not None, rule,
                            "acquisition_needed() after version 2 gave this node partitions")
         needed = connector.acquisition_needed()
         if needed != (2, gained):
@@ -142,7 +142,7 @@ async def acquisition_at_the_offered_cursors(kit: ConnectorKit) -> None:
                                          "gained partitions were acquired")
         offered = {(t, p): ends[(t, p)] // 2 + 1 for t, p in gained}  # where the manifest says they are
         connector.acquire_partitions({f"{t}:{p}": o for (t, p), o in offered.items()}, 2)
-        await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after acquiring")
+        await drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after acquiring")
         cursor = connector.checkpoint()
         wrong = {f"{t}:{p}": (cursor.partitions().get((t, p)), o) for (t, p), o in offered.items()
                  if cursor.partitions().get((t, p)) != o}
@@ -159,20 +159,20 @@ async def _drain(kit: ConnectorKit, outcome: SourceDrainOutcome) -> None:
     """A round moves the vnodes of ``others`` away from this node while records keep arriving: only
     they pause, at an exact cut, while ``mine`` are read on; then ``outcome`` resolves it."""
     rule = f"drain-{outcome.value}"
-    mine, others = _split(kit)
+    mine, others = split_partitions(kit)
     topic = kit.backend.topic
     kept, moving = frozenset((topic, p) for p in mine), frozenset((topic, p) for p in others)
-    ends, registry, connector = await _started_owning(kit, mine | others, rule)
+    ends, registry, connector = await started_owning(kit, mine | others, rule)
     try:
         reading = await read_until(kit, connector, ends, rule)
         reading.offsets.clear()
         more = append_everywhere(kit, RECORDS)  # in flight across the drain
-        target = _owners_giving(kit, mine)
+        target = owners_giving(kit, mine)
         round_ = AssignmentDrainId.for_round(registry.snapshot(), target, 1)
         registry.begin_round(round_, target)
         connector.begin_drain(SourceDrainRequest(round_), time.monotonic() + kit.read_timeout_s)
         connector.begin_drain(SourceDrainRequest(round_), time.monotonic() + kit.read_timeout_s)  # idempotent
-        await _poll_until_drained(kit, connector, round_, reading, rule)
+        await poll_until_drained(kit, connector, round_, reading, rule)
         cut = {tp: o for tp, o in connector.checkpoint().partitions().items() if tp in moving}
         if set(cut) != moving:
             raise ConformanceError(rule, f"the checkpoint at the drain's cut names {sorted(cut)}, not every moving "
@@ -189,14 +189,14 @@ async def _drain(kit: ConnectorKit, outcome: SourceDrainOutcome) -> None:
         await connector.finish_drain(resolution, time.monotonic() + kit.read_timeout_s)  # idempotent
         if outcome is SourceDrainOutcome.COMMIT:
             registry.publish(2, target)
-            await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the commit")
+            await drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the commit")
             checkpoint = connector.checkpoint()
             if set(checkpoint.partitions()) != kept or checkpoint.assignment_version != 2:
                 raise ConformanceError(rule, f"after the commit the checkpoint names {sorted(checkpoint.partitions())} "
                                              f"at version {checkpoint.assignment_version}; the target is {sorted(kept)} at 2")
             return
-        registry.publish(2, _owners_giving(kit, mine | others))  # an abort publishes the predecessor's owners
-        await _drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the abort")
+        registry.publish(2, owners_giving(kit, mine | others))  # an abort publishes the predecessor's owners
+        await drive_until(kit, connector, connector.checkpoint_ready, rule, "checkpoint_ready() after the abort")
         resumed = Reading()
         await read_until(kit, connector, more, rule, resumed)  # the paused partitions resume at their cut
         expect_exact(kit, rule, resumed, cut, {tp: more[tp] for tp in moving})
@@ -204,7 +204,7 @@ async def _drain(kit: ConnectorKit, outcome: SourceDrainOutcome) -> None:
         await close_generation(connector)
 
 
-async def _poll_until_drained(kit: ConnectorKit, connector: SourceConnector, round_: AssignmentDrainId,
+async def poll_until_drained(kit: ConnectorKit, connector: SourceConnector, round_: AssignmentDrainId,
                               reading: Reading, rule: str) -> None:
     """Drive and poll (the runtime polls through a drain) until ``poll_drain_ready(round_)``."""
     deadline = time.monotonic() + kit.read_timeout_s
@@ -233,18 +233,18 @@ async def drain_commit_handoff(kit: ConnectorKit) -> None:
     """The recipient side of a committed round: this node gains the vnodes of ``others``. The
     handoff cursors are a manifest's: every partition's, the kept ones behind their live cursor."""
     rule = "drain-commit-handoff"
-    mine, others = _split(kit)
+    mine, others = split_partitions(kit)
     topic = kit.backend.topic
     kept, gained = frozenset((topic, p) for p in mine), frozenset((topic, p) for p in others)
-    ends, registry, connector = await _started_owning(kit, mine, rule)
+    ends, registry, connector = await started_owning(kit, mine, rule)
     try:
         reading = await read_until(kit, connector, {tp: ends[tp] for tp in kept}, rule)
         live = connector.checkpoint().partitions()
-        target = _owners_giving(kit, mine | others)
+        target = owners_giving(kit, mine | others)
         round_ = AssignmentDrainId.for_round(registry.snapshot(), target, 1)
         registry.begin_round(round_, target)
         connector.begin_drain(SourceDrainRequest(round_), time.monotonic() + kit.read_timeout_s)
-        await _poll_until_drained(kit, connector, round_, reading, rule)
+        await poll_until_drained(kit, connector, round_, reading, rule)
         registry.clear_round(round_)
         # the manifest holding the cut: the gained partitions where their old owner left them, the
         # kept ones where this node acked them an epoch ago (behind the live cursor: never applied)
@@ -262,7 +262,7 @@ async def drain_commit_handoff(kit: ConnectorKit) -> None:
                                          f"partition {lacking[0]}:{lacking[1]} instead of raising DrainError")
         await connector.finish_drain(resolution, time.monotonic() + kit.read_timeout_s, _keyed(handoff))
         registry.publish(2, target)
-        await _drive_until(kit, connector, connector.checkpoint_ready, rule,
+        await drive_until(kit, connector, connector.checkpoint_ready, rule,
                            "checkpoint_ready() after the committed target was published")
         needed = connector.acquisition_needed()
         if needed is not None:
