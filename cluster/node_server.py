@@ -56,10 +56,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def setup(self) -> None:
-        # the socket timeout of every read and write on this connection (StreamRequestHandler applies
-        # ``timeout``); a silent client times out and the connection is closed
-        self.timeout = self.server.request_timeout_s
         super().setup()
+        # the socket timeout of every read and write on this connection; a silent client times out
+        # and the connection is closed
+        self.connection.settimeout(self.server.request_timeout_s)
 
     def do_GET(self) -> None:  # noqa: N802 - the name http.server dispatches to
         path = self.path.split("?", 1)[0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -33,6 +34,10 @@ from laminar_kafka.redis_source.checkpoint import REDIS_CURSORS, redis_cursors
 from laminar_kafka.redis_source.config import RedisStreamsConfig
 from laminar_kafka.redis_source.errors import RedisCommandError, RedisSourceError, RedisUnavailable
 from laminar_kafka.redis_source.ids import offset_of, position_after, read_from
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+    from redis.typing import KeyT, StreamIdT
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +100,7 @@ class RedisStreamsSource(PartitionedLogSource):
         self._key_partition = {config.stream_key(p).encode(): (config.stream, p) for p in range(config.partitions)}
         self._field = config.value_field.encode()
         self._client: aioredis.Redis | None = None
-        self._advance: object | None = None
+        self._advance: AsyncScript | None = None
         self._turn = 0
 
     def _where(self) -> str:
@@ -153,7 +158,7 @@ class RedisStreamsSource(PartitionedLogSource):
         order = list(starts)
         self._turn = (self._turn + 1) % len(order)
         order = order[self._turn:] + order[:self._turn]
-        streams = {self.config.stream_key(tp[1]): read_from(starts[tp]) for tp in order}
+        streams: dict[KeyT, StreamIdT] = {self.config.stream_key(tp[1]): read_from(starts[tp]) for tp in order}
         try:
             reply = await client.xread(streams, count=max_records)
         except RedisError as exc:
@@ -188,8 +193,10 @@ class RedisStreamsSource(PartitionedLogSource):
                 args += [str(partition), read_from(cursor)]
         if not args:
             return
+        if self._advance is None:
+            raise RedisCommandError("the generation is not started or already closed")
         try:
-            await self._advance(keys=[self.config.advisory_key], args=args, client=client)  # type: ignore[operator]
+            await self._advance(keys=[self.config.advisory_key], args=args, client=client)
         except RedisError as exc:
             logger.warning("%s (advisory only; the next committed epoch writes them again)",
                            self._error(f"the advisory offsets into {self.config.advisory_key}", exc))

@@ -178,8 +178,8 @@ class ConnectWorker(HttpJvmService):
         """Wait until ``tasks`` tasks of ``name`` run; raise ConnectError at once when one failed
         (quoting its trace), WaitTimeout after `timeout`. Returns the seconds waited."""
         def running() -> bool:
-            status = self.connector_status(name) or {}
-            for task in status.get("tasks") or []:  # type: ignore[union-attr]
+            listed = (self.connector_status(name) or {}).get("tasks")
+            for task in listed if isinstance(listed, list) else []:
                 if isinstance(task, dict) and task.get("state") == "FAILED":
                     raise ConnectError(f"connector {name} task {task.get('id')} failed: {task.get('trace')}")
             return self.task_states(name).count("RUNNING") >= tasks

@@ -141,7 +141,7 @@ class _AvroMapper:
             if kind == "fixed":
                 self._define(schema, namespace, decimal)
             return decimal, False
-        if isinstance(kind, str) and (kind, logical) in _AVRO_LOGICAL:
+        if isinstance(kind, str) and isinstance(logical, str) and (kind, logical) in _AVRO_LOGICAL:
             return _AVRO_LOGICAL[(kind, logical)], False
         if kind in ("record", "error"):
             return self._record(schema, namespace)
@@ -323,6 +323,8 @@ class _JsonMapper:
             raise UnsupportedSchemaError(f"JSON Schema without a type: {dict(schema)!r}")
         if len(kinds) > 1:
             raise UnsupportedSchemaError(f"JSON Schema with several types: {kinds}")
+        if not isinstance(kinds[0], str):
+            raise UnsupportedSchemaError(f"JSON Schema type {kinds[0]!r} is not supported")
         return self._typed(kinds[0], schema, refs), nullable
 
     def _typed(self, kind: str, schema: Mapping[str, Any], refs: set[str]) -> pa.DataType:

@@ -254,7 +254,9 @@ class WriterSchemas:
     def latest(self, subject: str) -> int:
         """The schema id of the latest version of ``subject``; raises as :meth:`get`."""
         found = _registry_call(lambda: self._client.get_latest_version(subject), f"subject {subject!r}")
-        return int(found.schema_id)
+        if found.schema_id is None:
+            raise UnsupportedSchemaError(f"subject {subject!r}: the registry's latest version names no schema id")
+        return found.schema_id
 
     def _fetch(self, schema_id: int) -> Schema:
         fmt = "serialized" if self._type == "PROTOBUF" else None

@@ -301,8 +301,8 @@ class LakeRollback(Fault):
             for _epoch, path, _files in chosen:
                 path.unlink()
         epochs = sorted(epoch for epoch, _, _ in chosen)
-        details: dict[str, object] = {"epochs": epochs, "files": deleted, "rows": rows, "records_deleted": drop_records,
-                                      "control_epoch": _last_epoch(ctx), "stop_codes": codes}
+        details = {"epochs": epochs, "files": deleted, "rows": rows, "records_deleted": drop_records,
+                   "control_epoch": _last_epoch(ctx), "stop_codes": codes}
         ctx.note(f"lake rolled back: epochs {epochs}: {deleted} file(s), {rows} row(s) deleted"
                  + (", and their records" if drop_records else " (records kept)"))
         targets = ctx.highs()
@@ -327,8 +327,9 @@ def _rollback_iceberg(ctx: FaultContext, wanted: int) -> dict[str, object]:
         snapshot = table.current_snapshot()
         while snapshot is not None:
             summary = snapshot.summary
-            if summary is not None and summary.get("laminar.pipeline") == ctx.pipeline and summary.get("laminar.epoch"):
-                commits.append((int(summary["laminar.epoch"]), snapshot))
+            epoch = summary.get("laminar.epoch") if summary is not None else None
+            if summary is not None and summary.get("laminar.pipeline") == ctx.pipeline and epoch:
+                commits.append((int(epoch), snapshot))
             parent = snapshot.parent_snapshot_id
             snapshot = table.snapshot_by_id(parent) if parent is not None else None
         count = min(wanted, len(commits) - 1)
@@ -337,7 +338,7 @@ def _rollback_iceberg(ctx: FaultContext, wanted: int) -> dict[str, object]:
         parent_id = commits[count - 1][1].parent_snapshot_id
         assert parent_id is not None
         table.manage_snapshots().rollback_to_snapshot(parent_id).commit()
-        rows = sum(int((s.summary or {}).get("added-records", 0)) for _, s in commits[:count])
+        rows = sum(int(s.summary.get("added-records") or 0) if s.summary is not None else 0 for _, s in commits[:count])
         rolled[".".join(identifier)] = {"epochs": sorted(e for e, _ in commits[:count]), "rows": rows}
     if not rolled:
         raise ChaosError(f"no iceberg table of {ctx.pipeline} has two epoch commits to roll back")

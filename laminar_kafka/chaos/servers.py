@@ -96,7 +96,7 @@ class ClusterProbe:
 
     def control(self) -> ControlState | None:
         try:
-            return self._store().read_register()  # type: ignore[no-any-return]
+            return self._store().read_register()
         except Exception:  # noqa: BLE001 - malformed, ZooKeeper unreachable: poll again
             return None
 
@@ -145,7 +145,7 @@ class ClusterProbe:
 
     def leader(self) -> int | None:
         try:
-            return self._store().read_leader()  # type: ignore[no-any-return]
+            return self._store().read_leader()
         except Exception:  # noqa: BLE001 - ZooKeeper unreachable: no leader seen, poll again
             return None
 
