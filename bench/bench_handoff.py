@@ -108,7 +108,7 @@ async def run(bootstrap: str, rounds: int, rate: float, holds: int, hold_s: floa
         "bootstrap.servers": bootstrap,
         "topic": topic,
         "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-        "include.metadata": "_topic,_partition,_offset",
+        "include-metadata": "_topic,_partition,_offset",
         **{f"kafka.{key}": value for key, value in kafka.items()},
     }
     driver = Driver(topic, PARTITIONS, vnode_count=64)

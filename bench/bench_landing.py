@@ -126,9 +126,9 @@ def read_source(bootstrap: str, topic: str, total: int, payload: str) -> None:
     from laminar_kafka.kafka_source import ConnectorConfig, DeliveryGuarantee, KafkaSource, SourcePosition, SourceStart
 
     props = {"bootstrap.servers": bootstrap, "topic": topic, "group.id": f"bench-{uuid.uuid4().hex}",
-             "include.metadata": "_topic,_partition,_offset"}
+             "include-metadata": "_topic,_partition,_offset"}
     if payload == "json":
-        props.update({"format": "json", "json.schema": JSON_SCHEMA})
+        props.update({"format": "json", "json-schema": JSON_SCHEMA})
 
     async def run() -> None:
         source = KafkaSource()

@@ -8,7 +8,7 @@ every run; one untimed warm-up run of each first) and prints one JSON object: re
 
 Fairness: both readers use the *same* librdkafka configuration (the source's
 ``consumer_config``, so the same prefetch bounds and isolation level) and the same
-``num_messages`` per ``consume`` call (``--chunk`` = the source's ``consume.chunk.records``).
+``num_messages`` per ``consume`` call (``--chunk`` = the source's ``consume-chunk-records``).
 
 Peak RSS is reported per phase (the Linux high-water mark is reset via ``/proc/self/clear_refs``
 before each run, so a phase's peak is not inflated by the fill or the other reader) and for the
@@ -92,7 +92,7 @@ def topic_records(bootstrap: str, topic: str) -> int | None:
 
 def source_properties(bootstrap: str, topic: str, chunk: int, extra: dict[str, str]) -> dict[str, str]:
     return {"bootstrap.servers": bootstrap, "topic": topic, "group.id": f"bench-src-{uuid.uuid4().hex}",
-            "include.metadata": "_partition,_offset", "consume.chunk.records": str(chunk), **extra}
+            "include-metadata": "_partition,_offset", "consume-chunk-records": str(chunk), **extra}
 
 
 def raw_run(bootstrap: str, topic: str, total: int, chunk: int, extra: dict[str, str]) -> float:
@@ -176,7 +176,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--chunk", type=int, default=10_000,
-                        help="num_messages per consume() on both sides (the source's consume.chunk.records)")
+                        help="num_messages per consume() on both sides (the source's consume-chunk-records)")
     parser.add_argument("--batch", type=int, default=10_000, help="max_records per poll_batch()")
     parser.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE",
                         help="extra source property (kafka.* ones configure both readers' client)")

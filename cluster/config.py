@@ -1,17 +1,13 @@
 """Typed settings of one node, merged from defaults, a TOML file, the environment and flags.
 
-Precedence (later wins): built-in defaults < TOML file (``--config FILE``) < environment
-(``LAMINAR_<NAME>``, e.g. ``LAMINAR_NODE_ID``) < command-line flags. Every setting has one canonical
-name, the long flag without dashes (``node-id``); the TOML file uses the same names (``node_id`` is
-accepted too) plus three optional tables: ``[kafka]``, librdkafka properties shared by every Kafka client
-of the node (security: ``security.protocol``, ``sasl.*``, ``ssl.*``; also ``LAMINAR_KAFKA__<KEY>``,
-e.g. ``LAMINAR_KAFKA__SASL_PASSWORD`` for ``sasl.password``), and ``[schema_registry]``, properties of
-the schema-registry client (``basic.auth.user.info``...; also ``LAMINAR_SCHEMA_REGISTRY__<KEY>``),
-and ``[iceberg]``, properties of the Iceberg catalog and its FileIO (``token``, ``s3.endpoint``...;
-also ``LAMINAR_ICEBERG__<KEY>``; a key's ``_`` is a dot and ``__`` a dash, or the key is the property as
-written: :func:`laminar_kafka.cluster.config_file.env_property`). Reading the file and the tables:
-:mod:`laminar_kafka.cluster.config_file`.
-Secrets (see :func:`laminar_kafka.kafka_source.clients.is_secret_key`) never appear in ``repr`` or logs.
+Every setting is declared once in :mod:`laminar_kafka.cluster.settings_def` (name, type, default,
+bounds, doc; the source's pass-through settings by reference to the source's own declarations).
+Precedence (later wins): the declared defaults < TOML file (``--config FILE``) < environment
+(``LAMINAR_<NAME>``, e.g. ``LAMINAR_NODE_ID``) < command-line flags. A setting has one name, the long
+flag without dashes (``node-id``); the TOML file uses the same names (``node_id`` is accepted too) plus
+three optional tables, ``[kafka]``, ``[schema_registry]`` and ``[iceberg]``, whose properties are handed
+through (:mod:`laminar_kafka.cluster.config_file`). Secrets (see
+:func:`laminar_kafka.kafka_source.clients.is_secret_key`) never appear in ``repr`` or logs.
 
 Unknown names are rejected with the nearest valid one. Values are validated here, so a
 :class:`NodeSettings` that exists is well-formed. Apart from reading the TOML file in
@@ -20,21 +16,18 @@ Unknown names are rejected with the nearest valid one. Values are validated here
 from __future__ import annotations
 
 import difflib
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any
 
 from laminar_kafka.cluster.config_file import (
     AUTO,
-    ENV_PREFIX,
     ICEBERG_ENV_PREFIX,
     KAFKA_ENV_PREFIX,
     REGISTRY_ENV_PREFIX,
-    as_bool,
-    as_float,
-    as_int,
     as_node_id,
     as_str,
     as_topics,
@@ -42,7 +35,6 @@ from laminar_kafka.cluster.config_file import (
     read_config_file,
 )
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
-from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.cluster.lake.settings import (
     IcebergSettings,
     LakeTarget,
@@ -50,14 +42,23 @@ from laminar_kafka.cluster.lake.settings import (
     TableLocation,
     table_name_of,
 )
+from laminar_kafka.cluster.settings_def import (
+    ENV_PREFIX,
+    NODE_SETTINGS,
+    SECRET_SETTINGS,
+    attribute,
+    env_name,
+    node_default,
+)
+from laminar_kafka.connector.settings import Layer
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
-from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 __all__ = [
-    "BAD_RECORD_POLICIES", "TOMBSTONE_POLICIES", "ENV_PREFIX", "NodeSettings", "SETTING_NAMES", "STARTUP_MODES", "env_name",
-    "kafka_client_from", "load_settings", "settings_from",
+    "ENV_PREFIX", "NodeSettings", "SECRET_SETTINGS", "SETTING_NAMES", "env_name", "kafka_client_from", "load_settings",
+    "settings_from",
 ]
 
 #: LAMINAR_* variables that configure the tooling, not a node (README "Development"); a node ignores
@@ -71,18 +72,8 @@ TOOLING_ENV: frozenset[str] = frozenset({
     # the dev stack's server releases (laminar_kafka.devstack.jvm.versions)
     "LAMINAR_KAFKA_VERSION", "LAMINAR_KAFKA_MODE", "LAMINAR_ZOOKEEPER_VERSION",
 })
-#: what a record that does not decode does: stop the node, or go to ``<output>/_rejected/``
-BAD_RECORD_POLICIES: tuple[str, ...] = ("fail", "skip")
-#: what a null value (a tombstone) is under a decoded format: a bad record, or a row of null payload columns
-TOMBSTONE_POLICIES: tuple[str, ...] = ("bad", "row")
-#: where a new pipeline starts (resolved once and pinned as its initial manifest)
-STARTUP_MODES: tuple[str, ...] = ("earliest", "latest", "timestamp", "specific-offsets")
-
-
-def _positive(name: str, value: int) -> int:
-    if value < 1:
-        raise ConfigurationError(f"{name} must be >= 1, got {value}")
-    return value
+#: Every setting name (the long flags of `laminar-kafka run`, without the leading dashes).
+SETTING_NAMES: tuple[str, ...] = tuple(NODE_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -101,49 +92,50 @@ class NodeSettings:
     bootstrap: str
     topics: tuple[str, ...]
     output: str
-    zk: str = ""
-    pipeline: str = "default"
-    node_id: int = 1
+    zk: str = node_default("zk")
+    pipeline: str = node_default("pipeline")
+    node_id: int = node_default("node-id")
     node_id_auto: bool = False
-    group_id: str = ""
-    metrics_port: int = 0
-    checkpoint_interval_ms: int = 2000
-    quiet_checkpoint_interval_ms: int = 10000
-    max_file_bytes: int = 128 * 1024 * 1024
-    row_group_rows: int = 65536
-    max_batch_records: int = 10000
-    max_fetched_bytes: int = 32 * 1024 * 1024
-    batch_wait_ms: int = 250
-    format: str = "raw"
-    startup_mode: str = "earliest"
-    startup_timestamp_ms: int = 0
-    startup_specific_offsets: str = ""
-    topology_interval_ms: int = 10000
-    session_timeout_ms: int = 6000
-    drain_timeout_ms: int = 10000
-    lake_io_timeout_ms: int = 120000
-    manifest_deltas: bool = True
-    vnode_count: int = 256
-    source_identity: str = "kafka"
-    state_dir: str = ""
-    metrics_address: str = "0.0.0.0"
-    json_schema: str = ""
-    on_bad_record: str = "fail"
-    max_error_rate: float = 0.01
-    on_tombstone: str = "bad"
-    fail_on_data_loss: bool = True
-    on_lake_behind: str = "rewind"
-    include_key: bool = False
-    include_headers: bool = False
-    key_format: str = "raw"
-    schema_registry_url: str = ""
-    zk_auth: str = field(default="", repr=False)
-    table_format: str = "parquet"
-    partition_by: str = "day"
-    table: str = ""
-    namespace: str = ""
-    catalog_uri: str = ""
-    table_location: str = "output"
+    group_id: str = node_default("group-id")
+    metrics_port: int = node_default("metrics-port")
+    checkpoint_interval_ms: int = node_default("checkpoint-interval-ms")
+    quiet_checkpoint_interval_ms: int = node_default("quiet-checkpoint-interval-ms")
+    max_file_bytes: int = node_default("max-file-bytes")
+    row_group_rows: int = node_default("row-group-rows")
+    max_batch_records: int = node_default("max-batch-records")
+    max_fetched_bytes: int = node_default("max-fetched-bytes")
+    batch_wait_ms: int = node_default("batch-wait-ms")
+    format: str = node_default("format")
+    startup_mode: str = node_default("startup-mode")
+    startup_timestamp_ms: int | None = node_default("startup-timestamp-ms")
+    startup_specific_offsets: str | None = node_default("startup-specific-offsets")
+    topology_interval_ms: int = node_default("topology-interval-ms")
+    session_timeout_ms: int = node_default("session-timeout-ms")
+    drain_timeout_ms: int = node_default("drain-timeout-ms")
+    lake_io_timeout_ms: int = node_default("lake-io-timeout-ms")
+    manifest_deltas: bool = node_default("manifest-deltas")
+    vnode_count: int = node_default("vnode-count")
+    source_identity: str = node_default("source-identity")
+    state_dir: str = node_default("state-dir")
+    metrics_address: str = node_default("metrics-address")
+    json_schema: str | None = node_default("json-schema")
+    #: None: the source's default under the node's guaranteed delivery (fail)
+    on_bad_record: str | None = node_default("on-bad-record")
+    max_error_rate: float = node_default("max-error-rate")
+    on_tombstone: str = node_default("on-tombstone")
+    fail_on_data_loss: bool = node_default("fail-on-data-loss")
+    on_lake_behind: str = node_default("on-lake-behind")
+    include_key: bool = node_default("include-key")
+    include_headers: bool = node_default("include-headers")
+    key_format: str = node_default("key-format")
+    schema_registry_url: str = node_default("schema-registry-url")
+    zk_auth: str = field(default=node_default("zk-auth"), repr=False)
+    table_format: str = node_default("table-format")
+    partition_by: str = node_default("partition-by")
+    table: str = node_default("table")
+    namespace: str = node_default("namespace")
+    catalog_uri: str = node_default("catalog-uri")
+    table_location: str = node_default("table-location")
     kafka: Mapping[str, str] = field(default_factory=dict)
     schema_registry: Mapping[str, str] = field(default_factory=dict)
     iceberg: Mapping[str, str] = field(default_factory=dict)
@@ -166,60 +158,44 @@ class NodeSettings:
             raise ConfigurationError("output is required (--output, LAMINAR_OUTPUT or 'output' in the config file)")
         if not self.pipeline or "/" in self.pipeline:
             raise ConfigurationError(f"pipeline {self.pipeline!r} must be non-empty and contain no '/'")
-        if not self.node_id_auto:
-            _positive("node-id", self.node_id)
-        elif self.node_id < 0:
+        if self.node_id_auto and self.node_id < 0:
             raise ConfigurationError(f"node-id must be >= 1 (or auto), got {self.node_id}")
-        if not 0 <= self.metrics_port <= 65535:
-            raise ConfigurationError(f"metrics-port must be 0..65535, got {self.metrics_port}")
-        for name in ("checkpoint_interval_ms", "max_file_bytes", "row_group_rows", "max_batch_records", "max_fetched_bytes",
-                     "session_timeout_ms", "drain_timeout_ms", "lake_io_timeout_ms", "vnode_count"):
-            _positive(name.replace("_", "-"), getattr(self, name))
+        self._check_declared()
         quiet = self.quiet_checkpoint_interval_ms
         if quiet != 0 and quiet < self.checkpoint_interval_ms:
             raise ConfigurationError(f"quiet-checkpoint-interval-ms must be 0 (off) or at least checkpoint-interval-ms "
-                              f"({self.checkpoint_interval_ms}), got {quiet}")
-        formats = tuple(f.value for f in Format)
-        if self.format not in formats:
-            raise ConfigurationError(f"format={self.format!r}: expected one of {', '.join(formats)}")
+                                     f"({self.checkpoint_interval_ms}), got {quiet}")
         if self.json_schema and self.format != "json":
             raise ConfigurationError("json-schema goes with format=json, and only with it")
         if self.format not in ("raw", "json") and not self.schema_registry_url:
             raise ConfigurationError(f"format={self.format} needs schema-registry-url (the Confluent wire format)")
-        if self.on_bad_record not in BAD_RECORD_POLICIES:
-            raise ConfigurationError(f"on-bad-record={self.on_bad_record!r}: expected one of {', '.join(BAD_RECORD_POLICIES)}")
-        if not 0.0 <= self.max_error_rate <= 1.0:
-            raise ConfigurationError(f"max-error-rate must be within [0, 1], got {self.max_error_rate:g}")
-        if self.on_tombstone not in TOMBSTONE_POLICIES:
-            raise ConfigurationError(f"on-tombstone={self.on_tombstone!r}: expected one of {', '.join(TOMBSTONE_POLICIES)}")
         if self.zk_auth and (":" not in self.zk_auth or self.zk_auth.startswith(":")):
             raise ConfigurationError("zk-auth must be user:password")
         if self.zk_auth and not self.zk:
             raise ConfigurationError("zk-auth goes with zk (ZooKeeper mode)")
-        if self.startup_mode not in STARTUP_MODES:
-            raise ConfigurationError(f"startup-mode={self.startup_mode!r}: expected one of {', '.join(STARTUP_MODES)}")
-        if (self.startup_mode == "timestamp") != (self.startup_timestamp_ms > 0):
-            raise ConfigurationError("startup-timestamp-ms (> 0) goes with startup-mode=timestamp, and only with it")
+        if (self.startup_mode == "timestamp") != (self.startup_timestamp_ms is not None):
+            raise ConfigurationError("startup-timestamp-ms goes with startup-mode=timestamp, and only with it")
         if (self.startup_mode == "specific-offsets") != bool(self.startup_specific_offsets):
             raise ConfigurationError(
                 "startup-specific-offsets (topic:partition:offset,...) goes with startup-mode=specific-offsets, "
                 "and only with it"
             )
-        if self.topology_interval_ms < 0:
-            raise ConfigurationError(f"topology-interval-ms must be >= 0 (0 = never), got {self.topology_interval_ms}")
-        if self.batch_wait_ms < 0:
-            raise ConfigurationError(f"batch-wait-ms must be >= 0 (0 = no wait), got {self.batch_wait_ms}")
         TopicSelector.parse(",".join(self.topics))
         self._check_lake()
 
+    def _check_declared(self) -> None:
+        """Every setting's value against its declaration: bounds, and a closed set of choices."""
+        for name, setting in NODE_SETTINGS.items():
+            value = getattr(self, attribute(name))
+            if name == "topic" or value is None or (name == "node-id" and self.node_id_auto):
+                continue
+            if setting.choices and value not in setting.choices:
+                raise ConfigurationError(f"{name}={value!r}: expected one of {', '.join(setting.choices)}")
+            if not setting.choices:
+                setting.validate(value)
+
     def _check_lake(self) -> None:
         self._check_partitioning()
-        for name, enum_type in (("table-format", TableFormat), ("on-lake-behind", OnLakeBehind),
-                                ("table-location", TableLocation)):
-            value = getattr(self, name.replace("-", "_"))
-            choices = tuple(member.value for member in enum_type)
-            if value not in choices:
-                raise ConfigurationError(f"{name}={value!r}: expected one of {', '.join(choices)}")
         if self.table_format != TableFormat.ICEBERG.value:
             if self.table_location != TableLocation.OUTPUT.value:
                 raise ConfigurationError("table-location goes with table-format=iceberg, and only with it")
@@ -236,14 +212,14 @@ class NodeSettings:
 
     def _check_partitioning(self) -> None:
         """``partition-by`` parses, and every column it reads is one these records can have."""
-        self.partitioning.check_sources(record_format=self.format, json_schema=self.json_schema,
+        self.partitioning.check_sources(record_format=self.format, json_schema=self.json_schema or "",
                                         include_key=self.include_key, key_format=self.key_format)
 
     def with_node_id(self, node_id: int) -> NodeSettings:
         """These settings with the id ``node-id auto`` chose (``node_id_auto`` stays True)."""
         if not self.node_id_auto:
             raise ConfigurationError("with_node_id: node-id is not auto")
-        _positive("node-id", node_id)
+        NODE_SETTINGS["node-id"].validate(node_id)
         return replace(self, node_id=node_id)
 
     @property
@@ -316,32 +292,19 @@ class NodeSettings:
         props = {
             "topic": ",".join(self.topics),
             "group.id": self.effective_group_id,
-            "format": self.format,
-            "startup.mode": self.startup_mode,
-            "include.metadata": ",".join(metadata),
-            "max.fetched.bytes": str(self.max_fetched_bytes),
-            "batch.wait.ms": str(self.batch_wait_ms),
+            "include-metadata": ",".join(metadata),
             # the runtime watches the topology and hands new partitions to the source
-            "partition.discovery.interval.ms": "0",
+            "partition-discovery-interval-ms": "0",
         }
-        if self.startup_mode == "timestamp":
-            props["startup.timestamp.ms"] = str(self.startup_timestamp_ms)
-        if self.startup_mode == "specific-offsets":
-            props["startup.specific-offsets"] = self.startup_specific_offsets
-        if self.json_schema or json_schema:
-            props["json.schema"] = self.json_schema or json_schema
-        if self.on_bad_record != "fail":
-            props["on.bad.record"] = self.on_bad_record
+        for name, setting in NODE_SETTINGS.items():  # the settings passed through under their own name
+            value = getattr(self, attribute(name))
+            if setting.layer is Layer.BOTH and name != "topic" and value not in (None, ""):
+                props[name] = setting.text(value)
+        if not self.json_schema and json_schema:
+            props["json-schema"] = json_schema
         required = self.partitioning.required_fields()
         if required:  # a record partition-by cannot place is a bad record, never a row in a wrong directory
-            props["required.fields"] = required
-        props["max.error.rate"] = repr(self.max_error_rate)
-        if self.on_tombstone != "bad":
-            props["on.tombstone"] = self.on_tombstone
-        if not self.fail_on_data_loss:
-            props["fail.on.data.loss"] = "false"
-        if self.key_format != "raw":
-            props["key.format"] = self.key_format
+            props["required-fields"] = required
         if self.schema_registry_url:
             props["schema.registry.url"] = self.schema_registry_url
         for key, value in self.schema_registry.items():
@@ -349,63 +312,16 @@ class NodeSettings:
         return props
 
 
-_CONVERTERS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    # canonical setting name -> (dataclass field, converter)
-    "bootstrap": ("bootstrap", as_str),
-    "topic": ("topics", as_topics),
-    "output": ("output", as_str),
-    "zk": ("zk", as_str),
-    "pipeline": ("pipeline", as_str),
-    "node-id": ("node_id", as_node_id),
-    "group-id": ("group_id", as_str),
-    "metrics-port": ("metrics_port", as_int),
-    "checkpoint-interval-ms": ("checkpoint_interval_ms", as_int),
-    "quiet-checkpoint-interval-ms": ("quiet_checkpoint_interval_ms", as_int),
-    "max-file-bytes": ("max_file_bytes", as_int),
-    "row-group-rows": ("row_group_rows", as_int),
-    "max-batch-records": ("max_batch_records", as_int),
-    "max-fetched-bytes": ("max_fetched_bytes", as_int),
-    "batch-wait-ms": ("batch_wait_ms", as_int),
-    "format": ("format", as_str),
-    "startup-mode": ("startup_mode", as_str),
-    "startup-timestamp-ms": ("startup_timestamp_ms", as_int),
-    "startup-specific-offsets": ("startup_specific_offsets", as_str),
-    "topology-interval-ms": ("topology_interval_ms", as_int),
-    "session-timeout-ms": ("session_timeout_ms", as_int),
-    "drain-timeout-ms": ("drain_timeout_ms", as_int),
-    "lake-io-timeout-ms": ("lake_io_timeout_ms", as_int),
-    "manifest-deltas": ("manifest_deltas", as_bool),
-    "vnode-count": ("vnode_count", as_int),
-    "source-identity": ("source_identity", as_str),
-    "state-dir": ("state_dir", as_str),
-    "metrics-address": ("metrics_address", as_str),
-    "json-schema": ("json_schema", as_str),
-    "on-bad-record": ("on_bad_record", as_str),
-    "max-error-rate": ("max_error_rate", as_float),
-    "on-tombstone": ("on_tombstone", as_str),
-    "fail-on-data-loss": ("fail_on_data_loss", as_bool),
-    "on-lake-behind": ("on_lake_behind", as_str),
-    "include-key": ("include_key", as_bool),
-    "include-headers": ("include_headers", as_bool),
-    "key-format": ("key_format", as_str),
-    "schema-registry-url": ("schema_registry_url", as_str),
-    "zk-auth": ("zk_auth", as_str),
-    "table-format": ("table_format", as_str),
-    "partition-by": ("partition_by", as_str),
-    "table": ("table", as_str),
-    "namespace": ("namespace", as_str),
-    "catalog-uri": ("catalog_uri", as_str),
-    "table-location": ("table_location", as_str),
-}
-#: settings whose value is a secret: never printed, logged or stored
-SECRET_SETTINGS: frozenset[str] = frozenset({"zk-auth"})
-#: Every setting name (the long flags of `laminar-kafka run`, without the leading dashes).
-SETTING_NAMES: tuple[str, ...] = tuple(_CONVERTERS)
-
-
-def env_name(setting: str) -> str:
-    """``node-id`` -> ``LAMINAR_NODE_ID``."""
-    return ENV_PREFIX + setting.upper().replace("-", "_")
+def _converted(name: str, value: Any) -> Any:
+    """``value`` (a flag's, a variable's or a TOML value) of the setting ``name`` as
+    :class:`NodeSettings` holds it (an enum as its value's text)."""
+    if name == "topic":
+        return as_topics(name, value)
+    if name == "node-id":
+        node_id = as_node_id(name, value)
+        return node_id if node_id == AUTO else NODE_SETTINGS[name].parse(node_id)
+    parsed = NODE_SETTINGS[name].parse(value)
+    return parsed.value if isinstance(parsed, enum.Enum) else parsed
 
 
 def _nearest(name: str) -> str:
@@ -415,7 +331,7 @@ def _nearest(name: str) -> str:
 
 def _canonical(name: str, origin: str) -> str:
     canonical = name.strip().lower().replace("_", "-")
-    if canonical not in _CONVERTERS:
+    if canonical not in NODE_SETTINGS:
         raise ConfigurationError(f"unknown setting {name!r} in {origin}{_nearest(canonical)}")
     return canonical
 
@@ -475,8 +391,7 @@ def settings_from(
         merged[_canonical(key, "the flags")] = value
     kwargs: dict[str, Any] = tables._asdict()
     for name, value in merged.items():
-        attr, convert = _CONVERTERS[name]
-        kwargs[attr] = convert(name, value)
+        kwargs[attribute(name)] = _converted(name, value)
     if kwargs.get("node_id") == AUTO:
         kwargs["node_id"], kwargs["node_id_auto"] = 0, True
     for required in ("bootstrap", "topics", "output"):

@@ -1,7 +1,8 @@
 """The config file and the passthrough tables: TOML reading, value converters, ``[kafka]``,
 ``[schema_registry]`` and ``[iceberg]`` with their ``LAMINAR_<TABLE>__<KEY>`` variables.
 
-Pure apart from :func:`read_config_file`; :mod:`laminar_kafka.cluster.config` builds the settings from these.
+Pure apart from :func:`read_config_file`; :mod:`laminar_kafka.cluster.config` builds the settings from these
+(each setting's own value through its declaration, :mod:`laminar_kafka.cluster.settings_def`).
 """
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX
 
 __all__ = [
-    "AUTO", "ICEBERG_ENV_PREFIX", "KAFKA_ENV_PREFIX", "PassthroughTables", "REGISTRY_ENV_PREFIX", "as_bool",
-    "as_float", "as_int", "as_node_id", "as_str", "as_topics", "env_property", "passthrough_tables",
-    "read_config_file",
+    "AUTO", "ENV_PREFIX", "ICEBERG_ENV_PREFIX", "KAFKA_ENV_PREFIX", "PassthroughTables", "REGISTRY_ENV_PREFIX",
+    "as_int", "as_node_id", "as_str", "as_topics", "env_property", "passthrough_tables", "read_config_file",
 ]
 
 ENV_PREFIX = "LAMINAR_"
@@ -59,26 +59,6 @@ def as_node_id(name: str, value: Any) -> int | str:
         return as_int(name, value)
     except ConfigurationError:
         raise ConfigurationError(f"{name}={value!r} is not an integer (or auto)") from None
-
-
-def as_float(name: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise ConfigurationError(f"{name}={value!r} is not a number")
-    try:
-        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
-    except ValueError:
-        raise ConfigurationError(f"{name}={value!r} is not a number") from None
-
-
-def as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ConfigurationError(f"{name}={value!r} is not a boolean (true or false)")
 
 
 def as_str(name: str, value: Any) -> str:

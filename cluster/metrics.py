@@ -161,7 +161,7 @@ class NodeMetrics:
         )
         self.records_rejected = Counter(
             "laminar_records_rejected", "Records that did not decode, skipped into <output>/_rejected/ "
-            "(on.bad.record=skip)", ["node"], registry=r,
+            "(on-bad-record=skip)", ["node"], registry=r,
         )
         self.offsets_lost = Counter(
             "laminar_offsets_lost", "Offsets Kafka deleted (retention) before this node read them, skipped "

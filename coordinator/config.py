@@ -13,7 +13,11 @@ from laminar_kafka.errors import ConfigurationError
 if TYPE_CHECKING:
     from kazoo.security import ACL
 
-__all__ = ["CoordinatorConfig", "ZkCredentials"]
+__all__ = ["DEFAULT_SESSION_TIMEOUT_S", "CoordinatorConfig", "ZkCredentials"]
+
+#: the ZooKeeper session timeout of a node and of every coordinator not given one (seconds): a dead
+#: node is detected this long after it stopped answering, and its partitions move
+DEFAULT_SESSION_TIMEOUT_S = 6.0
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ class CoordinatorConfig:
 
     pipeline: str
     hosts: str = ""
-    session_timeout: float = 10.0
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT_S
     checkpoint_interval: float = 1.0
     quiet_checkpoint_interval: float = 0.0
     round_deadline: float = 30.0

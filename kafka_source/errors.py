@@ -53,4 +53,4 @@ class DecodeError(ConnectorError):
 
 
 class ErrorRateExceededError(FatalError):
-    """Best-effort delivery skipped more bad records than ``max.error.rate`` allows."""
+    """Best-effort delivery skipped more bad records than ``max-error-rate`` allows."""

@@ -17,7 +17,7 @@ class SourceMetrics:
     decode_errors: int = 0
     records_skipped: int = 0
     offset_resets: int = 0
-    #: offsets skipped because Kafka deleted them before they were read (``fail.on.data.loss=false``)
+    #: offsets skipped because Kafka deleted them before they were read (``fail-on-data-loss=false``)
     offsets_lost: int = 0
     partitions_discovered: int = 0
     commits: int = 0

@@ -28,7 +28,7 @@ A directory name drops the field's leading underscores (readers skip ``_``-prefi
 ``bucket[8](_key)`` is ``key_bucket=3``), except that ``day(_timestamp)`` and ``hour(_timestamp)``
 keep ``dt=`` and ``hour=``. Values in directory names are percent-encoded outside
 ``[A-Za-z0-9._~-]`` (Hive, Spark, pyarrow and DuckDB decode them). A record whose field is null or
-absent, or whose field has a type of another kind, is a bad record (the source's ``required.fields``,
+absent, or whose field has a type of another kind, is a bad record (the source's ``required-fields``,
 :meth:`PartitionSpec.required_fields`), never a row in a wrong directory; ``_timestamp`` under
 ``day``/``hour`` is the one field allowed null (its legacy default partition).
 
@@ -142,7 +142,7 @@ class PartitionTerm:
     def max_value_bytes(self) -> int:
         """The longest text (UTF-8 bytes) whose directory ``key=value`` surely fits a file name of
         :data:`MAX_NAME_BYTES` (every byte percent-encoded, 3 bytes each): an identity term's values
-        longer than this are bad records (``required.fields`` ``<=N``)."""
+        longer than this are bad records (``required-fields`` ``<=N``)."""
         return (MAX_NAME_BYTES - len(self.directory_key) - 1) // 3
 
     @property
@@ -216,7 +216,7 @@ class PartitionSpec:
         return tuple(dict.fromkeys(t.source for t in self.terms))
 
     def required_fields(self) -> str:
-        """The source's ``required.fields`` for this spec: each source column but a ``_timestamp``
+        """The source's ``required-fields`` for this spec: each source column but a ``_timestamp``
         only Kafka-time terms read (its null has a partition there; under ``bucket[N]`` it has none),
         with the kinds every term over it accepts (``""``: none required)."""
         parts = []
@@ -237,7 +237,7 @@ class PartitionSpec:
         ``include-key`` (or binary, ``key-format raw``, under identity), ``day(_offset)``, a payload
         field under ``format=raw`` (only ``value``), or a field ``json_schema`` (``format=json``)
         lacks or types otherwise. Registry formats (and registry keys) are checked record by record
-        (the source's ``required.fields``)."""
+        (the source's ``required-fields``)."""
         metadata_kinds = {"_partition": "integer", "_offset": "integer", "_timestamp": "timestamp",
                           "_key": {"raw": "binary", "string": "string"}.get(key_format)}
         for term in self.terms:

@@ -13,7 +13,7 @@ The Kafka-time levels come from ``_timestamp`` in UTC; a row whose ``_timestamp`
 ``dt=__HIVE_DEFAULT_PARTITION__`` (and ``hour=__HIVE_DEFAULT_PARTITION__``), the value Hive, Spark,
 pyarrow and DuckDB read back as null. Field levels use Iceberg's transforms (bucket and truncate are
 pyiceberg-core's, the very functions Iceberg partitions with); their fields are never null here (the
-source refuses such records: ``required.fields``), and a null that reaches a field level is a
+source refuses such records: ``required-fields``), and a null that reaches a field level is a
 :class:`SinkError`, never a wrong directory. The topic comes from ``_topic``
 (``dictionary<int32, string>`` or a plain string column); a batch without it takes a default topic
 when one is configured.
@@ -85,7 +85,7 @@ def check_topic(topic: str) -> str:
 def check_partition_columns(schema_names: Iterable[str], spec: PartitionSpec) -> None:
     """Raise :class:`ConfigurationError` when records with these column names cannot be partitioned by
     ``spec``'s Kafka-time level (``_timestamp`` missing). Field levels are the source's to check
-    (``required.fields``)."""
+    (``required-fields``)."""
     if any(t.is_kafka_time for t in spec.terms) and TIMESTAMP_COLUMN not in set(schema_names):
         raise ConfigurationError(_MISSING_TIMESTAMP)
 
@@ -158,10 +158,10 @@ def _level(batch: pa.RecordBatch, term: PartitionTerm) -> _Level:
     kind = kind_of(column.type)
     if kind is None or kind.value not in term.transform.kinds:  # e.g. truncate of a boolean, identity of a uint64
         raise SinkError(f"partition-by {term.text}: {term.source} is {column.type}, which "
-                        f"{term.transform.value} does not take (the source should have refused it: required.fields)")
+                        f"{term.transform.value} does not take (the source should have refused it: required-fields)")
     if column.null_count:
         raise SinkError(f"partition-by {term.text}: {column.null_count} row(s) have a null {term.source} "
-                        "(the source should have refused them: required.fields)")
+                        "(the source should have refused them: required-fields)")
     try:
         return _field_level(column, term)
     except (pa.ArrowException, ValueError) as exc:

@@ -189,10 +189,10 @@ def pinned_start_config(connector: ConnectorConfig, cursors: dict[str, int]) -> 
     """``connector`` starting exactly at the pinned initial manifest's ``cursors``: startup mode
     ``specific-offsets`` with them (partitions they lack start at their first offset), or
     ``earliest`` when there are none (a pattern that matched no topic at start). Pure."""
-    properties = {k: v for k, v in connector.properties.items() if not k.startswith("startup.")}
+    properties = {k: v for k, v in connector.properties.items() if not k.startswith(("startup-", "startup."))}
     if cursors:
-        properties["startup.mode"] = "specific-offsets"
-        properties["startup.specific-offsets"] = ",".join(f"{key}:{offset}" for key, offset in sorted(cursors.items()))
+        properties["startup-mode"] = "specific-offsets"
+        properties["startup-specific-offsets"] = ",".join(f"{key}:{offset}" for key, offset in sorted(cursors.items()))
     else:
-        properties["startup.mode"] = "earliest"
+        properties["startup-mode"] = "earliest"
     return ConnectorConfig(connector.connector_type, properties)

@@ -39,7 +39,7 @@ class Format(enum.Enum):
 
 
 class KeyFormat(enum.Enum):
-    """How the ``_key`` column is decoded (``key.format``)."""
+    """How the ``_key`` column is decoded (``key-format``)."""
     RAW = "raw"
     STRING = "string"
     AVRO = "avro"
@@ -59,7 +59,7 @@ class StartupMode(enum.Enum):
 
 
 class BadRecordPolicy(enum.Enum):
-    """What a record that does not decode does to the source (``on.bad.record``)."""
+    """What a record that does not decode does to the source (``on-bad-record``)."""
 
     #: the source fails; nothing moves, the same record fails again
     FAIL = "fail"
@@ -69,10 +69,10 @@ class BadRecordPolicy(enum.Enum):
 
 class TombstonePolicy(enum.Enum):
     """What a record with a null value (a tombstone: a delete on a compacted topic, as Debezium
-    writes after each delete event) becomes under a decoded format (``on.tombstone``). Under
+    writes after each delete event) becomes under a decoded format (``on-tombstone``). Under
     ``format=raw`` a tombstone is always a row with a null ``value``."""
 
-    #: a bad record, like a value that does not decode (``on.bad.record`` decides)
+    #: a bad record, like a value that does not decode (``on-bad-record`` decides)
     BAD = "bad"
     #: a row whose payload columns are all null; ``_key`` and the other metadata columns are kept
     ROW = "row"

@@ -1,4 +1,4 @@
-"""Arrow types as text and back: the ``json.schema`` setting's ``name:type,...`` with nested types.
+"""Arrow types as text and back: the ``json-schema`` setting's ``name:type,...`` with nested types.
 
 :func:`parse_type` reads what ``str(pyarrow_type)`` writes, so a schema inferred from a sample can be
 pinned as text and read back equal: type aliases (``int64``, ``string``, ``timestamp[ms]``...),

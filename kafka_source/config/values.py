@@ -1,5 +1,5 @@
 """Parsers of single source property values (booleans, integers, enums, the metadata column list,
-``startup.specific-offsets``, ``json.schema``): pure, each error a :class:`ConfigurationError` naming
+``startup-specific-offsets``, ``json-schema``): pure, each error a :class:`ConfigurationError` naming
 the property. :mod:`laminar_kafka.kafka_source.config.source_config` assembles them into :class:`~laminar_kafka.kafka_source.config.source_config.KafkaSourceConfig`."""
 from __future__ import annotations
 
@@ -58,14 +58,14 @@ def parse_json_schema(text: str) -> pa.Schema:
     try:
         fields = list(parse_schema_text(text))
     except ConfigurationError as exc:
-        raise ConfigurationError(f"json.schema: {exc}") from None
+        raise ConfigurationError(f"json-schema: {exc}") from None
     if not fields:
-        raise ConfigurationError("json.schema is empty")
+        raise ConfigurationError("json-schema is empty")
     names = [f.name for f in fields]
     if len(set(names)) != len(names):
-        raise ConfigurationError(f"json.schema has duplicate field names: {names}")
+        raise ConfigurationError(f"json-schema has duplicate field names: {names}")
     if any(n in METADATA_COLUMNS for n in names):
-        raise ConfigurationError("json.schema fields may not use the metadata column names")
+        raise ConfigurationError("json-schema fields may not use the metadata column names")
     return pa.schema(fields)
 
 
@@ -80,7 +80,7 @@ def metadata_columns(value: str) -> tuple[str, ...]:
         column = item if item.startswith("_") else f"_{item}"
         if column not in METADATA_COLUMNS:
             raise ConfigurationError(
-                f"include.metadata: unknown column {item!r}; valid: {', '.join(METADATA_COLUMNS)}"
+                f"include-metadata: unknown column {item!r}; valid: {', '.join(METADATA_COLUMNS)}"
             )
         wanted.add(column)
     return tuple(c for c in METADATA_COLUMNS if c in wanted)
@@ -91,14 +91,14 @@ def specific_offsets(value: str, selector: TopicSelector) -> dict[tuple[str, int
     for item in filter(None, (p.strip() for p in value.split(","))):
         parts = item.rsplit(":", 2)
         if len(parts) != 3:
-            raise ConfigurationError(f"startup.specific-offsets: {item!r} is not topic:partition:offset")
+            raise ConfigurationError(f"startup-specific-offsets: {item!r} is not topic:partition:offset")
         topic, partition, offset = parts
         if not selector.matches(topic):
-            raise ConfigurationError(f"startup.specific-offsets: topic {topic!r} is not configured")
-        key = (topic, int_value("startup.specific-offsets partition", partition, minimum=0))
+            raise ConfigurationError(f"startup-specific-offsets: topic {topic!r} is not configured")
+        key = (topic, int_value("startup-specific-offsets partition", partition, minimum=0))
         if key in result:
-            raise ConfigurationError(f"startup.specific-offsets: {topic}:{key[1]} listed twice")
-        result[key] = int_value("startup.specific-offsets offset", offset, minimum=0)
+            raise ConfigurationError(f"startup-specific-offsets: {topic}:{key[1]} listed twice")
+        result[key] = int_value("startup-specific-offsets offset", offset, minimum=0)
     if not result:
-        raise ConfigurationError("startup.specific-offsets is empty")
+        raise ConfigurationError("startup-specific-offsets is empty")
     return result

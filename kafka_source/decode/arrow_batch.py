@@ -91,7 +91,7 @@ def timestamp_array(values: list[int | None]) -> pa.Array:
     return pa.Array.from_buffers(pa.timestamp("ms"), len(values), [None, pa.py_buffer(array("q", values))])
 
 
-#: the JSON a tombstone reads as under ``on.tombstone=row``: every field absent, so null
+#: the JSON a tombstone reads as under ``on-tombstone=row``: every field absent, so null
 _EMPTY_OBJECT = b"{}"
 
 
@@ -106,7 +106,7 @@ class BatchBuilder:
     """Builds record batches from lists of messages.
 
     :attr:`schema` is fixed for ``raw`` and ``json``; with a registry format (or a registry
-    ``key.format``) it is the schema of the last batch built (before the first: the metadata
+    ``key-format``) it is the schema of the last batch built (before the first: the metadata
     columns only, and ``_key`` as null). ``registry``: the schema registry client (default: one
     for ``schema.registry.url``).
     """
@@ -122,7 +122,7 @@ class BatchBuilder:
         self.required_fields = config.required_fields
         self.key_format = config.key_format
         self._values: Decoder | None = None
-        #: ``on.tombstone=row``: a null value decodes to a row of null payload columns
+        #: ``on-tombstone=row``: a null value decodes to a row of null payload columns
         self._tombstone_rows = config.on_tombstone is TombstonePolicy.ROW
         self._keys: Decoder | None = None
         self.payload_schema: pa.Schema
@@ -142,7 +142,7 @@ class BatchBuilder:
             payload = json_schema or config.json_schema
             if payload is None:
                 raise ConfigurationError(
-                    "format=json needs json.schema or a prior discover_schema() call"
+                    "format=json needs json-schema or a prior discover_schema() call"
                 )
             self.payload_schema = payload
             self._parse_options = pa_json.ParseOptions(
@@ -176,9 +176,9 @@ class BatchBuilder:
         """Decode ``records``. Pre: ``len(records) > 0``, read with the fields this builder's
         columns need (:meth:`RecordFields.of <laminar_kafka.kafka_source.decode.records.RecordFields.of>`).
 
-        A record is bad when its value does not decode, or its key does not (``key.format``), or
+        A record is bad when its value does not decode, or its key does not (``key-format``), or
         its ``_timestamp`` lies outside years 0001-9999 (:mod:`laminar_kafka.kafka_source.decode.timestamps`),
-        or it breaks ``required.fields`` (:mod:`laminar_kafka.kafka_source.decode.required_fields`).
+        or it breaks ``required-fields`` (:mod:`laminar_kafka.kafka_source.decode.required_fields`).
         Raises :class:`~laminar_kafka.connector.errors.TransientError` when the schema registry cannot be
         reached and :class:`ConfigurationError` when it refuses access (nothing is consumed).
         """
@@ -214,7 +214,7 @@ class BatchBuilder:
 
     def _decode_json(self, values: list[bytes | None]) -> tuple[list[pa.Array], dict[int, str]]:
         """Payload columns of the good values and the bad ones (by index). With
-        ``on.tombstone=row`` a null value reads as ``{}``: every payload column null."""
+        ``on-tombstone=row`` a null value reads as ``{}``: every payload column null."""
         if self._tombstone_rows and None in values:
             values = [_EMPTY_OBJECT if v is None else v for v in values]
         payload = self._parse_json_fast(values)

@@ -54,7 +54,7 @@ class RecordFields:
     @classmethod
     def of(cls, config: KafkaSourceConfig, *, keeps_rejected: bool) -> RecordFields:
         """The fields a source of ``config`` needs: its metadata columns and, when it keeps
-        rejected records (``on.bad.record=skip``), the timestamp and key of every rejected row."""
+        rejected records (``on-bad-record=skip``), the timestamp and key of every rejected row."""
         metadata = config.include_metadata
         return cls(
             topic=config.topics[0] if len(config.topics) == 1 and config.topic_pattern is None else None,

@@ -1,10 +1,10 @@
 """Required fields: columns every decoded record must have, non-null and of an accepted kind.
 
-The ``required.fields`` property names them: ``name`` (any type) or ``name:kind|kind...``, comma
+The ``required-fields`` property names them: ``name`` (any type) or ``name:kind|kind...``, comma
 separated, for example ``customer_id:integer|string,event_time:timestamp|date``; ``<=N`` after the
 kinds bounds a text or bytes value to N bytes (UTF-8), for example ``region:string<=80``. A record whose
 required field is null (in JSON, also when the field is absent) or longer than its bound, or a batch whose decoded schema
-lacks the field or holds it with a type of another kind, is a *bad record* (the ``on.bad.record``
+lacks the field or holds it with a type of another kind, is a *bad record* (the ``on-bad-record``
 policy: fail the source, or skip it into the rejected rows with the reason). A lake partitioned by a
 field declares that field here, so a record that cannot be placed never reaches a directory.
 
@@ -76,9 +76,9 @@ class RequiredField:
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
-            raise ConfigurationError(f"required.fields: {self.name!r} is not a column name")
+            raise ConfigurationError(f"required-fields: {self.name!r} is not a column name")
         if self.max_bytes is not None and self.max_bytes < 1:
-            raise ConfigurationError(f"required.fields: {self.name}: a bound must be >= 1, got {self.max_bytes}")
+            raise ConfigurationError(f"required-fields: {self.name}: a bound must be >= 1, got {self.max_bytes}")
 
     def text(self) -> str:
         """The property form of this field (``name`` or ``name:kind|kind``, kinds in a fixed order,
@@ -96,7 +96,7 @@ class RequiredField:
 
 
 def parse_required_fields(text: str) -> tuple[RequiredField, ...]:
-    """Parse ``required.fields``; raises :class:`ConfigurationError` naming the first problem (an
+    """Parse ``required-fields``; raises :class:`ConfigurationError` naming the first problem (an
     unknown kind, a bad name, a field listed twice)."""
     fields: list[RequiredField] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -106,7 +106,7 @@ def parse_required_fields(text: str) -> tuple[RequiredField, ...]:
             try:
                 max_bytes = int(limit.strip())
             except ValueError:
-                raise ConfigurationError(f"required.fields: {item!r}: the bound after <= is not an integer") from None
+                raise ConfigurationError(f"required-fields: {item!r}: the bound after <= is not an integer") from None
         name, colon, kinds_text = head.partition(":")
         kinds = set()
         for word in filter(None, (w.strip().lower() for w in kinds_text.split("|"))):
@@ -114,13 +114,13 @@ def parse_required_fields(text: str) -> tuple[RequiredField, ...]:
                 kinds.add(ValueKind(word))
             except ValueError:
                 allowed = ", ".join(k.value for k in ValueKind)
-                raise ConfigurationError(f"required.fields: {item!r}: unknown kind {word!r} (expected {allowed})") from None
+                raise ConfigurationError(f"required-fields: {item!r}: unknown kind {word!r} (expected {allowed})") from None
         if colon and not kinds:
-            raise ConfigurationError(f"required.fields: {item!r} names no kind after ':'")
+            raise ConfigurationError(f"required-fields: {item!r} names no kind after ':'")
         fields.append(RequiredField(name.strip(), frozenset(kinds), max_bytes))
     names = [f.name for f in fields]
     if len(set(names)) != len(names):
-        raise ConfigurationError(f"required.fields lists a field twice: {names}")
+        raise ConfigurationError(f"required-fields lists a field twice: {names}")
     return tuple(fields)
 
 
@@ -141,17 +141,17 @@ def check_required_fields(
 ) -> None:
     """Refuse (:class:`ConfigurationError`) a required field no record could have: a metadata column
     not in ``include_metadata``, or a payload field ``payload`` (the payload columns when known at
-    configuration: ``raw``, and ``json`` with ``json.schema``; ``None``: not known) lacks or types
+    configuration: ``raw``, and ``json`` with ``json-schema``; ``None``: not known) lacks or types
     otherwise. Registry payloads and metadata types are checked batch by batch (:func:`bad_rows`)."""
     included = set(include_metadata)
     for field in required:
         if field.name in METADATA_COLUMNS:
             if field.name not in included:
-                raise ConfigurationError(f"required.fields: {field.name} is not among include.metadata")
+                raise ConfigurationError(f"required-fields: {field.name} is not among include-metadata")
             continue
         problem = None if payload is None else schema_problem(payload, field)
         if problem is not None:
-            raise ConfigurationError(f"required.fields: {problem}")
+            raise ConfigurationError(f"required-fields: {problem}")
 
 
 def bad_rows(batch: pa.RecordBatch, fields: Iterable[RequiredField]) -> dict[int, str]:

@@ -38,7 +38,7 @@ SAMPLE_RECORDS = 1000
 def configured_schema(config: KafkaSourceConfig, json_schema: pa.Schema | None) -> pa.Schema:
     """The schema of ``config`` (payload columns plus the configured metadata columns).
 
-    ``json_schema`` is an inferred payload schema for ``format=json`` without ``json.schema``;
+    ``json_schema`` is an inferred payload schema for ``format=json`` without ``json-schema``;
     raises :class:`ConfigurationError` when such a format has neither. A registry format has no
     payload columns here: its batches carry the newest writer schema seen
     (:mod:`laminar_kafka.kafka_source.schema_registry.decode`); see :func:`registry_subject_schema` for a preview.
@@ -46,7 +46,7 @@ def configured_schema(config: KafkaSourceConfig, json_schema: pa.Schema | None) 
     if config.format is Format.JSON:
         payload = json_schema or config.json_schema
         if payload is None:
-            raise ConfigurationError("format=json needs json.schema or discover_schema()")
+            raise ConfigurationError("format=json needs json-schema or discover_schema()")
         return pa.schema(list(payload) + metadata_fields(config.include_metadata))
     return BatchBuilder(config).schema
 

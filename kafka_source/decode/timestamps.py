@@ -6,7 +6,7 @@ clock, or one that sends microseconds where Kafka expects milliseconds (2024 bec
 reads the batch in Python (``as_py``, ``to_pylist``), cannot name a Hive partition directory, and
 stops an Iceberg commit (pyiceberg reads column statistics as ``datetime``). The source therefore
 treats a record whose ``_timestamp`` lies outside :data:`MIN_TIMESTAMP_MS` ..
-:data:`MAX_TIMESTAMP_MS` as a bad record (``on.bad.record``: stop with the record named, or skip
+:data:`MAX_TIMESTAMP_MS` as a bad record (``on-bad-record``: stop with the record named, or skip
 it into the rejected output), like a value that does not decode.
 
 Pure: numpy over the column's buffers, no per-record Python unless a timestamp is out of range.

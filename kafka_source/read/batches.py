@@ -37,7 +37,7 @@ __all__ = [
     "ERROR_RATE_MIN_RECORDS", "DecodeFailures", "FifoTake", "advance", "build_batch", "take_items", "with_positions",
 ]
 
-#: ``max.error.rate`` is a fraction of at least this many records (see :class:`DecodeFailures`).
+#: ``max-error-rate`` is a fraction of at least this many records (see :class:`DecodeFailures`).
 ERROR_RATE_MIN_RECORDS = 100
 
 
@@ -177,7 +177,7 @@ def build_batch(
 
 
 class DecodeFailures:
-    """The bad-record policy of one generation (``on.bad.record``, ``max.error.rate``).
+    """The bad-record policy of one generation (``on-bad-record``, ``max-error-rate``).
 
     ``fail``: the first undecodable record raises :class:`DecodeError` (nothing moves; the same
     records fail again). ``skip``: bad records are consumed and returned as a rejected batch, under
@@ -215,7 +215,7 @@ class DecodeFailures:
                 raise DecodeError(
                     f"{topic}:{partition}@{offset} does not decode as "
                     f"{self._format.value}: {built.bad[0].reason} (cursor not advanced; "
-                    "on.bad.record=skip would skip it into the rejected output)",
+                    "on-bad-record=skip would skip it into the rejected output)",
                     topic=topic, partition=partition, offset=offset,
                 )
             return None
@@ -233,7 +233,7 @@ class DecodeFailures:
             raise ErrorRateExceededError(
                 f"{self.records_rejected} of {self.records_seen} records did not decode as "
                 f"{self._format.value} (rate {self.records_rejected / self.records_seen:.4f}), above "
-                f"max.error.rate={self._max_error_rate}; last bad record {where}: {built.bad[-1].reason}"
+                f"max-error-rate={self._max_error_rate}; last bad record {where}: {built.bad[-1].reason}"
             )
         logger.warning("skipped %d undecodable record(s), the last %s: %s", bad, where, built.bad[-1].reason)
         return rejected_batch(records, built.bad)

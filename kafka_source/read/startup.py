@@ -42,7 +42,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class BrokerFacts:
     """``watermarks[(topic, partition)] = (low, high)`` for every partition of the topics;
-    ``time_offsets`` only for ``startup.mode=timestamp`` (``None`` = no record at/after it)."""
+    ``time_offsets`` only for ``startup-mode=timestamp`` (``None`` = no record at/after it)."""
 
     watermarks: Mapping[TopicPartitionId, tuple[int, int]]
     time_offsets: Mapping[TopicPartitionId, int | None] = field(default_factory=dict)
@@ -51,7 +51,7 @@ class BrokerFacts:
 @dataclass(frozen=True)
 class StartupPlan:
     """Exact next-offsets for every partition to read, how many were reset to the low watermark
-    (best-effort, or ``fail.on.data.loss=false``), and how many offsets below it those skipped."""
+    (best-effort, or ``fail-on-data-loss=false``), and how many offsets below it those skipped."""
 
     offsets: Mapping[TopicPartitionId, int]
     resets: int = 0
@@ -63,12 +63,12 @@ def _below_low(
     config: KafkaSourceConfig,
 ) -> int:
     """The offset to start at when ``offset`` lies below the low watermark: an error under
-    guaranteed delivery unless ``fail.on.data.loss=false``, else the low watermark (logged)."""
+    guaranteed delivery unless ``fail-on-data-loss=false``, else the low watermark (logged)."""
     if delivery.is_guaranteed and config.fail_on_data_loss:
         raise OffsetOutOfRangeError(
             f"{what} offset {offset} of {tp[0]}:{tp[1]} is below the low watermark {low} "
             f"(records were deleted by retention); refusing to skip them under {delivery.value} "
-            "(fail.on.data.loss=false resumes at the low watermark, the loss logged)",
+            "(fail-on-data-loss=false resumes at the low watermark, the loss logged)",
             topic=tp[0],
             partition=tp[1],
             offset=offset,
@@ -78,7 +78,7 @@ def _below_low(
     if delivery.is_guaranteed:
         logger.warning(
             "%s offset %d of %s:%d is below the low watermark %d: offsets %d..%d were deleted by retention "
-            "before they were read and are lost; resuming at %d (fail.on.data.loss=false)",
+            "before they were read and are lost; resuming at %d (fail-on-data-loss=false)",
             what, offset, tp[0], tp[1], low, offset, low - 1, low,
         )
     else:
@@ -117,7 +117,7 @@ def resolve_initial(
                 offsets[tp] = low
             elif wanted > high:
                 raise ConfigurationError(
-                    f"startup.specific-offsets: {tp[0]}:{tp[1]}:{wanted} is beyond the high "
+                    f"startup-specific-offsets: {tp[0]}:{tp[1]}:{wanted} is beyond the high "
                     f"watermark {high}"
                 )
             elif wanted < low:
@@ -127,7 +127,7 @@ def resolve_initial(
                 offsets[tp] = wanted
     for tp in config.startup_specific_offsets:
         if tp not in facts.watermarks:
-            raise ConfigurationError(f"startup.specific-offsets: {tp[0]}:{tp[1]} does not exist")
+            raise ConfigurationError(f"startup-specific-offsets: {tp[0]}:{tp[1]} does not exist")
     return StartupPlan(offsets, resets, lost)
 
 
@@ -187,7 +187,7 @@ def resolve_out_of_range(
     of range" (guaranteed delivery only: best-effort lets the client reset to the earliest offset).
 
     Below the low watermark (records deleted by retention while the reader lagged behind): as a
-    checkpoint cursor below it (:func:`_below_low`), so ``fail.on.data.loss=false`` resumes at the
+    checkpoint cursor below it (:func:`_below_low`), so ``fail-on-data-loss=false`` resumes at the
     low watermark with the loss logged. Beyond the high watermark (the topic was deleted and
     re-created, or an unclean leader election truncated the log): :class:`OffsetOutOfRangeError`,
     always. Inside ``[low, high]`` (the log moved under the fetch): ``position`` again.
@@ -408,7 +408,7 @@ def query_broker_facts(
         time_offsets: dict[TopicPartitionId, int | None] = {}
         if config.startup_mode is StartupMode.TIMESTAMP:
             assert config.startup_timestamp_ms is not None
-            step = f"cannot look up the offsets at startup.timestamp.ms={config.startup_timestamp_ms}"
+            step = f"cannot look up the offsets at startup-timestamp-ms={config.startup_timestamp_ms}"
             wanted = [KafkaTopicPartition(t, p, config.startup_timestamp_ms) for t, p in bounds]
             for tp in consumer.offsets_for_times(wanted, timeout=timeout_s):
                 if tp.error is not None:

@@ -33,111 +33,16 @@ from laminar_kafka.cli.exit_codes import INTERRUPTED, exit_code
 from laminar_kafka.cli.lake import add_lake_commands, lake_target
 from laminar_kafka.cli.redis import add_redis_commands
 from laminar_kafka.cli.tools import add_chaos_command, add_demo_command
-from laminar_kafka.cluster.config import (
-    BAD_RECORD_POLICIES,
-    SETTING_NAMES,
-    STARTUP_MODES,
-    TOMBSTONE_POLICIES,
-    env_name,
-    load_settings,
-)
+from laminar_kafka.cluster.config import SETTING_NAMES, env_name, load_settings
 from laminar_kafka.cluster.errors import ClusterError, UsageError
-from laminar_kafka.cluster.lake.settings import TableFormat, TableLocation
 from laminar_kafka.cluster.logs import quiet_clients
-from laminar_kafka.kafka_source.config.source_config import Format
+from laminar_kafka.cluster.settings_def import NODE_SETTINGS
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["build_parser", "main"]
 
 T = TypeVar("T")
-
-_RUN_HELP = {
-    "bootstrap": "Kafka bootstrap servers (host:port,...)",
-    "topic": "topic(s) to land, comma-separated, or re:<regex> (topics created later that match are landed too)",
-    "output": "output directory or URI (file://, s3://, ...)",
-    "zk": "ZooKeeper hosts (host:port,...); without it the node runs embedded (one node, local manifests)",
-    "pipeline": "pipeline name (ZooKeeper subtree, default group id); default 'default'",
-    "node-id": "this node's id (integer >= 1, unique in the pipeline; default 1), or auto: embedded, 1; a host "
-               "name ending in an ordinal -<n> (a StatefulSet's pod-0, pod-1...), n + 1; otherwise an id "
-               "claimed in ZooKeeper for this node, kept across restarts (by its state-dir file, else its "
-               "host name)",
-    "group-id": "consumer group for advisory offset commits; default laminar-<pipeline>",
-    "metrics-port": "serve Prometheus /metrics on this port (0 = off)",
-    "checkpoint-interval-ms": "epoch interval in ms (default 2000)",
-    "quiet-checkpoint-interval-ms": "once 3 epochs in a row moved no cursor, the epoch interval in ms until a node "
-                                    "holds rows again and asks for one (default 10000; 0 = off)",
-    "max-file-bytes": "rotate staged Parquet files at this size (default 128 MiB)",
-    "row-group-rows": "rows per Parquet row group (default 65536)",
-    "max-batch-records": "records per source poll (default 10000)",
-    "max-fetched-bytes": "bound on records fetched but not yet landed: the Kafka client's queue (half) plus "
-                         "the source's (default 33554432, 32 MiB)",
-    "batch-wait-ms": "how long a fetch may wait to gather 256 KiB: a trickle lands a batch at a time, at most this "
-                     "late (default 250; 0 = every record at once, at a fetch per handful of records)",
-    "format": "record format (default raw)",
-    "startup-mode": "where a new pipeline starts; resolved once "
-                    "and pinned before any node reads (default earliest)",
-    "startup-timestamp-ms": "with startup-mode=timestamp: the first record time to land (ms since the epoch)",
-    "startup-specific-offsets": "with startup-mode=specific-offsets: topic:partition:offset,...",
-    "topology-interval-ms": "how often topic metadata is read for new partitions and topics (default 10000; 0 = never)",
-    "session-timeout-ms": "ZooKeeper session timeout in ms (default 6000)",
-    "drain-timeout-ms": "deadline of a rebalance drain in ms (default 10000)",
-    "lake-io-timeout-ms": "a call into the object store or the Iceberg catalog that does not return within this "
-                          "many ms stops the node in one line, exit 1 (default 120000)",
-    "manifest-deltas": "ZooKeeper mode: the leader stores each manifest as the cursors that changed since a full one "
-                       "(default true); false stores them whole, for a rolling upgrade from a release before "
-                       "manifest format 2 (docs/deploy.md)",
-    "vnode-count": "number of vnodes of a new pipeline (default 256)",
-    "source-identity": "source identity used for partition routing (default 'kafka')",
-    "state-dir": "embedded mode: where manifests are kept (default <output>/_coordinator); ZooKeeper mode with "
-                 "node-id auto: this node's own directory, where it records its identity and id",
-    "metrics-address": "address /metrics binds to (default 0.0.0.0, every interface; 127.0.0.1 for this host only)",
-    "json-schema": "format=json: the record schema, name:type,... (pyarrow types: int64, string, double, "
-                   "timestamp[ms]...); without it a schema is inferred once from a sample and pinned for the pipeline",
-    "on-bad-record": "a record that does not decode: fail (stop the node; default) or skip "
-                     "(land it in <output>/_rejected/ with its raw bytes and the error, exactly once)",
-    "max-error-rate": "with on-bad-record=skip: stop once more than this fraction of records was bad (default 0.01)",
-    "on-tombstone": "a record with a null value under format json or a registry format (a tombstone, as a compacted "
-                    "or Debezium topic has): bad (a bad record, per on-bad-record; default) or row (a row whose "
-                    "payload columns are null, _key and metadata kept)",
-    "fail-on-data-loss": "true (default): a node whose next offset was deleted by retention before it was read "
-                         "stops, naming the partition; false: it resumes at the oldest offset Kafka still holds "
-                         "and logs the lost offsets (a WARNING per partition)",
-    "on-lake-behind": "the lake lost epochs the control state committed (a table rolled back, published files "
-                      "deleted): rewind (default: land them again from the lake's cursors) or fail (refuse to "
-                      "start, touching nothing)",
-    "include-key": "add the record key as a _key column (true/false; default false)",
-    "include-headers": "add the record headers as a _headers column, a list of key/value structs (default false)",
-    "key-format": "how the key is decoded with include-key: raw bytes (default), string, or a schema-registry format",
-    "schema-registry-url": "formats avro, protobuf, json-schema: the Confluent-compatible schema registry URL "
-                           "(client properties in the [schema_registry] table, LAMINAR_SCHEMA_REGISTRY__<KEY>)",
-    "zk-auth": "ZooKeeper digest credentials user:password: the pipeline's subtree is created readable and "
-               "writable by this user only (prefer the environment variable: flags show in ps)",
-    "table-format": "parquet: a Hive-style Parquet tree <output>/<topic>/dt=YYYY-MM-DD/ (default); iceberg: one "
-                    "Apache Iceberg table per topic, one Iceberg commit per epoch",
-    "partition-by": "day (default) or hour of _timestamp (UTC), none, or terms over fields: f, day(f), hour(f), "
-                    "bucket[N](f), truncate[W](f), comma-separated, e.g. 'day(event_time),bucket[16](customer_id)' "
-                    "(docs/partitioning.md); a record whose field is null or of another type is a bad record",
-    "table": "table-format=iceberg, a single topic: the table name (default: the topic, dots and dashes as _)",
-    "namespace": "table-format=iceberg: the Iceberg namespace (default: the pipeline name)",
-    "catalog-uri": "table-format=iceberg: sqlite:///<path> or an http(s):// REST catalog (default: an embedded "
-                   "SQLite catalog at <output>/_catalog/catalog.db); properties in the [iceberg] table, "
-                   "LAMINAR_ICEBERG__<KEY>",
-    "table-location": "table-format=iceberg: where a table the node creates goes: output (default: <output>/<topic>, "
-                      "metadata beside the data) or catalog (the catalog places it, for catalogs that manage "
-                      "their tables' locations; the data files stay under <output>/<topic>)",
-}
-
-
-#: Settings whose values are a closed set: argparse lists and checks them.
-_RUN_CHOICES: dict[str, tuple[str, ...]] = {
-    "format": tuple(f.value for f in Format),
-    "startup-mode": STARTUP_MODES,
-    "on-bad-record": BAD_RECORD_POLICIES,
-    "on-tombstone": TOMBSTONE_POLICIES,
-    "table-format": tuple(f.value for f in TableFormat),
-    "table-location": tuple(location.value for location in TableLocation),
-}
 
 
 def _version() -> str:
@@ -172,8 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(run)
     run.add_argument("--config", metavar="FILE", help="TOML file with the settings below (same names)")
     for name in SETTING_NAMES:
-        run.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None, choices=_RUN_CHOICES.get(name),
-                         help=f"{_RUN_HELP[name]} [env {env_name(name)}]")
+        setting = NODE_SETTINGS[name]
+        run.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None, choices=setting.choices or None,
+                         help=f"{setting.help()} [env {env_name(name)}]")
     run.add_argument("--log-file", help="also write logs to this file")
     run.add_argument("--connect-timeout", type=float, default=10.0,
                      help="seconds to wait for Kafka and ZooKeeper at start (default 10)")
@@ -192,10 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--zk", help="ZooKeeper hosts of the pipeline [env LAMINAR_ZK]")
     group.add_argument("--state-dir", help="embedded pipeline: its manifest directory [env LAMINAR_STATE_DIR]")
     status.add_argument("--pipeline", default=None, help="pipeline name (default 'default') [env LAMINAR_PIPELINE]")
-    status.add_argument("--source-identity", default="kafka", help="source identity (default 'kafka')")
+    status.add_argument("--source-identity", default=NODE_SETTINGS["source-identity"].default,
+                        help=NODE_SETTINGS["source-identity"].help())
     status.add_argument("--output", help="the pipeline's output: also show the lake's latest epoch and cursors "
                                          "and whether they agree with the control state's")
-    status.add_argument("--table-format", choices=("parquet", "iceberg"),
+    status.add_argument("--table-format", choices=NODE_SETTINGS["table-format"].choices,
                         help="with --output: parquet (default) or iceberg [env LAMINAR_TABLE_FORMAT]")
     status.add_argument("--namespace", help="with --output, iceberg: the namespace (default: the pipeline)")
     status.add_argument("--catalog-uri", help="with --output, iceberg: the catalog (default: under the output)")

@@ -21,7 +21,7 @@ async def test_broker_restart_mid_stream_no_loss_no_duplicate(
     support.create_topic(kafka.bootstrap, topic, 4)
     support.produce(kafka.bootstrap, topic, [b"before-%d" % i for i in range(20_000)])
     source = await start_source(
-        props(kafka.bootstrap, topic, unique("g"), **{"max.fetched.bytes": "200000"})
+        props(kafka.bootstrap, topic, unique("g"), **{"max-fetched-bytes": "200000"})
     )
     batches = []
     try:

@@ -50,4 +50,4 @@ def test_by_default_tombstones_are_bad_records(embedded: Pipeline) -> None:  # n
     node = embedded.launch(1, *FLAGS, "--on-bad-record", "skip")  # 10 % bad, above max-error-rate 0.01
     assert node.wait(60) != 0
     log = node.log_text()
-    assert "max.error.rate" in log and "tombstone" in log, log[-3000:]
+    assert "max-error-rate" in log and "tombstone" in log, log[-3000:]

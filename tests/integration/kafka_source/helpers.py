@@ -26,7 +26,7 @@ def props(bootstrap: str, topic: str, group: str, **extra: str) -> dict[str, str
         "bootstrap.servers": bootstrap,
         "topic": topic,
         "group.id": group,
-        "include.metadata": "_partition,_offset",
+        "include-metadata": "_partition,_offset",
     }
     base.update({k.replace("_", "."): v for k, v in extra.items()})
     return base

@@ -1,6 +1,6 @@
 """Records deleted (by retention, or delete-records) ahead of a source that is still reading: the
 broker answers its next fetch with "offset out of range". By default the source fails naming the
-partition, the offsets and ``fail.on.data.loss``; with ``fail.on.data.loss=false`` it reads on at
+partition, the offsets and ``fail-on-data-loss``; with ``fail-on-data-loss=false`` it reads on at
 the oldest offset Kafka still holds, its cursor moves past the lost offsets, and it counts them.
 A topic deleted and re-created under a running source fails it, naming the re-creation."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 RECORDS, DELETED_UP_TO, READ_FIRST = 3000, 2500, 50
 #: small fetches, so the client has fetched far less than DELETED_UP_TO when the records go
-SMALL_FETCHES = {"max.fetched.bytes": "65536", "kafka.max.partition.fetch.bytes": "65536"}
+SMALL_FETCHES = {"max-fetched-bytes": "65536", "kafka.max.partition.fetch.bytes": "65536"}
 
 
 def _topic(kafka, unique: Callable[[str], str], name: str) -> str:  # type: ignore[no-untyped-def]
@@ -47,7 +47,7 @@ async def test_records_deleted_ahead_of_the_reader_fail_it_naming_the_setting(ka
         await _read_some(source)
         delete_records_before(kafka.bootstrap, topic, 0, DELETED_UP_TO)
         with pytest.raises(OffsetOutOfRangeError, match=rf"read offset \d+ of {topic}:0 is below the low watermark "
-                           rf"{DELETED_UP_TO} \(records were deleted by retention\).*fail.on.data.loss=false"):
+                           rf"{DELETED_UP_TO} \(records were deleted by retention\).*fail-on-data-loss=false"):
             await poll_until(source, lambda _batches: False, timeout=30)
     finally:
         await source.close()
@@ -55,7 +55,7 @@ async def test_records_deleted_ahead_of_the_reader_fail_it_naming_the_setting(ka
 
 async def test_with_fail_on_data_loss_false_the_reader_reads_on_at_the_oldest_offset(kafka, unique) -> None:  # type: ignore[no-untyped-def]
     topic = _topic(kafka, unique, "deleted-ahead-ok")
-    properties = props(kafka.bootstrap, topic, unique("g"), **SMALL_FETCHES, **{"fail.on.data.loss": "false"})
+    properties = props(kafka.bootstrap, topic, unique("g"), **SMALL_FETCHES, **{"fail-on-data-loss": "false"})
     source = await start_source(properties)
     try:
         read = await _read_some(source)
@@ -73,7 +73,7 @@ async def test_with_fail_on_data_loss_false_the_reader_reads_on_at_the_oldest_of
 
 async def test_a_topic_re_created_under_the_reader_fails_it_naming_the_re_creation(kafka, unique) -> None:  # type: ignore[no-untyped-def]
     topic = _topic(kafka, unique, "recreated")
-    properties = props(kafka.bootstrap, topic, unique("g"), **SMALL_FETCHES, **{"fail.on.data.loss": "false"})
+    properties = props(kafka.bootstrap, topic, unique("g"), **SMALL_FETCHES, **{"fail-on-data-loss": "false"})
     source = await start_source(properties)
     try:
         await _read_some(source)

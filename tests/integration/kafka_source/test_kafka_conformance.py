@@ -56,7 +56,7 @@ class KafkaBackend(LogBackend):
 def conformance_kit(kafka, unique: Callable[[str], str]) -> ConnectorKit:  # type: ignore[no-untyped-def]
     topic, group = unique("conformance"), unique("g")
     properties = {"bootstrap.servers": kafka.bootstrap, "topic": topic, "group.id": group,
-                  "include.metadata": "_topic,_partition,_offset", "startup.mode": "earliest"}
+                  "include-metadata": "_topic,_partition,_offset", "startup-mode": "earliest"}
     return ConnectorKit(KafkaBackend(kafka.bootstrap, topic, group, 4), KafkaSource, ConnectorConfig("kafka", properties))
 
 

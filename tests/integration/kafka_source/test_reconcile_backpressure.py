@@ -55,7 +55,7 @@ async def test_acquisition_completes_while_the_fifo_is_full(kafka, unique, poll_
     properties = props(
         kafka.bootstrap, topic, unique("g"),
         include_metadata="_topic,_partition,_offset",
-        **{"max.fetched.bytes": "65536", "consume.chunk.records": "200"},
+        **{"max-fetched-bytes": "65536", "consume-chunk-records": "200"},
     )
     a = Node(1, properties, driver.vnode_count, max_records=500)
     await driver.add_node(a)
@@ -125,7 +125,7 @@ async def test_advisory_commit_completes_while_the_fifo_is_full(kafka, unique) -
     create_topic(kafka.bootstrap, topic, 2)
     produce(kafka.bootstrap, topic, [VALUE] * 20_000)
     properties = props(
-        kafka.bootstrap, topic, unique("g"), **{"max.fetched.bytes": "65536", "consume.chunk.records": "200"}
+        kafka.bootstrap, topic, unique("g"), **{"max-fetched-bytes": "65536", "consume-chunk-records": "200"}
     )
     source = await start_source(properties)
     try:

@@ -42,8 +42,8 @@ def record(i: int, **extra: Any) -> dict[str, Any]:
 
 def source_props(bootstrap: str, topic: str, group: str, registry: str, **extra: str) -> dict[str, str]:
     return {"bootstrap.servers": bootstrap, "topic": topic, "group.id": group, "format": "avro",
-            "schema.registry.url": registry, "include.metadata": "_partition,_offset,_key",
-            "key.format": "string", **extra}
+            "schema.registry.url": registry, "include-metadata": "_partition,_offset,_key",
+            "key-format": "string", **extra}
 
 
 async def test_avro_topic_lands_in_typed_columns_and_evolves(kafka, unique: Callable[[str], str]) -> None:
@@ -102,7 +102,7 @@ async def test_unknown_schema_id_fails_or_is_skipped(kafka, unique: Callable[[st
         await failing.close()
 
     skipping = await start_source(source_props(kafka.bootstrap, topic, unique("g"), registry,
-                                               **{"on.bad.record": "skip", "max.error.rate": "0.5"}))
+                                               **{"on-bad-record": "skip", "max-error-rate": "0.5"}))
     try:
         batches = await poll_until(skipping, row_count(5))
     finally:

@@ -145,7 +145,7 @@ async def test_startup_modes(kafka, unique: Callable[[str], str]) -> None:
         startup_mode="timestamp", startup_timestamp_ms=str(base_ts + 999_999)
     ) == (20, -1)
     assert await first_offset(
-        startup_mode="specific-offsets", **{"startup.specific-offsets": f"{topic}:0:13"}
+        startup_mode="specific-offsets", **{"startup-specific-offsets": f"{topic}:0:13"}
     ) == (13, 13)
 
 
@@ -185,14 +185,14 @@ def _attempt():
 
 
 async def test_a_small_fetch_bound_does_not_stall_a_backlog(kafka, unique: Callable[[str], str]) -> None:
-    # With max.fetched.bytes far below the backlog the client's queue is full most of the time;
+    # With max-fetched-bytes far below the backlog the client's queue is full most of the time;
     # librdkafka then postponed the next fetch by its default fetch.queue.backoff.ms (1 s), so
     # this read took 38 s. The source sets 10 ms: about 2 s.
     topic = unique("src-backlog")
     support.create_topic(kafka.bootstrap, topic, 2)
     values = [b"%06d" % i + b"x" * 1000 for i in range(40_000)]
     support.produce(kafka.bootstrap, topic, values)
-    source = await start_source(props(kafka.bootstrap, topic, unique("g"), **{"max.fetched.bytes": str(128 * 1024)}))
+    source = await start_source(props(kafka.bootstrap, topic, unique("g"), **{"max-fetched-bytes": str(128 * 1024)}))
     try:
         started = time.monotonic()
         batches = await poll_until(source, row_count(40_000), max_records=1_000, timeout=60)

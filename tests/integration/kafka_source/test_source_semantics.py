@@ -133,7 +133,7 @@ async def test_advisory_offsets_visible_and_never_backwards(kafka, unique: Calla
         await again.close()
 
 
-JSON_PROPS = {"format": "json", "json.schema": "id:int64,name:string"}
+JSON_PROPS = {"format": "json", "json-schema": "id:int64,name:string"}
 
 
 def produce_with_bad(bootstrap: str, topic: str) -> None:
@@ -170,7 +170,7 @@ async def test_bad_records_skipped_and_counted_under_best_effort(kafka, unique: 
     support.create_topic(kafka.bootstrap, topic, 1)
     produce_with_bad(kafka.bootstrap, topic)
     source = await start_source(
-        props(kafka.bootstrap, topic, unique("g"), **JSON_PROPS, **{"max.error.rate": "0.5"}),
+        props(kafka.bootstrap, topic, unique("g"), **JSON_PROPS, **{"max-error-rate": "0.5"}),
         delivery=DeliveryGuarantee.BEST_EFFORT,
     )
     try:
@@ -189,7 +189,7 @@ async def test_best_effort_error_rate_is_enforced(kafka, unique: Callable[[str],
     values = [b'{"id":%d}' % i if i % 4 else b"garbage" for i in range(400)]
     support.produce(kafka.bootstrap, topic, values, partition=0)
     source = await start_source(
-        props(kafka.bootstrap, topic, unique("g"), **JSON_PROPS, **{"max.error.rate": "0.1"}),
+        props(kafka.bootstrap, topic, unique("g"), **JSON_PROPS, **{"max-error-rate": "0.1"}),
         delivery=DeliveryGuarantee.BEST_EFFORT,
     )
     try:
@@ -224,7 +224,7 @@ async def test_partition_added_while_running(kafka, unique: Callable[[str], str]
     support.create_topic(kafka.bootstrap, topic, 2)
     support.produce(kafka.bootstrap, topic, [b"old%d" % i for i in range(20)])
     source = await start_source(
-        props(kafka.bootstrap, topic, unique("g"), **{"partition.discovery.interval.ms": "300"})
+        props(kafka.bootstrap, topic, unique("g"), **{"partition-discovery-interval-ms": "300"})
     )
     try:
         await poll_until(source, row_count(20))

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from laminar_kafka.cli.main import _RUN_CHOICES, build_parser, main
+from laminar_kafka.cli.main import build_parser, main
 from laminar_kafka.cluster.config import SETTING_NAMES
+from laminar_kafka.cluster.settings_def import NODE_SETTINGS
 from laminar_kafka.kafka_source.config.source_config import Format
 
 
@@ -35,7 +36,7 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
 
 def test_run_flags_cover_every_setting() -> None:
     parser = build_parser()
-    values = {name: _RUN_CHOICES.get(name, ("1",))[-1] for name in SETTING_NAMES}
+    values = {name: (NODE_SETTINGS[name].choices or ("1",))[-1] for name in SETTING_NAMES}
     args = parser.parse_args(["run", *[f"--{name}={value}" for name, value in values.items()]])
     for name in SETTING_NAMES:
         assert getattr(args, name.replace("-", "_")) == values[name]

@@ -142,11 +142,11 @@ def test_new_settings_reach_the_source_properties() -> None:
     s = settings_from({**BASE, "format": "json", "json-schema": "a:int64", "on-bad-record": "skip",
                        "max-error-rate": "0.5", "include-key": "true", "include-headers": True}, {}, {})
     props = s.source_properties()
-    assert props["json.schema"] == "a:int64" and props["on.bad.record"] == "skip"
-    assert props["max.error.rate"] == "0.5"
-    assert props["include.metadata"] == "_topic,_partition,_offset,_timestamp,_key,_headers"
+    assert props["json-schema"] == "a:int64" and props["on-bad-record"] == "skip"
+    assert props["max-error-rate"] == "0.5"
+    assert props["include-metadata"] == "_topic,_partition,_offset,_timestamp,_key,_headers"
     pinned = settings_from({**BASE, "format": "json"}, {}, {}).source_properties(json_schema="b:string")
-    assert pinned["json.schema"] == "b:string"
+    assert pinned["json-schema"] == "b:string"
 
 
 def test_json_log_lines() -> None:

@@ -1,5 +1,5 @@
 """The ``partition-by`` grammar: every form it takes, its canonical text, every refusal, the source's
-``required.fields`` it implies and the directory keys of its terms (splitting rows:
+``required-fields`` it implies and the directory keys of its terms (splitting rows:
 test_partitioning.py and test_partitioning_fields.py)."""
 from __future__ import annotations
 

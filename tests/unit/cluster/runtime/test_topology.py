@@ -55,14 +55,14 @@ def test_fewer_partitions_is_an_error() -> None:
 
 def test_pinned_start_config_uses_exactly_the_pinned_offsets() -> None:
     connector = ConnectorConfig("kafka", {
-        "bootstrap.servers": "b", "topic": "a", "group.id": "g", "startup.mode": "latest",
+        "bootstrap.servers": "b", "topic": "a", "group.id": "g", "startup-mode": "latest",
     })
     pinned = pinned_start_config(connector, {"a:0": 17, "a:1": 0})
     config = KafkaSourceConfig.from_properties(pinned.properties)
     assert config.startup_mode is StartupMode.SPECIFIC_OFFSETS
     assert dict(config.startup_specific_offsets) == {("a", 0): 17, ("a", 1): 0}
-    timestamp = ConnectorConfig("kafka", {**connector.properties, "startup.mode": "timestamp",
-                                          "startup.timestamp.ms": "5"})
+    timestamp = ConnectorConfig("kafka", {**connector.properties, "startup-mode": "timestamp",
+                                          "startup-timestamp-ms": "5"})
     empty = KafkaSourceConfig.from_properties(pinned_start_config(timestamp, {}).properties)
     assert empty.startup_mode is StartupMode.EARLIEST and empty.startup_timestamp_ms is None
 

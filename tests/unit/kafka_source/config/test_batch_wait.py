@@ -1,4 +1,4 @@
-"""``batch.wait.ms``: the consumer's fetch.min.bytes / fetch.wait.max.ms, and their bounds."""
+"""``batch-wait-ms``: the consumer's fetch.min.bytes / fetch.wait.max.ms, and their bounds."""
 from __future__ import annotations
 
 import pytest
@@ -26,12 +26,12 @@ def test_the_batch_is_at_most_half_the_partition_fetch_limit() -> None:
 
 
 def test_zero_restores_librdkafka_defaults_and_kafka_properties_win() -> None:
-    props = consumer(**{"batch.wait.ms": "0"})
+    props = consumer(**{"batch-wait-ms": "0"})
     assert props["fetch.min.bytes"] == 1 and "fetch.wait.max.ms" not in props
-    props = consumer(**{"batch.wait.ms": "100", "kafka.fetch.min.bytes": "1", "kafka.fetch.wait.max.ms": "20"})
+    props = consumer(**{"batch-wait-ms": "100", "kafka.fetch.min.bytes": "1", "kafka.fetch.wait.max.ms": "20"})
     assert props["fetch.min.bytes"] == "1" and props["fetch.wait.max.ms"] == "20"
 
 
 def test_a_negative_wait_is_refused() -> None:
-    with pytest.raises(ConfigurationError, match="batch.wait.ms"):
-        consumer(**{"batch.wait.ms": "-1"})
+    with pytest.raises(ConfigurationError, match="batch-wait-ms"):
+        consumer(**{"batch-wait-ms": "-1"})

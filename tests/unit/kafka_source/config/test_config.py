@@ -34,7 +34,7 @@ def test_defaults() -> None:
 
 
 def test_unknown_key_names_the_nearest_valid_key() -> None:
-    with pytest.raises(ConfigurationError, match="did you mean 'startup.mode'"):
+    with pytest.raises(ConfigurationError, match="did you mean 'startup-mode'"):
         KafkaSourceConfig.from_properties({**BASE, "startup.mod": "earliest"})
     with pytest.raises(ConfigurationError, match="did you mean 'bootstrap.servers'"):
         KafkaSourceConfig.from_properties({**BASE, "bootstrap.server": "x"})
@@ -78,60 +78,60 @@ def test_kafka_passthrough_and_owned_keys() -> None:
 
 
 def test_startup_modes() -> None:
-    assert KafkaSourceConfig.from_properties({**BASE, "startup.mode": "latest"}).startup_mode is StartupMode.LATEST
+    assert KafkaSourceConfig.from_properties({**BASE, "startup-mode": "latest"}).startup_mode is StartupMode.LATEST
     config = KafkaSourceConfig.from_properties(
-        {**BASE, "startup.mode": "timestamp", "startup.timestamp.ms": "1700000000000"}
+        {**BASE, "startup-mode": "timestamp", "startup-timestamp-ms": "1700000000000"}
     )
     assert config.startup_timestamp_ms == 1700000000000
     with pytest.raises(ConfigurationError):
-        KafkaSourceConfig.from_properties({**BASE, "startup.mode": "timestamp"})
+        KafkaSourceConfig.from_properties({**BASE, "startup-mode": "timestamp"})
     with pytest.raises(ConfigurationError):
-        KafkaSourceConfig.from_properties({**BASE, "startup.timestamp.ms": "5"})
+        KafkaSourceConfig.from_properties({**BASE, "startup-timestamp-ms": "5"})
     with pytest.raises(ConfigurationError, match="expected one of"):
-        KafkaSourceConfig.from_properties({**BASE, "startup.mode": "group-offsets"})
+        KafkaSourceConfig.from_properties({**BASE, "startup-mode": "group-offsets"})
     config = KafkaSourceConfig.from_properties(
-        {**BASE, "startup.mode": "specific-offsets", "startup.specific-offsets": "orders:0:5, orders:3:10"}
+        {**BASE, "startup-mode": "specific-offsets", "startup-specific-offsets": "orders:0:5, orders:3:10"}
     )
     assert dict(config.startup_specific_offsets) == {("orders", 0): 5, ("orders", 3): 10}
     for bad in ["orders:0", "other:0:1", "orders:0:-1", "orders:x:1", "orders:0:1,orders:0:2", ""]:
         with pytest.raises(ConfigurationError):
             KafkaSourceConfig.from_properties(
-                {**BASE, "startup.mode": "specific-offsets", "startup.specific-offsets": bad}
+                {**BASE, "startup-mode": "specific-offsets", "startup-specific-offsets": bad}
             )
 
 
 def test_include_metadata() -> None:
-    assert KafkaSourceConfig.from_properties({**BASE, "include.metadata": "true"}).include_metadata == METADATA_COLUMNS
-    assert KafkaSourceConfig.from_properties({**BASE, "include.metadata": "false"}).include_metadata == ()
-    config = KafkaSourceConfig.from_properties({**BASE, "include.metadata": "offset,_partition"})
+    assert KafkaSourceConfig.from_properties({**BASE, "include-metadata": "true"}).include_metadata == METADATA_COLUMNS
+    assert KafkaSourceConfig.from_properties({**BASE, "include-metadata": "false"}).include_metadata == ()
+    config = KafkaSourceConfig.from_properties({**BASE, "include-metadata": "offset,_partition"})
     assert config.include_metadata == ("_partition", "_offset")  # canonical order
     with pytest.raises(ConfigurationError, match="unknown column"):
-        KafkaSourceConfig.from_properties({**BASE, "include.metadata": "_offsets"})
+        KafkaSourceConfig.from_properties({**BASE, "include-metadata": "_offsets"})
 
 
 def test_json_schema() -> None:
     config = KafkaSourceConfig.from_properties(
-        {**BASE, "format": "json", "json.schema": "id:int64, name:string, ts:timestamp[ms]"}
+        {**BASE, "format": "json", "json-schema": "id:int64, name:string, ts:timestamp[ms]"}
     )
     assert config.json_schema == pa.schema(
         [("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("ms"))]
     )
     for bad in ["id", "id:nosuchtype", "id:int64,id:string", "_offset:int64", ""]:
         with pytest.raises(ConfigurationError):
-            KafkaSourceConfig.from_properties({**BASE, "format": "json", "json.schema": bad})
+            KafkaSourceConfig.from_properties({**BASE, "format": "json", "json-schema": bad})
     with pytest.raises(ConfigurationError, match="only valid with format=json"):
-        KafkaSourceConfig.from_properties({**BASE, "json.schema": "id:int64"})
+        KafkaSourceConfig.from_properties({**BASE, "json-schema": "id:int64"})
 
 
 @pytest.mark.parametrize(
     "key,value",
     [
-        ("max.fetched.bytes", "10"),
-        ("max.fetched.bytes", "lots"),
-        ("consume.chunk.records", "0"),
-        ("partition.discovery.interval.ms", "-1"),
-        ("max.error.rate", "1.5"),
-        ("max.error.rate", "x"),
+        ("max-fetched-bytes", "10"),
+        ("max-fetched-bytes", "lots"),
+        ("consume-chunk-records", "0"),
+        ("partition-discovery-interval-ms", "-1"),
+        ("max-error-rate", "1.5"),
+        ("max-error-rate", "x"),
         ("isolation.level", "serializable"),
         ("format", "avro"),
     ],
@@ -143,7 +143,7 @@ def test_invalid_values(key: str, value: str) -> None:
 
 def test_identity_options_exclude_endpoints_and_group() -> None:
     config = KafkaSourceConfig.from_properties(
-        {**BASE, "kafka.sasl.password": "secret", "include.metadata": "true"}
+        {**BASE, "kafka.sasl.password": "secret", "include-metadata": "true"}
     )
     options = config.identity_options()
     assert options["topic"] == "orders"
@@ -166,16 +166,16 @@ def test_max_fetched_bytes_bounds_the_client_queue_and_the_fifo_together() -> No
     config = KafkaSourceConfig.from_properties(BASE)
     assert config.client_queue_bytes + config.fifo_bytes == config.max_fetched_bytes == 32 * 1024 * 1024
     assert config.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == 16 * 1024
-    small = KafkaSourceConfig.from_properties({**BASE, "max.fetched.bytes": str(8 << 20)})
+    small = KafkaSourceConfig.from_properties({**BASE, "max-fetched-bytes": str(8 << 20)})
     assert (small.client_queue_bytes, small.fifo_bytes) == (4 << 20, 4 << 20)
     assert small.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == 4096
     # an explicit client queue takes its share; the FIFO gets the rest
     explicit = KafkaSourceConfig.from_properties(
-        {**BASE, "max.fetched.bytes": str(8 << 20), "kafka.queued.max.messages.kbytes": "1024"})
+        {**BASE, "max-fetched-bytes": str(8 << 20), "kafka.queued.max.messages.kbytes": "1024"})
     assert (explicit.client_queue_bytes, explicit.fifo_bytes) == (1 << 20, 7 << 20)
     assert explicit.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == "1024"
-    with pytest.raises(ConfigurationError, match="leaves nothing of max.fetched.bytes"):
-        KafkaSourceConfig.from_properties({**BASE, "max.fetched.bytes": str(1 << 20),
+    with pytest.raises(ConfigurationError, match="leaves nothing of max-fetched-bytes"):
+        KafkaSourceConfig.from_properties({**BASE, "max-fetched-bytes": str(1 << 20),
                                            "kafka.queued.max.messages.kbytes": "1024"})
     with pytest.raises(ConfigurationError, match="queued.max.messages.kbytes"):
         KafkaSourceConfig.from_properties({**BASE, "kafka.queued.max.messages.kbytes": "lots"})

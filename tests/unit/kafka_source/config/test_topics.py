@@ -42,7 +42,7 @@ def test_bad_selectors(value: str, message: str) -> None:
 def test_source_config_takes_a_pattern() -> None:
     config = KafkaSourceConfig.from_properties({
         "bootstrap.servers": "b:9092", "topic": r"re:orders\..*", "group.id": "g",
-        "startup.mode": "specific-offsets", "startup.specific-offsets": "orders.eu:0:5",
+        "startup-mode": "specific-offsets", "startup-specific-offsets": "orders.eu:0:5",
     })
     assert config.topics == () and config.topic_pattern == r"orders\..*"
     assert config.selector.matches("orders.us")
@@ -50,5 +50,5 @@ def test_source_config_takes_a_pattern() -> None:
     with pytest.raises(ConfigurationError, match="not configured"):
         KafkaSourceConfig.from_properties({
             "bootstrap.servers": "b:9092", "topic": r"re:orders\..*", "group.id": "g",
-            "startup.mode": "specific-offsets", "startup.specific-offsets": "refunds:0:5",
+            "startup-mode": "specific-offsets", "startup-specific-offsets": "refunds:0:5",
         })

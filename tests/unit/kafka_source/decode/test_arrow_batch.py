@@ -18,7 +18,7 @@ def msg(offset: int, value: bytes | None, partition: int = 0, topic: str = "t", 
 
 
 def test_raw_with_all_metadata() -> None:
-    config = KafkaSourceConfig.from_properties({**BASE, "include.metadata": "true"})
+    config = KafkaSourceConfig.from_properties({**BASE, "include-metadata": "true"})
     builder = BatchBuilder(config)
     messages = [
         msg(7, b"a", 2, key=b"k", headers=[("h", b"v")], timestamp=(TIMESTAMP_CREATE_TIME, 1_700_000_000_000)),
@@ -51,7 +51,7 @@ def test_raw_without_metadata_has_only_value() -> None:
 def json_builder(schema: str = "id:int64,name:string", metadata: str = "_offset") -> BatchBuilder:
     return BatchBuilder(
         KafkaSourceConfig.from_properties(
-            {**BASE, "format": "json", "json.schema": schema, "include.metadata": metadata}
+            {**BASE, "format": "json", "json-schema": schema, "include-metadata": metadata}
         )
     )
 
@@ -100,7 +100,7 @@ def test_json_without_schema_is_a_configuration_error() -> None:
 
 
 def test_large_raw_batch_round_trips_offsets() -> None:
-    builder = BatchBuilder(KafkaSourceConfig.from_properties({**BASE, "include.metadata": "partition,offset"}))
+    builder = BatchBuilder(KafkaSourceConfig.from_properties({**BASE, "include-metadata": "partition,offset"}))
     messages = [msg(i // 8, b"x" * 100, i % 8) for i in range(10_000)]
     batch = builder.build(records_of(messages)).batch
     assert batch.num_rows == 10_000
@@ -114,8 +114,8 @@ def test_json_tombstone_is_bad_by_default_and_a_row_of_nulls_with_on_tombstone_r
     assert [(b.index, "tombstone" in b.reason) for b in bad_default.bad] == [(1, True), (2, False)]
 
     rows = BatchBuilder(KafkaSourceConfig.from_properties({
-        **BASE, "format": "json", "json.schema": "id:int64,name:string", "include.metadata": "_offset,_key",
-        "on.tombstone": "row",
+        **BASE, "format": "json", "json-schema": "id:int64,name:string", "include-metadata": "_offset,_key",
+        "on-tombstone": "row",
     })).build(records_of(messages))
     assert [b.index for b in rows.bad] == [2]
     assert rows.batch.to_pylist() == [
@@ -125,8 +125,8 @@ def test_json_tombstone_is_bad_by_default_and_a_row_of_nulls_with_on_tombstone_r
 
 def test_on_tombstone_takes_bad_or_row_only() -> None:
     assert KafkaSourceConfig.from_properties(BASE).on_tombstone.value == "bad"
-    with pytest.raises(ConfigurationError, match="on.tombstone"):
-        KafkaSourceConfig.from_properties({**BASE, "on.tombstone": "skip"})
+    with pytest.raises(ConfigurationError, match="on-tombstone"):
+        KafkaSourceConfig.from_properties({**BASE, "on-tombstone": "skip"})
 
 
 @pytest.mark.parametrize("values", [[], [5, -1, 253_402_300_799_999], [5, None, 7], [None]])

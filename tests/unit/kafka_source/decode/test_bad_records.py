@@ -1,4 +1,4 @@
-"""The bad-record policy (``on.bad.record``, ``max.error.rate``) without a broker: a source wired to
+"""The bad-record policy (``on-bad-record``, ``max-error-rate``) without a broker: a source wired to
 a FIFO the test fills, and the policy object on its own."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.unit.kafka_source.wiring import records_of
 from tests.unit.kafka_source.wiring import running_source as wired_source
 
 TOPIC = "orders"
-BASE = {"bootstrap.servers": "127.0.0.1:1", "topic": TOPIC, "group.id": "g", "format": "json", "json.schema": "id:int64"}
+BASE = {"bootstrap.servers": "127.0.0.1:1", "topic": TOPIC, "group.id": "g", "format": "json", "json-schema": "id:int64"}
 
 
 def running_source(delivery: DeliveryGuarantee, **props: str) -> tuple[KafkaSource, ByteBoundedFifo]:
@@ -43,7 +43,7 @@ def put(fifo: ByteBoundedFifo, first: int, count: int, bad: frozenset[int] = fro
 
 @pytest.mark.parametrize("delivery", [DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.BEST_EFFORT])
 async def test_fail_stops_at_the_bad_record_without_moving(delivery: DeliveryGuarantee) -> None:
-    source, fifo = running_source(delivery, **{"on.bad.record": "fail"})
+    source, fifo = running_source(delivery, **{"on-bad-record": "fail"})
     put(fifo, 0, 10, bad=frozenset({4}))
     for _ in range(2):  # the same records fail again: nothing was consumed
         with pytest.raises(DecodeError) as info:
@@ -60,7 +60,7 @@ async def test_guaranteed_delivery_fails_by_default() -> None:
 
 
 async def test_skip_under_exactly_once_hands_over_the_rejected_records_and_moves_past_them() -> None:
-    source, fifo = running_source(DeliveryGuarantee.EXACTLY_ONCE, **{"on.bad.record": "skip", "max.error.rate": "0.5"})
+    source, fifo = running_source(DeliveryGuarantee.EXACTLY_ONCE, **{"on-bad-record": "skip", "max-error-rate": "0.5"})
     put(fifo, 0, 10, bad=frozenset({4, 7}))
     batch = await source.poll_batch(100)
     assert batch is not None
@@ -79,7 +79,7 @@ async def test_skip_under_exactly_once_hands_over_the_rejected_records_and_moves
 
 
 async def test_a_poll_of_only_bad_records_is_a_batch_with_no_rows_and_the_rejected_ones() -> None:
-    source, fifo = running_source(DeliveryGuarantee.EXACTLY_ONCE, **{"on.bad.record": "skip", "max.error.rate": "1"})
+    source, fifo = running_source(DeliveryGuarantee.EXACTLY_ONCE, **{"on-bad-record": "skip", "max-error-rate": "1"})
     put(fifo, 0, 3, bad=frozenset({0, 1, 2}))
     batch = await source.poll_batch(100)
     assert batch is not None and batch.num_rows == 0
@@ -88,14 +88,14 @@ async def test_a_poll_of_only_bad_records_is_a_batch_with_no_rows_and_the_reject
 
 
 async def test_good_batches_carry_no_rejected_batch() -> None:
-    source, fifo = running_source(DeliveryGuarantee.EXACTLY_ONCE, **{"on.bad.record": "skip"})
+    source, fifo = running_source(DeliveryGuarantee.EXACTLY_ONCE, **{"on-bad-record": "skip"})
     put(fifo, 0, 5)
     batch = await source.poll_batch(100)
     assert batch is not None and batch.num_rows == 5 and batch.rejected is None
 
 
 async def test_error_rate_exceeded_names_the_last_bad_record_and_the_rate_and_is_terminal() -> None:
-    source, fifo = running_source(DeliveryGuarantee.EXACTLY_ONCE, **{"on.bad.record": "skip", "max.error.rate": "0.1"})
+    source, fifo = running_source(DeliveryGuarantee.EXACTLY_ONCE, **{"on-bad-record": "skip", "max-error-rate": "0.1"})
     put(fifo, 0, 100, bad=frozenset(range(0, 100, 20)))  # 5 of 100: within 10%
     batch = await source.poll_batch(100)
     assert batch is not None and batch.rejected is not None and batch.rejected.num_rows == 5
@@ -103,7 +103,7 @@ async def test_error_rate_exceeded_names_the_last_bad_record_and_the_rate_and_is
     with pytest.raises(ErrorRateExceededError) as info:
         await source.poll_batch(100)
     text = str(info.value)
-    assert f"{TOPIC}:0@195" in text and "25 of 200" in text and "0.1250" in text and "max.error.rate=0.1" in text
+    assert f"{TOPIC}:0@195" in text and "25 of 200" in text and "0.1250" in text and "max-error-rate=0.1" in text
     assert source.checkpoint().next_offset(TOPIC, 0) == 100  # the failing poll moved nothing
     with pytest.raises(ErrorRateExceededError):
         await source.poll_batch(100)
@@ -116,7 +116,7 @@ def built_with_bad(count: int, bad: int) -> tuple[Records, BuiltBatch]:
 
 
 def test_the_rate_counts_against_at_least_the_minimum_number_of_records() -> None:
-    # max.error.rate=0.02 allows 2 bad records among the first 100 seen, whatever came before
+    # max-error-rate=0.02 allows 2 bad records among the first 100 seen, whatever came before
     policy = DecodeFailures(BadRecordPolicy.SKIP, Format.JSON, 0.02, SourceMetrics())
     assert policy.check(*built_with_bad(3, 2)) is not None
     with pytest.raises(ErrorRateExceededError):
@@ -132,12 +132,12 @@ def test_zero_error_rate_fails_on_the_first_bad_record() -> None:
 
 
 def test_policy_setting_and_defaults() -> None:
-    assert KafkaSourceConfig.from_properties({**BASE, "on.bad.record": " SKIP "}).on_bad_record is BadRecordPolicy.SKIP
+    assert KafkaSourceConfig.from_properties({**BASE, "on-bad-record": " SKIP "}).on_bad_record is BadRecordPolicy.SKIP
     default = KafkaSourceConfig.from_properties(BASE)
     assert default.bad_record_policy(guaranteed=True) is BadRecordPolicy.FAIL
     assert default.bad_record_policy(guaranteed=False) is BadRecordPolicy.SKIP
-    explicit = KafkaSourceConfig.from_properties({**BASE, "on.bad.record": "fail"})
+    explicit = KafkaSourceConfig.from_properties({**BASE, "on-bad-record": "fail"})
     assert explicit.bad_record_policy(guaranteed=False) is BadRecordPolicy.FAIL
-    with pytest.raises(ConfigurationError, match="on.bad.record"):
-        KafkaSourceConfig.from_properties({**BASE, "on.bad.record": "ignore"})
-    assert "on.bad.record" not in default.identity_options()  # an operator may change it between runs
+    with pytest.raises(ConfigurationError, match="on-bad-record"):
+        KafkaSourceConfig.from_properties({**BASE, "on-bad-record": "ignore"})
+    assert "on-bad-record" not in default.identity_options()  # an operator may change it between runs

@@ -63,7 +63,7 @@ def test_fields_follow_the_configuration() -> None:
         return RecordFields.of(config, keeps_rejected=keeps_rejected)
 
     assert fields() == RecordFields(topic="orders", timestamps=False, keys=False, headers=False, value_column=True)
-    assert fields(**{"include.metadata": "_timestamp,_key,_headers"}) == RecordFields(
+    assert fields(**{"include-metadata": "_timestamp,_key,_headers"}) == RecordFields(
         topic="orders", timestamps=True, keys=True, headers=True, value_column=True)
     assert fields(keeps_rejected=True) == RecordFields(
         topic="orders", timestamps=True, keys=True, headers=False, value_column=True)
@@ -88,10 +88,10 @@ def test_values_as_an_arrow_column_slice_take_concat_and_build() -> None:
     assert records.take([]).values.to_pylist() == []
     joined = Records.concat([records.slice(0, 2), records.slice(2, 5)])
     assert joined.values.to_pylist() == records.values.to_pylist() and joined.offsets == records.offsets
-    config = KafkaSourceConfig.from_properties({**BASE, "topic": "t", "include.metadata": "_offset"})
+    config = KafkaSourceConfig.from_properties({**BASE, "topic": "t", "include-metadata": "_offset"})
     assert RecordFields.of(config, keeps_rejected=False).value_column
     batch = BatchBuilder(config).build(records).batch
     assert batch.column("value").to_pylist() == records.values.to_pylist()
     assert batch.column("_offset").to_pylist() == [0, 1, 2, 3, 4]
-    json_config = KafkaSourceConfig.from_properties({**BASE, "topic": "t", "format": "json", "json.schema": "a:int64"})
+    json_config = KafkaSourceConfig.from_properties({**BASE, "topic": "t", "format": "json", "json-schema": "a:int64"})
     assert not RecordFields.of(json_config, keeps_rejected=False).value_column

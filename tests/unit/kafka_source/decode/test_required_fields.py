@@ -1,4 +1,4 @@
-"""``required.fields``: the property's grammar, the kinds of Arrow types, the rows that break a field,
+"""``required-fields``: the property's grammar, the kinds of Arrow types, the rows that break a field,
 the builder turning them into bad records (keeping the good rows in order) and the configuration
 refusing a field no record could have."""
 from __future__ import annotations
@@ -176,7 +176,7 @@ def msg(offset: int, value: bytes | None, key: bytes | None = b"k", stamp: int |
 def json_builder(required: str, schema: str = "id:int64,name:string,day:date32",
                  metadata: str = "_offset,_timestamp,_key") -> BatchBuilder:
     return BatchBuilder(KafkaSourceConfig.from_properties({
-        **BASE, "format": "json", "json.schema": schema, "include.metadata": metadata, "required.fields": required,
+        **BASE, "format": "json", "json-schema": schema, "include-metadata": metadata, "required-fields": required,
     }))
 
 
@@ -253,8 +253,8 @@ VALUE = SerializationContext("t", MessageField.VALUE)
 def avro(fields: list[dict[str, Any]]) -> tuple[BatchBuilder, AvroSerializer]:
     url = f"mock://test-required-fields-{next(_scopes)}"
     builder = BatchBuilder(KafkaSourceConfig.from_properties({
-        **BASE, "format": "avro", "schema.registry.url": url, "include.metadata": "_offset",
-        "required.fields": "customer_id:integer|string",
+        **BASE, "format": "avro", "schema.registry.url": url, "include-metadata": "_offset",
+        "required-fields": "customer_id:integer|string",
     }))
     schema = {"type": "record", "name": "Order", "fields": fields}
     return builder, AvroSerializer(registry_client(url, {}), json.dumps(schema))
@@ -283,27 +283,27 @@ def config(**props: str) -> KafkaSourceConfig:
 
 def test_the_config_carries_the_fields() -> None:
     assert config().required_fields == ()
-    parsed = config(**{"format": "json", "json.schema": "id:int64,at:timestamp[ms]", "include.metadata": "_key",
-                       "required.fields": "id:integer,at:timestamp|date,_key"}).required_fields
+    parsed = config(**{"format": "json", "json-schema": "id:int64,at:timestamp[ms]", "include-metadata": "_key",
+                       "required-fields": "id:integer,at:timestamp|date,_key"}).required_fields
     assert parsed == (RequiredField("id", frozenset({INTEGER})), RequiredField("at", frozenset({TIMESTAMP, DATE})),
                       RequiredField("_key"))
-    assert config(**{"required.fields": "value:binary"}).required_fields == (RequiredField("value", frozenset({BINARY})),)
-    registry = config(**{"format": "avro", "schema.registry.url": "mock://x", "required.fields": "anything:integer"})
+    assert config(**{"required-fields": "value:binary"}).required_fields == (RequiredField("value", frozenset({BINARY})),)
+    registry = config(**{"format": "avro", "schema.registry.url": "mock://x", "required-fields": "anything:integer"})
     assert registry.required_fields == (RequiredField("anything", frozenset({INTEGER})),)
 
 
 @pytest.mark.parametrize(("props", "message"), [
-    ({"format": "json", "json.schema": "id:int64", "required.fields": "name"},
-     "required.fields: the record has no field name"),
-    ({"format": "json", "json.schema": "id:int64,name:string", "required.fields": "name:integer"},
-     "required.fields: field name is string, expected integer"),
-    ({"format": "json", "json.schema": "price:double", "required.fields": "price:integer|string"},
+    ({"format": "json", "json-schema": "id:int64", "required-fields": "name"},
+     "required-fields: the record has no field name"),
+    ({"format": "json", "json-schema": "id:int64,name:string", "required-fields": "name:integer"},
+     "required-fields: field name is string, expected integer"),
+    ({"format": "json", "json-schema": "price:double", "required-fields": "price:integer|string"},
      "field price is double, expected integer or string"),
-    ({"required.fields": "_key"}, "required.fields: _key is not among include.metadata"),
-    ({"include.metadata": "_offset", "required.fields": "_timestamp:timestamp"}, "_timestamp is not among include.metadata"),
-    ({"required.fields": "customer_id"}, "required.fields: the record has no field customer_id"),
-    ({"required.fields": "value:string"}, "required.fields: field value is binary, expected string"),
-    ({"required.fields": "id:number"}, "unknown kind 'number'"),
+    ({"required-fields": "_key"}, "required-fields: _key is not among include-metadata"),
+    ({"include-metadata": "_offset", "required-fields": "_timestamp:timestamp"}, "_timestamp is not among include-metadata"),
+    ({"required-fields": "customer_id"}, "required-fields: the record has no field customer_id"),
+    ({"required-fields": "value:string"}, "required-fields: field value is binary, expected string"),
+    ({"required-fields": "id:number"}, "unknown kind 'number'"),
 ])
 def test_the_config_refuses_a_field_no_record_could_have(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
@@ -328,9 +328,9 @@ def test_a_bound_after_the_kinds_makes_longer_text_or_bytes_bad() -> None:
 
 
 def test_a_payload_field_named_with_an_underscore_is_a_payload_field() -> None:
-    """Only the metadata columns need include.metadata; a JSON field ``_id`` is the payload's."""
+    """Only the metadata columns need include-metadata; a JSON field ``_id`` is the payload's."""
     check_required_fields(parse_required_fields("_id:integer"), pa.schema([("_id", pa.int64())]), ())
-    with pytest.raises(ConfigurationError, match="required.fields: the record has no field _id"):
+    with pytest.raises(ConfigurationError, match="required-fields: the record has no field _id"):
         check_required_fields(parse_required_fields("_id"), pa.schema([("id", pa.int64())]), ())
-    with pytest.raises(ConfigurationError, match="required.fields: _key is not among include.metadata"):
+    with pytest.raises(ConfigurationError, match="required-fields: _key is not among include-metadata"):
         check_required_fields(parse_required_fields("_key"), None, ("_topic",))

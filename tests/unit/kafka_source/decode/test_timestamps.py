@@ -52,7 +52,7 @@ def message(offset: int, value: bytes, timestamp: int | None) -> Message:
 def test_a_batch_drops_out_of_range_records_as_bad_only_with_the_timestamp_column(metadata: str) -> None:
     config = KafkaSourceConfig.from_properties({
         "bootstrap.servers": "b:1", "topic": "t", "group.id": "g", "format": "json",
-        "json.schema": "id:int64", "include.metadata": metadata,
+        "json-schema": "id:int64", "include-metadata": metadata,
     })
     messages = [
         message(0, b'{"id":0}', NOW_MS),

@@ -22,26 +22,26 @@ def config(**extra: str) -> KafkaSourceConfig:
 
 def test_earliest_and_latest() -> None:
     assert dict(resolve_initial(config(), FACTS, ALO).offsets) == {("t", 0): 10, ("t", 1): 0, ("t", 2): 5}
-    latest = resolve_initial(config(**{"startup.mode": "latest"}), FACTS, ALO)
+    latest = resolve_initial(config(**{"startup-mode": "latest"}), FACTS, ALO)
     assert dict(latest.offsets) == {("t", 0): 20, ("t", 1): 0, ("t", 2): 50}
 
 
 def test_timestamp() -> None:
     facts = BrokerFacts(FACTS.watermarks, {("t", 0): 15, ("t", 1): None, ("t", 2): 3})
-    cfg = config(**{"startup.mode": "timestamp", "startup.timestamp.ms": "1000"})
+    cfg = config(**{"startup-mode": "timestamp", "startup-timestamp-ms": "1000"})
     assert dict(resolve_initial(cfg, facts, ALO).offsets) == {("t", 0): 15, ("t", 1): 0, ("t", 2): 5}
 
 
 def test_specific_offsets() -> None:
-    cfg = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:12,t:2:50"})
+    cfg = config(**{"startup-mode": "specific-offsets", "startup-specific-offsets": "t:0:12,t:2:50"})
     assert dict(resolve_initial(cfg, FACTS, ALO).offsets) == {("t", 0): 12, ("t", 1): 0, ("t", 2): 50}
-    beyond = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:21"})
+    beyond = config(**{"startup-mode": "specific-offsets", "startup-specific-offsets": "t:0:21"})
     with pytest.raises(ConfigurationError):
         resolve_initial(beyond, FACTS, ALO)
-    missing = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:9:0"})
+    missing = config(**{"startup-mode": "specific-offsets", "startup-specific-offsets": "t:9:0"})
     with pytest.raises(ConfigurationError):
         resolve_initial(missing, FACTS, ALO)
-    below = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:3"})
+    below = config(**{"startup-mode": "specific-offsets", "startup-specific-offsets": "t:0:3"})
     with pytest.raises(OffsetOutOfRangeError):
         resolve_initial(below, FACTS, ALO)
     plan = resolve_initial(below, FACTS, BE)
@@ -68,23 +68,23 @@ def test_resume_below_low_watermark_fails_under_guaranteed_delivery(delivery: De
 def test_fail_on_data_loss_false_resumes_at_the_low_watermark_and_logs_the_lost_offsets(
         delivery: DeliveryGuarantee, caplog: pytest.LogCaptureFixture) -> None:
     checkpoint = SourceCheckpoint.from_partitions({("t", 0): 7, ("t", 2): 5})
-    with pytest.raises(OffsetOutOfRangeError, match="fail.on.data.loss=false resumes"):
+    with pytest.raises(OffsetOutOfRangeError, match="fail-on-data-loss=false resumes"):
         resolve_resume(config(), checkpoint, FACTS, delivery)
     with caplog.at_level("WARNING", logger="laminar_kafka.kafka_source.read.startup"):
-        plan = resolve_resume(config(**{"fail.on.data.loss": "false"}), checkpoint, FACTS, delivery)
+        plan = resolve_resume(config(**{"fail-on-data-loss": "false"}), checkpoint, FACTS, delivery)
     assert plan.offsets[("t", 0)] == 10 and plan.offsets[("t", 2)] == 5 and plan.resets == 1 and plan.lost == 3
     assert [r.getMessage() for r in caplog.records] == [
         "checkpoint offset 7 of t:0 is below the low watermark 10: offsets 7..9 were deleted by retention "
-        "before they were read and are lost; resuming at 10 (fail.on.data.loss=false)"]
+        "before they were read and are lost; resuming at 10 (fail-on-data-loss=false)"]
     with pytest.raises(OffsetOutOfRangeError, match="beyond the high watermark"):  # not a retention loss
-        resolve_resume(config(**{"fail.on.data.loss": "false"}), SourceCheckpoint.from_partitions({("t", 2): 51}),
+        resolve_resume(config(**{"fail-on-data-loss": "false"}), SourceCheckpoint.from_partitions({("t", 2): 51}),
                        FACTS, delivery)
 
 
 def test_fail_on_data_loss_takes_true_or_false() -> None:
-    assert config().fail_on_data_loss and not config(**{"fail.on.data.loss": "no"}).fail_on_data_loss
-    with pytest.raises(ConfigurationError, match="fail.on.data.loss='maybe': expected true or false"):
-        config(**{"fail.on.data.loss": "maybe"})
+    assert config().fail_on_data_loss and not config(**{"fail-on-data-loss": "no"}).fail_on_data_loss
+    with pytest.raises(ConfigurationError, match="fail-on-data-loss='maybe' is not a boolean"):
+        config(**{"fail-on-data-loss": "maybe"})
 
 
 def test_resume_out_of_range_resets_under_best_effort() -> None:
@@ -106,21 +106,21 @@ def test_resume_rejects_foreign_topic_or_missing_partition() -> None:
 def test_a_read_offset_deleted_under_a_running_reader_is_resolved_like_a_checkpoint_below_low(
         delivery: DeliveryGuarantee, caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(OffsetOutOfRangeError, match="read offset 7 of t:0 is below the low watermark 10 "
-                       r"\(records were deleted by retention\); .*fail.on.data.loss=false resumes") as info:
+                       r"\(records were deleted by retention\); .*fail-on-data-loss=false resumes") as info:
         resolve_out_of_range(("t", 0), 7, 10, 20, delivery, config())
     assert (info.value.offset, info.value.low, info.value.high) == (7, 10, 20)
     with caplog.at_level("WARNING", logger="laminar_kafka.kafka_source.read.startup"):
-        assert resolve_out_of_range(("t", 0), 7, 10, 20, delivery, config(**{"fail.on.data.loss": "false"})) == 10
+        assert resolve_out_of_range(("t", 0), 7, 10, 20, delivery, config(**{"fail-on-data-loss": "false"})) == 10
     assert [r.getMessage() for r in caplog.records] == [
         "read offset 7 of t:0 is below the low watermark 10: offsets 7..9 were deleted by retention "
-        "before they were read and are lost; resuming at 10 (fail.on.data.loss=false)"]
+        "before they were read and are lost; resuming at 10 (fail-on-data-loss=false)"]
 
 
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
 def test_a_read_offset_beyond_the_partitions_end_always_fails_naming_re_creation(fail_on_data_loss: str) -> None:
     with pytest.raises(OffsetOutOfRangeError, match="t:0 now ends at offset 3, below the read offset 7: the topic "
                        "was deleted and re-created, or an unclean leader election truncated its log") as info:
-        resolve_out_of_range(("t", 0), 7, 0, 3, ALO, config(**{"fail.on.data.loss": fail_on_data_loss}))
+        resolve_out_of_range(("t", 0), 7, 0, 3, ALO, config(**{"fail-on-data-loss": fail_on_data_loss}))
     assert (info.value.topic, info.value.partition, info.value.offset, info.value.high) == ("t", 0, 7, 3)
 
 
@@ -130,7 +130,7 @@ def test_a_read_offset_back_in_range_is_read_again() -> None:
 
 
 def test_offsets_skipped_at_the_start_are_counted_lost_and_a_re_read_is_not() -> None:
-    below = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:3,t:2:1"})
+    below = config(**{"startup-mode": "specific-offsets", "startup-specific-offsets": "t:0:3,t:2:1"})
     assert resolve_initial(below, FACTS, BE).lost == (10 - 3) + (5 - 1)
     beyond = resolve_resume(config(), SourceCheckpoint.from_partitions({("t", 2): 51}), FACTS, BE)
     assert beyond.resets == 1 and beyond.lost == 0  # reset to the low watermark: read again, not lost

@@ -124,7 +124,7 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
 @pytest.mark.parametrize("mode", ["earliest", "latest"])
 def test_not_leader_failures_then_success_give_the_result_of_no_failure(
         monkeypatch: pytest.MonkeyPatch, clock: FakeClock, caplog: pytest.LogCaptureFixture, mode: str) -> None:
-    cfg = config(**{"startup.mode": mode})
+    cfg = config(**{"startup-mode": mode})
     expected = resolve(monkeypatch, FakeConsumer(), clock, cfg)
     assert expected == {("t", p): LOGS[p][0 if mode == "earliest" else 1] for p in LOGS} and clock.sleeps == []
 
@@ -210,7 +210,7 @@ def test_a_non_transient_error_is_raised_at_once(
 
 
 def test_an_impossible_start_is_not_retried(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
-    cfg = config(**{"startup.mode": "specific-offsets", "startup.specific-offsets": "t:0:11"})
+    cfg = config(**{"startup-mode": "specific-offsets", "startup-specific-offsets": "t:0:11"})
     consumer = FakeConsumer()
     with pytest.raises(ConfigurationError, match="beyond the high watermark 10"):
         resolve(monkeypatch, consumer, clock, cfg)

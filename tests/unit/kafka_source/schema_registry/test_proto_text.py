@@ -176,7 +176,7 @@ class ApicurioLikeRegistry:
 def config() -> KafkaSourceConfig:
     return KafkaSourceConfig.from_properties(
         {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g", "format": "protobuf",
-         "schema.registry.url": "http://apicurio:8080/apis/ccompat/v7", "include.metadata": "_offset"})
+         "schema.registry.url": "http://apicurio:8080/apis/ccompat/v7", "include-metadata": "_offset"})
 
 
 def test_records_decode_when_the_registry_serves_proto_text_with_a_text_reference() -> None:

@@ -52,7 +52,7 @@ def scope() -> str:
 def config(url: str, fmt: str = "avro", include_metadata: str = "_offset", **extra: str) -> KafkaSourceConfig:
     return KafkaSourceConfig.from_properties(
         {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g", "format": fmt,
-         "schema.registry.url": url, "include.metadata": include_metadata, **extra}
+         "schema.registry.url": url, "include-metadata": include_metadata, **extra}
     )
 
 
@@ -417,7 +417,7 @@ def test_key_formats() -> None:
     key_schema = {"type": "record", "name": "Key", "fields": [{"name": "tenant", "type": "string"}]}
     key_serializer = AvroSerializer(registry_client(url, {}), json.dumps(key_schema))
     value = avro_serializer(url, AVRO_V1)(avro_record(1), VALUE)
-    keyed = BatchBuilder(config(url, include_metadata="_offset,_key", **{"key.format": "avro"}))
+    keyed = BatchBuilder(config(url, include_metadata="_offset,_key", **{"key-format": "avro"}))
     built = keyed.build(records_of([
         msg(0, value, key_serializer({"tenant": "a"}, KEY)), msg(1, value, None), msg(2, value, b"not avro"),
     ]))
@@ -425,8 +425,8 @@ def test_key_formats() -> None:
     assert built.batch.schema.field("_key").type == pa.struct([pa.field("tenant", pa.string(), nullable=False)])
     assert built.batch.column("_key").to_pylist() == [{"tenant": "a"}, None]
     as_string = BatchBuilder(KafkaSourceConfig.from_properties(
-        {"bootstrap.servers": "b", "topic": "t", "group.id": "g", "include.metadata": "_key,_headers",
-         "key.format": "string"}))
+        {"bootstrap.servers": "b", "topic": "t", "group.id": "g", "include-metadata": "_key,_headers",
+         "key-format": "string"}))
     built = as_string.build(records_of([
         Message(topic="t", partition=0, offset=0, value=b"v", key=b"k\xc3\xa9", headers=[("h", b"1"), ("n", None)]),
         Message(topic="t", partition=0, offset=1, value=b"v", key=b"\xff"),
@@ -442,14 +442,14 @@ def test_key_formats() -> None:
 
 def test_config() -> None:
     cfg = config("mock://x", "protobuf", **{"schema.registry.basic.auth.user.info": "u:secret-pw",
-                                          "key.format": "string", "include.metadata": "_key"})
+                                          "key-format": "string", "include-metadata": "_key"})
     assert cfg.format is Format.PROTOBUF and cfg.format.uses_registry and cfg.key_format is KeyFormat.STRING
     assert cfg.schema_registry_properties == {"basic.auth.user.info": "u:secret-pw"}
     assert "secret-pw" not in repr(cfg) and "secret-pw" not in json.dumps(cfg.identity_options())
-    assert cfg.identity_options()["key.format"] == "string"
+    assert cfg.identity_options()["key-format"] == "string"
     base = {"bootstrap.servers": "b", "topic": "t", "group.id": "g"}
-    for bad in ({"format": "avro"}, {"key.format": "avro", "include.metadata": "_key"},
-                {"key.format": "string"}, {"schema.registry.timeout": "5"}, {"key.format": "xml"}):
+    for bad in ({"format": "avro"}, {"key-format": "avro", "include-metadata": "_key"},
+                {"key-format": "string"}, {"schema.registry.timeout": "5"}, {"key-format": "xml"}):
         with pytest.raises(ConfigurationError):
             KafkaSourceConfig.from_properties({**base, **bad})
 
@@ -543,7 +543,7 @@ def test_the_reader_threads_prefetch_keeps_registry_calls_off_the_poll() -> None
     for _ in range(3):
         assert len(builder.build(records_of(unknown)).bad) == 1
     assert registry.calls == calls  # refused from the cache: the registry is not asked per batch
-    assert not BatchBuilder(config(url, fmt="json", **{"json.schema": "a:int64"})).prefetches
+    assert not BatchBuilder(config(url, fmt="json", **{"json-schema": "a:int64"})).prefetches
 
 
 def test_on_tombstone_row_decodes_a_null_value_to_a_row_of_nulls_with_its_key() -> None:
@@ -551,7 +551,7 @@ def test_on_tombstone_row_decodes_a_null_value_to_a_row_of_nulls_with_its_key() 
     payload column becomes nullable, even ``id``, a required Avro field."""
     url = scope()
     good = avro_serializer(url, AVRO_V1)(avro_record(1), VALUE)
-    builder = BatchBuilder(config(url, include_metadata="_offset,_key", **{"on.tombstone": "row"}))
+    builder = BatchBuilder(config(url, include_metadata="_offset,_key", **{"on-tombstone": "row"}))
     built = builder.build(records_of([msg(0, good, key=b"a"), msg(1, None, key=b"a"), msg(2, b"nope")]))
     assert [b.index for b in built.bad] == [2]
     batch = built.batch
@@ -561,7 +561,7 @@ def test_on_tombstone_row_decodes_a_null_value_to_a_row_of_nulls_with_its_key() 
 
 
 def test_on_tombstone_row_before_any_value_decoded_is_a_row_without_payload_columns() -> None:
-    builder = BatchBuilder(config(scope(), **{"on.tombstone": "row"}))
+    builder = BatchBuilder(config(scope(), **{"on-tombstone": "row"}))
     built = builder.build(records_of([msg(0, None), msg(1, None)]))
     assert built.bad == () and built.batch.column("_offset").to_pylist() == [0, 1]
 
