@@ -324,7 +324,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         max_batch_records=settings.max_batch_records,
         vnode_mode=not settings.embedded,
         topology_interval_s=settings.topology_interval_ms / 1000.0,
-        pinned_properties=None if schema_pin is None else (lambda: {"json.schema": schema_pin.text}),
+        pinned_properties=None if schema_pin is None else (lambda: {"json-schema": schema_pin.text}),
         manifests_kept=config.manifests_to_keep,
         pipeline=settings.pipeline,
         on_lake_behind=OnLakeBehind(settings.on_lake_behind),

@@ -34,9 +34,10 @@ from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
 from laminar_kafka.cluster.runtime.probes import ProbeSettings
 from laminar_kafka.cluster.runtime.signals import stop_on_signals
 from laminar_kafka.cluster.runtime.topology import TopicInfo, Topology
+from laminar_kafka.cluster.settings_def import NODE_SETTINGS
 from laminar_kafka.connector.errors import ConnectorError
 from laminar_kafka.connector.protocol import ConnectorConfig
-from laminar_kafka.coordinator.config import CoordinatorConfig
+from laminar_kafka.coordinator.config import DEFAULT_SESSION_TIMEOUT_S, CoordinatorConfig
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class RedisNodeOptions:
     output: str
     properties: dict[str, str]
     checkpoint_interval_s: float = 2.0
-    session_timeout_s: float = 10.0
+    session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S
     vnode_count: int = 64
     metrics_port: int = 0
 
@@ -74,7 +75,8 @@ def add_redis_commands(commands: argparse._SubParsersAction) -> None:  # type: i
     run.add_argument("--zk", required=True, help="ZooKeeper connection string (host:port[,host:port][/chroot])")
     run.add_argument("--pipeline", required=True, help="the pipeline's name (its ZooKeeper subtree and lake records)")
     run.add_argument("--checkpoint-interval-ms", type=int, default=2000, help="epoch interval (default 2000)")
-    run.add_argument("--session-timeout-ms", type=int, default=10000, help="ZooKeeper session timeout (default 10000)")
+    session_timeout = NODE_SETTINGS["session-timeout-ms"]
+    run.add_argument("--session-timeout-ms", type=int, default=session_timeout.default, help=session_timeout.help())
     run.add_argument("--vnode-count", type=int, default=64, help="vnodes of the pipeline (default 64; same on every node)")
     run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port (0: off)")
     run.set_defaults(handler=cmd_redis_run)

@@ -74,7 +74,7 @@ def test_records_deleted_ahead_of_a_running_node_stop_it_unless_the_loss_is_acce
     assert node.wait(60) == 1
     log = node.log_text()
     assert f"read offset {BEFORE // PARTITIONS} of {embedded.topic}:" in log, log[-3000:]
-    assert "below the low watermark 90" in log and "fail.on.data.loss=false resumes" in log, log[-3000:]
+    assert "below the low watermark 90" in log and "fail-on-data-loss=false resumes" in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
 
 

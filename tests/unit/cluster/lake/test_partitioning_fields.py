@@ -444,7 +444,7 @@ def test_readers_read_bytes_and_time_levels_back(tmp_path: Path) -> None:
 
 
 def test_a_directory_name_past_what_a_file_system_takes_is_a_sink_error() -> None:
-    """Identity values are bounded by the source (required.fields <=N); a wide truncate of
+    """Identity values are bounded by the source (required-fields <=N); a wide truncate of
     multi-byte text is not, and must stop with a line saying what to change, not an OSError."""
     wide = PartitionSpec.parse("truncate[40](name)")
     batch = pa.record_batch({"_topic": pa.array(["t"]), "name": pa.array(["€" * 40])})

@@ -420,11 +420,11 @@ async def test_the_bad_record_limit_stops_the_node_at_once(tmp_path: Path) -> No
 
     class TooManyBad(FakeSource):
         async def poll_batch(self, max_records: int) -> SourceBatch | None:
-            raise ErrorRateExceededError("3 of 100 records were bad (max.error.rate=0.01)")
+            raise ErrorRateExceededError("3 of 100 records were bad (max-error-rate=0.01)")
 
     runtime = make_runtime(tmp_path, FakeCoordinator())
     runtime.generations._source_factory = TooManyBad
-    with pytest.raises(RuntimeFailure, match="max.error.rate"):
+    with pytest.raises(RuntimeFailure, match="max-error-rate"):
         await asyncio.wait_for(runtime.run(), 10)
     assert len(FakeSource.generations) == 1
 
