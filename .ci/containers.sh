@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs and configures a container engine for the container test pass (DESIGN section 13):
+# Installs and configures a container engine for the container test pass (docs/development.md):
 # podman from Debian's packages with runc, cgroupfs, a file events logger and default ulimits at or
 # below this machine's hard limits; debootstrap (the base image comes from Debian's mirror, no
 # registry); Debian's docker-compose 1.29 (without its recommends: no docker.io); and

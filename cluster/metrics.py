@@ -1,4 +1,4 @@
-"""Prometheus metrics of one node, served on ``/metrics`` (DESIGN section 7), with the standard
+"""Prometheus metrics of one node, served on ``/metrics`` (docs/settings.md, "Metrics"), with the standard
 ``process_*`` and ``python_info`` families.
 
 Each :class:`NodeMetrics` owns its own ``CollectorRegistry``, so several nodes in one process (tests)

@@ -8,7 +8,7 @@ on the network (the runtime calls them in an executor, never on its event loop).
 delivered to the subscribed callbacks from a coordinator thread, in order; a callback must not
 block (the runtime hands each event to its loop with `call_soon_threadsafe`).
 
-The protocol, as the runtime sees it (DESIGN sections 4 and 5):
+The protocol, as the runtime sees it:
 
 1. `start()` joins the pipeline (a member entry carrying node id, boot id and endpoint) and takes part
    in leader election. The leader publishes assignment versions; each version reaches every node

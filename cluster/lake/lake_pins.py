@@ -3,7 +3,7 @@
 The coordinator holds a pipeline's pins (:mod:`laminar_kafka.cluster.lake.pins`). When its state is
 lost (a ZooKeeper subtree deleted, an ensemble replaced by an empty one, an embedded state
 directory wiped), the first node to start pins *its own* values again, and the pipeline reseeds from
-the lake (DESIGN 14.2). If that node's configuration drifted meanwhile (another ``partition-by``,
+the lake (docs/settings.md). If that node's configuration drifted meanwhile (another ``partition-by``,
 ``format``, ``topic`` or ``source-identity``), the lake would then hold two layouts, or rows of two
 shapes, with nothing to say so: the Iceberg table's own spec catches a changed ``partition-by``, a
 Parquet tree catches nothing. So the lake keeps the settings that define its data too, and every

@@ -1,4 +1,4 @@
-"""The settings that define a pipeline's data, pinned create-once at its first start (DESIGN 14.3).
+"""The settings that define a pipeline's data, pinned create-once at its first start (docs/settings.md).
 
 What lands where, and how it is routed, must not change under a running pipeline: the topics or
 pattern (``topic``), the output URI (``output``), ``table-format``, ``partition-by``, the record

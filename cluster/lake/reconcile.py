@@ -1,6 +1,6 @@
 """Reconcile on every start: the control state and the lake in, one decision out. Pure, no I/O.
 
-The lake is the durable truth (DESIGN section 14); ZooKeeper or the embedded state directory only
+The lake is the durable truth (docs/settings.md); ZooKeeper or the embedded state directory only
 coordinates. Before a node joins, :mod:`laminar_kafka.cluster.lake.startup` gathers the facts (the control state's
 latest manifest, the lake's latest epoch and cursors, the topics' ids) and :func:`reconcile` decides:
 

@@ -1,6 +1,6 @@
 """The record an epoch leaves in the lake beside its data: where the pipeline stands. Pure, no I/O.
 
-ZooKeeper (or the embedded state directory) coordinates; the lake remembers (DESIGN section 14). Every
+ZooKeeper (or the embedded state directory) coordinates; the lake remembers (docs/settings.md). Every
 epoch a pipeline publishes leaves, atomically with the rows it makes visible, a :class:`LakeRecord`:
 the pipeline, the epoch, its assignment version, the Kafka topic ids and the next offset of every
 partition. A node that finds its control state lost or rolled back continues from it.

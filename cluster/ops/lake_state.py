@@ -1,7 +1,7 @@
 """The lake's own account of a pipeline, for the tools (`status`, `verify`): its latest epoch and
 cursors, and whether they agree with the control state's.
 
-The lake is the durable truth (DESIGN section 14): what it records is what a node continues from when
+The lake is the durable truth (docs/settings.md): what it records is what a node continues from when
 the control state is lost. An operator sees both sides here before anything acts on them; the
 verdict is :func:`laminar_kafka.cluster.lake.reconcile.reconcile`'s, as a node would reach it at its next start.
 """

@@ -1,7 +1,7 @@
 """The topics a pipeline lands, as Kafka describes them now, and how they may change (pure).
 
 A node's owned partitions are a function of the *current* topology and the published assignment,
-never of a list read once at start (DESIGN section 10). :class:`Topology` is one observation
+never of a list read once at start (docs/settings.md). :class:`Topology` is one observation
 (selected topics with their topic ids and partition counts); :func:`topology_change` compares two
 observations against the topic ids pinned durably in the coordinator:
 

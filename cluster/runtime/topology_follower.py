@@ -1,4 +1,4 @@
-"""Following the topics' topology while the node runs (DESIGN section 10), and pinning the start.
+"""Following the topics' topology while the node runs (docs/settings.md), and pinning the start.
 
 The selected topics are read every ``topology_interval_s`` (off the loop, in the metadata
 executor); the runtime adopts an observation between two turns. New topics have their ids pinned

@@ -9,7 +9,7 @@ The engine is whatever answers the Docker API: `DOCKER_HOST`, else `/var/run/doc
 podman's socket `/run/podman/podman.sock` (started here with `podman system service` when podman is
 installed but its service is not running; `.ci/containers.sh` installs and configures podman).
 
-Images (DESIGN section 13): a Debian base made by debootstrap from the host's own apt mirror and
+Images (docs/development.md): a Debian base made by debootstrap from the host's own apt mirror and
 imported (no registry), a Java 17 image, a Python 3.11 image (a stand-in for python:3.11-slim), the
 pinned Kafka and ZooKeeper jars (`laminar_kafka.devstack.jvm.artifacts.ensure_artifacts`, Maven Central) in a shared layer, the
 Kafka (KRaft) and ZooKeeper server images, the node image from `docker/Dockerfile`, and for the

@@ -366,7 +366,7 @@ def resolve_start_offsets(
 ) -> dict[TopicPartitionId, int]:
     """Resolve ``config``'s startup mode once to exact next-offsets of every selected partition,
     with a short-lived consumer (blocking). Used to pin a pipeline's start durably before any node
-    reads (DESIGN section 10.2).
+    reads (docs/settings.md, "The start position is pinned cluster-wide").
 
     The broker facts are read again while they fail transiently (a topic created moments ago that a
     broker does not know yet, a partition without a leader yet, a timeout) for up to ``retry_for_s``

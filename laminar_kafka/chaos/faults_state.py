@@ -1,4 +1,4 @@
-"""Chaos faults on state (DESIGN 14.4, issue 21): the control state lost, replaced or old, the lake
+"""Chaos faults on state (issue 21): the control state lost, replaced or old, the lake
 behind the control state, and a node that disagrees with the pipeline's pinned settings.
 
 - ``zk-subtree-lost``: ``/laminar/<pipeline>`` deleted recursively while the nodes run (each must

@@ -71,7 +71,7 @@ _SPEC_LIST = (
     KindSpec("transactions", "a burst of aborted transactions from a transactional producer", 4.0, transactional=True),
     KindSpec("output-readonly", "the output directory becomes read-only, then writable again", 8.0, output_mount=True),
     KindSpec("output-full", "the output file system becomes full, then has room again", 8.0, output_mount=True),
-    # State faults (DESIGN 14.4): the control state lost, replaced or old, the lake behind it, a node
+    # State faults: the control state lost, replaced or old, the lake behind it, a node
     # that disagrees with the pipeline's pinned settings (laminar_kafka.chaos.faults_state)
     KindSpec("zk-subtree-lost", "delete the pipeline's ZooKeeper subtree while the nodes run, or while all are stopped",
              20.0),

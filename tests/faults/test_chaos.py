@@ -1,7 +1,7 @@
 """A short chaos campaign on real processes (laminar_kafka.chaos.campaign): two seeds that between them SIGKILL a
 node mid-epoch, pause a zombie past its session timeout, make a node leave and another join, create
 a topic that matches the nodes' pattern, cut a node from ZooKeeper only (network namespace), and two
-state faults (DESIGN 14.4): the pipeline's ZooKeeper subtree deleted (the nodes reconcile with the
+state faults: the pipeline's ZooKeeper subtree deleted (the nodes reconcile with the
 lake) and a node started with a pipeline-defining setting changed (exit 2 in one line). Then one
 seed of the deployment shape (``--lake s3-rest``: each node in its own directory, Iceberg on
 SeaweedFS S3 through Iceberg's REST catalog) with every lake kind: the object store restarted and

@@ -1,4 +1,4 @@
-"""State faults: the control state lost or old, the lake rolled back (DESIGN section 14). The lake is
+"""State faults: the control state lost or old, the lake rolled back (docs/settings.md). The lake is
 the durable truth: every node reconciles its control state with it before it joins, so each fault
 ends exact (or, with ``on-lake-behind=fail``, with a one-line refusal and an untouched lake).
 

@@ -16,7 +16,7 @@ from tests.integration.cluster.harness import Pipeline, assert_exact, scrape
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
 
-#: the metric families DESIGN section 7 lists (as exported: counters with _total, histograms by their samples)
+#: the metric families docs/settings.md lists ("Metrics") (as exported: counters with _total, histograms by their samples)
 DESIGN_METRICS = (
     "laminar_records_in_total", "laminar_bytes_in_total", "laminar_batches_total", "laminar_lag_records",
     "laminar_durable_lag_records", "laminar_handoff_pause_seconds_count", "laminar_drain_seconds_count",
@@ -47,7 +47,7 @@ def test_planned_leave(pipeline: Pipeline) -> None:
     pipeline.wait_spread(2)
     assert_exact(pipeline.finish(), pipeline)
     assert "planned leave complete" in pipeline.nodes[3].log_text()
-    # node 1 took part in rounds and acquired partitions: every DESIGN section 7 family has samples
+    # node 1 took part in rounds and acquired partitions: every family of DESIGN_METRICS has samples
     pipeline.wait_until(lambda: all(sampled(scrape(port), f) for f in DESIGN_METRICS), 20, "every metric exported")
     body = scrape(port)
     assert 'laminar_session_state{node="1",state="CONNECTED"} 1.0' in body

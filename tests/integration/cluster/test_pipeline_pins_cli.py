@@ -1,6 +1,6 @@
 """A node started with a setting that defines the pipeline's data other than the one pinned at the
 pipeline's first start exits 2 in one line naming the setting, before it reads or writes anything
-(DESIGN 14.3). Before the pins, another vnode-count died in a traceback and another output in exit 1."""
+(docs/settings.md). Before the pins, another vnode-count died in a traceback and another output in exit 1."""
 from __future__ import annotations
 
 import subprocess

@@ -1,4 +1,4 @@
-"""A node's death never rewinds the survivors (DESIGN section 5): three `laminar-kafka run` nodes over
+"""A node's death never rewinds the survivors: three `laminar-kafka run` nodes over
 an 8-partition topic under load, one SIGKILLed (a follower, or the leader); the survivors acquire its
 partitions in place and keep their source generations: no generation started or retired, no ack
 rejected, and no row read twice (each survivor's `laminar_records_in` equals the rows of the lake's

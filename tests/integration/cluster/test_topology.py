@@ -1,4 +1,4 @@
-"""The topology changes while nodes run (DESIGN section 10): partitions added to the topic, a new
+"""The topology changes while nodes run (docs/settings.md): partitions added to the topic, a new
 topic matching a pattern, a re-created topic, and a start position pinned cluster-wide.
 
 Real `laminar-kafka run` processes on the session's Kafka and ZooKeeper; each growth scenario ends

@@ -32,7 +32,7 @@ from laminar_kafka.chaos.plan import (
 from laminar_kafka.chaos.report import FaultResult, RunResult, campaign_json, format_table, summarize
 
 _NODE_TARGETS = {"node:any", "node:leader", "node:donor", "node:recipient", "node:new", "node:all", "nodes"}
-#: the state faults (DESIGN 14.4), laminar_kafka.chaos.faults_state
+#: the state faults, laminar_kafka.chaos.faults_state
 STATE_KINDS = ("zk-subtree-lost", "zk-ensemble-replaced", "zk-rollback", "lake-rollback", "misconfigured-node")
 
 

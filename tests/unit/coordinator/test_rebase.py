@@ -1,4 +1,4 @@
-"""Rebasing the control state on a seed from the lake (DESIGN 14.2): ControlStore.reset (memory and
+"""Rebasing the control state on a seed from the lake: ControlStore.reset (memory and
 local files), Coordinator.connect / rebase on the embedded LocalCoordinator, and the model's first
 register continuing epochs after the pinned manifest's epoch."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The settings that define a pipeline are pinned at its first start; a node that disagrees is refused
-in one line naming the setting, its value and the pipeline's (DESIGN 14.3)."""
+in one line naming the setting, its value and the pipeline's (docs/settings.md)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""reconcile(): the pure start-up decision between the control state and the lake (DESIGN 14.2).
+"""reconcile(): the pure start-up decision between the control state and the lake (docs/settings.md).
 
 Every row of the module docstring's table, the edges of "behind" (publishing trails the manifest,
 dense and non-dense lakes, rolled-back epochs, lakes written before records existed), the seed's
