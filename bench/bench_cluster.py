@@ -26,15 +26,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from connect_figures import cpu_seconds  # noqa: E402
+from connect_figures import cpu_seconds
 
-from laminar_kafka.cluster.ops.status import collect_status  # noqa: E402
-from laminar_kafka.demo import audit_output, handoff_pauses  # noqa: E402
-from laminar_kafka.devstack.processes import NodeProcess  # noqa: E402
-from laminar_kafka.devstack.producers import ContinuousProducer, produce  # noqa: E402
-from laminar_kafka.devstack.stack import DevStack  # noqa: E402
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
-from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
+from laminar_kafka.cluster.ops.status import collect_status
+from laminar_kafka.demo import audit_output, handoff_pauses
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.producers import ContinuousProducer, produce
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -54,26 +54,26 @@ from pyiceberg.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from connect_figures import audit_coordinates, cpu_seconds, percentile, status_kib  # noqa: E402
+from connect_figures import audit_coordinates, cpu_seconds, percentile, status_kib
 
-from laminar_kafka.cluster.lake.iceberg.tables import quiet_pyiceberg  # noqa: E402
-from laminar_kafka.cluster.lake.settings import table_name_of  # noqa: E402
-from laminar_kafka.devstack.jvm.connect import (  # noqa: E402
+from laminar_kafka.cluster.lake.iceberg.tables import quiet_pyiceberg
+from laminar_kafka.cluster.lake.settings import table_name_of
+from laminar_kafka.devstack.jvm.connect import (
     ConnectWorker,
     create_sink_table,
     new_connect_worker,
     pinned_connect_versions,
     start_iceberg_sink,
 )
-from laminar_kafka.devstack.jvm.connect_config import IcebergSinkSettings  # noqa: E402
-from laminar_kafka.devstack.jvm.rest_catalog import new_rest_catalog  # noqa: E402
-from laminar_kafka.devstack.processes import NodeProcess, node_command  # noqa: E402
-from laminar_kafka.devstack.producers import ContinuousProducer, produce  # noqa: E402
-from laminar_kafka.devstack.stack import DevStack  # noqa: E402
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
-from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
-from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_consumer  # noqa: E402
-from laminar_kafka.kafka_source.read import positions  # noqa: E402
+from laminar_kafka.devstack.jvm.connect_config import IcebergSinkSettings
+from laminar_kafka.devstack.jvm.rest_catalog import new_rest_catalog
+from laminar_kafka.devstack.processes import NodeProcess, node_command
+from laminar_kafka.devstack.producers import ContinuousProducer, produce
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_consumer
+from laminar_kafka.kafka_source.read import positions
 
 PARTITIONS = 8
 VALUE_BYTES = 100

@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo.client import KazooClient
 
-from laminar_kafka.coordinator.base import (  # noqa: E402
+from laminar_kafka.coordinator.base import (
     CoordinatorConfig,
     CoordinatorEvent,
     EpochAck,
@@ -38,9 +38,9 @@ from laminar_kafka.coordinator.base import (  # noqa: E402
     EpochOpened,
     RoundStarted,
 )
-from laminar_kafka.coordinator.vnodes.routing import owned_partitions  # noqa: E402
-from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator  # noqa: E402
-from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
+from laminar_kafka.coordinator.vnodes.routing import owned_partitions
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
+from laminar_kafka.devstack.waiting import wait_until
 
 #: the partitions the simulated members ack (routed like a real pipeline's: the leader rejects foreign ones)
 BENCH_PARTITIONS = [("t", p) for p in range(64)]

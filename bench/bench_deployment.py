@@ -32,20 +32,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_lake import PARTITIONS, landed_rows  # noqa: E402
+from bench_lake import PARTITIONS, landed_rows
 
-from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch  # noqa: E402
-from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog  # noqa: E402
-from laminar_kafka.cluster.lake.parquet.sink import open_output  # noqa: E402
-from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of  # noqa: E402
-from laminar_kafka.demo import audit_output  # noqa: E402
-from laminar_kafka.devstack.jvm.rest_catalog import RestCatalogServer, new_rest_catalog  # noqa: E402
-from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer, start_seaweed_server  # noqa: E402
-from laminar_kafka.devstack.processes import NodeProcess, free_port  # noqa: E402
-from laminar_kafka.devstack.producers import ContinuousProducer, produce  # noqa: E402
-from laminar_kafka.devstack.stack import DevStack  # noqa: E402
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
-from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
+from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
+from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
+from laminar_kafka.demo import audit_output
+from laminar_kafka.devstack.jvm.rest_catalog import RestCatalogServer, new_rest_catalog
+from laminar_kafka.devstack.objectstore.seaweedfs import SeaweedServer, start_seaweed_server
+from laminar_kafka.devstack.processes import NodeProcess, free_port
+from laminar_kafka.devstack.producers import ContinuousProducer, produce
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
 
 BUCKET = "laminar-bench"
 TARGETS = ("parquet-local", "parquet-s3", "iceberg-s3-rest")

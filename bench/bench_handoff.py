@@ -32,17 +32,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId  # noqa: E402
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
-from laminar_kafka.kafka_source import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution  # noqa: E402
-from tests.integration.kafka_source.driver import (  # noqa: E402
+from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.kafka_source import SourceDrainOutcome, SourceDrainRequest, SourceDrainResolution
+from tests.integration.kafka_source.driver import (
     Driver,
     Node,
     Producing,
     assert_contiguous,
     wait_caught_up,
 )
-from tests.support import high_watermarks  # noqa: E402
+from tests.support import high_watermarks
 
 PARTITIONS = 16
 

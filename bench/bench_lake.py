@@ -27,16 +27,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow.parquet as pq
 
-from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output  # noqa: E402
-from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of  # noqa: E402
-from laminar_kafka.demo import audit_output  # noqa: E402
-from laminar_kafka.devstack.processes import NodeProcess, node_environment  # noqa: E402
-from laminar_kafka.devstack.producers import ContinuousProducer, produce  # noqa: E402
-from laminar_kafka.devstack.stack import DevStack  # noqa: E402
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
-from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
+from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat, table_name_of
+from laminar_kafka.demo import audit_output
+from laminar_kafka.devstack.processes import NodeProcess, node_environment
+from laminar_kafka.devstack.producers import ContinuousProducer, produce
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
 
 PARTITIONS = 8
 

@@ -156,7 +156,7 @@ def measure(argv: list[list[str]], env: dict[str, str] | None, done: object, fir
     """Start every argv as a process, wait until ``done()`` (None: until each exits), then SIGTERM
     the ones still running; CPU and peak RSS from ``os.wait4`` (so nothing else may reap them)."""
     started = time.monotonic()
-    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # closed below
     pids = [subprocess.Popen(a, env=env, stdout=log, stderr=log).pid for a in argv]
     ended: dict[int, tuple[int, object]] = {}
 

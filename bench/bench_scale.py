@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from process_probes import (  # noqa: E402
+from process_probes import (
     buckets,
     counter,
     cpu_seconds,
@@ -52,12 +52,12 @@ from process_probes import (  # noqa: E402
     zk_packets_received,
 )
 
-from laminar_kafka.cluster.ops.status import collect_status  # noqa: E402
-from laminar_kafka.devstack.processes import NodeProcess, free_port  # noqa: E402
-from laminar_kafka.devstack.producers import ContinuousProducer  # noqa: E402
-from laminar_kafka.devstack.stack import DevStack  # noqa: E402
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
-from laminar_kafka.devstack.waiting import wait_until  # noqa: E402
+from laminar_kafka.cluster.ops.status import collect_status
+from laminar_kafka.devstack.processes import NodeProcess, free_port
+from laminar_kafka.devstack.producers import ContinuousProducer
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
 
 # -- the lake as its readers see it --------------------------------------------------------------
 
@@ -110,7 +110,7 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"p50": None, "p90": None, "p99": None, "max": None, "rows": 0}
     ordered = sorted(values)
-    pick = lambda q: round(ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1)))], 3)  # noqa: E731
+    pick = lambda q: round(ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1)))], 3)
     return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "max": pick(1.0), "rows": len(ordered)}
 
 

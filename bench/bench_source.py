@@ -36,18 +36,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from laminar_kafka.devstack.topics import create_topic  # noqa: E402
-from laminar_kafka.kafka_source import (  # noqa: E402
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.kafka_source import (
     ConnectorConfig,
     DeliveryGuarantee,
     KafkaSource,
     SourcePosition,
     SourceStart,
 )
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig  # noqa: E402
-from laminar_kafka.kafka_source.read.positions import watermarks  # noqa: E402
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.read.positions import watermarks
 
 PARTITIONS = 8
 RECORD_BYTES = 100

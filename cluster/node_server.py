@@ -61,7 +61,7 @@ class _Handler(BaseHTTPRequestHandler):
         # and the connection is closed
         self.connection.settimeout(self.server.request_timeout_s)
 
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server dispatches to
+    def do_GET(self) -> None:  # the name http.server dispatches to
         path = self.path.split("?", 1)[0]
         probes = self.server.probes
         if path == "/metrics":
@@ -83,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the signature http.server calls
+    def log_message(self, format: str, *args: object) -> None:  # the signature http.server calls
         """Quiet: no line per request (http.server writes each to stderr by default)."""
 
 

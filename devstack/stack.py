@@ -227,7 +227,7 @@ class DevStack:
                 server.start()
             for server in self.servers():
                 server.wait_healthy(max(1.0, timeout - (time.monotonic() - started)))
-        except BaseException:  # noqa: BLE001 - stop what started, then re-raised
+        except BaseException:  # stop what started, then re-raised
             self.stop(clean=False)
             raise
         self.startup_seconds = time.monotonic() - started

@@ -205,7 +205,7 @@ class KafkaSource(SourceConnector):
                 config, position, delivery, self._commits, self._request_timeout_s, blocking=self._blocking,
                 pin=self._vnode.pin if self._vnode is not None else None,
             )
-        except BaseException:  # noqa: BLE001 - any failure, cancellation included, retires the generation; re-raised
+        except BaseException:  # any failure, cancellation included, retires the generation; re-raised
             self._closed = True
             raise
         self._cursor = offsets

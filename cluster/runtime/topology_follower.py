@@ -74,7 +74,7 @@ class TopologyFollower:
         while True:
             try:
                 return await self._context.executors.in_metadata(self.read_topology)
-            except Exception as exc:  # noqa: BLE001 - any failure to read metadata is retried, bounded
+            except Exception as exc:  # any failure to read metadata is retried, bounded
                 if time.monotonic() >= deadline:
                     raise RuntimeFailure(f"cannot read the topics' metadata: {exc}", cause=exc) from exc
                 logger.warning("reading topic metadata failed (%s); retrying", exc)

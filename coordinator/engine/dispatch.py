@@ -131,7 +131,7 @@ class Dispatcher:
                     current = self._store.read_register()
                     if current is not None:
                         self._observe(current)
-            except Exception:  # noqa: BLE001 - the dispatcher must survive any one bad item
+            except Exception:  # the dispatcher must survive any one bad item
                 logger.exception("coordinator %d failed to process %s", self._node_id, kind)
 
     def _observe(self, control: ControlState) -> None:

@@ -131,7 +131,7 @@ class Subscribers:
             for callback in callbacks:
                 try:
                     callback(event)
-                except Exception:  # noqa: BLE001 - one subscriber must not break the others
+                except Exception:  # one subscriber must not break the others
                     logger.exception("subscriber failed on %s", type(event).__name__)
 
 

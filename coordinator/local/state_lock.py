@@ -68,7 +68,7 @@ class StateDirectoryLock:
             raise ConfigurationError(
                 f"cannot lock the state directory {self.path.parent} ({exc}): use a local state-dir"
             ) from exc
-        except BaseException:  # noqa: BLE001 - close the file, then re-raised
+        except BaseException:  # close the file, then re-raised
             os.close(fd)
             raise
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

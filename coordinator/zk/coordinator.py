@@ -182,7 +182,7 @@ class ZooKeeperCoordinator(EngineCoordinator):
             return
         try:
             self.connect(timeout)
-        except BaseException:  # noqa: BLE001 - not started after all, then re-raised
+        except BaseException:  # not started after all, then re-raised
             self._started = False
             raise
         self._start_engine()

@@ -166,7 +166,7 @@ def connect(start: bool = True) -> Any:
     client = docker.DockerClient(base_url=url, timeout=300)
     try:
         client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure: the engine does not answer
+    except Exception as exc:  # any failure: the engine does not answer
         raise ContainerError(f"the engine at {url} does not answer: {first_line_of(exc)}", cause=exc) from exc
     return client
 
@@ -238,7 +238,7 @@ def check_container_runs(client: Any) -> None:
         _run_to_exit(client, PROBE_IMAGE, ["/bin/true"])
     except ContainerError:
         raise
-    except Exception as exc:  # noqa: BLE001 - the engine's own words decide the hint
+    except Exception as exc:  # the engine's own words decide the hint
         raise ContainerError(_hint(exc), cause=exc) from exc
     _checked.add(url)
 

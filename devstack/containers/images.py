@@ -263,7 +263,7 @@ class ImageBuilder:
         except Exception:  # noqa: BLE001 - not there: pull it
             try:
                 image = self.client.images.pull(public)
-            except Exception as exc:  # noqa: BLE001 - any client failure to pull is one ContainerError with a hint
+            except Exception as exc:  # any client failure to pull is one ContainerError with a hint
                 raise ContainerError(
                     f"cannot pull {public} ({first_line_of(exc)[:160]}); where no registry is reachable, "
                     "install debootstrap and build with --bases debootstrap", cause=exc) from exc

@@ -177,7 +177,7 @@ def run_server(
     image, container_port = (KAFKA_IMAGE, KAFKA_PORT) if role == "kafka" else (ZOOKEEPER_IMAGE, ZOOKEEPER_PORT)
     try:
         client.images.get(image)
-    except Exception as exc:  # noqa: BLE001 - not built yet
+    except Exception as exc:  # not built yet
         raise ContainerError(f"image {image} is missing: run `python -m laminar_kafka.devstack.containers build`", cause=exc) from exc
     for attempt in range(1, attempts + 1):
         port = free_port()
@@ -190,7 +190,7 @@ def run_server(
                 labels={ROLE_LABEL: role, **(labels or {})},
             )
             return ServerContainer(name=name, container=container, port=port, health=health)
-        except Exception as exc:  # noqa: BLE001 - a taken port is retried, anything else is an error
+        except Exception as exc:  # a taken port is retried, anything else is an error
             with contextlib.suppress(Exception):
                 client.containers.get(name).remove(force=True)
             if attempt == attempts or not port_taken(exc):
@@ -220,7 +220,7 @@ class ContainerStack:
                 stack.kafka = run_server(client, "kafka", f"{name}-kafka", labels)
             for server in stack.servers():
                 server.wait_healthy(max(1.0, timeout - (time.monotonic() - started)))
-        except BaseException:  # noqa: BLE001 - remove what started, then re-raised
+        except BaseException:  # remove what started, then re-raised
             remove_stack(client, name)
             raise
         stack.startup_seconds = time.monotonic() - started

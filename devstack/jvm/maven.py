@@ -33,7 +33,7 @@ def _unpack(archive: Path, into: Path, version: str) -> Path:
         if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later: refuse paths outside ``into``
             tar.extractall(into, filter="data")
         else:
-            tar.extractall(into)  # noqa: S202 - a distribution whose SHA-256 was just checked
+            tar.extractall(into)  # a distribution whose SHA-256 was just checked
     top = into / f"apache-maven-{version}"
     if not (top / "bin" / "mvn").is_file():
         raise ArtifactError(f"{archive.name} holds no apache-maven-{version}/bin/mvn")

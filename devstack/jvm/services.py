@@ -71,7 +71,7 @@ class HttpJvmService:
         self.server.start()
         try:
             waited = self.server.wait_healthy(timeout)
-        except BaseException:  # noqa: BLE001 - an interrupted start too: the process is stopped, then it re-raises
+        except BaseException:  # an interrupted start too: the process is stopped, then it re-raises
             self.server.stop()
             raise
         logger.info("%s ready on port %d after %.1fs", self.server.name, self.port, waited)

@@ -122,7 +122,7 @@ class NodeNetwork:
                 raise NetworkUnavailable(f"network namespaces need root (running as uid {os.geteuid()})")
             try:
                 self._create()
-            except BaseException as exc:  # noqa: BLE001 - undo, then re-raised (an Exception as NetworkUnavailable)
+            except BaseException as exc:  # undo, then re-raised (an Exception as NetworkUnavailable)
                 self._teardown()
                 if isinstance(exc, NetworkUnavailable):
                     raise
@@ -172,7 +172,7 @@ class NodeNetwork:
                 if self._latency_ms[group]:
                     relay.set_latency(self._latency_ms[group], group)
             self._listen(relay, self._endpoints)
-        except BaseException:  # noqa: BLE001 - close the relay, then re-raised
+        except BaseException:  # close the relay, then re-raised
             relay.close()
             raise
         self._relay = relay
@@ -204,7 +204,7 @@ class NodeNetwork:
                 listener = in_namespace(self.namespace, functools.partial(loopback_listener, port))
                 try:
                     relay.listen(listener, group, port)
-                except BaseException:  # noqa: BLE001 - close the listener, then re-raised
+                except BaseException:  # close the listener, then re-raised
                     listener.close()
                     raise
 
@@ -217,7 +217,7 @@ class NodeNetwork:
                     self._listen(self._relay, merged)
                 except NetworkUnavailable:
                     raise
-                except Exception as exc:  # noqa: BLE001 - any failure to relay is NetworkUnavailable (the contract)
+                except Exception as exc:  # any failure to relay is NetworkUnavailable (the contract)
                     raise NetworkUnavailable(f"relaying {endpoints} in {self.namespace} failed: {exc}", cause=exc) from exc
             self._endpoints = merged
 
@@ -232,7 +232,7 @@ class NodeNetwork:
                 OPEN.discard(self)
             try:
                 self._teardown()
-            except Exception:  # noqa: BLE001 - close never raises
+            except Exception:  # close never raises
                 logger.exception("closing network %s failed", self.namespace)
 
     def _teardown(self) -> None:

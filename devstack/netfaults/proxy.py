@@ -44,7 +44,7 @@ class FaultProxy:
         self._relay = TcpRelay(label)
         try:
             self._relay.listen(listener, _GROUP, upstream_port)
-        except BaseException:  # noqa: BLE001 - close what was made, then re-raised
+        except BaseException:  # close what was made, then re-raised
             self._relay.close()
             listener.close()
             raise

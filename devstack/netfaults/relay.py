@@ -296,7 +296,7 @@ class TcpRelay:
         try:
             if self._thread.is_alive():
                 asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(CONTROL_TIMEOUT_S)
-        except Exception:  # noqa: BLE001 - closing must not fail the caller
+        except Exception:  # closing must not fail the caller
             logger.exception("relay %s: shutdown failed", self.label)
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(self.loop.stop)

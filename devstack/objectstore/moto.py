@@ -108,7 +108,7 @@ def start_moto_server(
         _wait_answering(process, server, timeout)
         for bucket in buckets:
             access.create_bucket(bucket)
-    except BaseException:  # noqa: BLE001 - an interrupted start too: the server is stopped, then it re-raises
+    except BaseException:  # an interrupted start too: the server is stopped, then it re-raises
         terminate_pid(process.pid, 5)
         raise
     logger.info("moto S3 server ready at %s after %.1fs", access.endpoint, time.monotonic() - started)

@@ -317,7 +317,7 @@ def start_seaweed_server(
         _wait_healthy(process, server, timeout)
         for bucket in buckets:
             server.access.create_bucket(bucket)
-    except BaseException:  # noqa: BLE001 - an interrupted start too: the server is stopped, then it re-raises
+    except BaseException:  # an interrupted start too: the server is stopped, then it re-raises
         terminate_pid(process.pid, 10)
         _remove_sockets(ports)
         raise

@@ -141,7 +141,7 @@ def close_in_background(consumer: _Closable) -> threading.Thread:
     def close() -> None:
         try:
             consumer.close()
-        except Exception:  # noqa: BLE001 - a lost client's close is best effort
+        except Exception:  # a lost client's close is best effort
             logger.warning("closing the replaced kafka consumer failed", exc_info=True)
         else:
             logger.info("the replaced kafka consumer closed")

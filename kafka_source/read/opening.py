@@ -157,7 +157,7 @@ async def open_consumer(
             offsets = pin(offsets)
         assignment = [KafkaTopicPartition(t, p, o) for (t, p), o in offsets.items()]
         await blocking("kafka-source-assign", functools.partial(consumer.assign, assignment))
-    except BaseException:  # noqa: BLE001 - any exit, cancellation included, closes the consumer; re-raised
+    except BaseException:  # any exit, cancellation included, closes the consumer; re-raised
         await blocking("kafka-source-close", consumer.close)
         raise
     return consumer, plan, offsets

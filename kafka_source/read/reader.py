@@ -244,7 +244,7 @@ class Reader:
                     continue
                 self._read_chunk()
                 self._watch_client()
-        except Exception as exc:  # noqa: BLE001 - surfaced to the source through the FIFO
+        except Exception as exc:  # surfaced to the source through the FIFO
             logger.exception("kafka source reader thread failed")
             self.fifo.put_control(ReaderFailed(FatalError(f"reader thread failed: {exc}", cause=exc)))
         finally:
@@ -253,7 +253,7 @@ class Reader:
             self._run_commands(cancel=True)
             try:
                 self.consumer.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
+            except Exception:  # closing is best effort
                 logger.warning("closing the kafka consumer failed", exc_info=True)
 
     def _run_commands(self, cancel: bool = False) -> None:
@@ -442,5 +442,5 @@ class Reader:
             for topic, info in topics.items():
                 found.extend((topic, p) for p in info.partitions if (topic, p) not in assigned)
             self._assign_new(self.consumer, found)
-        except Exception:  # noqa: BLE001 - discovery retries at the next interval
+        except Exception:  # discovery retries at the next interval
             logger.warning("partition discovery failed; retrying later", exc_info=True)

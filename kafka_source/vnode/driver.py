@@ -297,7 +297,7 @@ class VnodeDriver(AssignmentExecutor):
             marker = await asyncio.wait_for(
                 asyncio.wrap_future(change.future), max(0.0, deadline - time.monotonic())
             )
-        except BaseException as exc:  # noqa: BLE001 - a timeout, a cancellation or the change's failure: retired as FatalError
+        except BaseException as exc:  # a timeout, a cancellation or the change's failure: retired as FatalError
             change.cancelled.set()
             self.fail(f"{resolution.outcome.value} of drain {resolution.round} did not complete: {exc!r}")
             raise FatalError(

@@ -126,7 +126,7 @@ def _apply(run: ChaosRun, ctx: FaultContext, monitor: Monitor, event: FaultEvent
     run.note(f"fault {event.kind} ({event.target}, {dict(event.params)}, hold {event.hold_s}s)")
     try:
         injection = FAULTS[event.kind].inject(ctx, event)
-    except Exception as exc:  # noqa: BLE001 - any failure is recorded on the fault's result, then raised
+    except Exception as exc:  # any failure is recorded on the fault's result, then raised
         result.error = f"{type(exc).__name__}: {exc}"
         raise
     result.injected_at_s = round(injection.at - run.phase_start, 2)
@@ -231,7 +231,7 @@ def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, tok
         _inject_faults(run, ctx, monitor)
         _stop_production_and_catch_up(run, ctx, monitor)
         audit_run(run.result, run.topics.partitions, ctx.producer, run.lake, stack.bootstrap)
-    except Exception as exc:  # noqa: BLE001 - a run failure is a result, not a crash of the campaign
+    except Exception as exc:  # a run failure is a result, not a crash of the campaign
         run.result.error = f"{type(exc).__name__}: {exc}"
         logger.debug("seed %d failed", seed, exc_info=True)
         with contextlib.suppress(OSError):  # the events log cannot be written: the result still says it

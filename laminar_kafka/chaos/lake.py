@@ -184,7 +184,7 @@ class LakeServices:
             catalog.start(timeout=START_TIMEOUT_S)
             made.append(catalog.stop)
             catalog_proxy = FaultProxy(catalog.port, "catalog")
-        except BaseException:  # noqa: BLE001 - stop what started, then re-raised
+        except BaseException:  # stop what started, then re-raised
             for undo in reversed(made):
                 with contextlib.suppress(Exception):
                     undo()

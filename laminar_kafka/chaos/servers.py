@@ -108,7 +108,7 @@ class ClusterProbe:
                 return True
             try:
                 return callback(ControlState.from_json(data))
-            except Exception:  # noqa: BLE001 - a failing callback ends the watch; the waiter times out
+            except Exception:  # a failing callback ends the watch; the waiter times out
                 logger.exception("register watch failed")
                 return False
         self._zk.DataWatch(f"{self._base}/assignment", on_data)
@@ -228,7 +228,7 @@ def expire_session(zk_hosts: str, session_id: int, timeout: float = 10.0) -> Non
             raise ChaosError(f"could not attach to session 0x{session_id:x} (got a different session)")
     except ChaosError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure to attach (refused, timed out) is the fault's failure
+    except Exception as exc:  # any failure to attach (refused, timed out) is the fault's failure
         raise ChaosError(f"could not attach to session 0x{session_id:x}: {exc!r}") from exc
     finally:
         with contextlib.suppress(Exception):

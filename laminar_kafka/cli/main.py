@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         return int(args.handler(args))
-    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - only our own errors become a code; the rest re-raise
+    except (Exception, KeyboardInterrupt) as exc:  # only our own errors become a code; the rest re-raise
         code = exit_code(exc)
         if code is None:
             raise

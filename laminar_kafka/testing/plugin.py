@@ -176,7 +176,7 @@ def start_servers(starter: Callable[[], contextlib.AbstractContextManager[T]], *
             report(problem)
         try:
             yield value
-        except BaseException as exc:  # noqa: BLE001 - passed to the manager, which stops the servers
+        except BaseException as exc:  # passed to the manager, which stops the servers
             if not manager.__exit__(type(exc), exc, exc.__traceback__):
                 raise
         else:
@@ -256,7 +256,7 @@ def zookeeper(request: pytest.FixtureRequest) -> Iterator[ZooKeeperTestEnsemble]
         starter: Callable[[], Any] = servers.container_zookeeper
     else:
         base = request.getfixturevalue("tmp_path_factory").mktemp("zookeeper")
-        starter = lambda: servers.process_zookeeper(base)  # noqa: E731
+        starter = lambda: servers.process_zookeeper(base)
     with start_servers(starter) as ensemble:
         yield ensemble
 

@@ -174,7 +174,7 @@ def server_container(role: str, *, name_prefix: str, labels: Mapping[str, str] |
         container.with_kwargs(labels={servers.ROLE_LABEL: role, RUN_LABEL: "1", **(labels or {})})
         try:
             container.start()
-        except BaseException as exc:  # noqa: BLE001 - Ctrl-C too: a container the engine made is removed
+        except BaseException as exc:  # Ctrl-C too: a container the engine made is removed
             with contextlib.suppress(Exception):  # the start's error (or the interrupt) is the one to see
                 container.stop()
             if isinstance(exc, Exception) and attempt < attempts and servers.port_taken(exc):

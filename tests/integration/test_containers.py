@@ -64,7 +64,7 @@ def _dev(state_file: Path, *argv: str) -> int:
 
 
 def test_dev_up_containers_status_down(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                       unique) -> None:  # noqa: ANN001
+                                       unique) -> None:
     client = container_engine()
     state_file = tmp_path / "state.json"
     name = _stack_name(argparse.Namespace(state_file=state_file))

@@ -21,7 +21,7 @@ def _example() -> dict[str, Any]:
     block = re.search(r"```python\n(import asyncio\n.*?)```", README.read_text(), re.S)
     assert block is not None, "the README lost its library example"
     namespace: dict[str, Any] = {}
-    exec(compile(block.group(1), str(README), "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(block.group(1), str(README), "exec"), namespace)  # our own README
     return namespace
 
 

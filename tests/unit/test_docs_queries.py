@@ -75,7 +75,7 @@ def test_the_docs_setup_block_loads_the_extensions_without_downloads() -> None:
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None, "docs/lake.md lost its DuckDB setup block"
     namespace: dict[str, object] = {}
-    exec(compile(block.group(1), "docs/lake.md", "exec"), namespace)  # noqa: S102 - our own docs
+    exec(compile(block.group(1), "docs/lake.md", "exec"), namespace)  # our own docs
     con = namespace["con"]
     assert isinstance(con, duckdb.DuckDBPyConnection)
     loaded = con.execute("SELECT extension_name FROM duckdb_extensions() WHERE loaded AND extension_name IN "

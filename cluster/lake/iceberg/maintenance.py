@@ -108,7 +108,7 @@ def compact(
             outputs = [_rewrite(table, group, written, codec) for group in groups]
             inputs = [task.file for group in groups for task in group]
             committed = _commit_rewrite(table, inputs, outputs, attempts)
-        except BaseException:  # noqa: BLE001 - the files written so far are deleted, then re-raised
+        except BaseException:  # the files written so far are deleted, then re-raised
             _delete_quietly(table, written)
             raise
         if not committed:

@@ -211,7 +211,7 @@ def ensure_namespace(catalog: Catalog, namespace: str) -> None:
     loses that race to another gets a raw integrity error: it is fine when the namespace is there."""
     try:
         catalog.create_namespace_if_not_exists(namespace)
-    except Exception:  # noqa: BLE001 - a lost race fails per catalog; re-raised unless the namespace exists
+    except Exception:  # a lost race fails per catalog; re-raised unless the namespace exists
         if not catalog.namespace_exists(namespace):
             raise
         logger.debug("namespace %s was created concurrently", namespace)

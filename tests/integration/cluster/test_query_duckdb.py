@@ -90,12 +90,12 @@ def recording_repository() -> Iterator[tuple[str, list[str]]]:
     requested: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server hook
+        def do_GET(self) -> None:  # the http.server hook
             requested.append(self.path)
             self.send_response(404)
             self.end_headers()
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the hook's signature
+        def log_message(self, format: str, *args: object) -> None:  # the hook's signature
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)

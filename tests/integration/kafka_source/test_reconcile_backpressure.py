@@ -63,7 +63,7 @@ async def test_acquisition_completes_while_the_fifo_is_full(kafka, unique, poll_
     assert source is not None
     try:
         await driver.wait_reconciled()
-        fifo = source._fifo  # noqa: SLF001 - the precondition is a full FIFO
+        fifo = source._fifo  # the precondition is a full FIFO
         assert fifo is not None
         if poll_first:
             await _wait_for(lambda: len(a.rows()) > 1000, "first rows", 30)
@@ -129,7 +129,7 @@ async def test_advisory_commit_completes_while_the_fifo_is_full(kafka, unique) -
     )
     source = await start_source(properties)
     try:
-        fifo = source._fifo  # noqa: SLF001 - the precondition is a full FIFO
+        fifo = source._fifo  # the precondition is a full FIFO
         assert fifo is not None
         await _wait_for(lambda: fifo.nbytes >= fifo.max_bytes, "a full FIFO", 30)
         full_at = fifo.nbytes  # nothing is polled below, so the FIFO only grows

@@ -82,7 +82,7 @@ def test_init_creates_the_bucket_and_a_topic_with_three_replicas() -> None:
     assert init["environment"]["AWS_ENDPOINT_URL"] == "http://seaweedfs:8333"
 
 
-def test_topic_init_parses_the_compose_command(monkeypatch) -> None:  # noqa: ANN001
+def test_topic_init_parses_the_compose_command(monkeypatch) -> None:
     """The init's flags are the module's (its main parses them before it waits for anything)."""
     seen = {}
 

@@ -102,7 +102,7 @@ def test_dockerfile_takes_a_base_defaulting_to_python_slim_and_runs_the_console_
 
 
 @pytest.mark.parametrize("recipe", [r for r in RECIPES if r.dockerfile], ids=lambda r: r.key)
-def test_every_recipe_builds_on_its_parent_and_its_context_exists(recipe) -> None:  # noqa: ANN001
+def test_every_recipe_builds_on_its_parent_and_its_context_exists(recipe) -> None:
     text = recipe.dockerfile.read_text()
     assert re.search(r"^ARG BASE=\S+$", text, re.MULTILINE) and "FROM ${BASE}" in text
     if recipe.key not in ("jvm-servers", "rest-catalog"):  # their contexts resolve jars (Maven): the container pass
