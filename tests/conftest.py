@@ -48,8 +48,8 @@ from laminar_kafka.testing import servers as test_servers
 from laminar_kafka.testing.handles import KafkaTestCluster, ZooKeeperTestEnsemble
 from laminar_kafka.testing.options import Backend
 from laminar_kafka.testing.plugin import session_backend, start_servers
-from tests.rest_catalog_fixtures import rest_catalog, rest_catalog_on_s3  # noqa: F401
-from tests.s3_fixtures import moto_s3_server, s3_server  # noqa: F401
+from tests.rest_catalog_fixtures import rest_catalog, rest_catalog_on_s3  # noqa: F401 - fixtures, registered by importing them here
+from tests.s3_fixtures import moto_s3_server, s3_server  # noqa: F401 - fixtures, registered by importing them here
 
 if TYPE_CHECKING:
     from laminar_kafka.devstack.containers.servers import ContainerGroup

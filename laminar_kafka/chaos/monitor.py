@@ -83,7 +83,7 @@ class StackPool:
             for server in stack.servers():
                 server.wait_healthy(120.0)
             return True
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any failure to revive it means a new stack
             say(f"the previous stack is unusable ({exc}); starting a new one")
             return False
 
