@@ -2,9 +2,8 @@
 
 The third connector of the protocol (beside :class:`~laminar_kafka.kafka_source.KafkaSource` and the
 in-memory reference): partition ``n`` of a stream family ``s`` is the Redis stream ``s:n``. It passes
-the conformance kit against a real Redis server, and :mod:`laminar_kafka.redis_source.node` runs it
-as a node of a ZooKeeper-coordinated pipeline landing a Parquet tree
-(``python -m laminar_kafka.redis_source --help``). Needs the ``redis`` extra (``redis>=5``).
+the conformance kit against a real Redis server, and ``laminar-kafka redis`` (:mod:`laminar_kafka.cli.redis`)
+runs it as a node of a ZooKeeper-coordinated pipeline landing a Parquet tree (``laminar-kafka redis --help``). Needs the ``redis`` extra (``redis>=5``).
 """
 from laminar_kafka.redis_source.config import RedisStreamsConfig
 from laminar_kafka.redis_source.errors import (

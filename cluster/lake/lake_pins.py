@@ -15,7 +15,7 @@ nothing, and the right configuration starts as before:
   coordinator's pins agree, :meth:`LakePins.keep` writes this node's values;
 - equal: nothing to do;
 - different: the node stops before it reads a record, in one line naming the setting, both values
-  and where the pipeline's value is kept (:class:`~laminar_kafka.cluster.errors.ConfigurationError`, exit 2).
+  and where the pipeline's value is kept (:class:`~laminar_kafka.errors.ConfigurationError`, exit 2).
 
 ``output`` is not among them (the file lives in the output), nor ``vnode-count`` (routing, not data:
 a pipeline reseeded from the lake may take another). The file is written through a temporary name

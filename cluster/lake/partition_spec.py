@@ -34,7 +34,7 @@ absent, or whose field has a type of another kind, is a bad record (the source's
 
 The spec is pinned with the pipeline (:mod:`laminar_kafka.cluster.lake.pins`, by
 :attr:`PartitionSpec.text`), so a node started with another one is refused; an Iceberg table whose
-spec differs is refused naming both (:func:`laminar_kafka.cluster.lake.iceberg.tables.check_partitioning`).
+spec differs is refused naming both (:func:`laminar_kafka.cluster.lake.iceberg.partitions.check_partitioning`).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ format (``format``), ``vnode-count`` and ``source-identity``. The first node to 
 in the coordinator (``Coordinator.pin_setting("pipeline.<setting>", value)``: ZooKeeper
 ``settings/``, embedded ``settings.json``); every later start of every node reads the pins and, when
 one differs from its own setting, stops before it reads a record or stages a file, with one line
-(:class:`~laminar_kafka.cluster.errors.ConfigurationError`: exit 2)::
+(:class:`~laminar_kafka.errors.ConfigurationError`: exit 2)::
 
     setting vnode-count is 64 here, but pipeline orders was created with 256 (pinned at its first
     start); start this node with --vnode-count 256

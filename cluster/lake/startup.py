@@ -8,7 +8,7 @@ together reconcile one after the other and the later ones find the state the fir
    manifest: an epoch a crash left unpublished is not a lake that is behind);
 2. read the lake's facts, then the control state again (:class:`~laminar_kafka.cluster.lake.reconcile.ControlFacts`);
 3. decide (:func:`~laminar_kafka.cluster.lake.reconcile.reconcile`, pure);
-4. act: REFUSE raises :class:`~laminar_kafka.cluster.errors.ConfigurationError` (one line, exit 2), touching nothing;
+4. act: REFUSE raises :class:`~laminar_kafka.errors.ConfigurationError` (one line, exit 2), touching nothing;
    RESEED waits until no other member is live (they run on the state being replaced), then rebases
    the control state on the seed (:meth:`~laminar_kafka.coordinator.base.Coordinator.rebase`) and seals the lake
    (:meth:`~laminar_kafka.cluster.lake.outputs.LakeOutput.seal`), in that order: a crash in between leaves a state the next

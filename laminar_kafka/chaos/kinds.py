@@ -85,7 +85,7 @@ _SPEC_LIST = (
 
 # The kinds of the deployment shape (``laminar-kafka chaos --lake s3-rest``): the lake on an object
 # store (SeaweedFS S3) through a REST catalog, each reached by the nodes through a fault proxy
-# (laminar_kafka.chaos.faults_lake). Not in KINDS: the default campaign's kinds and their round-robin
+# (laminar_kafka.chaos.faults_infra). Not in KINDS: the default campaign's kinds and their round-robin
 # stay what they were.
 _LAKE_SPEC_LIST = (
     KindSpec("store-restart", "restart the object store on its data (SIGKILL or SIGTERM)", 15.0, services=True),
