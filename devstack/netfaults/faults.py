@@ -61,7 +61,6 @@ from __future__ import annotations
 from laminar_kafka.devstack.netfaults.host import (
     cleanup_stale,
     network_faults_available,
-    probe_pid,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     unused_index,
     used_indexes,
 )
@@ -86,7 +85,6 @@ from laminar_kafka.devstack.netfaults.namespaces import (
     OWNER_DIR,
     owner_alive,
     parse_link_names,
-    process_start,  # noqa: F401 - private, re-exported for tests/unit/cluster/test_netfaults.py
     wrap_argv,
 )
 from laminar_kafka.devstack.netfaults.node import NodeNetwork

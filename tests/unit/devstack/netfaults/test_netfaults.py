@@ -23,6 +23,8 @@ from laminar_kafka.devstack.netfaults.faults import (
     subnet_addresses,
     wrap_argv,
 )
+from laminar_kafka.devstack.netfaults.host import probe_pid
+from laminar_kafka.devstack.netfaults.namespaces import process_start
 from laminar_kafka.devstack.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -193,14 +195,14 @@ def test_parse_link_names() -> None:
 
 
 def test_probe_names_carry_their_pid() -> None:
-    assert netfaults.probe_pid("lk-probe-1234-ab12", "lk-") == 1234
-    assert netfaults.probe_pid("lk-p99-0f", "lk-") == 99
-    assert netfaults.probe_pid("lk-3-node1", "lk-") is None
-    assert netfaults.probe_pid("lk-probe", "lk-") is None
+    assert probe_pid("lk-probe-1234-ab12", "lk-") == 1234
+    assert probe_pid("lk-p99-0f", "lk-") == 99
+    assert probe_pid("lk-3-node1", "lk-") is None
+    assert probe_pid("lk-probe", "lk-") is None
 
 
 def test_owner_records_know_live_from_dead_processes() -> None:
-    me = {"pid": os.getpid(), "start": netfaults.process_start(os.getpid())}
+    me = {"pid": os.getpid(), "start": process_start(os.getpid())}
     assert netfaults.owner_alive(me)
     assert not netfaults.owner_alive({**me, "start": "0"})  # same pid, another process (pid reuse)
     finished = subprocess.Popen(["true"])
