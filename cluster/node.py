@@ -11,6 +11,7 @@ last manifest). A second signal stops at once.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -21,17 +22,19 @@ from confluent_kafka import KafkaError, KafkaException
 
 from laminar_kafka.cluster.config import NodeSettings
 from laminar_kafka.cluster.errors import RuntimeFailure, SinkError, UsageError
+from laminar_kafka.cluster.kafka_metadata import MetadataUnavailable, TopologyReader
+from laminar_kafka.cluster.lake.commits import CommitListener
 from laminar_kafka.cluster.lake.deadline import LakeCalls, LakeWatchdog, end_process
 from laminar_kafka.cluster.lake.lake_pins import LakePins
-from laminar_kafka.cluster.lake.outputs import LakeOutput, open_lake
+from laminar_kafka.cluster.lake.outputs import LakeFactory, LakeOutput, open_lake
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
 from laminar_kafka.cluster.lake.partitioning import check_topic
 from laminar_kafka.cluster.lake.pins import PipelinePins, chain_pins
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
+from laminar_kafka.cluster.lake.record import RecordOf, no_records
 from laminar_kafka.cluster.lake.schema_pin import JsonSchemaPin
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.metrics import NodeMetrics
-from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
 from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
 from laminar_kafka.cluster.runtime.probes import ProbeSettings
@@ -174,12 +177,15 @@ def preflight(settings: NodeSettings, timeout: float = 10.0, lake_calls: LakeCal
     return NodeInputs(tuple(partitions))
 
 
-def make_lake(settings: NodeSettings, sink: ParquetSink) -> LakeOutput:
-    """The lake of ``table-format`` over ``sink``'s output."""
+def make_lake(settings: NodeSettings, sink: ParquetSink, record_of: RecordOf = no_records,
+              commit_listener: CommitListener | None = None) -> LakeOutput:
+    """The lake of ``table-format`` over ``sink``'s output (a :class:`LakeFactory` once given
+    ``settings`` and ``sink``); ``record_of`` and ``commit_listener`` as :func:`open_lake`'s."""
     return open_lake(
         settings.lake_format, sink.fs, sink.root, output_uri=settings.output, pipeline=settings.pipeline,
         partitioning=settings.partitioning,
         iceberg=settings.iceberg_settings() if settings.lake_format is TableFormat.ICEBERG else None,
+        record_of=record_of, commit_listener=commit_listener,
     )
 
 
@@ -348,9 +354,11 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
 
     pins = PipelinePins.of(settings)
     lake_pins = LakePins(sink.fs, sink.root, settings.pipeline, pins.values)
+    lake: LakeFactory = functools.partial(make_lake, settings, sink)
     return NodeRuntime(
         coordinator,
         sink,
+        lake,
         source_factory=new_source,
         topology=topology.read,
         options=options,
@@ -362,7 +370,6 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         pin_settings=chain_pins(pins, lake_pins.keep, schema_pin),
         # before the node reconciles with the lake: a node either copy refuses reseeds and pins nothing
         check_settings=chain_pins(pins.check, lake_pins.check),
-        lake=make_lake(settings, sink),
     )
 
 

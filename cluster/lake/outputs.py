@@ -1,19 +1,25 @@
-"""The lake a pipeline publishes into: a Hive-style Parquet tree, or Apache Iceberg tables.
+"""The lake a pipeline publishes into, as the node runtime sees it: the sink it stages an epoch's
+rows in, and the lake output it publishes committed epochs into. Two formats implement the lake
+output: :class:`~laminar_kafka.cluster.lake.parquet.tree.ParquetTree` (a Hive-style Parquet tree)
+and :class:`~laminar_kafka.cluster.lake.iceberg.commit.IcebergOutput` (Apache Iceberg tables).
 
-Both share the sink's staged files and its file layout (:mod:`laminar_kafka.cluster.lake.settings`); they differ in
-what publishing a committed epoch means:
+Both share the sink's staged files and their names (:mod:`laminar_kafka.cluster.lake.staged_names`);
+they differ in what publishing a committed epoch means:
 
-- :class:`ParquetTree`: rename every staged file the manifest lists to its final name (idempotent).
+- Parquet tree: rename every staged file the manifest lists to its final name (idempotent).
   Readers of the tree see a file once it is renamed.
-- :class:`laminar_kafka.cluster.lake.iceberg.commit.IcebergOutput`: the same renames, then one Iceberg commit per table
-  holding every node's files of the epoch, recognised by a table property when it is retried.
-  Readers of the table see an epoch once that commit lands.
+- Iceberg: the same renames, then one Iceberg commit per table holding every node's files of the
+  epoch, recognised by a table property when it is retried. Readers of the table see an epoch once
+  that commit lands.
 
 Contract of :meth:`LakeOutput.publish` (called on every node for each committed epoch, by recovery,
 and before a generation starts; concurrently on several nodes): idempotent, and when it returns, the
 epoch and every earlier epoch whose manifest is still known are visible to readers, and each leaves its
-:class:`~laminar_kafka.cluster.lake.record.LakeRecord` (``record_of``) atomically with its rows: the lake is the
-durable truth a node reconciles its control state with at start (:mod:`laminar_kafka.cluster.lake.reconcile`).
+:class:`~laminar_kafka.cluster.lake.record.LakeRecord` (the ``record_of`` it was built with)
+atomically with its rows: the lake is the durable truth a node reconciles its control state with
+at start (:mod:`laminar_kafka.cluster.lake.reconcile`).
+
+This module names no format at import time: the runtime depends on these protocols only.
 """
 from __future__ import annotations
 
@@ -24,27 +30,45 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
-from laminar_kafka.cluster.lake.parquet.records import drop_records_after, read_parquet_facts, write_record
-from laminar_kafka.cluster.lake.parquet.sink import publish
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.record import LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.settings import TableFormat
 
-__all__ = ["LakeOutput", "ManifestOutputs", "RecordOf", "ParquetTree", "open_lake"]
+__all__ = ["LakeFactory", "LakeOutput", "ManifestOutputs", "RecordOf", "StagingSink", "open_lake"]
 
 #: manifest E's staged outputs, or None when the manifest is unknown (garbage-collected)
 ManifestOutputs = Callable[[int], "tuple[str, ...] | None"]
+
+
+class StagingSink(Protocol):
+    """Where one node writes the rows of the epoch in progress: staged files, sealed at each barrier
+    (:class:`~laminar_kafka.cluster.lake.parquet.sink.ParquetSink`, for both formats). Called from
+    one thread at a time, in order."""
+
+    def write(self, batch: pa.RecordBatch, rejected: pa.RecordBatch | None = None) -> None:
+        """Append ``batch`` (and the ``rejected`` records, if any) to the epoch in progress."""
+
+    def seal(self, epoch: int) -> tuple[str, ...]:
+        """Seal everything written since the last seal as epoch ``epoch``'s staged files; returns
+        their paths relative to the output root (the ack's outputs)."""
+
+    def discard_unsealed(self) -> int:
+        """Drop every row not sealed yet; returns how many files were removed."""
+
+    def new_boot(self, boot_id: str) -> None:
+        """Name the next files with ``boot_id`` (after a rejoin); discards unsealed rows first."""
+
+    def recover_staged(self, *, latest_epoch: int, manifest_outputs: ManifestOutputs, live_boots: set[str]) -> None:
+        """Settle the staging directory against the committed manifests: publish the sealed files
+        of epochs up to ``latest_epoch`` their manifest lists, delete the others, and delete the
+        unsealed files of boots not in ``live_boots``."""
 
 
 class LakeOutput(Protocol):
     """What the runtime publishes a committed epoch into."""
 
     table_format: TableFormat
-    #: the record each published epoch leaves (set by the runtime; blocking, called from publish)
-    record_of: RecordOf
-    #: hears each table commit, lost race and no-op (set by the runtime; a format without tables never calls it)
-    commit_listener: CommitListener
 
     def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
         """At start: raise a ``UsageError`` subclass (one line) when the output cannot take
@@ -68,43 +92,10 @@ class LakeOutput(Protocol):
         records of later epochs are the lake's lost ones."""
 
 
-class ParquetTree:
-    """The Parquet directory: publishing is the idempotent rename of the listed staged files."""
-
-    table_format = TableFormat.PARQUET
-
-    def __init__(self, fs: pafs.FileSystem, root: str) -> None:
-        self.fs, self.root = fs, root
-        self.record_of: RecordOf = no_records
-        self.commit_listener: CommitListener = IgnoreCommits()  # no tables, nothing to hear
-        #: records up to this epoch are known to be written (a cache: each publish checks from here)
-        self._recorded_through = 0
-
-    def check(self, topics: Sequence[str], schema: pa.Schema | None) -> None:
-        """Nothing to check beyond the sink's writable output."""
-
-    def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: ManifestOutputs,
-                oldest_epoch: int, *, tables_through: int | None = None) -> int:
-        """(No tables: ``tables_through`` changes nothing.) Earlier epochs' files were published by their own call or by the sink's recovery. Records
-        are written in order for each epoch from ``oldest_epoch`` on whose manifest is known, once its
-        files are published (an epoch a crash left unrecorded is recorded by the next publish)."""
-        publish(self.fs, self.root, staged)
-        for e in range(max(oldest_epoch, self._recorded_through + 1, 1), epoch + 1):
-            record = self.record_of(e)
-            if record is not None:
-                write_record(self.fs, self.root, record)
-                self._recorded_through = e
-        return 0
-
-    def read_facts(self, pipeline: str, topics: Sequence[str]) -> LakeFacts:
-        return read_parquet_facts(self.fs, self.root, pipeline, topics)
-
-    def seal(self, seed: LakeRecord, shown_epoch: int) -> None:
-        """Delete the records of the epochs the lake lost (after ``shown_epoch``), then write the
-        seed's: the tree's latest whole epoch is then the seed's."""
-        drop_records_after(self.fs, self.root, shown_epoch, seed.epoch)
-        write_record(self.fs, self.root, seed)
-        self._recorded_through = seed.epoch
+#: builds the node's lake output with the runtime's collaborators, ``(record_of, commit_listener)``:
+#: the record each published epoch leaves (blocking, called from ``publish``), and the listener of each
+#: table commit, lost race and no-op (a format without tables never calls it)
+LakeFactory = Callable[[RecordOf, CommitListener], LakeOutput]
 
 
 def open_lake(
@@ -116,13 +107,21 @@ def open_lake(
     pipeline: str,
     partitioning: PartitionSpec,
     iceberg: object | None = None,
+    record_of: RecordOf = no_records,
+    commit_listener: CommitListener | None = None,
 ) -> LakeOutput:
     """The lake of ``table_format`` over the sink's ``fs`` and ``root``; ``iceberg`` is the
-    :class:`~laminar_kafka.cluster.lake.settings.IcebergSettings` of the Iceberg format."""
+    :class:`~laminar_kafka.cluster.lake.settings.IcebergSettings` of the Iceberg format. Without
+    ``record_of`` the lake writes no records (tools that only read it); without
+    ``commit_listener`` nobody hears its commits."""
+    listener = commit_listener if commit_listener is not None else IgnoreCommits()
     if table_format is TableFormat.PARQUET:
-        return ParquetTree(fs, root)
+        from laminar_kafka.cluster.lake.parquet.tree import ParquetTree
+
+        return ParquetTree(fs, root, record_of=record_of)
     from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput  # pyiceberg loads only for Iceberg pipelines
     from laminar_kafka.cluster.lake.settings import IcebergSettings
 
     assert isinstance(iceberg, IcebergSettings)
-    return IcebergOutput(iceberg, partitioning, pipeline, output_uri, fs, root)
+    return IcebergOutput(iceberg, partitioning, pipeline, output_uri, fs, root, record_of=record_of,
+                         commit_listener=listener)

@@ -145,9 +145,10 @@ def _wait_for_no_members(coordinator: Coordinator, facts: StartFacts) -> None:
         time.sleep(1.0)
 
 
-async def reconcile_before_join(context: RuntimeContext, topology: Topology, publish: Callable[[Manifest], object],
+async def reconcile_before_join(context: RuntimeContext, lake: LakeOutput, topology: Topology,
+                                publish: Callable[[Manifest], object],
                                 check_settings: Callable[[Coordinator], None] | None = None) -> Reconciliation:
-    """:func:`reconcile_with_lake` for a node's runtime, on its control executor: after
+    """:func:`reconcile_with_lake` of ``lake`` for a node's runtime, on its control executor: after
     ``Coordinator.connect()``, before ``start()``; ``topology`` is the topics as the node first read them.
     ``check_settings`` first compares the node's settings with the pinned ones (raising on a mismatch):
     a node pointed at another output must never judge the pipeline's lake, let alone reseed from it."""
@@ -156,7 +157,7 @@ async def reconcile_before_join(context: RuntimeContext, topology: Topology, pub
         await context.executors.in_control(check_settings, context.coordinator)
     facts = StartFacts(options.pipeline, options.node_id, sorted(topology.topics), topology.ids(),
                        options.on_lake_behind)
-    decision = await context.executors.in_control(reconcile_with_lake, context.coordinator, context.lake, facts,
+    decision = await context.executors.in_control(reconcile_with_lake, context.coordinator, lake, facts,
                                                   publish, context.executors.lake_calls)
     metrics = context.metrics
     metrics.lake_reconciliations.labels(metrics.node, decision.action.value).inc()

@@ -36,8 +36,8 @@ import pyarrow.parquet as pq
 from confluent_kafka import KafkaException, TopicPartition
 
 from laminar_kafka.cluster.errors import VerifyError
+from laminar_kafka.cluster.kafka_metadata import ClientErrors
 from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
-from laminar_kafka.cluster.runtime.metadata import ClientErrors
 from laminar_kafka.kafka_source.clients import KafkaTarget, client_config, make_consumer
 from laminar_kafka.kafka_source.read.positions import watermarks
 

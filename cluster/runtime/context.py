@@ -1,5 +1,6 @@
 """What every part of the node runtime shares: the coordinator, the sink, the options, the metrics,
-and the executors that keep blocking work off the event loop.
+and the executors that keep blocking work off the event loop. (The lake output is the epochs'
+alone: :class:`~laminar_kafka.cluster.runtime.epochs.EpochBarriers` publishes into it.)
 
 Three executors, one per kind of blocking work, so one kind never starves another:
 
@@ -23,8 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from laminar_kafka.cluster.lake.deadline import LakeCalls
-from laminar_kafka.cluster.lake.outputs import LakeOutput
-from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.lake.outputs import StagingSink
 from laminar_kafka.cluster.metrics import NodeMetrics
 from laminar_kafka.cluster.runtime.state import RuntimeOptions
 from laminar_kafka.coordinator.base import Coordinator
@@ -100,8 +100,7 @@ class RuntimeContext:
     """The collaborators of one node's runtime (shared by its parts; none of them owns another)."""
 
     coordinator: Coordinator
-    sink: ParquetSink
-    lake: LakeOutput
+    sink: StagingSink
     options: RuntimeOptions
     metrics: NodeMetrics
     executors: RuntimeExecutors

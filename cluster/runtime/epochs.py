@@ -27,14 +27,14 @@ from dataclasses import dataclass
 
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.commits import committer_of
-from laminar_kafka.cluster.lake.parquet.names import final_path
-from laminar_kafka.cluster.lake.parquet.sink import recover
+from laminar_kafka.cluster.lake.outputs import LakeOutput
 from laminar_kafka.cluster.lake.record import LakeRecord
+from laminar_kafka.cluster.lake.staged_names import final_path
 from laminar_kafka.cluster.runtime.context import RuntimeContext
 from laminar_kafka.cluster.runtime.state import ACK_RETRY_S, ack_cursors, changed_cursors
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.connector.protocol import SourceConnector
-from laminar_kafka.coordinator.base import AckRejected, EpochAck, EpochOpened, Manifest
+from laminar_kafka.coordinator.base import AckRejected, Coordinator, EpochAck, EpochOpened, Manifest
 from laminar_kafka.coordinator.errors import CoordinatorError, CoordinatorUnavailable, FencedError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 #: how often a running node settles the staging directory again (stale files of dead boots)
 RECOVER_EVERY_EPOCHS = 10
 
-__all__ = ["AckOutcome", "EpochBarriers", "UnsentAck"]
+__all__ = ["AckOutcome", "EpochBarriers", "EpochRecords", "UnsentAck"]
 
 
 class AckOutcome(enum.Enum):
@@ -64,15 +64,38 @@ class UnsentAck:
     retry_at: float
 
 
-class EpochBarriers:
-    """The epoch state of one node: the admitted barrier, an unsent ack, what is acked and durable."""
+@dataclass(frozen=True)
+class EpochRecords:
+    """The record each epoch leaves in the lake (a :data:`laminar_kafka.cluster.lake.record.RecordOf`,
+    given to the lake output): its manifest's cursors and published files, and the ids of the
+    selected topics (``topic_ids``: the topology the runtime follows)."""
 
-    def __init__(self, context: RuntimeContext) -> None:
+    coordinator: Coordinator
+    pipeline: str
+    topic_ids: Callable[[], Mapping[str, str]]
+
+    def __call__(self, epoch: int) -> LakeRecord | None:
+        """Epoch ``epoch``'s record; None when its manifest is unknown. Blocking (a sink-thread
+        callback); raises :class:`CoordinatorUnavailable` when the coordinator cannot answer now."""
+        try:
+            manifest = self.coordinator.manifest(epoch)
+        except CoordinatorUnavailable:
+            raise
+        except CoordinatorError:
+            return None
+        return LakeRecord(self.pipeline, epoch, manifest.assignment_version, manifest.cursors,
+                          dict(self.topic_ids()), tuple(final_path(o) for o in manifest.outputs))
+
+
+class EpochBarriers:
+    """The epoch state of one node: the admitted barrier, an unsent ack, what is acked and durable.
+    Committed epochs are published into ``lake``."""
+
+    def __init__(self, context: RuntimeContext, lake: LakeOutput) -> None:
         self._context = context
+        self._lake = lake
         #: the admitted barrier not acked yet
         self.pending: EpochOpened | None = None
-        #: the selected topics' ids (set by the runtime: the topology it follows)
-        self.topic_ids: Callable[[], Mapping[str, str]] = dict
         self.unsent: UnsentAck | None = None
         #: the latest epoch this node acked (0 after a lost membership: the old boot's acks are dropped)
         self.last_acked_epoch = 0
@@ -215,7 +238,7 @@ class EpochBarriers:
         ``tables_through``: commit the tables only up to that epoch); blocking, on the sink's thread
         (or before the node joins). Returns the table commits made."""
         oldest = max(1, manifest.epoch - self._context.options.manifests_kept + 1)
-        return self._context.lake.publish(manifest.epoch, manifest.outputs, self._manifest_outputs, oldest,
+        return self._lake.publish(manifest.epoch, manifest.outputs, self._manifest_outputs, oldest,
                                           tables_through=tables_through)
 
     async def publish(self, manifest: Manifest, *, in_turn: bool = False) -> None:
@@ -246,20 +269,6 @@ class EpochBarriers:
                 f"the pipeline's control state went back (its latest manifest is "
                 f"{'gone' if manifest is None else f'epoch {manifest.epoch}'}, this node saw epoch {seen} "
                 "committed): ZooKeeper lost or restored? start the node again: it reconciles with the lake")
-
-    def lake_record(self, epoch: int) -> LakeRecord | None:
-        """The record epoch ``epoch`` leaves in the lake (:data:`laminar_kafka.cluster.lake.record.RecordOf`): its
-        manifest's cursors and published files, the topics' ids; None when the manifest is unknown.
-        Blocking (a sink-thread callback); CoordinatorUnavailable as :meth:`_manifest_outputs`."""
-        context = self._context
-        try:
-            manifest = context.coordinator.manifest(epoch)
-        except CoordinatorUnavailable:
-            raise
-        except CoordinatorError:
-            return None
-        return LakeRecord(context.options.pipeline, epoch, manifest.assignment_version, manifest.cursors,
-                          dict(self.topic_ids()), tuple(final_path(o) for o in manifest.outputs))
 
     def _manifest_outputs(self, epoch: int) -> tuple[str, ...] | None:
         """Manifest ``epoch``'s outputs, None when it is unknown (not committed, or collected).
@@ -355,9 +364,8 @@ class EpochBarriers:
         members = await in_control(coordinator.members)
         live = {m.boot_id for m in members} | {coordinator.boot_id}
 
-        sink = context.sink
         await context.executors.in_sink(functools.partial(
-            recover, sink.fs, sink.root,
+            context.sink.recover_staged,
             latest_epoch=latest.epoch if latest else 0, manifest_outputs=self._manifest_outputs, live_boots=live,
         ))
         if latest is not None and latest.epoch > 0:

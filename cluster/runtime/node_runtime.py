@@ -6,14 +6,14 @@ order); the Kafka client's blocking work is the source's business (it never bloc
 Coordinator events arrive on a coordinator thread and are handed to the loop in order; the loop
 handles them *between two* ``poll_batch`` calls, which is what aligns epoch barriers with the data.
 
-Its parts, one concern each (this module wires them and owns the node's phase and membership):
-:mod:`~laminar_kafka.cluster.runtime.state` (options, phase, round progress; pure), :mod:`~laminar_kafka.cluster.runtime.generation`
-(build, call under a deadline, retire a source generation), :mod:`~laminar_kafka.cluster.runtime.epochs` (barriers,
-acks, publishing), :mod:`~laminar_kafka.cluster.runtime.drain` (rounds), :mod:`~laminar_kafka.cluster.runtime.acquisition` (the assignment,
-the owned set, cursor offers), :mod:`~laminar_kafka.cluster.runtime.topology_follower` (growth, pinned start) and
-:mod:`~laminar_kafka.cluster.runtime.measures` (handoff pauses, lag).
+Its parts, one concern each, in sibling modules (this one wires them and owns the node's phase and
+membership): ``state`` (options, phase, round progress; pure), ``generation`` (build, call under a
+deadline, retire a source generation), ``epochs`` (barriers, acks, publishing into the lake output),
+``drain`` (rounds), ``acquisition`` (the assignment, the owned set, cursor offers), ``reassignment``
+(a new assignment version), ``topology_follower`` (growth, pinned start), ``measures`` (handoff
+pauses, lag). The sink, the lake output and the topology reader are collaborators it is given.
 
-Guarantees (DESIGN sections 4 to 6):
+Guarantees:
 
 - ``drive_control_plane()`` runs every turn, even while fenced. While ``checkpoint_ready()`` is
   False (``try_checkpoint()`` is ``None``): ``HOLD_INTAKE`` polls nothing; ``POLL_TO_REPLAY_BOUNDARY``
@@ -36,17 +36,17 @@ from dataclasses import replace
 
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.deadline import LakeCalls
-from laminar_kafka.cluster.lake.outputs import LakeOutput, ParquetTree
-from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.lake.outputs import LakeFactory, StagingSink
 from laminar_kafka.cluster.lake.startup import reconcile_before_join
 from laminar_kafka.cluster.metrics import LakeCommitMetrics, NodeMetrics
 from laminar_kafka.cluster.runtime.acquisition import AssignmentFollower
 from laminar_kafka.cluster.runtime.context import RuntimeContext, RuntimeExecutors
 from laminar_kafka.cluster.runtime.drain import DrainRounds
-from laminar_kafka.cluster.runtime.epochs import AckOutcome, EpochBarriers
+from laminar_kafka.cluster.runtime.epochs import AckOutcome, EpochBarriers, EpochRecords
 from laminar_kafka.cluster.runtime.generation import CallCancelled, Generations, SourceGeneration, bounded
 from laminar_kafka.cluster.runtime.inbox import Inbox
 from laminar_kafka.cluster.runtime.measures import HandoffClock, LagExporter, Watermarks
+from laminar_kafka.cluster.runtime.reassignment import Reassignment
 from laminar_kafka.cluster.runtime.state import (
     HandoffRecord,
     LeaveRequest,
@@ -93,24 +93,27 @@ class NodeRuntime:
     def __init__(
         self,
         coordinator: Coordinator,
-        sink: ParquetSink,
+        sink: StagingSink,
+        lake: LakeFactory,
         source_factory: Callable[[], SourceConnector],
         topology: Callable[[], Topology],
         options: RuntimeOptions,
+        *,
         metrics: NodeMetrics | None = None,
         watermarks: Watermarks | None = None,
         resolve_start: Callable[[], dict[str, int]] | None = None,
         pin_settings: Callable[[Coordinator], None] | None = None,
-        lake: LakeOutput | None = None,
         check_settings: Callable[[Coordinator], None] | None = None,
     ) -> None:
-        """``topology`` reads the selected topics now (blocking; it may raise, transient failures
-        are retried at the next interval); ``resolve_start`` resolves the configured start position
-        to ``"topic:partition" -> offset`` once, for the initial manifest (None: the source's own
-        Initial position, for tests without a broker); ``pin_settings`` (blocking) pins pipeline-wide
-        settings once the coordinator started (TopologyFollower.pin_start); ``lake``: where epochs
-        are published (default: the sink's Parquet tree); ``check_settings`` (blocking) compares this
-        node's settings with the pinned ones before it reconciles with the lake."""
+        """``sink``: where this node stages the epoch in progress; ``lake`` builds the lake output
+        committed epochs are published into, given the records epochs leave and the metrics'
+        commit listener; ``topology`` reads the selected topics now (blocking; it may raise,
+        transient failures are retried at the next interval); ``resolve_start`` resolves the
+        configured start position to ``"topic:partition" -> offset`` once, for the initial manifest
+        (None: the source's own initial position, for tests without a broker); ``pin_settings``
+        (blocking) pins pipeline-wide settings once the coordinator started
+        (TopologyFollower.pin_start); ``check_settings`` (blocking) compares this node's settings
+        with the pinned ones before it reconciles with the lake."""
         self.coordinator = coordinator
         self._check_settings = check_settings
         self.sink = sink
@@ -118,11 +121,9 @@ class NodeRuntime:
         self.metrics = metrics or NodeMetrics(options.node_id)
         self.metrics.watch_coordinator(lambda: coordinator.metrics)  # its counts, read at each scrape
         self._executors = RuntimeExecutors()
-        lake = lake or ParquetTree(sink.fs, sink.root)
-        context = RuntimeContext(coordinator, sink, lake, options, self.metrics, self._executors)
+        context = RuntimeContext(coordinator, sink, options, self.metrics, self._executors)
         self._context = context
         self.assignment = AssignmentFollower(context)
-        self.epochs = EpochBarriers(context)
         self.handoff_clock = HandoffClock(context)
         self.lag = LagExporter(context, watermarks) if watermarks is not None else None
         self.phase = RuntimePhase.JOINING
@@ -132,9 +133,11 @@ class NodeRuntime:
         self.rounds = DrainRounds(context, self.assignment, self.generations)
         self.topology = TopologyFollower(context, topology, resolve_start, self.assignment, self.generations,
                                          pin_settings)
-        self.epochs.topic_ids = self.topology.topic_ids
-        lake.record_of = self.epochs.lake_record
-        lake.commit_listener = LakeCommitMetrics(context.metrics)
+        self.lake = lake(EpochRecords(coordinator, options.pipeline, self.topology.topic_ids),
+                         LakeCommitMetrics(self.metrics))
+        self.epochs = EpochBarriers(context, self.lake)
+        self.reassignment = Reassignment(context, self.assignment, self.generations, self.rounds, self.epochs,
+                                         self.topology, self.handoff_clock)
         self._tasks: list[asyncio.Task[None]] = []
         self._inbox: Inbox | None = None
         self.rows_written = 0
@@ -201,7 +204,7 @@ class NodeRuntime:
         self.coordinator.subscribe(self._inbox.deliver)
         try:
             await self._executors.in_control(self.coordinator.connect, self.options.start_timeout_s)
-            await reconcile_before_join(self._context, topology, self.epochs.publish_now, self._check_settings)
+            await reconcile_before_join(self._context, self.lake, topology, self.epochs.publish_now, self._check_settings)
             await self._executors.in_control(self.coordinator.start, self.options.start_timeout_s)
             await self.topology.adopt(topology, first=True)
             await self.topology.pin_start()
@@ -278,8 +281,8 @@ class NodeRuntime:
         if generation is None:
             if self.epochs.pending is not None and self.assignment.owns_vnodes_without_partitions():
                 await self._ack_barrier(None)  # owns vnodes but no partition yet: an empty ack
-            elif self._needs_generation():
-                await self._restart_from_manifest()
+            elif self.phase is RuntimePhase.RUNNING and self.reassignment.needs_generation():
+                await self.reassignment.restart_from_manifest()
             return False
         connector = generation.connector
         try:
@@ -326,27 +329,6 @@ class NodeRuntime:
         return sorted(owned) if owned is not None else sorted(self.topology.partitions)
 
     # -- source generations -----------------------------------------------------------------------
-
-    def _needs_generation(self) -> bool:
-        """Whether a source generation should start now: this node owns partitions but runs no
-        source, and every epoch it acked is committed (a generation started from an older
-        manifest would read the acked rows again while the epoch can still commit them)."""
-        if self.phase is not RuntimePhase.RUNNING or self.assignment.snapshot is None:
-            return False
-        owned = self.assignment.owned
-        if not self.generations.may_start() or (owned is not None and not owned):
-            return False
-        return not self.epochs.awaits_commit()
-
-    async def _restart_from_manifest(self) -> None:
-        """Start a generation at the latest durable manifest's cursors (the truth for recovery:
-        a later manifest carries every partition's cursor), publishing that manifest first."""
-        await self.generations.retire()
-        manifest = await self._executors.in_control(self.coordinator.latest_manifest)
-        self.epochs.check_not_behind(manifest)  # never go on from an older truth
-        if manifest is not None and manifest.epoch > self.epochs.latest_committed_epoch:
-            await self.epochs.publish(manifest)
-        await self.generations.start(self.assignment.registry, manifest)
 
     def _generation_retired(self, generation: SourceGeneration | None) -> None:
         if generation is not None:
@@ -412,49 +394,8 @@ class NodeRuntime:
         await self._on_assignment(AssignmentChanged(snapshot, 0), force_restart=True)
 
     async def _on_assignment(self, event: AssignmentChanged, *, force_restart: bool = False) -> None:
-        snapshot, current = event.snapshot, self.assignment.snapshot
-        if current is not None and snapshot.version <= current.version and not force_restart:
-            return
-        previous = self.assignment.owned if self.generations.current is not None else frozenset()
-        self.epochs.close_version(snapshot.version)
-        self.assignment.adopt(snapshot, event.manifest_epoch, self.topology.partitions)
-        owned = self.assignment.owned
-        committed_in_place, self.rounds.committed_in_place = self.rounds.committed_in_place, False
-        round_started, self.rounds.round_started_at = self.rounds.round_started_at, None
-        owned_gauge = self.metrics.owned_partitions.labels(self.metrics.node)
-        if owned is not None and not owned:
-            if self.generations.current is not None:
-                logger.info("version %d: this node owns no partition; closing its source", snapshot.version)
-                await self.generations.retire()
-            owned_gauge.set(0)
-            if self._leave is not None and not snapshot.vnodes_of(self.options.node_id):
-                logger.info("planned leave complete at version %d", snapshot.version)
-                self.phase = RuntimePhase.LEFT
-            return
-        owned_gauge.set(len(owned) if owned is not None else len(self.topology.partitions))
-        if owned is None:  # embedded: one node reads everything
-            if self.generations.current is None or force_restart:
-                await self.generations.retire()  # _step starts the next generation
-            return
-        gained = owned - (previous or frozenset())
-        lost = (previous or frozenset()) - owned
-        if self.generations.current is None or force_restart or (lost and not committed_in_place):
-            logger.info(
-                "version %d: %d partition(s) owned, %d acquired, %d released; starting a source generation",
-                snapshot.version, len(owned), len(gained), len(lost),
-            )
-            await self.generations.retire()  # _step starts the next generation from the latest manifest
-        else:
-            if gained:
-                # acquired in place: at the handoff cursors of a committed drain, or offered from
-                # the manifest when the source waits for explicit cursors
-                logger.info(
-                    "version %d: %d partition(s) owned, %d acquired in place, %d released",
-                    snapshot.version, len(owned), len(gained), len(lost),
-                )
-                await self.assignment.offer_cursors(self.generations.current, self.generations.is_current)
-        if round_started is not None:  # a live handoff: the pause lasts until the first row here
-            self.handoff_clock.start(gained, round_started)
+        if await self.reassignment.adopt(event, force_restart=force_restart, leaving=self._leave is not None):
+            self.phase = RuntimePhase.LEFT
 
     async def _ack_barrier(self, generation: SourceGeneration | None) -> None:
         """Ack the pending barrier with the generation's cursor (``None``: no source, no partition

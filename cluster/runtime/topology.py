@@ -14,7 +14,7 @@ observations against the topic ids pinned durably in the coordinator:
   incomplete while brokers restart);
 - fewer partitions than before cannot happen in Kafka: :class:`TopologyError`.
 
-This module does no I/O; :mod:`laminar_kafka.cluster.runtime.metadata` reads topologies from Kafka.
+This module does no I/O; :mod:`laminar_kafka.cluster.kafka_metadata` reads topologies from Kafka.
 """
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ import pyarrow.fs as pafs
 from laminar_kafka.cli.common import Parser, add_common, configure_command_logging
 from laminar_kafka.cluster.errors import UsageError
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink
+from laminar_kafka.cluster.lake.parquet.tree import parquet_tree
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.logs import quiet_clients
 from laminar_kafka.cluster.metrics import NodeMetrics
@@ -133,8 +134,8 @@ def build_redis_runtime(options: RedisNodeOptions, metrics: NodeMetrics) -> Node
         pipeline=options.pipeline,
         manifests_kept=coordinator_config.manifests_to_keep,
     )
-    return NodeRuntime(coordinator, sink, lambda: RedisStreamsSource(config), lambda: topology, runtime_options,
-                       metrics=metrics)
+    return NodeRuntime(coordinator, sink, parquet_tree(sink.fs, sink.root), lambda: RedisStreamsSource(config),
+                       lambda: topology, runtime_options, metrics=metrics)
 
 
 async def run_redis_node(options: RedisNodeOptions) -> int:

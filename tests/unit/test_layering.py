@@ -237,3 +237,30 @@ def test_the_node_image_copies_every_package() -> None:
         assert f"COPY {folder} ./{folder}" in dockerfile, folder
         assert all(f"!{folder}/" in ignore.splitlines() for ignore in ignores), folder
         assert folder in _node_context(), folder
+
+
+#: what the node runtime (cluster/runtime/) holds only through collaborators and protocols
+RUNTIME_FORBIDDEN = ("confluent_kafka", f"{NS}.cluster.lake.parquet", f"{NS}.cluster.lake.iceberg")
+
+
+def _forbidden_runtime_imports(source: str) -> list[str]:
+    """The modules named by ``source``'s imports (anywhere in it) that the runtime must not import."""
+    named: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            named += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            named += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return sorted({name for name in named for banned in RUNTIME_FORBIDDEN
+                   if name == banned or name.startswith(f"{banned}.")})
+
+
+def test_the_runtime_imports_neither_a_lake_format_nor_the_kafka_client() -> None:
+    """The runtime publishes into a lake output and reads topologies through a callable it is given:
+    no module of cluster/runtime/ imports Parquet's or Iceberg's modules or confluent_kafka."""
+    assert _forbidden_runtime_imports("from laminar_kafka.cluster.lake import parquet\nimport confluent_kafka.admin") \
+        == ["confluent_kafka.admin", "laminar_kafka.cluster.lake.parquet"]  # the check itself finds them
+    runtime = sorted((ROOT / "cluster" / "runtime").glob("*.py"))
+    assert len(runtime) > 10
+    found = {str(path.relative_to(ROOT)): bad for path in runtime if (bad := _forbidden_runtime_imports(path.read_text()))}
+    assert not found, f"the runtime imports a lake format or the Kafka client: {found}"

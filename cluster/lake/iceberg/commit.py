@@ -24,22 +24,21 @@ catalog away longer than that stops the node in one line (started again, it reco
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
 from laminar_kafka.cluster.lake.iceberg.partitions import append_data_files, check_partitioning, partition_spec_of
 from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
+from laminar_kafka.cluster.lake.iceberg.retries import RETRYABLE, TRANSIENT, RetryPolicy
 from laminar_kafka.cluster.lake.iceberg.tables import (
     absolute_path,
     describe_error,
@@ -54,70 +53,19 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
     table_location,
 )
 from laminar_kafka.cluster.lake.parquet import sink
-from laminar_kafka.cluster.lake.parquet.names import final_path
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord, RecordOf, no_records
 from laminar_kafka.cluster.lake.settings import IcebergSettings, TableFormat, TableLocation
+from laminar_kafka.cluster.lake.staged_names import final_path
 from laminar_kafka.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "TABLE_PROPERTIES", "IcebergOutput", "RetryPolicy", "committed_epoch", "epoch_property", "without_blind_retries",
-]
+__all__ = ["TABLE_PROPERTIES", "IcebergOutput", "committed_epoch", "epoch_property", "without_blind_retries"]
 
 ManifestOutputs = Callable[[int], "tuple[str, ...] | None"]
 PublishFiles = Callable[[pafs.FileSystem, str, Iterable[str]], int]
-
-
-def _retryable() -> tuple[type[BaseException], ...]:
-    kinds: list[type[BaseException]] = [CommitFailedException, CommitStateUnknownException]
-    try:
-        from sqlalchemy.exc import OperationalError  # "database is locked" under concurrent commits
-
-        kinds.append(OperationalError)
-    except ImportError:  # pragma: no cover - sqlalchemy comes with pyiceberg[sql-sqlite]
-        pass
-    return tuple(kinds)
-
-
-_RETRYABLE = _retryable()
-
-
-def _transient() -> tuple[type[BaseException], ...]:
-    """Failures on the way to a REST catalog: its connection refused, reset or timed out (a catalog
-    restarting, a network blip), a 5xx answer to a read. Retried like a lost race, and as safely: the
-    retry reloads the table, and the epoch property, set in the same atomic commit as the files, says
-    whether a commit whose answer was lost landed (then nothing is added again)."""
-    from pyiceberg.exceptions import ServerError, ServiceUnavailableError
-
-    kinds: list[type[BaseException]] = [ServerError, ServiceUnavailableError]
-    try:
-        import requests
-
-        kinds += [requests.exceptions.ConnectionError, requests.exceptions.Timeout]
-    except ImportError:  # pragma: no cover - requests comes with pyiceberg's REST catalog
-        pass
-    return tuple(kinds)
-
-
-_TRANSIENT = _transient()
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long a table commit retries after losing a race: ``attempts`` tries within
-    ``deadline_s`` seconds, sleeping a jittered, doubling delay between ``base_delay_s`` and
-    ``max_delay_s``."""
-
-    attempts: int = 20
-    deadline_s: float = 30.0
-    base_delay_s: float = 0.02
-    max_delay_s: float = 2.0
-
-    def delay(self, attempt: int) -> float:
-        return min(self.max_delay_s, self.base_delay_s * 2 ** attempt) * random.uniform(0.5, 1.5)
 
 
 def epoch_property(pipeline: str) -> str:
@@ -154,7 +102,9 @@ class IcebergOutput:
     ``fs``/``root`` locate the output (as :func:`laminar_kafka.cluster.lake.parquet.sink.open_output` returns them);
     ``output_uri`` is the output as configured. Tables live at ``<output>/<topic>``. The catalog is
     opened on first use. ``final_path_of`` and ``publish_files`` are the sink's layout and publish
-    (replaceable in tests). Thread-compatible: one caller at a time.
+    (replaceable in tests). ``record_of``: the record each committed epoch leaves in its snapshot
+    summary (default: none); ``commit_listener`` hears each commit, lost race and no-op (default:
+    nobody). Thread-compatible: one caller at a time.
     """
 
     table_format = TableFormat.ICEBERG
@@ -171,6 +121,8 @@ class IcebergOutput:
         final_path_of: Callable[[str], str] = final_path,
         publish_files: PublishFiles = sink.publish,
         retry: RetryPolicy = RetryPolicy(),
+        record_of: RecordOf = no_records,
+        commit_listener: CommitListener | None = None,
     ) -> None:
         self.settings = settings
         self.partitioning = partitioning
@@ -183,8 +135,8 @@ class IcebergOutput:
         self._publish_files = publish_files
         self._catalog: Catalog | None = None
         self._topics: tuple[str, ...] = ()
-        self.record_of: RecordOf = no_records
-        self.commit_listener: CommitListener = IgnoreCommits()
+        self._record_of = record_of
+        self._commit_listener = commit_listener if commit_listener is not None else IgnoreCommits()
         #: manifest outputs grouped by topic, per epoch (a cache: manifests never change)
         self._outputs: dict[int, dict[str, list[str]]] = {}
         #: per topic, an epoch through which its table is known to hold every listed file
@@ -359,7 +311,7 @@ class IcebergOutput:
                 if done >= epoch:
                     self._through[topic] = done
                     if commits == 0:
-                        self.commit_listener.found_done(name)
+                        self._commit_listener.found_done(name)
                     return commits
                 if pending is None:
                     pending = self._pending(topic, max(done, oldest_epoch - 1), epoch, manifest_outputs)
@@ -373,15 +325,15 @@ class IcebergOutput:
                     commits += 1
                 self._through[topic] = epoch
                 return commits
-            except (*_RETRYABLE, *_TRANSIENT, OSError) as exc:  # OSError: the object store (see _commit_epoch)
+            except RETRYABLE + TRANSIENT + (OSError,) as exc:  # OSError: the object store (see _commit_epoch)
                 elapsed = time.monotonic() - started
                 if attempt + 1 >= self.retry.attempts or elapsed >= self.retry.deadline_s:
                     raise SinkError(
                         f"iceberg commit of epoch {epoch} into {name} kept failing after {attempt + 1} "
                         f"attempt(s) in {elapsed:.1f}s: {describe_error(exc)}", cause=exc,
                     ) from None
-                if isinstance(exc, (*_TRANSIENT, OSError)):
-                    role = "catalog" if isinstance(exc, _TRANSIENT) else "object store"
+                if isinstance(exc, TRANSIENT + (OSError,)):
+                    role = "catalog" if isinstance(exc, TRANSIENT) else "object store"
                     if not unavailable:  # once per publish: the retries follow at DEBUG
                         unavailable = True
                         logger.warning("iceberg %s unavailable while publishing epoch %d into %s (%s); "
@@ -390,7 +342,7 @@ class IcebergOutput:
                     logger.debug("iceberg %s unavailable for %s (attempt %d): %s", role, name, attempt + 1, exc)
                 else:
                     logger.debug("iceberg commit into %s lost a race (attempt %d): %s", name, attempt + 1, exc)
-                    self.commit_listener.lost_race(name)
+                    self._commit_listener.lost_race(name)
                 time.sleep(self.retry.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -417,7 +369,7 @@ class IcebergOutput:
             raise CommitFailedException(f"epoch {epoch} of {name} was committed by another node meanwhile")
         paths = [absolute_path(self.fs, self.root, relative) for relative in published]
         summary = {"laminar.pipeline": self.pipeline, "laminar.epoch": str(epoch)}
-        record = self.record_of(epoch)
+        record = self._record_of(epoch)
         if record is not None:  # where the pipeline stands, in the same catalog commit as the rows
             summary[RECORD_SUMMARY_KEY] = record.only_topic(topic).to_json().decode()
         started = time.monotonic()
@@ -428,7 +380,7 @@ class IcebergOutput:
                         update.union_by_name(optional_additions(table.schema(), unified))
                 append_data_files(transaction, paths, summary)
                 transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
-        except (*_RETRYABLE, *_TRANSIENT):
+        except RETRYABLE + TRANSIENT:
             raise
         # Any other OSError is the object store failing a read of a file's footer or a write of the
         # manifests (a store restarting, a reset pooled connection: found by the chaos campaign's
@@ -439,7 +391,7 @@ class IcebergOutput:
             hint = " (a timestamp or date column holds a value outside years 1-9999)" if isinstance(exc, OverflowError) else ""
             raise SinkError(f"cannot add epoch {epoch}'s files to iceberg table {name}: {describe_error(exc)}{hint}",
                             cause=exc) from None
-        self.commit_listener.committed(name, time.monotonic() - started)
+        self._commit_listener.committed(name, time.monotonic() - started)
         logger.debug("iceberg table %s: epoch %d committed (%d file(s))", name, epoch, len(paths))
         return table
 

@@ -4,7 +4,7 @@ The output root is any ``pyarrow.fs`` filesystem location (a local path, ``file:
 Two streams share one staging directory and one epoch protocol: the decoded rows, published in
 Hive-style partition directories (``<topic>/dt=YYYY-MM-DD/``, per ``partition-by``; see
 :mod:`laminar_kafka.cluster.lake.partitioning`), and the records the bad-record policy rejected, published under
-``_rejected/`` (the names: :mod:`laminar_kafka.cluster.lake.parquet.names`). A rows file is staged under
+``_rejected/`` (the names: :mod:`laminar_kafka.cluster.lake.staged_names`). A rows file is staged under
 ``_staging/<its partition directory>/``. A manifest lists staged paths of both; the final path of a
 staged file is a pure function of its path (:func:`final_path`), so publishing is an idempotent
 rename that any node may repeat.
@@ -39,7 +39,11 @@ import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options
-from laminar_kafka.cluster.lake.parquet.names import (
+from laminar_kafka.cluster.lake.parquet.staged_files import DirectoryFiles, StreamFiles
+from laminar_kafka.cluster.lake.parquet.tree_lock import publishing
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.partitioning import check_topic, split_by_partition
+from laminar_kafka.cluster.lake.staged_names import (
     REJECTED_DIR,
     STAGING_DIR,
     OutputStream,
@@ -47,26 +51,12 @@ from laminar_kafka.cluster.lake.parquet.names import (
     final_path,
     parse_staged,
 )
-from laminar_kafka.cluster.lake.parquet.staged_files import DirectoryFiles, StreamFiles
-from laminar_kafka.cluster.lake.parquet.tree_lock import publishing
-from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
-from laminar_kafka.cluster.lake.partitioning import check_topic, split_by_partition
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "REJECTED_DIR",
-    "STAGING_DIR",
-    "OutputStream",
-    "ParquetSink",
-    "RecoveryReport",
-    "StagedName",
-    "final_path",
-    "list_published",
-    "open_output",
-    "parse_staged",
-    "publish",
-    "recover",
+    "REJECTED_DIR", "STAGING_DIR", "OutputStream", "ParquetSink", "RecoveryReport", "StagedName", "final_path",
+    "list_published", "open_output", "parse_staged", "publish", "recover",
 ]
 
 _BOOT_RE = re.compile(r"[A-Za-z0-9-]+")
@@ -293,6 +283,12 @@ class ParquetSink:
         self.discard_unsealed()
         self._boot_id = _check_boot(boot_id)
         self._seq = 0
+
+    def recover_staged(self, *, latest_epoch: int, manifest_outputs: Callable[[int], tuple[str, ...] | None],
+                       live_boots: set[str]) -> None:
+        """:func:`recover` of this sink's output."""
+        recover(self.fs, self.root, latest_epoch=latest_epoch, manifest_outputs=manifest_outputs,
+                       live_boots=live_boots)
 
 
 def _check_boot(boot_id: str) -> str:

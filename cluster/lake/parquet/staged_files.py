@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from laminar_kafka.cluster.lake.parquet.names import OutputStream, StagedName
+from laminar_kafka.cluster.lake.staged_names import OutputStream, StagedName
 
 __all__ = ["DirectoryFiles", "StreamFiles"]
 

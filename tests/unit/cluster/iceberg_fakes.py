@@ -12,8 +12,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, RetryPolicy
+from laminar_kafka.cluster.lake.commits import CommitListener
+from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput
+from laminar_kafka.cluster.lake.iceberg.retries import RetryPolicy
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.record import RecordOf, no_records
 from laminar_kafka.cluster.lake.settings import IcebergSettings
 
 STAGING = "_staging/"
@@ -74,10 +77,11 @@ class Lake:
         self.manifests: dict[int, tuple[str, ...]] = {}
         self._seq = 0
 
-    def output(self) -> IcebergOutput:
+    def output(self, *, record_of: RecordOf = no_records, commit_listener: CommitListener | None = None) -> IcebergOutput:
         return IcebergOutput(
             self.settings, self.partitioning, self.pipeline, self.root, self.fs, self.root,
             final_path_of=layout_final_path, publish_files=layout_publish, retry=FAST_RETRY,
+            record_of=record_of, commit_listener=commit_listener,
         )
 
     def stage(self, epoch: int, table: pa.Table, *, topic: str = "orders", node: int = 1,

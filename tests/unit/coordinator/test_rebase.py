@@ -27,7 +27,6 @@ from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.local.store import LocalStore
 from laminar_kafka.coordinator.values import Member
 from laminar_kafka.devstack.waiting import EventLog
-from laminar_kafka.errors import ConfigurationError
 from tests.unit.coordinator.partitions import leader_step, owned_keys
 
 pytestmark = pytest.mark.timeout(60)
@@ -361,8 +360,8 @@ def test_rebase_takes_only_an_initial_manifest(tmp_path: Path, bad: Manifest) ->
 def test_a_crash_between_rebase_and_seal_reconciles_again_without_refusing(tmp_path: Path) -> None:
     import pyarrow.fs as pafs
 
-    from laminar_kafka.cluster.lake.outputs import ParquetTree
     from laminar_kafka.cluster.lake.parquet.records import write_record
+    from laminar_kafka.cluster.lake.parquet.tree import ParquetTree
     from laminar_kafka.cluster.lake.reconcile import Action, OnLakeBehind
     from laminar_kafka.cluster.lake.record import LakeRecord
     from laminar_kafka.cluster.lake.startup import StartFacts, reconcile_with_lake
@@ -375,16 +374,15 @@ def test_a_crash_between_rebase_and_seal_reconciles_again_without_refusing(tmp_p
 
     def node() -> tuple[LocalCoordinator, ParquetTree]:
         c = LocalCoordinator(local_config(interval=60), tmp_path / "state")
-        tree = ParquetTree(fs, root)
 
-        def record_of(epoch: int) -> LakeRecord | None:  # as laminar_kafka.cluster.runtime.epochs.EpochBarriers.lake_record
+        def record_of(epoch: int) -> LakeRecord | None:  # as laminar_kafka.cluster.runtime.epochs.EpochRecords
             try:
                 m = c.manifest(epoch)
             except CoordinatorError:
                 return None
             return LakeRecord("l", epoch, m.assignment_version, m.cursors, {"t": "id"}, ())
 
-        tree.record_of = record_of
+        tree = ParquetTree(fs, root, record_of=record_of)
         c.connect(timeout=10)
         return c, tree
 

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.parquet.names import is_valid_directory
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.partitioning import (
     HIVE_DEFAULT_PARTITION,
@@ -18,6 +17,7 @@ from laminar_kafka.cluster.lake.partitioning import (
     check_topic,
     split_by_partition,
 )
+from laminar_kafka.cluster.lake.staged_names import is_valid_directory
 from laminar_kafka.errors import ConfigurationError
 
 DAY, HOUR, NONE = PartitionSpec.parse("day"), PartitionSpec.parse("hour"), PartitionSpec()

@@ -43,9 +43,9 @@ from pyiceberg.types import (
 )
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.parquet.names import is_valid_directory
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec, PartitionTerm, Transform
 from laminar_kafka.cluster.lake.partitioning import HIVE_DEFAULT_PARTITION, encode_value, split_by_partition
+from laminar_kafka.cluster.lake.staged_names import is_valid_directory
 from laminar_kafka.kafka_source.decode.required_fields import kind_of
 
 MS_PER_DAY = 86_400_000

@@ -12,6 +12,7 @@ import pytest
 
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
+from laminar_kafka.cluster.lake.parquet.tree import parquet_tree
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.runtime.measures import Watermarks
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions, ack_cursors
@@ -41,7 +42,7 @@ from laminar_kafka.coordinator.base import (
 from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.vnodes.registry import AssignmentSnapshot
 from laminar_kafka.coordinator.vnodes.routing import partition_vnode
-from tests.unit.cluster.fakes import FakeCoordinator, published_offsets, wait_for
+from tests.unit.cluster.fakes import FakeCoordinator, parquet_sink, published_offsets, wait_for
 
 TOPIC = "t"
 PARTITIONS = [(TOPIC, 0), (TOPIC, 1)]
@@ -101,7 +102,8 @@ def make_runtime(tmp_path: Path, coordinator: FakeCoordinator, watermarks: Water
     FakeSource.generations = []
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
-    return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, watermarks=watermarks)
+    return NodeRuntime(coordinator, sink, parquet_tree(sink.fs, sink.root), FakeSource, lambda: TOPOLOGY, options,
+                       watermarks=watermarks)
 
 
 async def start_running(runtime: NodeRuntime, rows: int) -> asyncio.Task[None]:
@@ -159,7 +161,7 @@ async def test_barrier_acks_exact_cursors_and_commit_publishes(tmp_path: Path) -
     ack = await ack_of(coordinator, epoch=1)
     assert ack.boot_id == "boot-1" and ack.epoch == 1 and ack.assignment_version == 1
     cursors = ack.cursors["src"]
-    assert list_published(runtime.sink.fs, runtime.sink.root) == []  # not before the manifest
+    assert list_published(*parquet_sink(runtime)) == []  # not before the manifest
     await commit(runtime, coordinator, ack)
     assert published_offsets(runtime) == every_offset_below(cursors)
     assert FakeSource.generations[0].committed[0][1].offsets == cursors  # advisory commit after the manifest
@@ -200,7 +202,7 @@ async def test_suspended_session_admits_no_epoch_and_lost_rejoins(
     coordinator.emit(SessionStateChanged(SessionState.LOST))
     await wait_for(lambda: coordinator.rejoins == 1 and len(FakeSource.generations) == 2 and runtime.rows_written > 0)
     assert FakeSource.generations[0].closed
-    assert runtime.sink.boot_id == "boot-2"
+    assert isinstance(runtime.sink, ParquetSink) and runtime.sink.boot_id == "boot-2"
     ack = await ack_of(coordinator, epoch=2)
     assert ack.boot_id == "boot-2"
     await commit(runtime, coordinator, ack)
@@ -277,7 +279,7 @@ def vnode_runtime(tmp_path: Path, coordinator: FakeCoordinator) -> NodeRuntime:
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}),
                              vnode_mode=True, topology_interval_s=0)
-    return NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)
+    return NodeRuntime(coordinator, sink, parquet_tree(sink.fs, sink.root), FakeSource, lambda: TOPOLOGY, options)
 
 
 async def test_an_owner_of_vnodes_without_partitions_acks_empty_and_a_non_owner_not_at_all(tmp_path: Path) -> None:
@@ -488,7 +490,8 @@ async def test_a_settled_runtime_turns_when_its_source_is_ready_not_every_50_ms(
     coordinator = FakeCoordinator()
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
-    runtime = NodeRuntime(coordinator, sink, QuietSource, lambda: TOPOLOGY, options)
+    runtime = NodeRuntime(coordinator, sink, parquet_tree(sink.fs, sink.root), QuietSource, lambda: TOPOLOGY,
+                          options)
     task = asyncio.create_task(runtime.run())
     await wait_for(lambda: runtime.generations.current is not None and runtime._settled())
     source = runtime.generations.current.connector
@@ -514,7 +517,8 @@ async def test_a_node_holding_rows_asks_for_an_epoch_once_per_commit_when_none_c
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False,
                              epoch_ask_after_s=0.3)
-    runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options)
+    runtime = NodeRuntime(coordinator, sink, parquet_tree(sink.fs, sink.root), FakeSource, lambda: TOPOLOGY,
+                          options)
     started = asyncio.get_running_loop().time()
     task = await start_running(runtime, 1)
     await wait_for(lambda: coordinator.epoch_asks == [0])  # rows, and no epoch since the start
@@ -550,7 +554,8 @@ async def test_a_held_generation_with_data_waiting_turns_on_the_timer_not_in_a_l
     coordinator = FakeCoordinator()
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", row_group_rows=7, partitioning=PartitionSpec())
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
-    runtime = NodeRuntime(coordinator, sink, HeldSource, lambda: TOPOLOGY, options)
+    runtime = NodeRuntime(coordinator, sink, parquet_tree(sink.fs, sink.root), HeldSource, lambda: TOPOLOGY,
+                          options)
     task = asyncio.create_task(runtime.run())
     await wait_for(lambda: runtime.generations.current is not None)
     source = runtime.generations.current.connector

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from laminar_kafka.cluster.lake.outputs import ParquetTree
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, list_published
+from laminar_kafka.cluster.lake.parquet.tree import ParquetTree
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.record import RecordOf
 from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptions
 from laminar_kafka.connector.protocol import ConnectorConfig
 from laminar_kafka.coordinator.errors import CoordinatorUnavailable
@@ -19,8 +20,8 @@ from tests.unit.cluster.runtime.test_runtime import TOPOLOGY, FakeSource, ack_of
 class ExpiringLake(ParquetTree):
     """The Parquet tree, whose first publish finds the coordinator's session expired."""
 
-    def __init__(self, sink: ParquetSink) -> None:
-        super().__init__(sink.fs, sink.root)
+    def __init__(self, sink: ParquetSink, record_of: RecordOf) -> None:
+        super().__init__(sink.fs, sink.root, record_of=record_of)
         self.failures = 1
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: Callable[[int], tuple[str, ...] | None],
@@ -35,9 +36,11 @@ async def test_a_publish_the_coordinator_cannot_answer_now_does_not_stop_the_nod
     FakeSource.generations = []
     coordinator = FakeCoordinator()
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", partitioning=PartitionSpec())
-    lake = ExpiringLake(sink)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
-    runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, lake=lake)
+    runtime = NodeRuntime(coordinator, sink, lambda record_of, _: ExpiringLake(sink, record_of), FakeSource,
+                          lambda: TOPOLOGY, options)
+    lake = runtime.lake
+    assert isinstance(lake, ExpiringLake)
     task = await start_running(runtime, rows=20)
     first = await commit(runtime, coordinator, await ack_of(coordinator, epoch=1))
     assert lake.failures == 0 and not task.done()
@@ -54,8 +57,8 @@ async def test_a_publish_the_coordinator_cannot_answer_now_does_not_stop_the_nod
 class TurnsLake(ParquetTree):
     """The Parquet tree, remembering each publish's ``tables_through`` by epoch."""
 
-    def __init__(self, sink: ParquetSink) -> None:
-        super().__init__(sink.fs, sink.root)
+    def __init__(self, sink: ParquetSink, record_of: RecordOf) -> None:
+        super().__init__(sink.fs, sink.root, record_of=record_of)
         self.through: dict[int, int | None] = {}
 
     def publish(self, epoch: int, staged: tuple[str, ...], manifest_outputs: Callable[[int], tuple[str, ...] | None],
@@ -68,9 +71,11 @@ async def test_a_node_commits_the_tables_of_the_epochs_whose_turn_is_its_own(tmp
     FakeSource.generations = []
     coordinator = FakeCoordinator()
     sink = ParquetSink(str(tmp_path / "out"), node_id=1, boot_id="x", partitioning=PartitionSpec())
-    lake = TurnsLake(sink)
     options = RuntimeOptions(node_id=1, source_identity="src", connector=ConnectorConfig("kafka", {}), vnode_mode=False)
-    runtime = NodeRuntime(coordinator, sink, FakeSource, lambda: TOPOLOGY, options, lake=lake)
+    runtime = NodeRuntime(coordinator, sink, lambda record_of, _: TurnsLake(sink, record_of), FakeSource,
+                          lambda: TOPOLOGY, options)
+    lake = runtime.lake
+    assert isinstance(lake, TurnsLake)
     task = await start_running(runtime, rows=20)
     for epoch in (1, 2, 3):  # nodes 1 and 2 acked each: node 2 has the odd epochs' turn, node 1 the even
         committed = runtime.epochs_committed

@@ -11,8 +11,9 @@ import requests
 from pyiceberg.exceptions import ServerError
 
 from laminar_kafka.cluster.errors import SinkError
-from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, RetryPolicy, committed_epoch, epoch_property
+from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput, committed_epoch, epoch_property
 from laminar_kafka.cluster.lake.iceberg.partitions import partition_spec_of
+from laminar_kafka.cluster.lake.iceberg.retries import RetryPolicy
 from laminar_kafka.cluster.lake.iceberg.tables import (
     data_file_count,
     iceberg_schema_of,
@@ -77,9 +78,8 @@ class Heard:
 def test_publishing_again_from_any_node_commits_nothing(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     lake.stage(1, rows("orders", 0, range(3)))
-    first, second = lake.output(), lake.output()
     heard_first, heard_second = Heard(), Heard()
-    first.commit_listener, second.commit_listener = heard_first, heard_second
+    first, second = lake.output(commit_listener=heard_first), lake.output(commit_listener=heard_second)
     assert lake.publish(first, 1) == 1
     assert lake.publish(first, 1) == 0  # known done: the catalog is not even asked
     assert lake.publish(second, 1) == 0
@@ -149,9 +149,8 @@ def test_a_commit_that_loses_the_race_retries_and_adds_nothing_twice(
     lake.publish(lake.output(), 1)
     lake.stage(2, rows("orders", 0, range(4, 8)), node=1)
     lake.stage(2, rows("orders", 1, range(0, 2)), node=2)
-    slow, fast = lake.output(), lake.output()
     heard_slow, heard_fast = Heard(), Heard()
-    slow.commit_listener, fast.commit_listener = heard_slow, heard_fast
+    slow, fast = lake.output(commit_listener=heard_slow), lake.output(commit_listener=heard_fast)
     original = IcebergOutput._commit_epoch
     raced: list[int] = []
 
@@ -182,9 +181,8 @@ def test_a_catalog_connection_lost_during_a_commit_is_retried_and_adds_nothing_t
 
     lake = Lake(tmp_path)
     lake.stage(1, rows("orders", 0, range(5)))
-    output = lake.output()
     heard = Heard()
-    output.commit_listener = heard
+    output = lake.output(commit_listener=heard)
     original = IcebergOutput._commit_epoch
     dropped: list[int] = []
 
@@ -212,7 +210,7 @@ def test_a_catalog_unreachable_past_the_deadline_is_one_sink_error(
 ) -> None:
     from pyiceberg.exceptions import ServerError
 
-    from laminar_kafka.cluster.lake.iceberg.commit import RetryPolicy
+    from laminar_kafka.cluster.lake.iceberg.retries import RetryPolicy
 
     lake = Lake(tmp_path)
     lake.stage(1, rows("orders", 0, range(2)))
@@ -365,7 +363,7 @@ def test_partition_spec_follows_the_granularity(tmp_path: Path, granularity: Par
 def test_the_sinks_own_layout_and_publish(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from laminar_kafka.cluster.lake.parquet.names import OutputStream, StagedName
+    from laminar_kafka.cluster.lake.staged_names import OutputStream, StagedName
 
     lake = Lake(tmp_path)
     staged_rows = StagedName(1, 1, "b", 1, directory="orders/dt=2026-01-01").staged_path()
@@ -436,9 +434,8 @@ def test_a_node_whose_turn_it_is_not_commits_only_up_to_the_epoch_before(tmp_pat
     lake = Lake(tmp_path)
     for epoch in (1, 2, 3):
         lake.stage(epoch, rows("orders", 0, [epoch]))
-    a, b = lake.output(), lake.output()
     heard_a, heard_b = Heard(), Heard()
-    a.commit_listener, b.commit_listener = heard_a, heard_b
+    a, b = lake.output(commit_listener=heard_a), lake.output(commit_listener=heard_b)
     assert b.publish(2, lake.manifests[2], lake.manifest_outputs, 1, tables_through=1) == 1
     assert epochs_of_snapshots(b) == ["1"]
     assert a.publish(2, lake.manifests[2], lake.manifest_outputs, 1) == 1  # its turn: epoch 2

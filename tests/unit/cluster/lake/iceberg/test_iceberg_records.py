@@ -31,8 +31,7 @@ def record_of(epoch: int) -> LakeRecord:
 
 
 def with_records(lake: Lake) -> IcebergOutput:
-    output = lake.output()
-    output.record_of = record_of
+    output = lake.output(record_of=record_of)
     return output
 
 
@@ -159,8 +158,7 @@ def test_a_rolled_back_table_reports_the_last_committed_epoch_until_sealed(tmp_p
     assert seed.epoch == 5
     assert seed.cursors == {"s": {"orders:0": 102, "orders:1": 202, "pay.ments:0": 0}}
 
-    node = lake.output()  # the restarted node seals the lake after rebasing its control state
-    node.record_of = record_of
+    node = lake.output(record_of=record_of)  # the restarted node seals the lake after rebasing its control state
     node.seal(LakeRecord(PIPE, seed.epoch, seed.assignment_version, seed.cursors, IDS), facts.epoch)
     node.seal(LakeRecord(PIPE, seed.epoch, seed.assignment_version, seed.cursors, IDS), facts.epoch)  # idempotent
     table = node.table("orders")
@@ -201,8 +199,7 @@ def test_a_rollback_below_an_earlier_seed_is_seen_again(tmp_path: Path) -> None:
     lake = Lake(tmp_path)
     output = publish(lake, [1, 2])
     roll_back(output, 1, "rollback_to_snapshot")
-    output = lake.output()
-    output.record_of = record_of
+    output = lake.output(record_of=record_of)
     output.seal(LakeRecord(PIPE, 5, 0, cursors_of(1), IDS), 1)
     publish(lake, [6, 7], output=output)
     roll_back(output, 6, "set_current_snapshot")

@@ -10,7 +10,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from laminar_kafka.cluster.lake.outputs import ParquetTree
 from laminar_kafka.cluster.lake.parquet.records import (
     RECORDS_KEPT,
     drop_records_after,
@@ -19,6 +18,7 @@ from laminar_kafka.cluster.lake.parquet.records import (
     write_record,
 )
 from laminar_kafka.cluster.lake.parquet.sink import StagedName, final_path
+from laminar_kafka.cluster.lake.parquet.tree import ParquetTree
 from laminar_kafka.cluster.lake.reconcile import Action, ControlFacts, LakeFacts, OnLakeBehind, reconcile
 from laminar_kafka.cluster.lake.record import RECORDS_DIR, LakeRecord, record_path
 from laminar_kafka.coordinator.errors import CodecError
@@ -288,18 +288,17 @@ def stage(root: str, epoch: int, seq: int) -> str:
 
 
 def test_parquet_tree_publishes_records_reads_facts_and_seals(fs: pafs.FileSystem, root: str) -> None:
-    tree = ParquetTree(fs, root)
     manifests: dict[int, tuple[str, ...]] = {}
 
     def record_of(epoch: int) -> LakeRecord | None:
         staged = manifests.get(epoch)
         return None if staged is None else record(epoch, tuple(final_path(s) for s in staged))
 
+    tree = ParquetTree(fs, root, record_of=record_of)
     assert tree.read_facts(PIPE, TOPICS) == LakeFacts(dense=True, has_data=False)
-    tree.publish(1, (stage(root, 1, 1),), lambda e: manifests.get(e), 1)  # record_of unset: no record
+    tree.publish(1, (stage(root, 1, 1),), lambda e: manifests.get(e), 1)  # epoch 1 has no record: none written
     assert not tree.read_facts(PIPE, TOPICS).has_records and tree.read_facts(PIPE, TOPICS).has_data
 
-    tree.record_of = record_of
     for epoch in (2, 3):
         manifests[epoch] = (stage(root, epoch, 2 * epoch), stage(root, epoch, 2 * epoch + 1))
         assert tree.publish(epoch, manifests[epoch], lambda e: manifests.get(e), 1) == 0
@@ -328,9 +327,9 @@ def test_parquet_tree_publishes_records_reads_facts_and_seals(fs: pafs.FileSyste
 
 
 def test_parquet_tree_records_an_epoch_whose_files_are_missing_as_lost(fs: pafs.FileSystem, root: str) -> None:
-    tree = ParquetTree(fs, root)
     published = stage(root, 1, 1)
-    tree.record_of = lambda epoch: record(epoch, (final_path(published), "t/dt=2026-01-01/gone.parquet"))
+    tree = ParquetTree(fs, root,
+                       record_of=lambda epoch: record(epoch, (final_path(published), "t/dt=2026-01-01/gone.parquet")))
     tree.publish(1, (published,), lambda e: None, 1)
     assert record_files(root) == ["epoch-0000000001.json"]
     facts = tree.read_facts(PIPE, TOPICS)  # not whole; its surviving file is a hole (a rewind lands it twice)
@@ -346,11 +345,10 @@ class Tree:
         self.tree = self.node(records=True)
 
     def node(self, records: bool) -> ParquetTree:
-        tree = ParquetTree(self.fs, self.root)
-        if records:
-            tree.record_of = lambda e: (record(e, tuple(final_path(s) for s in self.manifests[e]))
-                                        if e in self.manifests else None)
-        return tree
+        if not records:
+            return ParquetTree(self.fs, self.root)
+        return ParquetTree(self.fs, self.root, record_of=lambda e: (
+            record(e, tuple(final_path(s) for s in self.manifests[e])) if e in self.manifests else None))
 
     def publish(self, epoch: int, tree: ParquetTree | None = None, oldest_epoch: int = 1) -> None:
         self.manifests[epoch] = (stage(self.root, epoch, epoch),)

@@ -1,5 +1,7 @@
 """The sink's file names: staged and published paths of its two output streams. Pure, no I/O.
 
+Format-neutral: a Parquet tree and Iceberg tables both publish the same staged files under these names.
+
 Paths relative to the output root (``<D>`` is the rows' partition directory, see
 :mod:`laminar_kafka.cluster.lake.partitioning`: ``<topic>/dt=YYYY-MM-DD``, ``<topic>/dt=YYYY-MM-DD/hour=HH`` or
 ``<topic>``)::

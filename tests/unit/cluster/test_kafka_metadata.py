@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from laminar_kafka.cluster.runtime.metadata import MetadataUnavailable, TopologyReader
+from laminar_kafka.cluster.kafka_metadata import MetadataUnavailable, TopologyReader
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.read.client_watch import ClientKeeper
 

@@ -3,6 +3,9 @@
 One long-lived admin client per reader; every call blocks (run it off the event loop). Names come
 from a metadata request, topic ids and partition counts from ``describe_topics``; a topic deleted
 between the two is simply absent from the observation.
+
+The node hands :meth:`TopologyReader.read` to its runtime as the ``topology`` collaborator: the
+runtime itself never imports the Kafka client.
 """
 from __future__ import annotations
 
