@@ -21,8 +21,9 @@ A pass (:meth:`TreeCompaction.run_pass`), under the tree's compaction lock (one 
 
 No journal: a pass killed at any point leaves at most its work directories, which the next pass
 classifies by their content (outputs of ``<id>`` inside: no exchange happened) and deletes. The
-environment variable ``LAMINAR_COMPACT_FAULT`` (``after-write`` / ``after-exchange``) SIGKILLs the
-process at that step, for tests.
+two points between steps where a crash matters most are named (:data:`AFTER_WRITE`,
+:data:`AFTER_EXCHANGE`) and reported to an ``after_step`` callable given at construction (the
+default does nothing; crash tests pass one that kills the process there).
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ import logging
 import os
 import secrets
 import shutil
-import signal
 import stat
 import threading
 import time
@@ -64,12 +64,16 @@ from laminar_kafka.coordinator.errors import CodecError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FAULT_ENV", "WORK_DIR", "DirectoryReport", "TreeCompaction", "TreeReport", "check_local_output"]
+__all__ = [
+    "AFTER_EXCHANGE", "AFTER_WRITE", "WORK_DIR", "DirectoryReport", "TreeCompaction", "TreeReport", "check_local_output",
+]
 
 #: the work directories of compactions, relative to the root (readers skip ``_`` paths)
 WORK_DIR = "_laminar/compact"
-FAULT_ENV = "LAMINAR_COMPACT_FAULT"
-_FAULTS = ("after-write", "after-exchange")
+#: the step after every work directory of a pass is written, before the first exchange
+AFTER_WRITE = "after-write"
+#: the step after one directory's exchange, before the pass settles it
+AFTER_EXCHANGE = "after-exchange"
 _PROBE_PREFIX = "probe-"
 _SORT_KEYS = [("_partition", "ascending"), ("_offset", "ascending")]
 _ROW_GROUP_ROWS = 1024 * 1024
@@ -86,20 +90,23 @@ def check_local_output(output: str) -> None:
             "whose compaction is one atomic catalog commit")
 
 
+def _no_step(step: str) -> None:
+    """The default ``after_step``: nothing happens between steps."""
+
+
 class TreeCompaction:
     """Compaction passes over the local Parquet tree at ``root`` (an absolute path). ``stop``: set it
-    to end a pass early (before its next directory; what it wrote and did not exchange is deleted)."""
+    to end a pass early (before its next directory; what it wrote and did not exchange is deleted).
+    ``after_step`` is called on the pass's thread with :data:`AFTER_WRITE` or :data:`AFTER_EXCHANGE`
+    as the pass reaches that point (under the exclusive publish lock for the latter)."""
 
     def __init__(self, root: str, settings: CompactionSettings, *, stop: threading.Event | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, after_step: Callable[[str], None] = _no_step) -> None:
         self.root = root
         self.settings = settings
         self.stop = stop or threading.Event()
         self.clock = clock
-        fault = os.environ.get(FAULT_ENV, "")
-        if fault and fault not in _FAULTS:
-            raise UsageError(f"{FAULT_ENV}={fault!r}: expected one of {', '.join(_FAULTS)}")
-        self._fault = fault
+        self._after_step = after_step
 
     # ---- checks --------------------------------------------------------------------------------------
 
@@ -231,7 +238,7 @@ class TreeCompaction:
                 if self.stop.is_set():
                     return reports
                 self._write(plan, todo[plan.directory])
-            self._maybe_fault("after-write")
+            self._after_step(AFTER_WRITE)
             for plan in plans:
                 if self.stop.is_set():
                     return reports
@@ -297,7 +304,7 @@ class TreeCompaction:
                     os.link(os.path.join(live, name), os.path.join(work, name), follow_symlinks=False)
                 _fsync(work)
                 exchange_directories(live, work)
-                self._maybe_fault("after-exchange")
+                self._after_step(AFTER_EXCHANGE)
         except OSError as exc:
             raise SinkError(f"cannot compact {live}: {exc}", cause=exc) from exc
         return links, ""
@@ -360,11 +367,6 @@ class TreeCompaction:
                 raise SinkError(f"cannot delete {os.path.join(base, cleanup.name)}: {exc}", cause=exc) from exc
             deleted += 1
         return deleted, kept
-
-    def _maybe_fault(self, step: str) -> None:
-        if self._fault == step:
-            logger.warning("%s=%s: killing this process", FAULT_ENV, step)
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _same_owner_and_mode(live: str, work: str) -> str:

@@ -8,8 +8,9 @@ the row count never goes down, and a tight listing of each directory asserting t
 both in a compacted file and another file, or missing. In the end `verify` exits 0, the small files
 are fewer, no work directory is left after the grace period, every kept epoch record's files are
 there, and the nodes started again reconcile with the lake without seeing a rollback. Then a
-compaction SIGKILLed after writing, and one SIGKILLed after its first exchange (the test-only
-`LAMINAR_COMPACT_FAULT`), each leave the tree exact; the next run cleans up and compacts."""
+compaction SIGKILLed after writing, and one SIGKILLed after its first exchange (the command run by
+tests/compaction_fault.py, which kills it there), each leave the tree exact; the next run cleans up
+and compacts."""
 from __future__ import annotations
 
 import json
@@ -33,6 +34,8 @@ from tests.integration.cluster.harness import Pipeline
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
 CLI = [sys.executable, "-m", "laminar_kafka.cli.main"]
+#: runs the command line with its compaction killed at a step (the product has no fault switch)
+FAULT_SCRIPT = Path(__file__).resolve().parents[2] / "compaction_fault.py"
 #: what a node logs when it finds the lake behind its control state, or with a hole (cluster.lake.reconcile)
 ROLLBACK_MARKS = ("the lake is behind", "has a hole", "reseeded", "but shows epoch")
 FAST_EPOCHS = ("--checkpoint-interval-ms", "250", "--session-timeout-ms", "4000", "--drain-timeout-ms", "15000")
@@ -187,8 +190,8 @@ def test_a_compaction_killed_between_steps_is_exact_after_a_rerun(embedded: Pipe
     before = data_files(pipeline.output, pipeline.topic)
 
     for fault, leftover_outputs in (("after-write", 0), ("after-exchange", 1)):
-        killed = subprocess.run(compact(pipeline, "--grace", "0"), capture_output=True, text=True, timeout=120,
-                                env={**os.environ, "LAMINAR_COMPACT_FAULT": fault})
+        killed = subprocess.run([sys.executable, str(FAULT_SCRIPT), fault, *compact(pipeline, "--grace", "0")[len(CLI):]],
+                                capture_output=True, text=True, timeout=120)
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         # what it left: written work directories; after an exchange, the replaced directory (the run
         # after-exchange deleted the after-write run's work directories first: never exchanged)

@@ -16,7 +16,13 @@ import pytest
 
 from laminar_kafka.cluster.errors import SinkError, UsageError
 from laminar_kafka.cluster.lake.parquet import compaction as compaction_module
-from laminar_kafka.cluster.lake.parquet.compaction import WORK_DIR, TreeCompaction, check_local_output
+from laminar_kafka.cluster.lake.parquet.compaction import (
+    AFTER_EXCHANGE,
+    AFTER_WRITE,
+    WORK_DIR,
+    TreeCompaction,
+    check_local_output,
+)
 from laminar_kafka.cluster.lake.parquet.compaction_plan import CompactionSettings, epochs_of
 from laminar_kafka.cluster.lake.parquet.records import read_parquet_facts
 from laminar_kafka.cluster.lake.parquet.sink import ParquetSink, final_path, publish
@@ -307,10 +313,12 @@ def test_a_pass_killed_between_steps_leaves_the_tree_exact_and_the_next_pass_cle
     tree.land(6, days=2)
     tree.keep_records_from(6)
     killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal\n"
         "from laminar_kafka.cluster.lake.parquet.compaction import TreeCompaction\n"
         "from laminar_kafka.cluster.lake.parquet.compaction_plan import CompactionSettings\n"
-        f"TreeCompaction({tree.root!r}, CompactionSettings(target_file_bytes={MIB}, grace_s=0)).run_pass([{TOPIC!r}])\n")],
-        env={**os.environ, "LAMINAR_COMPACT_FAULT": fault}, capture_output=True, text=True, timeout=60)
+        f"def kill(step):\n    if step == {fault!r}:\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"TreeCompaction({tree.root!r}, CompactionSettings(target_file_bytes={MIB}, grace_s=0), after_step=kill)"
+        f".run_pass([{TOPIC!r}])\n")], capture_output=True, text=True, timeout=60)
     assert killed.returncode == -9, killed.stderr
     assert tree.rows() == tree.expected()
     leftovers = work_dirs(tree)
@@ -344,10 +352,18 @@ def test_check_refuses_what_is_not_a_directory_and_a_second_compaction(tmp_path:
             compaction.run_pass([TOPIC])
 
 
-def test_an_unknown_fault_point_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("LAMINAR_COMPACT_FAULT", "after-lunch")
-    with pytest.raises(UsageError, match="LAMINAR_COMPACT_FAULT='after-lunch'"):
-        TreeCompaction(str(tmp_path), CompactionSettings())
+def test_a_pass_reports_its_steps_to_after_step_in_order(tmp_path: Path) -> None:
+    """The crash points the test above kills the process at: after writing (once per pass), after
+    each directory's exchange (two directories here); a pass with nothing left to compact exchanges nothing."""
+    tree = Tree(tmp_path)
+    tree.land(6, days=2)
+    tree.keep_records_from(6)
+    steps: list[str] = []
+    settings = CompactionSettings(target_file_bytes=MIB, grace_s=0)
+    TreeCompaction(tree.root, settings, after_step=steps.append).run_pass([TOPIC])
+    assert steps == [AFTER_WRITE, AFTER_EXCHANGE, AFTER_EXCHANGE]
+    TreeCompaction(tree.root, settings, after_step=steps.append).run_pass([TOPIC])
+    assert steps == [AFTER_WRITE, AFTER_EXCHANGE, AFTER_EXCHANGE, AFTER_WRITE]
 
 
 def test_the_report_in_json_and_text(tmp_path: Path) -> None:
