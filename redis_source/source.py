@@ -78,7 +78,9 @@ def _streams_of(reply: object) -> list[tuple[bytes, list[tuple[bytes, dict[bytes
     (a URL with ``protocol=3``) a map of key to ``[entries]``."""
     if isinstance(reply, dict):
         return [(key, value[0] if value and isinstance(value[0], list) else value) for key, value in reply.items()]
-    return [(key, entries) for key, entries in reply or ()]  # type: ignore[attr-defined]
+    if isinstance(reply, list):
+        return [(key, entries) for key, entries in reply]
+    return []  # None: nothing arrived before the block timeout
 
 
 class RedisStreamsSource(PartitionedLogSource):

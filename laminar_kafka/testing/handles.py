@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
-    from kazoo.client import KazooClient  # type: ignore[import-untyped,unused-ignore]
+    from kazoo.client import KazooClient
     from pyiceberg.catalog import Catalog
 
 __all__ = ["Broker", "KafkaTestCluster", "ObjectStore", "ServerGroup", "ZooKeeperServer", "ZooKeeperTestEnsemble"]

@@ -152,7 +152,7 @@ def server_container(role: str, *, name_prefix: str, labels: Mapping[str, str] |
     does a server that does not become healthy (ServerStartError with its log). The engine and the
     images must be there (`engine_with_images`); ServersUnavailable without testcontainers."""
     try:
-        from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found,unused-ignore]
+        from testcontainers.core.container import DockerContainer
     except ImportError as exc:
         raise ServersUnavailable("the containers backend needs testcontainers: "
                                  "pip install 'laminar-kafka[testing]'") from exc
@@ -170,7 +170,7 @@ def server_container(role: str, *, name_prefix: str, labels: Mapping[str, str] |
         name = f"{name_prefix}-{uuid.uuid4().hex[:8]}"
         container = DockerContainer(image).with_name(name).with_envs(**env)
         # loopback only, at the host port the broker advertises
-        container.ports[f"{inside}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment,unused-ignore]
+        container.ports[f"{inside}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment]  # docker binds (address, port)
         container.with_kwargs(labels={servers.ROLE_LABEL: role, RUN_LABEL: "1", **(labels or {})})
         try:
             container.start()
