@@ -298,10 +298,10 @@ class _Parser:
         self._skip_field_options()
         self._expect(";")
         if type_name in SCALARS:
-            field.type = SCALARS[type_name]  # type: ignore[assignment]
+            field.type = SCALARS[type_name]
         else:
             field.type_name = type_name  # message or enum: the pool resolves it in scope
-        field.label = _LABELS.get(label_word, _F.LABEL_OPTIONAL)  # type: ignore[assignment]
+        field.label = _LABELS.get(label_word, _F.LABEL_OPTIONAL)
         if oneof is not None:
             field.oneof_index = oneof
         elif label_word == "optional" and self._syntax == "proto3":
@@ -325,7 +325,7 @@ class _Parser:
         for field_name, field_number, type_name in (("key", 1, key), ("value", 2, value)):
             item = entry.field.add(name=field_name, number=field_number, label=_F.LABEL_OPTIONAL)
             if type_name in SCALARS:
-                item.type = SCALARS[type_name]  # type: ignore[assignment]
+                item.type = SCALARS[type_name]
             else:
                 item.type_name = type_name
         message.field.add(name=name, number=number, label=_F.LABEL_REPEATED, type=_F.TYPE_MESSAGE,

@@ -63,7 +63,7 @@ class RedisNodeOptions:
     metrics_port: int = 0
 
 
-def add_redis_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_redis_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     redis = commands.add_parser("redis", help="land Redis Streams (one stream per partition) exactly once",
                                 description="Run a node of a pipeline over Redis Streams (the streams "
                                             "<stream>:0..<partitions-1>), or audit its output against the streams.")

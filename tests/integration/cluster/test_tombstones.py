@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
 from laminar_kafka.devstack.producers import producer
-from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, embedded  # noqa: F401 - fixture
+from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact
 
 RECORDS = 600
 FLAGS = ("--format", "json", "--json-schema", "id:int64,name:string", "--include-key", "true")
@@ -30,7 +30,7 @@ def produce_with_deletes(pipeline: Pipeline) -> None:
     assert kafka.flush(30) == 0 and not failures, failures[:3]
 
 
-def test_on_tombstone_row_lands_deletes_as_rows_with_their_keys_exactly_once(embedded: Pipeline) -> None:  # noqa: F811
+def test_on_tombstone_row_lands_deletes_as_rows_with_their_keys_exactly_once(embedded: Pipeline) -> None:
     produce_with_deletes(embedded)
     embedded.launch(1, *FLAGS, "--on-tombstone", "row")
 
@@ -45,7 +45,7 @@ def test_on_tombstone_row_lands_deletes_as_rows_with_their_keys_exactly_once(emb
     assert deletes["name"].null_count == deletes.num_rows
 
 
-def test_by_default_tombstones_are_bad_records(embedded: Pipeline) -> None:  # noqa: F811
+def test_by_default_tombstones_are_bad_records(embedded: Pipeline) -> None:
     produce_with_deletes(embedded)
     node = embedded.launch(1, *FLAGS, "--on-bad-record", "skip")  # 10 % bad, above max-error-rate 0.01
     assert node.wait(60) != 0
