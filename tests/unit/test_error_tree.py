@@ -89,8 +89,3 @@ def test_no_module_imports_a_configuration_error_under_another_name() -> None:
     assert not [name for name, path in FILES.items() if "ConfigError" in
                 {n for n, _ in _imported_names(path)}], "ConfigError is gone: use ConfigurationError"
 
-
-def test_the_root_module_imports_nothing_of_ours() -> None:
-    path = FILES[f"{NS}.errors"]
-    assert [n for n, _ in _imported_names(path) if n != "annotations"] == ["Any"]
-    assert not any(isinstance(node, ast.Import) for node in ast.walk(ast.parse(path.read_text())))
