@@ -123,14 +123,16 @@ def encode_stored(manifest: Manifest, base: Manifest | None, full_every: int) ->
 
 
 def stored_format(raw: bytes) -> int:
-    """The format version of stored manifest bytes (1 when absent); CodecError when not a JSON object."""
+    """The format version of stored manifest bytes; CodecError when not a JSON object or without one."""
     return _format_of(loads(raw, "manifest"))
 
 
 def _format_of(data: object) -> int:
     if not isinstance(data, dict):
         raise CodecError(f"manifest must be a JSON object, got {type(data).__name__}")
-    return expect_int(data.get("format_version", MANIFEST_FORMAT_VERSION), "manifest: format_version")
+    if "format_version" not in data:
+        raise CodecError("manifest: format_version is missing")
+    return expect_int(data["format_version"], "manifest: format_version")
 
 
 def decode_stored(raw: bytes, base_of: Callable[[int], Manifest]) -> tuple[Manifest, bool]:
@@ -158,7 +160,7 @@ def decode_stored(raw: bytes, base_of: Callable[[int], Manifest]) -> tuple[Manif
     # outputs and acked_by are checked by the full decoder, on the manifest they make
     whole = Manifest.from_json(dumps({
         "epoch": epoch, "assignment_version": data["assignment_version"], "cursors": {},
-        "outputs": data["outputs"], "acked_by": data["acked_by"],
+        "outputs": data["outputs"], "acked_by": data["acked_by"], "format_version": MANIFEST_FORMAT_VERSION,
     }))
     base = base_of(base_epoch)
     if base.epoch != base_epoch:

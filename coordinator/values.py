@@ -6,8 +6,7 @@ negative or out-of-range number, a missing or unknown key, or an unknown format 
 :class:`~laminar_kafka.coordinator.errors.CodecError` naming the field. Nothing is coerced.
 
 Format versions: a manifest (the durable truth for recovery, kept for the pipeline's life) carries
-``"format_version": 1``; a manifest written before the field existed has none and decodes as version
-1, any other version is rejected. Acks and members live only as long as their epoch or session and
+``"format_version": 1`` (required); any other version is rejected. Acks and members live only as long as their epoch or session and
 carry no version.
 
 This module does no I/O.
@@ -169,12 +168,12 @@ class Manifest:
     def from_json(cls, raw: bytes) -> Manifest:
         """Strict decoding (see the module docstring); CodecError when malformed."""
         data = loads(raw, "manifest")
-        if isinstance(data, dict):  # the version first: another format has other keys
-            version = expect_int(data.get("format_version", MANIFEST_FORMAT_VERSION), "manifest: format_version")
+        if isinstance(data, dict) and "format_version" in data:  # the version first: another format has other keys
+            version = expect_int(data["format_version"], "manifest: format_version")
             if version != MANIFEST_FORMAT_VERSION:
                 raise CodecError(f"manifest: format_version {version} is not the full format "
                                  f"{MANIFEST_FORMAT_VERSION} (a stored delta is read by manifest_delta.decode_stored)")
-        data = expect_object(data, "manifest", _MANIFEST_KEYS, ("format_version",))
+        data = expect_object(data, "manifest", (*_MANIFEST_KEYS, "format_version"))
         acked_by = []
         for i, pair in enumerate(expect_list(data["acked_by"], "manifest: acked_by")):
             what = f"manifest: acked_by[{i}]"

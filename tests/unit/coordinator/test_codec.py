@@ -73,13 +73,14 @@ VALUES = {"manifest": manifests, "ack": acks, "member": members, "register": con
 
 def test_the_issue_example_is_rejected_not_coerced() -> None:
     """A manifest with epoch "3", version 2.9 and offsets -7 and true used to decode to 3, 2, -7, 1."""
-    raw = b'{"epoch":"3","assignment_version":2.9,"cursors":{"s":{"t:0":-7,"t:1":true}},"outputs":[],"acked_by":[]}'
+    raw = (b'{"epoch":"3","assignment_version":2.9,"cursors":{"s":{"t:0":-7,"t:1":true}},"outputs":[],"acked_by":[],'
+           b'"format_version":1}')
     with pytest.raises(CodecError, match="epoch"):
         Manifest.from_json(raw)
 
     def manifest(epoch: str = "3", version: str = "2", first: str = "7", second: str = "1") -> bytes:
         return (f'{{"epoch":{epoch},"assignment_version":{version},"cursors":{{"s":{{"t:0":{first},'
-                f'"t:1":{second}}}}},"outputs":[],"acked_by":[]}}').encode()
+                f'"t:1":{second}}}}},"outputs":[],"acked_by":[],"format_version":1}}').encode()
 
     assert Manifest.from_json(manifest()) == Manifest(3, 2, {"s": {"t:0": 7, "t:1": 1}})
     for bad, named in ((manifest(epoch='"3"'), "manifest: epoch"), (manifest(version="2.9"), "fraction"),
@@ -91,11 +92,12 @@ def test_the_issue_example_is_rejected_not_coerced() -> None:
 def test_format_versions() -> None:
     manifest = Manifest(3, 2, {"s": {"t:0": 7}})
     assert json.loads(manifest.to_json())["format_version"] == 1
-    legacy = json.loads(manifest.to_json())
-    del legacy["format_version"]  # written before the field existed
-    assert Manifest.from_json(json.dumps(legacy).encode()) == manifest
+    unversioned = json.loads(manifest.to_json())
+    del unversioned["format_version"]
+    with pytest.raises(CodecError, match=r"missing \['format_version'\]"):
+        Manifest.from_json(json.dumps(unversioned).encode())
     with pytest.raises(CodecError, match="format_version 2"):
-        Manifest.from_json(json.dumps({**legacy, "format_version": 2}).encode())
+        Manifest.from_json(json.dumps({**unversioned, "format_version": 2}).encode())
 
 
 @pytest.mark.parametrize("name", sorted(DECODERS))
@@ -139,8 +141,6 @@ def test_mutated_encodings_decode_faithfully_or_raise_codec_error(name: str, dat
     except CodecError:
         return
     again = json.loads(encode(decoded))
-    if name == "manifest" and isinstance(mutated, dict) and "format_version" not in mutated:
-        again.pop("format_version")
     assert again == canonical(mutated)  # what the bytes said, nothing coerced
 
 
