@@ -55,7 +55,7 @@ def breakdown(times: dict[str, float], last_old: float, first_new: float) -> dic
     """``first_new - last_old`` split at the round's step times (clamped into that span)."""
     marks = [last_old] + [min(max(times[k], last_old), first_new)
                           for k in ("ready", "durable", "finished", "published", "reconciled")] + [first_new]
-    return {step: end - start for step, start, end in zip(STEPS, marks, marks[1:])}
+    return {step: end - start for step, start, end in zip(STEPS, marks, marks[1:], strict=False)}
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -235,7 +235,7 @@ def main() -> None:
             "raw_consume_records_per_s": summary(raw_rates),
             "kafka_source_records_per_s": summary(source_rates),
             "ratio_median": round(statistics.median(source_rates) / statistics.median(raw_rates), 3),
-            "ratio_per_pair": [round(s / r, 3) for s, r in zip(source_rates, raw_rates)],
+            "ratio_per_pair": [round(s / r, 3) for s, r in zip(source_rates, raw_rates, strict=True)],
             "peak_rss_mb": {
                 "raw_phase_max": round(max(raw_peaks), 1) if raw_peaks else None,
                 "source_phase_max": round(max(source_peaks), 1) if source_peaks else None,

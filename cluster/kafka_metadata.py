@@ -111,7 +111,7 @@ class TopologyReader:
                 if getattr(error, "name", lambda: "")() == "UNKNOWN_TOPIC_OR_PART":
                     continue  # deleted since the metadata request
                 raise MetadataUnavailable(f"describing topic {name!r} failed: {exc}", cause=exc) from exc
-            except Exception as exc:  # noqa: BLE001 - a timed-out future
+            except Exception as exc:  # a timed-out future
                 raise MetadataUnavailable(f"describing topic {name!r} failed: {exc!r}", cause=exc) from exc
             topics.append(TopicInfo(name, uuid_text(description.topic_id), len(description.partitions)))
         return Topology.of(*topics)

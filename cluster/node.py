@@ -54,6 +54,7 @@ from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, c
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
+from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.client_watch import ClientKeeper, close_in_background
 from laminar_kafka.kafka_source.read.positions import high_watermarks
 from laminar_kafka.kafka_source.read.startup import resolve_start_offsets
@@ -295,7 +296,7 @@ class WatermarkReader:
     def __call__(self, partitions: list[TopicPartitionId]) -> dict[TopicPartitionId, int]:
         try:
             highs = high_watermarks(self._consumer.client, partitions, 5.0)
-        except Exception as exc:  # noqa: BLE001 - counted, then re-raised to the caller (it retries)
+        except Exception as exc:  # counted, then re-raised to the caller (it retries)
             self._consumer.failed(exc)
             raise
         self._consumer.succeeded()
@@ -347,10 +348,10 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         return {format_key(*tp): offset for tp, offset in offsets.items()}
 
     def new_source() -> KafkaSource:
-        source = KafkaSource(source_config)
-        source.metrics.on_offsets_lost = metrics.offsets_lost.labels(metrics.node).inc
-        source.metrics.on_client_replaced = metrics.kafka_clients_replaced.labels(metrics.node).inc
-        return source
+        return KafkaSource(source_config, metrics=SourceMetrics(
+            on_offsets_lost=metrics.offsets_lost.labels(metrics.node).inc,
+            on_client_replaced=metrics.kafka_clients_replaced.labels(metrics.node).inc,
+        ))
 
     pins = PipelinePins.of(settings)
     lake_pins = LakePins(sink.fs, sink.root, settings.pipeline, pins.values)

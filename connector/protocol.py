@@ -207,7 +207,7 @@ class SourceBatch:
 
     @property
     def num_rows(self) -> int:
-        return self.records.num_rows
+        return int(self.records.num_rows)
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ class _Level:
 
 def _directory(topic: str, levels: list[_Level], keys: list[int]) -> str:
     check_topic(topic)
-    segments = [level.segment(key) for level, key in zip(levels, keys)]
+    segments = [level.segment(key) for level, key in zip(levels, keys, strict=True)]
     for segment in segments:
         if len(segment.encode()) > MAX_NAME_BYTES:  # identity values are bounded by the source; a wide truncate is not
             raise SinkError(f"partition directory {segment[:60]}... is {len(segment.encode())} bytes, more than the "
@@ -335,7 +335,7 @@ def _split(
     starts = np.concatenate(([0], np.flatnonzero(change) + 1, [rows]))
     grouped = batch.take(pa.array(order))
     parts = []
-    for start, end in zip(starts[:-1].tolist(), starts[1:].tolist()):
+    for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
         topic = topics[int(keys[0][start])]
         directory = _directory(topic, levels, [int(key[start]) for key in keys[1:]])
         parts.append((directory, grouped.slice(start, end - start)))

@@ -97,7 +97,7 @@ def reconcile_with_lake(
                 lake_facts = lake.read_facts(facts.pipeline, facts.topics)
         except CodecError as exc:
             raise ConfigurationError(f"the lake's record cannot be read: {exc}", cause=exc) from exc
-        except Exception as exc:  # noqa: BLE001 - an unreadable lake (an object store, a catalog) is one line
+        except Exception as exc:  # an unreadable lake (an object store, a catalog) is one line
             raise RuntimeFailure(f"the lake cannot be read to reconcile with it: {exc!r}", cause=exc) from exc
         latest = _latest(coordinator)
         control = ControlFacts(

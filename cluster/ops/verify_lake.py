@@ -138,7 +138,7 @@ def missing_table_message(catalog: Catalog, identifier: tuple[str, str], flags: 
     (its URI without user info), the ``flags`` to check, then what the catalog holds: the tables
     of the namespace if it exists, else the namespaces, and the namespaces holding a table of that
     name. Listing failures only shorten the line."""
-    from laminar_kafka.cluster.lake.iceberg.tables import safe_uri, describe_error
+    from laminar_kafka.cluster.lake.iceberg.tables import describe_error, safe_uri
 
     namespace, name = identifier
     uri = catalog.properties.get("uri")
@@ -171,4 +171,4 @@ def rows_per_partition(target: LakeTarget, topic: str) -> dict[int, int]:
         return {}
     rows = table.scan(selected_fields=("_partition",)).to_arrow()
     counts = rows.group_by("_partition").aggregate([("_partition", "count")])
-    return dict(zip(counts["_partition"].to_pylist(), counts["_partition_count"].to_pylist()))
+    return dict(zip(counts["_partition"].to_pylist(), counts["_partition_count"].to_pylist(), strict=True))

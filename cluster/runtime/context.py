@@ -90,7 +90,7 @@ class RuntimeExecutors:
         self._metadata.shutdown(wait=False)
         try:
             await self.sink_settled()
-        except Exception:  # noqa: BLE001 - the node is stopping; the error was the write's own
+        except Exception:  # the node is stopping; the error was the write's own
             logger.warning("the last sink write failed while the node stopped", exc_info=True)
         await asyncio.get_running_loop().run_in_executor(None, self._sink.shutdown, True)
 

@@ -102,6 +102,7 @@ class LeaderLoop:
         self._on_fenced = on_fenced
         self._on_applied = on_applied
         self._transient = transient
+        self._retryable: tuple[type[BaseException], ...] = (CoordinatorError, *transient)
         self._kick = threading.Event()
         self._stopping = threading.Event()
         self._pass_lock = threading.Lock()  # held during a pass (see paused)
@@ -148,10 +149,10 @@ class LeaderLoop:
             except FencedError:
                 timeout = 0.05
                 self._on_fenced(term)
-            except (CoordinatorError, *self._transient) as exc:
+            except self._retryable as exc:
                 self._pass_failures.failed(exc)
                 timeout = 0.2
-            except Exception:  # noqa: BLE001 - the leader thread must survive any one bad pass
+            except Exception:  # the leader thread must survive any one bad pass
                 logger.exception("leader pass failed")
                 timeout = 1.0
 

@@ -299,7 +299,7 @@ def _membership_step(view: View, control: ControlState, config: CoordinatorConfi
     if target == control.snapshot.owners:
         return None
     participants = tuple(sorted({
-        old for old, new in zip(control.snapshot.owners, target) if old != new and old != UNASSIGNED
+        old for old, new in zip(control.snapshot.owners, target, strict=True) if old != new and old != UNASSIGNED
     }))
     if not participants:
         published = _publish(control, target, members, token, manifest_epoch=control.last_epoch)

@@ -111,9 +111,9 @@ def advance(cursor: Mapping[TopicPartitionId, int], records: Records) -> dict[To
     new dict."""
     if isinstance(records.topics, str):
         topic = records.topics
-        last = {(topic, p): o for p, o in dict(zip(records.partitions, records.offsets)).items()}
+        last = {(topic, p): o for p, o in dict(zip(records.partitions, records.offsets, strict=True)).items()}
     else:
-        last = dict(zip(zip(records.topics, records.partitions), records.offsets))
+        last = dict(zip(zip(records.topics, records.partitions, strict=True), records.offsets, strict=True))
     result = dict(cursor)
     for tp, offset in last.items():
         if offset + 1 > result.get(tp, -1):
@@ -164,7 +164,7 @@ def build_batch(
         cursor = {**cursor, **{tp: o for tp, o in take.assigned.items() if tp not in cursor}}
     records = take.records()
     if dropping and records is not None:
-        kept = [i for i, tp in enumerate(zip(records.topic_list(), records.partitions)) if tp not in dropping]
+        kept = [i for i, tp in enumerate(zip(records.topic_list(), records.partitions, strict=True)) if tp not in dropping]
         metrics.records_not_owned += len(records) - len(kept)
         records = records.take(kept) if kept else None
     batch = rejected = None

@@ -76,6 +76,8 @@ def epoch_property(pipeline: str) -> str:
 #: pyiceberg would otherwise retry a failed commit by re-applying the same files on top of the
 #: winner's snapshot, blind to ``laminar.epoch.<pipeline>``: a duplicate. Our own loop retries instead.
 TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
+#: the retries of an output given none (frozen, so one value serves every output)
+DEFAULT_RETRY = RetryPolicy()
 
 
 def without_blind_retries(table: Table) -> Table:
@@ -120,7 +122,7 @@ class IcebergOutput:
         *,
         final_path_of: Callable[[str], str] = final_path,
         publish_files: PublishFiles = sink.publish,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         record_of: RecordOf = no_records,
         commit_listener: CommitListener | None = None,
     ) -> None:
@@ -354,7 +356,7 @@ class IcebergOutput:
         if table is None:
             table = self._create(topic, _unify(schemas, topic))
         name = ".".join(table.name())
-        for relative, schema in zip(published, schemas):
+        for relative, schema in zip(published, schemas, strict=True):
             self._check_takes(table, schema, source=f"file {relative}", error=SinkError)
         try:  # a spec evolved under the pipeline: its files' rows may span the new spec's partitions
             check_partitioning(table, self.partitioning)

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, ResolveError
+
 # private in pyiceberg 0.12 (pinned <0.13): the Arrow-to-Iceberg conversion of a schema without
 # field ids, which the public pyarrow_to_schema makes only given a name mapping
 from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids

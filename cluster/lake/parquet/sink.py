@@ -60,6 +60,8 @@ __all__ = [
 ]
 
 _BOOT_RE = re.compile(r"[A-Za-z0-9-]+")
+#: the directory layout of a sink given none: one directory a day (frozen, so one value serves every sink)
+DAY_PARTITIONING = PartitionSpec.parse("day")
 
 
 def open_output(output: str) -> tuple[pafs.FileSystem, str]:
@@ -112,7 +114,7 @@ class ParquetSink:
         max_file_bytes: int = 128 * 1024 * 1024,
         row_group_rows: int = 65536,
         filesystem: tuple[pafs.FileSystem, str] | None = None,
-        partitioning: PartitionSpec = PartitionSpec.parse("day"),
+        partitioning: PartitionSpec = DAY_PARTITIONING,
         default_topic: str | None = None,
         max_open_files: int = 64,
     ) -> None:

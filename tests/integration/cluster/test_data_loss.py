@@ -13,12 +13,12 @@ from confluent_kafka.admin import AdminClient
 from laminar_kafka.cluster.lake.parquet.sink import list_published, open_output
 from laminar_kafka.devstack.processes import NodeProcess, free_port
 from laminar_kafka.devstack.producers import produce
-from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, embedded, scrape  # noqa: F401 - fixture
+from tests.integration.cluster.harness import PARTITIONS, Pipeline, assert_exact, scrape
 
 BEFORE, AFTER, DELETED_UP_TO = 400, 400, 90  # per partition: DELETED_UP_TO is past the node's cursor (50)
 
 
-def test_records_deleted_before_they_were_read_stop_the_node_unless_the_loss_is_accepted(embedded: Pipeline) -> None:  # noqa: F811
+def test_records_deleted_before_they_were_read_stop_the_node_unless_the_loss_is_accepted(embedded: Pipeline) -> None:
     produce(embedded.bootstrap, embedded.topic, [b"a%d" % i for i in range(BEFORE)])
     first = embedded.launch(1)
     fs, root = open_output(embedded.output)
@@ -49,7 +49,7 @@ def test_records_deleted_before_they_were_read_stop_the_node_unless_the_loss_is_
     assert f'laminar_offsets_lost_total{{node="1"}} {lost:.1f}' in scrape(port)
 
 
-def _stop_produce_delete_resume(embedded: Pipeline, node: NodeProcess) -> None:  # noqa: F811
+def _stop_produce_delete_resume(embedded: Pipeline, node: NodeProcess) -> None:
     """With every record of the first BEFORE landed: freeze the node (its client stops fetching at
     the partitions' ends), produce AFTER more, delete each partition's records up to
     DELETED_UP_TO (past where it will fetch next: retention overtaking a node that lags), resume."""
@@ -67,7 +67,7 @@ def _stop_produce_delete_resume(embedded: Pipeline, node: NodeProcess) -> None: 
         os.kill(node.pid, signal.SIGCONT)
 
 
-def test_records_deleted_ahead_of_a_running_node_stop_it_unless_the_loss_is_accepted(embedded: Pipeline) -> None:  # noqa: F811
+def test_records_deleted_ahead_of_a_running_node_stop_it_unless_the_loss_is_accepted(embedded: Pipeline) -> None:
     produce(embedded.bootstrap, embedded.topic, [b"a%d" % i for i in range(BEFORE)])
     node = embedded.launch(1)
     _stop_produce_delete_resume(embedded, node)
@@ -78,7 +78,7 @@ def test_records_deleted_ahead_of_a_running_node_stop_it_unless_the_loss_is_acce
     assert "Traceback" not in log, log[-3000:]
 
 
-def test_with_the_loss_accepted_a_running_node_reads_on_at_the_oldest_offset(embedded: Pipeline) -> None:  # noqa: F811
+def test_with_the_loss_accepted_a_running_node_reads_on_at_the_oldest_offset(embedded: Pipeline) -> None:
     produce(embedded.bootstrap, embedded.topic, [b"a%d" % i for i in range(BEFORE)])
     port = free_port()
     node = embedded.launch(1, "--fail-on-data-loss", "false", "--metrics-port", str(port))

@@ -87,7 +87,7 @@ def rows(batches: list[SourceBatch]) -> list[tuple[int, int, bytes | None]]:
         return []
     table = pa.Table.from_batches([b.records for b in batches])
     values = table.column("value").to_pylist() if "value" in table.column_names else [None] * table.num_rows
-    return list(zip(table.column("_partition").to_pylist(), table.column("_offset").to_pylist(), values))
+    return list(zip(table.column("_partition").to_pylist(), table.column("_offset").to_pylist(), values, strict=True))
 
 
 def offsets_by_partition(emitted: list[tuple[int, int, bytes | None]]) -> dict[int, list[int]]:
@@ -105,7 +105,7 @@ def assert_batch_cursors(batches: list[SourceBatch], topic: str) -> None:
         for key, value in previous.items():
             assert offsets.get(key, -1) >= value, f"cursor of {key} moved backwards"
         partitions = batch.records.column("_partition").to_pylist()
-        last = dict(zip(partitions, batch.records.column("_offset").to_pylist()))
+        last = dict(zip(partitions, batch.records.column("_offset").to_pylist(), strict=True))
         for partition, offset in last.items():
             assert offsets[f"{topic}:{partition}"] >= offset + 1
         previous = dict(offsets)

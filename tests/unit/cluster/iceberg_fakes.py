@@ -22,6 +22,7 @@ from laminar_kafka.cluster.lake.settings import IcebergSettings
 STAGING = "_staging/"
 DAY_1 = dt.datetime(2026, 1, 1, 3, 0)
 DAY_2 = dt.datetime(2026, 1, 2, 5, 0)
+DAY = PartitionSpec.parse("day")
 FAST_RETRY = RetryPolicy(attempts=20, deadline_s=20.0, base_delay_s=0.001, max_delay_s=0.05)
 
 
@@ -66,7 +67,7 @@ class Lake:
     """An output root with staged files, manifests and Iceberg outputs (one per simulated node)."""
 
     def __init__(self, tmp_path: Path, *, pipeline: str = "pipe",
-                 partitioning: PartitionSpec = PartitionSpec.parse("day"),
+                 partitioning: PartitionSpec = DAY,
                  settings: IcebergSettings | None = None) -> None:
         self.root = str(tmp_path / "out")
         self.fs = pafs.LocalFileSystem()

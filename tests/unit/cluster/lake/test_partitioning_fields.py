@@ -412,11 +412,11 @@ def test_pyarrow_and_duckdb_read_the_encoded_values_back(tmp_path: Path) -> None
     })
     root = _write_partitioned(tmp_path, batch, PartitionSpec.parse("f,truncate[2](n),d"), ["_topic", "f", "n", "d"])
     expected = sorted(zip(range(len(READ_BACK)), READ_BACK, [v - v % 2 for v in range(-3, len(READ_BACK) - 3)],
-                          [dt.date(1969, 12, 31)] * len(READ_BACK)))
+                          [dt.date(1969, 12, 31)] * len(READ_BACK), strict=True))
 
     hive = ds.partitioning(pa.schema([("f", pa.string()), ("n_trunc", pa.int64()), ("d", pa.date32())]), flavor="hive")
     table = ds.dataset(root, format="parquet", partitioning=hive).to_table()
-    assert sorted(zip(*(table[c].to_pylist() for c in ("row", "f", "n_trunc", "d")))) == expected
+    assert sorted(zip(*(table[c].to_pylist() for c in ("row", "f", "n_trunc", "d")), strict=True)) == expected
 
     read = duckdb.sql(
         f"select row, f, n_trunc, d from read_parquet('{root}/**/*.parquet', hive_partitioning=true, "

@@ -80,7 +80,7 @@ async def test_a_node_commits_the_tables_of_the_epochs_whose_turn_is_its_own(tmp
     for epoch in (1, 2, 3):  # nodes 1 and 2 acked each: node 2 has the odd epochs' turn, node 1 the even
         committed = runtime.epochs_committed
         coordinator.commit(await ack_of(coordinator, epoch=epoch), other_acks=((2, "y"),))
-        await wait_for(lambda: runtime.epochs_committed > committed)
+        await wait_for(lambda committed=committed: runtime.epochs_committed > committed)
     assert lake.through == {1: 0, 2: None, 3: 2}
     await runtime.epochs.recover_sink()  # start, join and every 10th epoch: every table, whoever's turn
     assert lake.through[3] is None

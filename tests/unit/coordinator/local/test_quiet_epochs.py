@@ -66,7 +66,7 @@ def test_epochs_that_move_nothing_slow_to_the_quiet_interval_and_an_ask_brings_t
         ack_next(1)  # cursors move: not quiet
         for _ in range(QUIET_AFTER_EPOCHS + 2):
             ack_next(1)  # nothing moved
-        gaps = [b - a for a, b in zip(opened_at, opened_at[1:])]
+        gaps = [b - a for a, b in zip(opened_at, opened_at[1:], strict=False)]
         assert max(gaps[:QUIET_AFTER_EPOCHS]) < QUIET_S / 2  # the ordinary interval while counting
         assert gaps[-1] >= QUIET_S * 0.9  # then the quiet one
 

@@ -184,7 +184,7 @@ def offsets_read(reader: Reader) -> dict[int, list[int]]:
     seen: dict[int, list[int]] = {}
     for item in reader.fifo.peek(1_000_000):
         if isinstance(item, RecordChunk):
-            for partition, offset in zip(item.records.partitions, item.records.offsets):
+            for partition, offset in zip(item.records.partitions, item.records.offsets, strict=True):
                 seen.setdefault(partition, []).append(offset)
     return seen
 

@@ -2,7 +2,6 @@
 on pyarrow's LocalFileSystem under tmp_path."""
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pyarrow as pa
