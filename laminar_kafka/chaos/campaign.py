@@ -31,8 +31,8 @@ exact and caught up.
 
 Modules: ``kinds`` (the fault kinds and the lakes), ``plan`` (the pure schedule), ``faults`` (the
 registry; kinds in ``faults_nodes``, ``faults_infra`` and ``faults_state``, shared types in
-``fault_api``), ``pipeline`` (a run's state, what it starts and its release), ``lake`` (the run's
-lake and the s3-rest lake's services), ``nodes`` (processes, supervision), ``producer``,
+``fault_api``), ``lake`` (the run's lake and the s3-rest lake's services), ``nodes`` (processes,
+their argv and network namespaces, supervision), ``producer``,
 ``servers`` (probe, session expiry, output mount), ``monitor`` (stack reuse, recovery), ``report``
 (results, table), ``evidence`` (the audit, first evidence of a violation).
 """
@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import random
 import shutil
 import sys
 import tempfile
@@ -50,16 +51,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from laminar_kafka.chaos.evidence import audit_run
-from laminar_kafka.chaos.faults import FAULTS, FaultContext
-from laminar_kafka.chaos.lake import LakeServices
+from laminar_kafka.chaos.evidence import audit_run, log_evidence
+from laminar_kafka.chaos.faults import FAULTS, FaultContext, TopicBook
+from laminar_kafka.chaos.lake import LakeServices, local_lake
 from laminar_kafka.chaos.monitor import Monitor, StackPool
-from laminar_kafka.chaos.pipeline import ChaosRun, Started, release_run, start_pipeline
-from laminar_kafka.chaos.plan import KINDS, LAKES, FaultEvent, RunPlan, kinds_of_lake, plan_run
+from laminar_kafka.chaos.nodes import NodeSet, network_factory, node_argv
+from laminar_kafka.chaos.plan import KINDS, LAKES, SPECS, FaultEvent, RunPlan, kinds_of_lake, plan_run
+from laminar_kafka.chaos.producer import ChaosProducer
 from laminar_kafka.chaos.report import FaultResult, RunResult
-from laminar_kafka.chaos.servers import ChaosError
+from laminar_kafka.chaos.servers import ChaosError, ClusterProbe, OutputMount
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.coordinator.codec import format_partition_key
+from laminar_kafka.devstack.errors import WaitTimeout
+from laminar_kafka.devstack.stack import DevStack
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
 
 logger = logging.getLogger(__name__)
 
@@ -113,10 +119,158 @@ class CampaignConfig:
 
 
 # --------------------------------------------------------------------------------------------------
-# One run (its state and pipeline: laminar_kafka.chaos.pipeline)
+# One run
 
 
-def _apply(run: ChaosRun, ctx: FaultContext, monitor: Monitor, event: FaultEvent) -> FaultResult:
+class _Run:
+    """The state of one seed's run (see the module docstring for the sequence)."""
+
+    def __init__(self, plan: RunPlan, config: CampaignConfig, directory: Path, token: str,
+                 say: Callable[[str], None], services: LakeServices | None = None) -> None:
+        self.plan = plan
+        self.config = config
+        self.dir = directory
+        self.say = say
+        self.prefix = f"chaos-{token}-s{plan.seed}"
+        self.topics = TopicBook(self.prefix)
+        self.result = RunResult(seed=plan.seed, kinds=plan.kinds)
+        self.started = time.monotonic()
+        self.phase_start = 0.0
+        #: where the nodes of a local lake land (a tmpfs of its own when the plan has output faults)
+        self.output = directory / "output"
+        self.services = services
+        #: the run's lake: the local output, or the deployment shape's object store and catalog
+        self.lake = (services.run_lake(directory, self.prefix) if services is not None
+                     else local_lake(directory, self.output, config.table_format, self.prefix))
+        self._events_log = directory / "events.log"
+
+    def note(self, line: str) -> None:
+        stamp = time.monotonic() - self.started
+        with open(self._events_log, "a") as handle:
+            handle.write(f"[{stamp:7.2f}s] {line}\n")
+        logger.info("seed %d: %s", self.plan.seed, line)
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> float:
+        """:func:`laminar_kafka.devstack.waiting.wait_until` polling every 0.1 s; a timeout raises ChaosError."""
+        try:
+            return wait_until(predicate, timeout, what, interval=0.1)
+        except WaitTimeout as exc:
+            raise ChaosError(str(exc)) from exc
+
+
+def _wait_ready(run: _Run, probe: ClusterProbe, nodes: NodeSet) -> float:
+    """Until the base nodes own every partition of the first topic and a manifest holds all its cursors."""
+    expected = {format_partition_key(t, p) for t, p in run.topics.all_partitions()}
+
+    def ready() -> bool:
+        looping = nodes.crash_looping()
+        if looping:
+            raise ChaosError(f"nodes do not start: {looping}")
+        control = probe.control()
+        durable = probe.durable() or {}
+        running = set(nodes.running())
+        return (control is not None and control.round is None
+                and set(control.snapshot.owners) <= running and len(set(control.snapshot.owners)) == len(running)
+                and expected <= set(durable))
+    return run.wait_until(ready, run.config.ready_timeout_s, "the nodes to share every partition durably")
+
+
+@dataclass
+class _Started:
+    """What a run started so far, each recorded as soon as it exists: :func:`_release` stops exactly
+    these, whatever step failed."""
+
+    mount: OutputMount | None = None
+    producer: ChaosProducer | None = None
+    nodes: NodeSet | None = None
+    probe: ClusterProbe | None = None
+    monitor: Monitor | None = None
+
+
+def _start_pipeline(run: _Run, stack: DevStack, started: _Started) -> tuple[FaultContext, Monitor]:
+    """The output mount (when planned), the first topic, the producer, the nodes, the probe and the
+    monitor, each recorded in ``started`` as soon as it is built; returns, once the nodes are ready,
+    what the faults may touch and the monitor."""
+    from laminar_kafka.cluster.config import SETTING_NAMES
+
+    config, plan = run.config, run.plan
+    if plan.services and run.services is None:
+        raise ChaosError(f"kinds {[k for k in plan.kinds if SPECS[k].services]} need the s3-rest lake")
+    if plan.output_mount:
+        if not run.lake.local:
+            raise ChaosError("output faults need the local lake (an output mount)")
+        started.mount = OutputMount(run.output)
+        started.mount.mount()
+    assert stack.kafka is not None
+    replication = len(stack.kafka.brokers)
+    first = run.topics.name(0)
+    create_topic(stack.bootstrap, first, config.partitions, replication=replication)
+    run.topics.partitions[first] = config.partitions
+    run.result.topics = (first,)
+    producer = started.producer = ChaosProducer(
+        stack.bootstrap, config.rate, seed=plan.seed,
+        transactional_id=f"{run.prefix}-txn" if plan.transactional else None)
+    producer.add_partitions(first, config.partitions)
+    producer.start()
+    topic_arg = f"re:{run.prefix}\\..*" if plan.pattern else first
+    extra_ports = run.services.proxy_ports() if run.services is not None else ()
+    network = network_factory(plan.seed, stack, extra_ports) if plan.network else None
+    settings = ["--checkpoint-interval-ms", str(config.checkpoint_interval_ms),
+                "--session-timeout-ms", str(config.session_timeout_ms),
+                "--drain-timeout-ms", str(config.drain_timeout_ms)]
+    if plan.pattern and "topology-interval-ms" in SETTING_NAMES:
+        settings += ["--topology-interval-ms", "1000"]
+    if config.partition_by != "day":
+        settings += ["--partition-by", config.partition_by]
+    argv = node_argv(stack, topic_arg, run.prefix, run.lake.node_flags, settings)
+    nodes = started.nodes = NodeSet(argv, run.dir / "logs", network, node_dir=run.lake.prepare_node,
+                                    env=run.lake.node_env)
+    for _ in range(config.node_count):
+        nodes.start()
+    probe = started.probe = ClusterProbe(stack.bootstrap, stack.zk_hosts, run.prefix)
+    monitor = started.monitor = Monitor(probe, nodes, run.note).start()
+    took = _wait_ready(run, probe, nodes)
+    run.note(f"{config.node_count} nodes ready in {took:.1f}s")
+    ctx = FaultContext(stack=stack, nodes=nodes, probe=probe, producer=producer, topics=run.topics,
+                       output=started.mount, session_timeout_s=config.session_timeout_ms / 1000.0,
+                       checkpoint_interval_s=config.checkpoint_interval_ms / 1000.0, source_identity="kafka",
+                       rng=random.Random(f"targets/{plan.seed}"), note=run.note, wait_until=run.wait_until,
+                       pipeline=run.prefix, output_dir=run.output if run.lake.local else None, run_dir=run.dir,
+                       table_format=config.table_format.value, partition_by=config.partition_by,
+                       node_argv=argv, lake=run.lake,
+                       services=run.services)
+    return ctx, monitor
+
+
+def _release(run: _Run, started: _Started) -> None:
+    """Stop what the run started (monitor, producer, nodes, probe, then the output mount, saved when
+    the run failed), recording the producer's counts, the nodes' unexpected exits (and, for a failed
+    run, the first errors of their logs) and the run's elapsed time."""
+    result = run.result
+    if started.monitor is not None:
+        started.monitor.stop()
+    producer = started.producer
+    if producer is not None:
+        with contextlib.suppress(Exception):  # broad on purpose: a producer that fails to stop still has its counts
+            producer.stop()
+        result.acked = producer.acked_count
+        result.producer = {"produced": producer.produced, "acked": producer.acked_count, "failed": producer.failed,
+                           "uncertain": producer.uncertain, "without_offset": producer.without_offset,
+                           "transactions": dict(producer.transactions),
+                           "error": producer.error}
+    if started.nodes is not None:
+        result.node_exits = started.nodes.unexpected_exits()
+        started.nodes.stop_all()
+        if not result.ok:
+            result.evidence += log_evidence(run.dir / "logs", result.node_exits)
+    if started.probe is not None:
+        started.probe.close()
+    result.elapsed_s = round(time.monotonic() - run.started, 1)
+    if started.mount is not None:
+        started.mount.unmount(save_to=None if result.ok else run.dir / "output-saved")
+
+
+def _apply(run: _Run, ctx: FaultContext, monitor: Monitor, event: FaultEvent) -> FaultResult:
     result = FaultResult(kind=event.kind, target=event.target, planned_at_s=event.at_s, params=event.params_json())
     run.result.faults.append(result)
     while time.monotonic() - run.phase_start < event.at_s:
@@ -145,7 +299,7 @@ def _apply(run: ChaosRun, ctx: FaultContext, monitor: Monitor, event: FaultEvent
 
 
 def _prepare_run(seed: int, config: CampaignConfig, base: Path, token: str, say: Callable[[str], None],
-                 services: LakeServices | None = None) -> ChaosRun:
+                 services: LakeServices | None = None) -> _Run:
     """A fresh ``base/seed-<seed>`` directory holding the seed's ``plan.json``, and the run's state;
     announces the plan."""
     plan = config.plan(seed)
@@ -153,13 +307,13 @@ def _prepare_run(seed: int, config: CampaignConfig, base: Path, token: str, say:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     (directory / "plan.json").write_text(json.dumps(plan.to_json(), indent=2))
-    run = ChaosRun(plan, config, directory, token, say, services)
+    run = _Run(plan, config, directory, token, say, services)
     say(f"seed {seed}: kinds {', '.join(plan.kinds)}; {len(plan.events)} fault(s): "
         + ", ".join(f"{e.kind}@{e.at_s:.0f}s" for e in plan.events))
     return run
 
 
-def _inject_faults(run: ChaosRun, ctx: FaultContext, monitor: Monitor) -> None:
+def _inject_faults(run: _Run, ctx: FaultContext, monitor: Monitor) -> None:
     """The plan's faults in order (the fault phase starts now), then a bounded wait for the last
     one's recovery (a recovery that does not come is the monitor's to record, not an error)."""
     run.phase_start = time.monotonic()
@@ -170,7 +324,7 @@ def _inject_faults(run: ChaosRun, ctx: FaultContext, monitor: Monitor) -> None:
         run.wait_until(lambda: monitor.pending() == 0, run.config.recovery_timeout_s, "the last fault's recovery")
 
 
-def _stop_production_and_catch_up(run: ChaosRun, ctx: FaultContext, monitor: Monitor) -> None:
+def _stop_production_and_catch_up(run: _Run, ctx: FaultContext, monitor: Monitor) -> None:
     """Stop the producer, read every partition's final high watermark, and wait (bounded) until every
     durable cursor reaches it: ``result.caught_up`` and ``catch_up_s``, or the lagging partitions as
     evidence."""
@@ -198,7 +352,7 @@ def _stop_production_and_catch_up(run: ChaosRun, ctx: FaultContext, monitor: Mon
         run.note(str(exc))
 
 
-def _file_result(run: ChaosRun) -> None:
+def _file_result(run: _Run) -> None:
     """Write ``result.json``; remove the run's directory when the run is OK, not to be kept and no
     node exited by itself unexplained (in a run without output faults), else name it in ``workdir``."""
     result = run.result
@@ -222,12 +376,12 @@ def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, tok
         except Exception as exc:  # noqa: BLE001 - the run fails with it (below), the campaign goes on
             unavailable = exc
     run = _prepare_run(seed, config, base, token, say, services)
-    started = Started()
+    started = _Started()
     try:
         if unavailable is not None:
             raise ChaosError(f"the s3-rest lake's services did not start: {unavailable}") from unavailable
         stack = pool.get(run.plan.brokers, run.plan.zk_servers, say)
-        ctx, monitor = start_pipeline(run, stack, started)
+        ctx, monitor = _start_pipeline(run, stack, started)
         _inject_faults(run, ctx, monitor)
         _stop_production_and_catch_up(run, ctx, monitor)
         audit_run(run.result, run.topics.partitions, ctx.producer, run.lake, stack.bootstrap)
@@ -237,7 +391,7 @@ def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, tok
         with contextlib.suppress(OSError):  # the events log cannot be written: the result still says it
             run.note(f"run error: {run.result.error}")
     finally:
-        release_run(run, started)
+        _release(run, started)
         _file_result(run)
     return run.result
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import posixpath
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -26,7 +27,7 @@ from laminar_kafka.cluster.lake.parquet.sink import list_published
 from laminar_kafka.cluster.ops.verify import VerifyReport
 from laminar_kafka.coordinator.codec import format_partition_key
 
-__all__ = ["audit_run", "describe"]
+__all__ = ["audit_run", "log_evidence", "describe"]
 
 #: how long the audit waits for records still missing to show (a publish a node finishes late)
 MISSING_GRACE_S = 30.0
@@ -125,3 +126,17 @@ def describe(fs: pafs.FileSystem, root: str, topic: str, report: VerifyReport, l
     for violation in report.order_violations[:3]:
         lines.append(f"{topic}: order violation {violation}")
     return lines
+
+
+def log_evidence(log_dir: Path, exits: list[dict[str, object]], limit: int = 6) -> list[str]:
+    """The first error lines of the node logs and the nodes' unexpected exits (for a failed run)."""
+    lines = [f"node {e['node']} exited with code {e['code']} while {e['while']} at +{e['at_s']}s: {e['last_line']}"
+             for e in exits[:3]]
+    for log in sorted(log_dir.glob("node-*.log")):
+        try:
+            text = log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        errors = [line for line in text if " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback")]
+        lines += [f"{log.name}: {line[:300]}" for line in errors[:2]]
+    return lines[:limit]

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from laminar_kafka.chaos.servers import ChaosError
-from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.processes import NodeProcess, node_command
+from laminar_kafka.devstack.stack import DevStack
 
-__all__ = ["ExpectedExit", "NodeSet", "NodeSlot"]
+__all__ = ["ExpectedExit", "NodeSet", "NodeSlot", "network_factory", "node_argv"]
 
 
 @dataclass
@@ -266,6 +267,46 @@ class NodeSet:
             if slot.network is not None:
                 with contextlib.suppress(Exception):
                     slot.network.close()
+
+
+def node_argv(stack: DevStack, topic_arg: str, pipeline: str, lake_flags: Callable[[int], list[str]],
+              settings: list[str]) -> Callable[[int], list[str]]:
+    """A node's argv by id: the stack's servers, ``topic_arg``, ``pipeline``, its lake's flags
+    (``lake_flags(node_id)``) and the campaign's ``settings`` flags."""
+
+    def argv(node_id: int) -> list[str]:
+        return node_command([
+            "--bootstrap", stack.bootstrap, "--zk", stack.zk_hosts,
+            "--topic", topic_arg, "--pipeline", pipeline, "--node-id", str(node_id),
+            *lake_flags(node_id), *settings,
+        ])
+    return argv
+
+
+_namespace_counter = 0
+
+
+def network_factory(seed: int, stack: DevStack, extra_ports: tuple[int, ...] = ()) -> Callable[[int], object]:
+    """A maker of each node's network namespace (laminar_kafka.devstack.netfaults.faults), relaying the
+    stack's servers and ``extra_ports``; ChaosError when network faults are unavailable here."""
+    from laminar_kafka.devstack.netfaults import faults as netfaults
+
+    available, reason = netfaults.network_faults_available()
+    if not available:
+        raise ChaosError(f"network faults are not available here: {reason}")
+    netfaults.cleanup_stale()  # namespaces a killed campaign left behind
+    endpoints = netfaults.Endpoints.from_stack(stack)
+    if extra_ports:  # the object store's and the catalog's proxies, relayed too
+        endpoints = endpoints.merged(netfaults.Endpoints(extra_ports=extra_ports))
+
+    def make(node_id: int) -> object:
+        global _namespace_counter
+        _namespace_counter += 1
+        index = _namespace_counter % 250 + 1  # unique among live networks (a run has a handful)
+        network = netfaults.NodeNetwork(f"c{seed % 1000}n{node_id}", endpoints, index)
+        network.start()
+        return network
+    return make
 
 
 def _last_line(process: NodeProcess) -> str:
