@@ -91,7 +91,9 @@ class KafkaSource(SourceConnector):
         *,
         request_timeout_s: float = 10.0,
         close_timeout_s: float = 10.0,
+        metrics: SourceMetrics | None = None,
     ) -> None:
+        """``metrics``: the counts this generation keeps (a node passes one with its export hooks)."""
         #: parses properties with the client configuration given here (see the class docstring)
         self._parsed = ParsedConfigs(config.kafka if isinstance(config, KafkaSourceConfig) else None)
         self._config: KafkaSourceConfig | None = None if config is None else self._typed(config)
@@ -110,7 +112,7 @@ class KafkaSource(SourceConnector):
         self._failure: ConnectorError | None = None
         self._started = False
         self._closed = False
-        self.metrics = SourceMetrics()
+        self.metrics = metrics if metrics is not None else SourceMetrics()
         self._commits = AdvisoryCommits(self.metrics, request_timeout_s)
         #: vnode ownership (None: embedded / single node, reads every partition)
         self._vnode: VnodeDriver | None = None
