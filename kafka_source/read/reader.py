@@ -54,7 +54,7 @@ from laminar_kafka.kafka_source.read.startup import selected_topics
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CALL_MESSAGES", "Reader", "ReaderCallbacks", "ReaderSettings"]
+__all__ = ["CALL_MESSAGES", "Reader"]
 
 #: Messages per ``Consumer.consume`` call. Message objects are tracked by the cyclic garbage
 #: collector, which collects its youngest generation every 700 net allocations: 10,000 messages

@@ -21,7 +21,8 @@ from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.read import startup
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, RecordChunk
-from laminar_kafka.kafka_source.read.reader import Reader, ReaderSettings
+from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.read.reader_seam import ReaderSettings
 from laminar_kafka.kafka_source.read.startup import StartupPlan
 from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 from tests.unit.kafka_source.wiring import records_of

@@ -23,7 +23,8 @@ from laminar_kafka.kafka_source.read.client_watch import (
     replacement_assignment,
 )
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, DrainBoundary, RecordChunk
-from laminar_kafka.kafka_source.read.reader import Reader, ReaderSettings
+from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.read.reader_seam import ReaderSettings
 from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 
 TOPIC = "t"

@@ -13,7 +13,8 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from laminar_kafka.devstack import waiting
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
-from laminar_kafka.kafka_source.read.reader import Reader, ReaderSettings
+from laminar_kafka.kafka_source.read.reader import Reader
+from laminar_kafka.kafka_source.read.reader_seam import ReaderSettings
 from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 
 TOPIC = "t"

@@ -12,7 +12,8 @@ from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.decode.records import RecordFields
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo, ReaderFailed, RecordChunk
-from laminar_kafka.kafka_source.read.reader import CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S, Reader, ReaderSettings
+from laminar_kafka.kafka_source.read.reader import CALL_MESSAGES, FRESH_CONSUME_TIMEOUT_S, Reader
+from laminar_kafka.kafka_source.read.reader_seam import ReaderSettings
 from tests.unit.kafka_source.read.fake_callbacks import FakeCallbacks
 
 TOPIC = "t"
