@@ -32,8 +32,8 @@ class PrefetchCounter(BatchBuilder):
         self.prefetched.append(records)
 
 
-def callbacks_of(prefetches: bool = False, **properties: str) -> tuple[SourceCallbacks, SourceMetrics]:
-    config = KafkaSourceConfig.from_properties({**PROPS, **properties})
+def callbacks_of(prefetches: bool = False, properties: dict[str, str] | None = None) -> tuple[SourceCallbacks, SourceMetrics]:
+    config = KafkaSourceConfig.from_properties({**PROPS, **(properties or {})})
     metrics = SourceMetrics()
     builder = PrefetchCounter(config, prefetches)
     return SourceCallbacks(config, DeliveryGuarantee.EXACTLY_ONCE, metrics, AdvisoryCommits(metrics, 1.0), builder), metrics
@@ -63,5 +63,5 @@ def test_read_on_at_follows_the_sources_out_of_range_policy() -> None:
     assert callbacks.read_on_at(("t", 0), 12, 10, 20) == 12  # inside the retained range: read on there
     with pytest.raises(OffsetOutOfRangeError):
         callbacks.read_on_at(("t", 0), 7, 10, 20)  # records deleted unread: fail-on-data-loss (default true)
-    lenient, _ = callbacks_of(**{"fail-on-data-loss": "false"})
+    lenient, _ = callbacks_of(properties={"fail-on-data-loss": "false"})
     assert lenient.read_on_at(("t", 0), 7, 10, 20) == 10
