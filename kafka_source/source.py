@@ -223,8 +223,9 @@ class KafkaSource(SourceConnector):
             self._vnode.attach(reader)
         self._tracker.track(reader.thread)
         reader.start()
+        version = f", assignment version {self._vnode.version}" if self._vnode is not None else ""
         logger.info("kafka source started on %s at %d partition(s) (%s%s)", config.selector, len(offsets),
-                    type(position).__name__, f", assignment version {self._vnode.version}" if self._vnode is not None else "")
+                    type(position).__name__, version)
 
     async def close(self) -> None:
         """Stop the reader (which closes the consumer) and wait for every thread of this source
@@ -327,9 +328,7 @@ class KafkaSource(SourceConnector):
 
     def try_checkpoint(self) -> SourceCheckpoint | None:
         """:meth:`checkpoint`, or ``None`` while not reconciled (:meth:`checkpoint_ready` is False).
-
-        Raises :class:`FatalError` once the generation failed.
-        """
+        Raises :class:`FatalError` once the generation failed."""
         if not self.checkpoint_ready():
             return None
         return self.checkpoint()
@@ -385,8 +384,8 @@ class KafkaSource(SourceConnector):
         return vnode
 
     def checkpoint_ready(self) -> bool:
-        """True iff reconciled with the published assignment (always without vnode mode); see
-        :meth:`VnodeDriver.is_ready <laminar_kafka.kafka_source.vnode.driver.VnodeDriver.is_ready>`."""
+        """True iff reconciled with the published assignment (always without vnode mode; see
+        :meth:`VnodeDriver.is_ready`)."""
         self._check_alive()
         if self._vnode is None:
             return True
@@ -395,7 +394,7 @@ class KafkaSource(SourceConnector):
         return self._vnode.is_ready()
 
     def drive_control_plane(self) -> None:
-        """One non-blocking reconciliation step; never raises (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.drive`)."""
+        """One non-blocking reconciliation step; never raises (see :meth:`VnodeDriver.drive`)."""
         if self._vnode is None or not self._started or self._closed or self._failure is not None:
             return
         self._vnode.drive()
@@ -406,7 +405,7 @@ class KafkaSource(SourceConnector):
         ignored; a no-op before :meth:`start` (which lists the partitions) and after :meth:`close`.
         Without vnode mode they are assigned at their first offset by the reader thread and appear
         in :meth:`checkpoint` from then on; in vnode mode see
-        :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.add_partitions`.
+        :meth:`VnodeDriver.add_partitions`.
         """
         if not self._started or self._closed or self._failed_with() is not None:
             return
@@ -421,21 +420,21 @@ class KafkaSource(SourceConnector):
         self._require_vnode().add_partitions(wanted)
 
     def acquire_partitions(self, cursors: Mapping[str, int] | SourceCheckpoint, version: int) -> None:
-        """Offer explicit start cursors for ``version`` (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.acquire_partitions`)."""
+        """Offer explicit start cursors for ``version`` (see :meth:`VnodeDriver.acquire_partitions`)."""
         self._require_vnode().acquire_partitions(cursors, version)
 
     def acquisition_needed(self) -> tuple[int, frozenset[TopicPartitionId]] | None:
-        """What reconciliation waits for (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.acquisition_needed`)."""
+        """What reconciliation waits for (see :meth:`VnodeDriver.acquisition_needed`)."""
         if self._vnode is None or self._failure is not None:
             return None
         return self._vnode.acquisition_needed()
 
     def begin_drain(self, request: SourceDrainRequest, deadline: float) -> None:
-        """Pause the partitions this node loses in ``request.round`` (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.begin_drain`)."""
+        """Pause the partitions this node loses in ``request.round`` (see :meth:`VnodeDriver.begin_drain`)."""
         self._running_vnode("begin_drain").begin_drain(request, deadline)
 
     def poll_drain_ready(self, round: AssignmentDrainId) -> bool:
-        """Whether ``round``'s cut is fixed (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.poll_drain_ready`)."""
+        """Whether ``round``'s cut is fixed (see :meth:`VnodeDriver.poll_drain_ready`)."""
         vnode = self._require_vnode()
         if self._failure is not None:
             raise self._failure
@@ -447,5 +446,5 @@ class KafkaSource(SourceConnector):
         deadline: float,
         handoff_cursors: Mapping[str, int] | SourceCheckpoint | None = None,
     ) -> None:
-        """Resolve the active round (see :meth:`laminar_kafka.kafka_source.vnode.driver.VnodeDriver.finish_drain`)."""
+        """Resolve the active round (see :meth:`VnodeDriver.finish_drain`)."""
         await self._running_vnode("finish_drain").finish_drain(resolution, deadline, handoff_cursors)
