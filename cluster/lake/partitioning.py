@@ -32,6 +32,7 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -213,7 +214,7 @@ def _field_level(column: pa.Array, term: PartitionTerm) -> _Level:
     kind = column.type
     if transform in (Transform.DAY, Transform.HOUR):
         keys = _time_keys(column, transform)
-        form = "D" if transform is Transform.DAY else "h"
+        form: Literal["D", "h"] = "D" if transform is Transform.DAY else "h"
         return _int_level(keys, lambda key: prefix + np.datetime_as_string(np.datetime64(key, form)).replace("T", "-"))
     if transform is Transform.BUCKET:
         keys = _bucket(column, term.parameter or 1).to_numpy(zero_copy_only=False).astype(np.int64)

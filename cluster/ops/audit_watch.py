@@ -42,7 +42,7 @@ from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
 from laminar_kafka.cluster.lake.settings import LakeTarget, TableFormat
 from laminar_kafka.cluster.ops.audit_state import PartitionAccount, PartitionPass, advance
 from laminar_kafka.cluster.ops.lake_state import read_lake_state
-from laminar_kafka.cluster.ops.verify import read_topic
+from laminar_kafka.cluster.ops.verify import opener_of, read_topic
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
 
@@ -226,7 +226,7 @@ class AuditWatch:
             while key in files:  # a data file the snapshot lists twice: its rows count twice
                 listed += 1
                 key = f"{path}#{listed}"
-            files[key] = lambda path=path: table.io.new_input(path).open()
+            files[key] = opener_of(table.io, path)
         return files
 
     def _read(self, topic: str, files: Mapping[str, Opener]) -> tuple[dict[int, np.ndarray], dict[str, int]]:

@@ -21,12 +21,13 @@ the I/O. The report is OK iff nothing is missing, duplicated, unexpected or out 
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,11 +42,14 @@ from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
 from laminar_kafka.kafka_source.clients import KafkaTarget, client_config, make_consumer
 from laminar_kafka.kafka_source.read.positions import watermarks
 
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "DamagedFile", "OutputScan", "PartitionAudit", "VerifyReport", "audit", "read_offset_columns", "read_output",
-    "read_topic",
+    "DamagedFile", "OutputScan", "PartitionAudit", "VerifyReport", "audit", "opener_of", "read_offset_columns",
+    "read_output", "read_topic",
 ]
 
 _COLUMNS = ["_topic", "_partition", "_offset"]
@@ -255,7 +259,7 @@ def _read_output_once(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
         rejected_root = f"{root}/{REJECTED_DIR}" if root else REJECTED_DIR
         for directory, rejected in ((root, False), (rejected_root, True)):
             for path in list_published(fs, directory):
-                columns = read_offset_columns(lambda path=path: fs.open_input_file(path), path)
+                columns = read_offset_columns(functools.partial(fs.open_input_file, path), path)
                 if isinstance(columns, DamagedFile):
                     scan.damaged.append(columns)
                 else:
@@ -269,6 +273,11 @@ def _read_output_once(fs: pafs.FileSystem, root: str, topic: str) -> OutputScan:
 
 #: opens one file for reading: a context manager of a file-like object (``read``, ``seek``, ``tell``)
 FileOpener = Callable[[], AbstractContextManager[Any]]
+
+
+def opener_of(io: FileIO, path: str) -> FileOpener:
+    """Opens ``path`` through ``io`` (an Iceberg table's) each time it is called."""
+    return lambda: io.new_input(path).open()
 
 
 def read_offset_columns(open_file: FileOpener, path: str) -> pa.Table | DamagedFile:
@@ -347,9 +356,9 @@ def read_topic(
             if time.monotonic() > deadline:
                 raise VerifyError(f"reading {topic} did not finish within {timeout:.0f}s")
             messages = consumer.consume(num_messages=50000, timeout=0.5)
-            errors = [m.error() for m in messages if m.error() is not None]
-            if errors:
-                raise VerifyError(f"error reading {topic}: {errors[0]}")
+            failed = [m.error() for m in messages if m.error() is not None]
+            if failed:
+                raise VerifyError(f"error reading {topic}: {failed[0]}")
             if messages:
                 parts = np.fromiter((m.partition() for m in messages), np.int64, len(messages))
                 offs = np.fromiter((m.offset() for m in messages), np.int64, len(messages))

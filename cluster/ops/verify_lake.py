@@ -17,6 +17,7 @@ report of every record missing.
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -25,7 +26,14 @@ import pyarrow.fs as pafs
 from laminar_kafka.cluster.errors import ClusterError, VerifyError
 from laminar_kafka.cluster.lake.parquet.sink import REJECTED_DIR, list_published
 from laminar_kafka.cluster.lake.settings import LakeTarget, TableFormat, table_name_of
-from laminar_kafka.cluster.ops.verify import DamagedFile, OutputScan, read_offset_columns, read_output, scan_table
+from laminar_kafka.cluster.ops.verify import (
+    DamagedFile,
+    OutputScan,
+    opener_of,
+    read_offset_columns,
+    read_output,
+    scan_table,
+)
 from laminar_kafka.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -83,7 +91,7 @@ def read_iceberg_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topi
                 break
         rejected_root = f"{root}/{REJECTED_DIR}" if root else REJECTED_DIR
         for path in list_published(fs, rejected_root):
-            columns = read_offset_columns(lambda path=path: fs.open_input_file(path), path)
+            columns = read_offset_columns(functools.partial(fs.open_input_file, path), path)
             _scan_file(columns, topic, path, scan, rejected=True)
     except (ClusterError, ConfigurationError) as exc:
         raise VerifyError(f"cannot read table {'.'.join(identifier)}: {exc}", cause=exc) from exc
@@ -102,7 +110,7 @@ def _scan_data_files(table: Table, topic: str, scan: OutputScan) -> int:
     for task in table.scan(snapshot_id=snapshot.snapshot_id, selected_fields=tuple(_COLUMNS)).plan_files():
         path = task.file.file_path
         try:
-            columns = read_offset_columns(lambda path=path: table.io.new_input(path).open(), path)
+            columns = read_offset_columns(opener_of(table.io, path), path)
         except FileNotFoundError:
             columns = DamagedFile(path, f"{_NOT_FOUND} (listed by snapshot {snapshot.snapshot_id} of the table)")
         _scan_file(columns, topic, path, scan)

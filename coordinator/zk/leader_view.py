@@ -17,9 +17,10 @@ from kazoo.protocol.states import WatchedEvent
 from laminar_kafka.coordinator import layout
 from laminar_kafka.coordinator.engine.steps import MemberFence, View
 from laminar_kafka.coordinator.errors import CodecError
+from laminar_kafka.coordinator.layout import ChunkPending
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.values import EpochAck, Manifest, Member
-from laminar_kafka.coordinator.zk.chunks import ChunkPending, ManifestStore, read_value
+from laminar_kafka.coordinator.zk.chunks import ManifestStore, read_value
 
 logger = logging.getLogger(__name__)
 

@@ -188,11 +188,13 @@ def read_stream_offsets(url: str, stream: str, partitions: int) -> tuple[dict[in
         for partition in range(partitions):
             key, found, start = f"{stream}:{partition}", [], "-"
             while True:
-                page = client.xrange(key, min=start, max="+", count=PAGE)
-                found += [offset_of(entry_id) for entry_id, _ in page]
+                page = client.xrange(key, min=start, max="+", count=PAGE) or []
+                ids = [entry_id for entry_id, _ in page if entry_id is not None]
+                found += [offset_of(entry_id) for entry_id in ids]
                 if len(page) < PAGE:
                     break
-                start = f"({page[-1][0].decode()}"
+                last = ids[-1]
+                start = f"({last.decode() if isinstance(last, bytes) else last}"
             offsets[partition] = np.asarray(found, dtype=np.int64)
             ends[partition] = int(found[-1]) + 1 if found else 0
     except redis.RedisError as exc:

@@ -164,7 +164,7 @@ def append_data_files(transaction: Transaction, paths: list[str], summary: dict[
     set first (our files carry no field ids), then one fast append with the snapshot ``summary``."""
     if transaction.table_metadata.name_mapping() is None:
         schema = transaction.table_metadata.schema()
-        transaction.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: schema.name_mapping.model_dump_json()})
+        transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING: schema.name_mapping.model_dump_json()})
     files = data_files(transaction._table.io, transaction.table_metadata, paths)
     with transaction.update_snapshot(snapshot_properties=summary).fast_append() as append:
         for data_file in files:
