@@ -23,11 +23,14 @@ __all__ = ["DOC", "generated", "main", "node_table", "source_table"]
 DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 _BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated: (?P=name) -->)",
                     re.DOTALL)
+#: a partition term such as bucket[N](f), which Markdown would read as a link
+_TERM = re.compile(r"(\w+\[\w+\]\(\w+\))")
 
 
 def _cell(text: str) -> str:
-    """``text`` as a table cell: a ``|`` escaped, and a ``<`` (``<output>``) kept from reading as HTML."""
-    return text.replace("|", "\\|").replace("<", "&lt;")
+    """``text`` as a table cell: ``|`` escaped, ``bucket[N](f)`` a code span (no link), and a ``<``
+    (``<output>``) kept from reading as HTML."""
+    return _TERM.sub(r"`\1`", text.replace("|", "\\|").replace("<", "&lt;"))
 
 
 def _default(setting: Setting) -> str:
@@ -37,17 +40,18 @@ def _default(setting: Setting) -> str:
 
 
 def _meaning(setting: Setting, *, old_names: bool) -> str:
+    """The doc (plain text, escaped), its choices and unit, then the notes (Markdown, as written)."""
     text = setting.doc
     if setting.choices:
-        text += f" (one of {', '.join(f'`{choice}`' for choice in setting.choices)})"
+        text += f" (one of {', '.join(setting.choices)})"
     if setting.unit and not setting.name.endswith(setting.unit):
         text += f"; in {setting.unit}"
-    text += "."
+    cell = _cell(text) + "."
     if setting.notes:
-        text += f" {setting.notes}"
+        cell += f" {setting.notes}"
     if old_names and setting.old_names:
-        text += f" 0.1.0 spelled it {', '.join(f'`{name}`' for name in setting.old_names)}: still read, deprecated."
-    return _cell(text)
+        cell += f" 0.1.0 spelled it {', '.join(f'`{name}`' for name in setting.old_names)}: still read, deprecated."
+    return cell
 
 
 def _table(header: str, rows: Iterable[str]) -> str:
