@@ -88,6 +88,8 @@ def add_redis_commands(commands: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _add_stream_flags(parser: argparse.ArgumentParser) -> None:
+    # each flag sets the connector property of its name (redis_source.config.SETTINGS, not imported
+    # here: the redis package costs every command's start)
     parser.add_argument("--redis-url", required=True, help="redis://host:port/db (rediss:// for TLS)")
     parser.add_argument("--stream", required=True, help="the stream family: partitions are the streams <stream>:<n>")
     parser.add_argument("--partitions", type=int, required=True, help="how many streams <stream>:0..<n-1>")
@@ -98,8 +100,8 @@ def _add_stream_flags(parser: argparse.ArgumentParser) -> None:
 def _properties(args: argparse.Namespace) -> dict[str, str]:
     from laminar_kafka.redis_source import RedisStreamsConfig
 
-    properties = {"redis.url": args.redis_url, "stream": args.stream, "partitions": str(args.partitions),
-                  "value.field": args.value_field}
+    properties = {"redis-url": args.redis_url, "stream": args.stream, "partitions": str(args.partitions),
+                  "value-field": args.value_field}
     try:
         RedisStreamsConfig.from_properties(properties)
     except ConnectorError as exc:

@@ -55,7 +55,7 @@ def conformance_kit(redis_server: RedisServer, unique: Callable[[str], str]) -> 
     client = redis.Redis.from_url(redis_server.url)
     backend = RedisBackend(client, unique("conformance"), 4)
 
-    config = RedisStreamsConfig.from_properties({"redis.url": redis_server.url, "stream": backend.topic, "partitions": "4"})
+    config = RedisStreamsConfig.from_properties({"redis-url": redis_server.url, "stream": backend.topic, "partitions": "4"})
     yield ConnectorKit(backend, lambda: RedisStreamsSource(config), ConnectorConfig(CONNECTOR_NAME, config.properties()),
                        read_timeout_s=20.0)
     client.close()

@@ -8,7 +8,7 @@ from laminar_kafka.connector import UNNAMED, CheckpointError, SourceCheckpoint
 from laminar_kafka.redis_source import RedisStreamsConfig, RedisStreamsSource
 from laminar_kafka.redis_source.checkpoint import CONNECTOR_NAME, REDIS_CURSORS, redis_cursors
 
-CONFIG = RedisStreamsConfig.from_properties({"redis.url": "redis://127.0.0.1:1/0", "stream": "orders", "partitions": "2"})
+CONFIG = RedisStreamsConfig.from_properties({"redis-url": "redis://127.0.0.1:1/0", "stream": "orders", "partitions": "2"})
 
 
 def test_the_connector_type_and_the_checkpoint_name_are_one_name() -> None:

@@ -9,7 +9,7 @@ from redis.exceptions import BusyLoadingError, ConnectionError, ResponseError, T
 from laminar_kafka.connector.errors import FatalError, TransientError
 from laminar_kafka.redis_source import RedisCommandError, RedisStreamsConfig, RedisStreamsSource, RedisUnavailable
 
-CONFIG = RedisStreamsConfig.from_properties({"redis.url": "redis://app:s3cret@db:6380/0", "stream": "s", "partitions": "2"})
+CONFIG = RedisStreamsConfig.from_properties({"redis-url": "redis://app:s3cret@db:6380/0", "stream": "s", "partitions": "2"})
 
 
 @pytest.mark.parametrize("raised", [ConnectionError("refused"), TimeoutError("timed out"), BusyLoadingError("loading")])
