@@ -57,6 +57,7 @@ def lake_target(args: argparse.Namespace, env: Mapping[str, str]) -> LakeTarget:
     """The lake of ``args`` (flags over ``LAMINAR_*`` over ``--config``). Raises :class:`UsageError`."""
     from laminar_kafka.cluster.config import env_name
     from laminar_kafka.cluster.config_file import as_str, passthrough_tables, read_config_file
+    from laminar_kafka.cluster.settings_def import NODE_SETTINGS, node_default
 
     file_values = read_config_file(getattr(args, "config", None))
     values: dict[str, str] = {}
@@ -65,11 +66,11 @@ def lake_target(args: argparse.Namespace, env: Mapping[str, str]) -> LakeTarget:
                        getattr(args, name.replace("-", "_"), None)):
             if source is not None:
                 values[name] = as_str(name, source)
-    choices = tuple(f.value for f in TableFormat)
-    table_format = values.get("table-format", TableFormat.PARQUET.value)
+    choices = NODE_SETTINGS["table-format"].choices
+    table_format = values.get("table-format", node_default("table-format"))
     if table_format not in choices:
         raise UsageError(f"table-format={table_format!r}: expected one of {', '.join(choices)}")
-    pipeline = values.get("pipeline", "default")
+    pipeline = values.get("pipeline", node_default("pipeline"))
     iceberg = None
     if table_format == TableFormat.ICEBERG.value:
         iceberg = IcebergSettings(
