@@ -86,7 +86,7 @@ def _streams_of(reply: object) -> list[tuple[bytes, list[tuple[bytes, dict[bytes
 class RedisStreamsSource(PartitionedLogSource):
     """One generation reading ``config.partitions`` streams ``<stream>:<n>``; rows carry
     ``_topic`` (the stream family), ``_partition``, ``_offset`` (the packed entry ID) and ``value``
-    (the entry's ``value.field``, binary; null when the entry lacks it). Its checkpoints name
+    (the entry's ``value-field``, binary; null when the entry lacks it). Its checkpoints name
     ``"redis-streams"``; it reads its own, unnamed ones, and those 0.1.0 stamped ``"kafka"`` whose
     keys are all of ``config.stream`` (:func:`~laminar_kafka.redis_source.checkpoint.redis_cursors`)."""
 
