@@ -156,8 +156,6 @@ class NodeSettings:
             raise ConfigurationError("topic is required (--topic, LAMINAR_TOPIC or 'topic' in the config file)")
         if not self.output:
             raise ConfigurationError("output is required (--output, LAMINAR_OUTPUT or 'output' in the config file)")
-        if not self.pipeline or "/" in self.pipeline:
-            raise ConfigurationError(f"pipeline {self.pipeline!r} must be non-empty and contain no '/'")
         if self.node_id_auto and self.node_id < 0:
             raise ConfigurationError(f"node-id must be >= 1 (or auto), got {self.node_id}")
         self._check_declared()

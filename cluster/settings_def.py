@@ -36,7 +36,8 @@ NODE_SETTINGS: Mapping[str, Setting] = by_name((
     _own("output", str, "output directory or pyarrow.fs URI (file://, s3://, ...)", required=True),
     _own("zk", str, "ZooKeeper hosts (host:port,...); without it the node runs embedded (one node, local manifests)",
          default="", shown_default="embedded"),
-    _own("pipeline", str, "pipeline name: the ZooKeeper subtree and the default group id", default="default"),
+    _own("pipeline", str, "pipeline name: the ZooKeeper subtree and the default group id", default="default",
+         check=lambda name: None if name and "/" not in name else "must be non-empty and contain no '/'"),
     _own("node-id", int, "this node's id (an integer >= 1, unique in the pipeline), or auto: embedded, 1; a host name "
          "ending in an ordinal -<n> (a StatefulSet's pod-0, pod-1...), n + 1; otherwise an id claimed in ZooKeeper "
          "for this node, kept across restarts (by its state-dir file, else its host name)", default=1, minimum=1,
