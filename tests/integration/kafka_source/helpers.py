@@ -28,7 +28,7 @@ def props(bootstrap: str, topic: str, group: str, **extra: str) -> dict[str, str
         "group.id": group,
         "include-metadata": "_partition,_offset",
     }
-    base.update({k.replace("_", "."): v for k, v in extra.items()})
+    base.update({k.replace("_", "-"): v for k, v in extra.items()})  # keyword names of dashed settings
     return base
 
 
