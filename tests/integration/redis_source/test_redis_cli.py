@@ -24,7 +24,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_bad_flag_is_one_line_exit_2(tmp_path: Path) -> None:
     done = cli("run", "--redis-url", "redis://127.0.0.1:1/0", "--stream", "s", "--partitions", "0", "--output",
                str(tmp_path), "--node-id", "1", "--zk", "127.0.0.1:1", "--pipeline", "p")
-    assert done.returncode == 2 and done.stderr.strip() == "error: partitions 0 must be >= 1"
+    assert done.returncode == 2 and done.stderr.strip() == "error: partitions must be >= 1, got 0"
 
 
 def test_an_unreachable_server_is_one_line_without_its_password(tmp_path: Path) -> None:
