@@ -1,45 +1,19 @@
-"""Parsers of single source property values (booleans, integers, enums, the metadata column list,
-``startup-specific-offsets``, ``json-schema``): pure, each error a :class:`ConfigurationError` naming
-the property. :mod:`laminar_kafka.kafka_source.config.source_config` assembles them into :class:`~laminar_kafka.kafka_source.config.source_config.KafkaSourceConfig`."""
+"""Parsers of the source's structured property values (the metadata column list,
+``startup-specific-offsets``, ``json-schema``, a bounded integer inside them): pure, each error a
+:class:`ConfigurationError` naming the property. Scalar values are parsed by their declarations
+(:mod:`laminar_kafka.kafka_source.config.definitions`)."""
 from __future__ import annotations
-
-import enum
-from typing import TypeVar
 
 import pyarrow as pa
 
+from laminar_kafka.connector.settings import FALSE_WORDS, TRUE_WORDS
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.config.type_text import parse_schema_text
 
-__all__ = [
-    "FALSE_WORDS", "TRUE_WORDS", "bool_value", "enum_value", "int_value", "metadata_columns",
-    "parse_json_schema", "specific_offsets",
-]
+__all__ = ["int_value", "metadata_columns", "parse_json_schema", "specific_offsets"]
 
-#: an enumeration of the configuration's closed choices (:mod:`laminar_kafka.kafka_source.config.choices`)
-E = TypeVar("E", bound=enum.Enum)
-
-FALSE_WORDS = frozenset({"false", "0", "no", "off"})
-TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
-
-
-def enum_value(cls: type[E], key: str, value: str) -> E:
-    """The member of ``cls`` whose value is ``value`` (blanks and case ignored); raises
-    :class:`ConfigurationError` naming ``key`` and the allowed values otherwise."""
-    try:
-        return cls(value.strip().lower())
-    except ValueError:
-        allowed = ", ".join(str(member.value) for member in cls)
-        raise ConfigurationError(f"{key}={value!r}: expected one of {allowed}") from None
-
-
-def bool_value(key: str, value: str) -> bool:
-    text = value.strip().lower()
-    if text in TRUE_WORDS or text in FALSE_WORDS:
-        return text in TRUE_WORDS
-    raise ConfigurationError(f"{key}={value!r}: expected true or false")
 
 
 def int_value(key: str, value: str, *, minimum: int) -> int:
