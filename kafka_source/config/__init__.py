@@ -1,2 +1,3 @@
-"""The source's typed configuration: properties in, :class:`KafkaSourceConfig` out, with its closed
-choices, value parsers, topic selection and schema text."""
+"""The source's typed configuration: its settings declared once (``definitions``), properties parsed
+by concern (``parsing``) into :class:`KafkaSourceConfig` (``source_config``), with its closed choices,
+value parsers, topic selection and schema text."""
