@@ -8,7 +8,7 @@ from typing import Callable
 import pytest
 
 from laminar_kafka.coordinator.base import AssignmentChanged, EpochCommitted, SessionState, SessionStateChanged
-from laminar_kafka.coordinator.engine.core import now_ms
+from laminar_kafka.coordinator.engine.leader_loop import now_ms
 from laminar_kafka.coordinator.engine.model import next_step
 from laminar_kafka.coordinator.errors import FencedError
 from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator

@@ -18,7 +18,7 @@ from laminar_kafka.coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from laminar_kafka.coordinator.engine.core import now_ms
+from laminar_kafka.coordinator.engine.leader_loop import now_ms
 from laminar_kafka.coordinator.engine.model import ack_name, next_step
 from laminar_kafka.coordinator.errors import FencedError
 from laminar_kafka.coordinator.layout import parse_header

@@ -21,7 +21,7 @@ from laminar_kafka.coordinator.base import (
     SessionState,
     SessionStateChanged,
 )
-from laminar_kafka.coordinator.engine.core import now_ms
+from laminar_kafka.coordinator.engine.leader_loop import now_ms
 from laminar_kafka.coordinator.engine.model import RoundState, Step, _decide, next_step
 from laminar_kafka.coordinator.errors import CoordinatorError, FencedError
 from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
