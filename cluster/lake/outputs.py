@@ -33,7 +33,8 @@ from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
 from laminar_kafka.cluster.lake.record import LakeRecord, RecordOf, no_records
-from laminar_kafka.cluster.lake.settings import TableFormat
+from laminar_kafka.cluster.lake.settings import IcebergSettings, TableFormat
+from laminar_kafka.errors import ConfigurationError
 
 __all__ = ["LakeFactory", "LakeOutput", "ManifestOutputs", "RecordOf", "StagingSink", "open_lake"]
 
@@ -106,7 +107,7 @@ def open_lake(
     output_uri: str,
     pipeline: str,
     partitioning: PartitionSpec,
-    iceberg: object | None = None,
+    iceberg: IcebergSettings | None = None,
     record_of: RecordOf = no_records,
     commit_listener: CommitListener | None = None,
 ) -> LakeOutput:
@@ -120,8 +121,8 @@ def open_lake(
 
         return ParquetTree(fs, root, record_of=record_of)
     from laminar_kafka.cluster.lake.iceberg.commit import IcebergOutput  # pyiceberg loads only for Iceberg pipelines
-    from laminar_kafka.cluster.lake.settings import IcebergSettings
 
-    assert isinstance(iceberg, IcebergSettings)
+    if iceberg is None:
+        raise ConfigurationError("an Iceberg lake needs its catalog settings (iceberg)")
     return IcebergOutput(iceberg, partitioning, pipeline, output_uri, fs, root, record_of=record_of,
                          commit_listener=listener)
