@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,17 @@ PRODUCTION_COMPOSE_FILE = DOCKER_DIR / "compose.production.yaml"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 NUMBER_LABEL = "com.docker.compose.container-number"
+#: how often `up` is tried when the engine lost a race with a container's own exit (see engine_race)
+UP_ATTEMPTS = 3
+_RACE = re.compile(r"read /proc/\d+/cgroup: no such process")
+
+
+def engine_race(output: str) -> bool:
+    """Whether a compose command failed only because podman read the cgroup of a container's process
+    after it exited (a one-shot service such as ``topic-init`` ends within milliseconds): podman's
+    Docker API answers ``read /proc/<pid>/cgroup: no such process``. The containers are created and
+    started; `up` again finds them so and finishes the rest. Pure."""
+    return bool(_RACE.search(output))
 
 
 def compose_command() -> list[str]:
@@ -65,7 +77,15 @@ class ComposeProject:
         return result
 
     def up(self, *services: str, timeout: float = 300.0) -> None:
-        self.run("up", "-d", "--no-build", *services, timeout=timeout)
+        """Create and start ``services`` (all by default). `up` is idempotent, so a failure that is only
+        :func:`engine_race` is tried again (at most :data:`UP_ATTEMPTS` times in all)."""
+        for attempt in range(1, UP_ATTEMPTS + 1):
+            try:
+                self.run("up", "-d", "--no-build", *services, timeout=timeout)
+                return
+            except ContainerError as exc:
+                if attempt == UP_ATTEMPTS or not engine_race(str(exc)):
+                    raise
 
     def down(self, timeout: float = 180.0) -> None:
         self.run("down", "--volumes", "--remove-orphans", "--timeout", "20", timeout=timeout)
