@@ -108,10 +108,12 @@ def encode_value(value: object) -> str:
 
 
 def split_by_partition(
-    batch: pa.RecordBatch, spec: PartitionSpec, default_topic: str | None = None,
+    batch: pa.RecordBatch, spec: PartitionSpec, default_topic: str | None = None, *, table: str | None = None,
 ) -> list[tuple[str, pa.RecordBatch]]:
     """Cut ``batch`` into ``(directory, rows)`` pairs, one per partition directory present, each
-    keeping its rows' order; an empty batch gives ``[]``.
+    keeping its rows' order; an empty batch gives ``[]``. With ``table`` (rows routed by the
+    ``table-template``, :mod:`laminar_kafka.cluster.lake.routing`) every directory starts with
+    ``table`` instead of the rows' topic.
 
     Raises :class:`SinkError` when ``_topic`` is missing and there is no ``default_topic``, when
     ``_topic`` has nulls or names an unsafe directory, when ``_timestamp`` is missing under a
@@ -120,7 +122,7 @@ def split_by_partition(
     """
     if batch.num_rows == 0:
         return []
-    topics, codes = _topic_codes(batch, default_topic)
+    topics, codes = ([table], None) if table is not None else _topic_codes(batch, default_topic)
     levels = [_level(batch, term) for term in spec.terms]
     if len(topics) == 1 and all(level.keys is None for level in levels):
         return [(_directory(topics[0], levels, [level.constant for level in levels]), batch)]
