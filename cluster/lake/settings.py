@@ -60,6 +60,8 @@ class IcebergSettings:
     ``properties``: extra catalog / FileIO properties (``[iceberg]`` in the config file, for example
     ``token``, ``credential``, ``s3.endpoint``); secrets among them are never logged.
     ``table_location``: where a table the node creates goes (:class:`TableLocation`).
+    ``upsert_keys``: the key columns of upsert mode (the source's ``upsert-keys``; empty: append
+    mode), the identifier fields of the tables (see :mod:`laminar_kafka.cluster.lake.iceberg.upsert`).
     """
 
     namespace: str
@@ -67,6 +69,7 @@ class IcebergSettings:
     table: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     table_location: TableLocation = TableLocation.OUTPUT
+    upsert_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for label, value in (("namespace", self.namespace), ("table", self.table)):

@@ -36,6 +36,7 @@ from pyiceberg.table import Table
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
+from laminar_kafka.cluster.lake.iceberg.evolution import apply_evolution, plan_evolution
 from laminar_kafka.cluster.lake.iceberg.partitions import append_data_files, check_partitioning, partition_spec_of
 from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
 from laminar_kafka.cluster.lake.iceberg.retries import RETRYABLE, TRANSIENT, RetryPolicy
@@ -43,15 +44,13 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
     absolute_path,
     describe_error,
     ensure_namespace,
-    evolves,
-    iceberg_ready,
     iceberg_schema_of,
     load_table_or_none,
     open_catalog,
-    optional_additions,
-    schema_conflicts,
     table_location,
 )
+from laminar_kafka.cluster.lake.iceberg.upsert import keyed_arrow_schema, keyed_schema
+from laminar_kafka.cluster.lake.iceberg.upsert_commit import commit_upsert
 from laminar_kafka.cluster.lake.parquet import sink
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
@@ -190,8 +189,11 @@ class IcebergOutput:
                               cause=exc) from None
 
     def _create(self, topic: str, schema: pa.Schema) -> Table:
-        """Create the topic's table (or load it when a concurrent creator won)."""
-        iceberg_schema = iceberg_schema_of(schema)
+        """Create the topic's table (or load it when a concurrent creator won); in upsert mode
+        keyed: the upsert keys are its identifier fields, and ``_op`` is not a column."""
+        keys = self.settings.upsert_keys
+        iceberg_schema = iceberg_schema_of(keyed_arrow_schema(schema, keys) if keys else schema)
+        iceberg_schema = keyed_schema(iceberg_schema, keys) if keys else iceberg_schema
         spec = partition_spec_of(self.partitioning, iceberg_schema)
         identifier = self.identifier(topic)
         location: str | None = None  # TableLocation.CATALOG: the catalog places it
@@ -205,13 +207,9 @@ class IcebergOutput:
         )
 
     def _check_takes(self, table: Table, schema: pa.Schema, *, source: str, error: type[Exception]) -> None:
-        conflicts = schema_conflicts(table.schema(), schema)
-        if conflicts:
-            column, table_type, file_type = conflicts[0]
-            raise error(
-                f"iceberg table {'.'.join(table.name())} cannot take {source}: column {column} is "
-                f"{table_type} in the table but {file_type} in {source}"
-            )
+        conflict = plan_evolution(table.schema(), [iceberg_schema_of(schema)]).conflict
+        if conflict is not None:
+            raise error(conflict.describe(".".join(table.name()), source))
 
     # --- the lake's records ------------------------------------------------------------------------
 
@@ -354,16 +352,18 @@ class IcebergOutput:
         published = [self._final_path_of(relative) for relative in files]
         schemas = [self._file_schema(relative) for relative in published]
         if table is None:
-            table = self._create(topic, _unify(schemas, topic))
+            table = self._create(topic, schemas[0])  # the epoch's commit evolves it to take every file
         name = ".".join(table.name())
-        for relative, schema in zip(published, schemas, strict=True):
-            self._check_takes(table, schema, source=f"file {relative}", error=SinkError)
         try:  # a spec evolved under the pipeline: its files' rows may span the new spec's partitions
             check_partitioning(table, self.partitioning)
         except ConfigurationError as exc:
             raise SinkError(f"cannot add epoch {epoch}'s files: {exc}", cause=exc) from None
-        unified = _unify(schemas, name)
         table = without_blind_retries(table)
+        # one evolution of the table (as now loaded) to take every file: schema versions may be mixed
+        evolution = plan_evolution(table.schema(), [iceberg_schema_of(schema) for schema in schemas])
+        if evolution.conflict is not None:
+            source = f"file {published[evolution.conflict.file_index]}"
+            raise SinkError(evolution.conflict.describe(name, source))
         if committed_epoch(table, self.pipeline) >= epoch:
             # a property-only commit answers with the table as it is now, which may hold this epoch
             # already (another node committed it meanwhile): adding the files on top would duplicate
@@ -376,12 +376,16 @@ class IcebergOutput:
             summary[RECORD_SUMMARY_KEY] = record.only_topic(topic).to_json().decode()
         started = time.monotonic()
         try:
-            with table.transaction() as transaction:
-                if evolves(table.schema(), unified):
-                    with transaction.update_schema() as update:
-                        update.union_by_name(optional_additions(table.schema(), unified))
-                append_data_files(transaction, paths, summary)
-                transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
+            if self.settings.upsert_keys:  # copy-on-write of the touched keys, one transaction too
+                commit_upsert(table, self.settings.upsert_keys, paths, summary,
+                              {epoch_property(self.pipeline): str(epoch)})
+            else:
+                with table.transaction() as transaction:
+                    if evolution.steps:
+                        with transaction.update_schema() as update:
+                            apply_evolution(update, evolution.steps)
+                    append_data_files(transaction, paths, summary)
+                    transaction.set_properties({epoch_property(self.pipeline): str(epoch)})
         except RETRYABLE + TRANSIENT:
             raise
         # Any other OSError is the object store failing a read of a file's footer or a write of the
@@ -404,12 +408,3 @@ class IcebergOutput:
                 return pq.read_schema(stream)
         except (FileNotFoundError, pa.ArrowException) as exc:  # another OSError: the store, retried
             raise SinkError(f"cannot read the schema of published file {relative!r}: {exc}", cause=exc) from exc
-
-
-def _unify(schemas: Sequence[pa.Schema], name: str) -> pa.Schema:
-    """One Arrow schema holding every column of ``schemas`` (types widened where they differ)."""
-    try:
-        return pa.unify_schemas([iceberg_ready(schema) for schema in schemas], promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise SinkError(f"files of one epoch for iceberg table {name} have clashing schemas: {exc}",
-                        cause=exc) from exc

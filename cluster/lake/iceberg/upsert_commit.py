@@ -1,0 +1,181 @@
+"""Upsert mode's Iceberg commit: one epoch of change rows applied to a keyed table, copy-on-write,
+in ONE catalog transaction.
+
+:func:`commit_upsert` reads the epoch's change files (every node's, published), reduces them
+(:func:`~laminar_kafka.cluster.lake.iceberg.upsert.reduce_changes`: last change per key by offset,
+deletes dropped), then, in one transaction:
+
+- evolves the schema when the rows bring new columns (``_op`` is never a column of the table);
+- finds the data files that may hold a touched key (all files of the current snapshot, except those
+  a partition field over a key column rules out: with ``partition-by bucket[N](key)`` only the
+  touched buckets' files are read), reads their key columns, and rewrites each file holding a
+  touched key without those rows (copy-on-write: no delete files, so every reader reads the table
+  exactly);
+- writes the survivors of the rewritten files together with the upserted rows as new data files;
+- commits ONE overwrite snapshot removing the rewritten files and adding the new ones (with the
+  snapshot ``summary``), and the table ``properties`` (the epoch property) in the same catalog commit.
+
+A retry after a crash finds the epoch property and does nothing; a crash before the catalog commit
+leaves the table exactly at the previous epoch (the files written meanwhile are referenced by no
+snapshot; a failed commit deletes them). The change files themselves stay where they were
+published: they are not data files of the table.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files, schema_to_pyarrow
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
+from pyiceberg.table.metadata import TableMetadata
+
+from laminar_kafka.cluster.lake.iceberg.tables import evolves, optional_additions
+from laminar_kafka.cluster.lake.iceberg.upsert import keyed_arrow_schema, plain, reduce_changes, row_numbers
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["UpsertStats", "commit_upsert", "conform", "read_changes"]
+
+
+@dataclass(frozen=True)
+class UpsertStats:
+    """What one upsert commit did: keys touched, keys deleted, rows upserted, data files read
+    (their key columns), rewritten (removed) and added."""
+
+    keys: int
+    deleted: int
+    upserted: int
+    files_read: int
+    files_rewritten: int
+    files_added: int
+
+
+def read_changes(table: Table, paths: Sequence[str]) -> pa.Table:
+    """The change rows of the files at ``paths`` (absolute, as the table's FileIO reads them), one
+    table (dictionary columns decoded, schemas unified)."""
+    parts = []
+    for path in paths:
+        with table.io.new_input(path).open() as stream:
+            parts.append(plain(pq.read_table(stream)))
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` as columns of ``schema`` in its order: each column cast to its type, a column
+    ``rows`` lack filled with nulls, columns ``schema`` lacks dropped."""
+    columns = []
+    for field in schema:
+        if field.name in rows.column_names:
+            columns.append(pc.cast(rows.column(field.name), field.type))
+        else:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def commit_upsert(table: Table, keys: Sequence[str], paths: Sequence[str], summary: Mapping[str, str],
+                  properties: Mapping[str, str]) -> UpsertStats:
+    """Apply the change files at ``paths`` to ``table`` (keyed by ``keys``) and set ``properties``,
+    in one catalog commit. Raises what the catalog raises (``CommitFailedException`` on a lost race:
+    the caller reloads the table and tries again), :class:`KeyConflict` for an epoch that cannot be
+    applied, ``ValueError`` for rows the table cannot take."""
+    changes = read_changes(table, paths)
+    reduced = reduce_changes(changes, keys)
+    written: list[str] = []
+    try:
+        with table.transaction() as transaction:
+            incoming = keyed_arrow_schema(changes.schema, keys)
+            if evolves(table.schema(), incoming):
+                with transaction.update_schema() as update:
+                    update.union_by_name(optional_additions(table.schema(), incoming))
+            if transaction.table_metadata.name_mapping() is None:  # files without field ids (compaction's) read by name
+                transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING:
+                                            transaction.table_metadata.schema().name_mapping.model_dump_json()})
+            metadata = transaction.table_metadata
+            target = schema_to_pyarrow(metadata.schema(), include_field_ids=False)
+            candidates = _candidates(table, metadata, reduced.touched, keys)
+            removed, survivors = _rewrites(table, metadata, candidates, reduced.touched, keys, target)
+            rows = pa.concat_tables([conform(reduced.upserts, target), *survivors])
+            added = list(_dataframe_to_data_files(metadata, rows, table.io)) if rows.num_rows else []
+            written.extend(data_file.file_path for data_file in added)
+            _overwrite(transaction, removed, added, summary)
+            transaction.set_properties(dict(properties))
+    except BaseException:
+        for path in written:  # referenced by no snapshot: the commit did not land
+            _delete_quietly(table, path)
+        raise
+    return UpsertStats(reduced.touched.num_rows, reduced.deleted, reduced.upserts.num_rows, len(candidates),
+                       len(removed), len(added))
+
+
+def _overwrite(transaction: Transaction, removed: list[DataFile], added: list[DataFile],
+               summary: Mapping[str, str]) -> None:
+    """One snapshot removing ``removed`` and adding ``added``, with ``summary``."""
+    update = transaction.update_snapshot(snapshot_properties=dict(summary))
+    with update.overwrite() as overwrite:
+        for data_file in removed:
+            overwrite.delete_data_file(data_file)
+        for data_file in added:
+            overwrite.append_data_file(data_file)
+
+
+def _candidates(table: Table, metadata: TableMetadata, touched: pa.Table, keys: Sequence[str]) -> list[FileScanTask]:
+    """The current snapshot's data files that may hold a touched key: all of them, except those whose
+    partition value of a field over a key column is none of the touched keys' values."""
+    if table.current_snapshot() is None or touched.num_rows == 0:
+        return []
+    tasks = list(table.scan().plan_files())
+    schema = metadata.schema()
+    for position, field in enumerate(metadata.spec().fields):
+        source = schema.find_field(field.source_id)
+        if source.name not in keys:
+            continue  # a row may have moved between partitions of a non-key field: no pruning
+        values = field.transform.pyarrow_transform(source.field_type)(
+            pc.cast(touched.column(source.name), schema_to_pyarrow(source.field_type)))
+        wanted = set(pc.unique(values).to_pylist())
+        tasks = [task for task in tasks if task.file.partition[position] in wanted]
+    return tasks
+
+
+def _rewrites(table: Table, metadata: TableMetadata, candidates: list[FileScanTask], touched: pa.Table,
+              keys: Sequence[str], target: pa.Schema) -> tuple[list[DataFile], list[pa.Table]]:
+    """The candidate files holding a touched key (to remove) and their other rows (to write again)."""
+    schema = metadata.schema()
+    key_schema = schema.select(*keys)
+    removed: list[DataFile] = []
+    survivors: list[pa.Table] = []
+    for task in candidates:
+        file_keys = ArrowScan(metadata, table.io, key_schema, AlwaysTrue()).to_table([task])
+        hit = _hits(file_keys, touched, keys)
+        if not pc.any(hit).as_py():
+            continue
+        removed.append(task.file)
+        rows = ArrowScan(metadata, table.io, schema, AlwaysTrue()).to_table([task])
+        kept = rows.filter(pc.invert(hit))
+        if kept.num_rows:
+            survivors.append(conform(kept, target))
+    return removed, survivors
+
+
+def _hits(file_keys: pa.Table, touched: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """Per row of ``file_keys``, whether its key is one of ``touched`` (a semi join, composite keys
+    included)."""
+    probe = conform(touched, file_keys.schema)
+    if len(keys) == 1:
+        return pc.fill_null(pc.is_in(file_keys.column(keys[0]), value_set=probe.column(keys[0])), False)
+    row = "__laminar_row"
+    indexed = plain(file_keys).append_column(row, row_numbers(file_keys.num_rows))
+    matched = indexed.join(plain(probe), keys=list(keys), join_type="left semi").column(row)
+    return pc.is_in(indexed.column(row), value_set=matched.combine_chunks())
+
+
+def _delete_quietly(table: Table, path: str) -> None:
+    try:
+        table.io.delete(path)
+    except (OSError, ValueError):
+        logger.warning("could not delete abandoned upsert output %s", path)
