@@ -6,8 +6,9 @@ The pieces :mod:`laminar_kafka.cluster.lake.iceberg.commit` and :mod:`laminar_ka
   embedded SQLite catalog under the output by default, ``sqlite:///path``, or a REST catalog);
   failures are one :class:`ConfigurationError` line naming the catalog, never a traceback.
 - :func:`absolute_path`: the URI pyiceberg's FileIO reads for a path relative to the output root.
-- :func:`iceberg_ready` / :func:`schema_conflicts`: Arrow schemas as Iceberg sees them (no
-  dictionary type) and the columns a file cannot bring into a table.
+- :func:`iceberg_ready` / :func:`iceberg_schema_of`: Arrow schemas as Iceberg sees them (no
+  dictionary type); what an epoch's files do to a table's schema is
+  :mod:`laminar_kafka.cluster.lake.iceberg.evolution`.
 - :func:`read_offsets` / :func:`data_file_count`: what ``verify`` reads of the current snapshot.
 
 pyiceberg's known-noisy log lines are filtered (:func:`quiet_pyiceberg`); catalog properties whose
@@ -56,7 +57,6 @@ __all__ = [
     "open_catalog",
     "quiet_pyiceberg",
     "read_offsets",
-    "schema_conflicts",
     "table_location",
 ]
 
@@ -267,49 +267,6 @@ def _children(field_type: IcebergType) -> list[NestedField]:
     if isinstance(field_type, MapType):
         return [field_type.key_field, field_type.value_field]
     return []
-
-
-def _kind(field_type: IcebergType) -> str:
-    return type(field_type).__name__ if not field_type.is_primitive else "primitive"
-
-
-def _compatible(table_type: IcebergType, file_type: IcebergType) -> bool:
-    if table_type == file_type:
-        return True
-    for source, target in ((file_type, table_type), (table_type, file_type)):
-        try:
-            promote(source, target)
-            return True
-        except ResolveError:
-            continue
-    return False
-
-
-def schema_conflicts(table_schema: Schema, file_schema: pa.Schema) -> list[tuple[str, str, str]]:
-    """The columns of ``file_schema`` that ``table_schema`` cannot take, as ``(column, table type,
-    file type)``: a primitive whose types are neither equal nor promotable either way (an
-    ``int -> long`` widening is fine, ``string -> int`` is not), or a nesting change. Columns only
-    in one of the two are fine (they evolve the table or read as null)."""
-    conflicts: list[tuple[str, str, str]] = []
-
-    def walk(table_fields: list[NestedField], file_fields: list[NestedField], prefix: str) -> None:
-        by_name = {field.name: field for field in table_fields}
-        for field in file_fields:
-            existing = by_name.get(field.name)
-            if existing is None:
-                continue
-            name = f"{prefix}{field.name}"
-            old, new = existing.field_type, field.field_type
-            if old.is_primitive and new.is_primitive:
-                if not _compatible(old, new):
-                    conflicts.append((name, str(old), str(new)))
-            elif _kind(old) != _kind(new):
-                conflicts.append((name, str(old), str(new)))
-            else:
-                walk(_children(old), _children(new), f"{name}.")
-
-    walk(list(table_schema.fields), list(iceberg_schema_of(file_schema).fields), "")
-    return conflicts
 
 
 def evolves(table_schema: Schema, file_schema: pa.Schema) -> bool:

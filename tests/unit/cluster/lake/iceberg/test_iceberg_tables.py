@@ -15,10 +15,8 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
     absolute_path,
     ensure_namespace,
     iceberg_ready,
-    iceberg_schema_of,
     loggable_properties,
     open_catalog,
-    schema_conflicts,
 )
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import IcebergSettings
@@ -130,16 +128,6 @@ def test_dictionaries_become_their_value_type_at_any_depth() -> None:
     assert ready.field("s").type == pa.struct([pa.field("d", pa.string())])
     assert ready.field("l").type.value_type == pa.string()
     assert ready.field("m").type.item_type == pa.string()
-
-
-def test_schema_conflicts_allow_widening_and_new_columns_only() -> None:
-    table = iceberg_schema_of(pa.schema([("n", pa.int32()), ("s", pa.struct([("x", pa.string())])),
-                                         ("f", pa.float32())]))
-    assert schema_conflicts(table, pa.schema([("n", pa.int64()), ("f", pa.float64()), ("new", pa.string())])) == []
-    assert schema_conflicts(table, pa.schema([("n", pa.string())])) == [("n", "int", "string")]
-    assert schema_conflicts(table, pa.schema([("s", pa.struct([("x", pa.int32())]))])) == [("s.x", "string", "int")]
-    [(column, table_type, file_type)] = schema_conflicts(table, pa.schema([("s", pa.string())]))
-    assert (column, table_type.startswith("struct"), file_type) == ("s", True, "string")
 
 
 def _start_like_a_node(tmp_path: Path, start: Any, failures: Any) -> None:
