@@ -32,6 +32,7 @@ from laminar_kafka.cluster.lake.partitioning import check_topic
 from laminar_kafka.cluster.lake.pins import PipelinePins, chain_pins
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.cluster.lake.record import RecordOf, no_records
+from laminar_kafka.cluster.lake.routing import Router
 from laminar_kafka.cluster.lake.schema_pin import JsonSchemaPin
 from laminar_kafka.cluster.lake.settings import TableFormat
 from laminar_kafka.cluster.metrics import NodeMetrics
@@ -51,7 +52,7 @@ from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source import KafkaSource
 from laminar_kafka.kafka_source.checkpoint import CONNECTOR_NAME
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
-from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
 from laminar_kafka.kafka_source.metrics import SourceMetrics
@@ -218,7 +219,7 @@ def expected_schemas(config: KafkaSourceConfig, partitions: list[TopicPartitionI
     """Each present topic's batch schema, when it is known before the first record: the configured
     one (raw, json with json-schema), the registry's latest (``registry``), else None."""
     known: pa.Schema | None = None
-    if not config.format.uses_registry and (config.format is not Format.JSON or config.json_schema is not None):
+    if not config.format.uses_registry and (not config.format.reads_json or config.json_schema is not None):
         known = configured_schema(config, None)
     return {topic: registry.get(topic, known) for topic in sorted({t for t, _ in partitions})}
 
@@ -306,6 +307,13 @@ class WatermarkReader:
         self._consumer.client.close()
 
 
+def router_of(settings: NodeSettings) -> Router | None:
+    """The sink's routing by ``table-template`` (None for ``{topic}``: one table per topic), refusing
+    unroutable rows per ``on-bad-record`` (fail unless skip)."""
+    routing = settings.routing
+    return None if routing.is_identity else Router(routing, fail_on_bad=settings.on_bad_record != "skip")
+
+
 def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: NodeMetrics) -> NodeRuntime:
     """The node's runtime. The source is built with its typed configuration (the node's Kafka client
     configuration in it, as a value); each generation's start request carries the source
@@ -313,7 +321,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
     source_config = settings.source_config()
     connector = ConnectorConfig(CONNECTOR_NAME, settings.source_properties())
     schema_pin: JsonSchemaPin | None = None
-    if source_config.format is Format.JSON and source_config.json_schema is None:
+    if source_config.format.reads_json and source_config.json_schema is None:
         schema_pin = JsonSchemaPin(lambda: discover_json_schema(source_config, timeout_s=10.0))
     sink = ParquetSink(
         settings.output,
@@ -322,6 +330,7 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         max_file_bytes=settings.max_file_bytes,
         row_group_rows=settings.row_group_rows,
         partitioning=settings.partitioning,
+        router=router_of(settings),
     )
     config = coordinator_config(settings)
     options = RuntimeOptions(

@@ -95,6 +95,7 @@ NODE_SETTINGS: Mapping[str, Setting] = by_name((
     source.ON_BAD_RECORD,
     source.MAX_ERROR_RATE,
     source.ON_TOMBSTONE,
+    source.UPSERT_KEYS,
     source.FAIL_ON_DATA_LOSS,
     _own("on-lake-behind", OnLakeBehind, "at start, the lake lost epochs the control state committed (a table rolled "
          "back, published files deleted): rewind lands them again from the lake's cursors, fail refuses to start, "

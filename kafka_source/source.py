@@ -45,7 +45,7 @@ from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.checkpoint import KAFKA_CURSORS, CursorCheckpoints
 from laminar_kafka.kafka_source.commits import AdvisoryCommits
-from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, Format, KafkaSourceConfig
+from laminar_kafka.kafka_source.config.source_config import BadRecordPolicy, KafkaSourceConfig
 from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
 from laminar_kafka.kafka_source.decode.records import RecordFields
 from laminar_kafka.kafka_source.decode.schema import configured_schema, discover_json_schema
@@ -141,16 +141,16 @@ class KafkaSource(SourceConnector):
         Post: :meth:`schema` returns it. Raises :class:`ConfigurationError` without a sample."""
         config = self._typed(properties)
         self._config = config
-        if config.format is Format.JSON and config.json_schema is None:
+        if config.format.reads_json and config.json_schema is None:
             discover = functools.partial(discover_json_schema, config, self._request_timeout_s)
             self._json_schema = await self._blocking("kafka-source-schema", discover)
 
     def contract(self, config: ConnectorConfig) -> SourceContract:
-        self._typed(config)
+        typed = self._typed(config)
         return SourceContract(
             replayable=True,
             topology=SourceTopology.SPLITTABLE,
-            append_only=True,
+            append_only=not typed.upsert_keys,  # upsert mode: rows are changes of keys (their _op column)
             ordering=SourceOrdering.PER_SPLIT,
         )
 
@@ -194,9 +194,9 @@ class KafkaSource(SourceConnector):
         if isinstance(position, ResumePosition):
             KAFKA_CURSORS.accept(position.checkpoint)  # another connector's checkpoint is never read
         config = self._typed(config_in)
-        if config.format is Format.JSON and config.json_schema is None:
+        if config.format.reads_json and config.json_schema is None:
             if self._json_schema is None or self._config is None or self._config.topics != config.topics:
-                raise ConfigurationError("format=json needs json-schema or discover_schema() first")
+                raise ConfigurationError(f"format={config.format.value} needs json-schema or discover_schema() first")
         self._config = config
         self._delivery = delivery
         builder = self._builder = BatchBuilder(config, self._json_schema)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "CHANGE_OPS",
     "METADATA_COLUMNS",
+    "OP_COLUMN",
     "BadRecordPolicy",
     "Format",
     "IsolationLevel",
@@ -23,6 +25,10 @@ METADATA_COLUMNS: tuple[str, ...] = (
     "_key",
     "_headers",
 )
+#: the change column of upsert mode (``upsert-keys``) and ``format=debezium-json``
+OP_COLUMN = "_op"
+#: the values of :data:`OP_COLUMN`: create, update, snapshot read, delete (Debezium's letters)
+CHANGE_OPS: tuple[str, ...] = ("c", "u", "r", "d")
 
 
 class Format(enum.Enum):
@@ -31,11 +37,20 @@ class Format(enum.Enum):
     AVRO = "avro"
     PROTOBUF = "protobuf"
     JSON_SCHEMA = "json-schema"
+    #: Debezium's JSON change events (``before``, ``after``, ``op``), with or without the
+    #: ``schema``/``payload`` wrapper
+    DEBEZIUM_JSON = "debezium-json"
 
     @property
     def uses_registry(self) -> bool:
         """Whether records are in the Confluent wire format, decoded through the schema registry."""
         return self in (Format.AVRO, Format.PROTOBUF, Format.JSON_SCHEMA)
+
+    @property
+    def reads_json(self) -> bool:
+        """Whether values are JSON decoded by ``pyarrow.json`` into the columns of ``json-schema`` or
+        of a schema inferred from a sample (``json``; ``debezium-json``: the columns of a row)."""
+        return self in (Format.JSON, Format.DEBEZIUM_JSON)
 
 
 class KeyFormat(enum.Enum):
@@ -70,7 +85,9 @@ class BadRecordPolicy(enum.Enum):
 class TombstonePolicy(enum.Enum):
     """What a record with a null value (a tombstone: a delete on a compacted topic, as Debezium
     writes after each delete event) becomes under a decoded format (``on-tombstone``). Under
-    ``format=raw`` a tombstone is always a row with a null ``value``."""
+    ``format=raw`` a tombstone is always a row with a null ``value``; in upsert mode
+    (``upsert-keys``, ``format=debezium-json``) it is always a delete of its key, and
+    ``on-tombstone`` may not be set."""
 
     #: a bad record, like a value that does not decode (``on-bad-record`` decides)
     BAD = "bad"

@@ -50,11 +50,13 @@ GROUP_ID = Setting(
     "group.id", str, "consumer group, used only for advisory offset commits (auto commit is always off)",
     required=True)
 FORMAT = Setting(
-    "format", Format, "record format: raw (binary value column), json, or with a schema registry avro, "
-    "protobuf, json-schema", default=Format.RAW, layer=Layer.BOTH)
+    "format", Format, "record format: raw (binary value column), json, debezium-json (Debezium's change events; "
+    "needs upsert-keys), or with a schema registry avro, protobuf, json-schema", default=Format.RAW,
+    layer=Layer.BOTH)
 JSON_SCHEMA = Setting(
-    "json-schema", str, "format=json: the record schema, name:type,... (pyarrow types: int64, string, double, "
-    "timestamp[ms]...; nested ones as str(type) writes them); without it a schema is inferred from a sample",
+    "json-schema", str, "format=json (debezium-json: of a row, the fields of after): the record schema, "
+    "name:type,... (pyarrow types: int64, string, double, timestamp[ms]...; nested ones as str(type) writes them); "
+    "without it a schema is inferred from a sample",
     layer=Layer.BOTH, old_names=("json.schema",))
 STARTUP_MODE = Setting(
     "startup-mode", StartupMode, "where reading starts when there is no checkpoint; resolved once to numeric "
@@ -105,8 +107,9 @@ MAX_ERROR_RATE = Setting(
 ON_TOMBSTONE = Setting(
     "on-tombstone", TombstonePolicy, "a null value (a tombstone: a delete on a compacted topic, as Debezium writes) "
     "under json or a registry format: bad (a bad record, per on-bad-record) or row (a row of null payload columns, "
-    "_key and metadata kept); under raw always a row with a null value", default=TombstonePolicy.BAD,
-    layer=Layer.BOTH, old_names=("on.tombstone",))
+    "_key and metadata kept); under raw always a row with a null value; with upsert-keys always a delete of its "
+    "key, and not to be set", shown_default="bad (a delete with upsert-keys)", layer=Layer.BOTH,
+    old_names=("on.tombstone",))
 FAIL_ON_DATA_LOSS = Setting(
     "fail-on-data-loss", bool, "true: a cursor below the low watermark (records deleted by retention before they "
     "were read) fails, naming the partition; false: reading resumes at the oldest offset Kafka still holds and the "
@@ -119,6 +122,13 @@ SCHEMA_REGISTRY_URL = Setting(
 KEY_FORMAT = Setting(
     "key-format", KeyFormat, "how the _key column is decoded: raw bytes, string, or a schema-registry format "
     "(needs _key in include-metadata)", default=KeyFormat.RAW, layer=Layer.BOTH, old_names=("key.format",))
+UPSERT_KEYS = Setting(
+    "upsert-keys", str, "upsert mode: the key fields of a row, name,... (a table keeps the last change of each "
+    "key); every row gets an _op column (c, u, r, d) and a tombstone is a delete of the key its record key holds",
+    layer=Layer.BOTH,
+    notes="With json, avro, protobuf or json-schema a record is an update (`_op` u), a tombstone a delete (d); "
+          "`format=debezium-json` needs it. A key field missing from a row and from its record key (a JSON "
+          "object, or a scalar for one key field) makes a bad record.")
 REQUIRED_FIELDS = Setting(
     "required-fields", str, "name or name:kind|kind,...: columns every record must have non-null, of one of the "
     "kinds (a bad record otherwise)", old_names=("required.fields",))
@@ -128,7 +138,7 @@ SOURCE_SETTINGS: Mapping[str, Setting] = by_name((
     BOOTSTRAP_SERVERS, TOPIC, GROUP_ID, FORMAT, JSON_SCHEMA, STARTUP_MODE, STARTUP_TIMESTAMP_MS,
     STARTUP_SPECIFIC_OFFSETS, INCLUDE_METADATA, ISOLATION_LEVEL, MAX_FETCHED_BYTES, CONSUME_CHUNK_RECORDS,
     BATCH_WAIT_MS, PARTITION_DISCOVERY_INTERVAL_MS, ON_BAD_RECORD, MAX_ERROR_RATE, ON_TOMBSTONE,
-    FAIL_ON_DATA_LOSS, SCHEMA_REGISTRY_URL, KEY_FORMAT, REQUIRED_FIELDS,
+    FAIL_ON_DATA_LOSS, SCHEMA_REGISTRY_URL, KEY_FORMAT, REQUIRED_FIELDS, UPSERT_KEYS,
 ))
 VALID_KEYS: tuple[str, ...] = tuple(SOURCE_SETTINGS)
 

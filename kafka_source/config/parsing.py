@@ -27,6 +27,7 @@ from laminar_kafka.kafka_source.config.values import (
     int_value,
     metadata_columns,
     parse_json_schema,
+    parse_upsert_keys,
     specific_offsets,
 )
 from laminar_kafka.kafka_source.decode.required_fields import (
@@ -37,7 +38,7 @@ from laminar_kafka.kafka_source.decode.required_fields import (
 
 __all__ = [
     "CLIENT_QUEUE_KEY", "Formats", "Policies", "Startup", "client_config", "fetch_bound", "formats", "policies",
-    "required", "split_keys", "startup", "value",
+    "required", "split_keys", "startup", "upsert_keys", "value",
 ]
 
 #: librdkafka's bound on its pre-fetched queue, a share of ``max-fetched-bytes``
@@ -55,6 +56,7 @@ class Formats(NamedTuple):
     key_format: KeyFormat
     registry_url: str | None
     required_fields: tuple[RequiredField, ...]
+    upsert_keys: tuple[str, ...]
 
 
 class Startup(NamedTuple):
@@ -66,7 +68,7 @@ class Startup(NamedTuple):
 class Policies(NamedTuple):
     max_error_rate: float
     on_bad_record: BadRecordPolicy | None
-    on_tombstone: TombstonePolicy
+    on_tombstone: TombstonePolicy | None
     fail_on_data_loss: bool
 
 
@@ -149,8 +151,8 @@ def formats(props: Mapping[str, str], registry_props: Mapping[str, str], include
     fmt = value(props, d.FORMAT)
     schema = None
     if d.JSON_SCHEMA.name in props:
-        if fmt is not Format.JSON:
-            raise ConfigurationError("json-schema is only valid with format=json")
+        if not fmt.reads_json:
+            raise ConfigurationError("json-schema is only valid with format=json or debezium-json")
         schema = parse_json_schema(props[d.JSON_SCHEMA.name])
     key_format = value(props, d.KEY_FORMAT)
     registry_url = props.get(d.SCHEMA_REGISTRY_URL.name, "").strip() or None
@@ -161,9 +163,28 @@ def formats(props: Mapping[str, str], registry_props: Mapping[str, str], include
     if registry_url is None and registry_props:
         raise ConfigurationError("schema.registry.* properties need schema.registry.url")
     fields = parse_required_fields(props.get(d.REQUIRED_FIELDS.name, ""))
-    payload = pa.schema([pa.field("value", pa.binary())]) if fmt is Format.RAW else schema if fmt is Format.JSON else None
+    payload = pa.schema([pa.field("value", pa.binary())]) if fmt is Format.RAW else schema if fmt.reads_json else None
     check_required_fields(fields, payload, include_metadata)
-    return Formats(fmt, schema, key_format, registry_url, fields)
+    return Formats(fmt, schema, key_format, registry_url, fields, upsert_keys(props, fmt, schema))
+
+
+def upsert_keys(props: Mapping[str, str], fmt: Format, schema: pa.Schema | None) -> tuple[str, ...]:
+    """The key fields of upsert mode (``upsert-keys``), checked against the format, the JSON
+    schema (when given) and ``on-tombstone`` (upsert mode makes every tombstone a delete)."""
+    keys = parse_upsert_keys(props.get(d.UPSERT_KEYS.name, ""))
+    if not keys:
+        if fmt is Format.DEBEZIUM_JSON:
+            raise ConfigurationError("format=debezium-json needs upsert-keys (the key fields of a row, e.g. id)")
+        return keys
+    if fmt is Format.RAW:
+        raise ConfigurationError("upsert-keys needs a format with fields (json, debezium-json, avro, protobuf, "
+                                 "json-schema), not raw")
+    if d.ON_TOMBSTONE.name in props:
+        raise ConfigurationError("on-tombstone cannot be set with upsert-keys: a tombstone is a delete of its key")
+    missing = [name for name in keys if schema is not None and name not in schema.names]
+    if missing:
+        raise ConfigurationError(f"upsert-keys: {missing[0]} is not a field of json-schema")
+    return keys
 
 
 def startup(props: Mapping[str, str], selector: TopicSelector) -> Startup:

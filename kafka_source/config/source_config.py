@@ -86,7 +86,8 @@ class KafkaSourceConfig:
     max_error_rate: float = d.MAX_ERROR_RATE.default
     #: None: ``fail`` under guaranteed delivery, ``skip`` under best-effort (:meth:`bad_record_policy`)
     on_bad_record: BadRecordPolicy | None = None
-    on_tombstone: TombstonePolicy = d.ON_TOMBSTONE.default
+    #: None: ``bad``, or in upsert mode (:attr:`upsert_keys`) a delete of the record key's key
+    on_tombstone: TombstonePolicy | None = None
     #: False: a cursor below the low watermark (records deleted by retention) resumes there, the loss logged
     fail_on_data_loss: bool = d.FAIL_ON_DATA_LOSS.default
     #: a regular expression selecting topics (``topic=re:<regex>``); None for named topics
@@ -97,6 +98,9 @@ class KafkaSourceConfig:
     schema_registry_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: columns every record must have non-null (``required-fields``); a record that lacks one is bad
     required_fields: tuple[RequiredField, ...] = ()
+    #: upsert mode (``upsert-keys``): the key fields every row carries, beside its ``_op`` column;
+    #: empty: append mode (``format=debezium-json`` always has them)
+    upsert_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -143,6 +147,7 @@ class KafkaSourceConfig:
             schema_registry_url=formats.registry_url,
             schema_registry_properties=registry_props,
             required_fields=formats.required_fields,
+            upsert_keys=formats.upsert_keys,
             include_metadata=include_metadata,
             startup_mode=startup.mode,
             startup_timestamp_ms=startup.timestamp_ms,
@@ -240,6 +245,8 @@ class KafkaSourceConfig:
         }
         if self.key_format is not KeyFormat.RAW:
             options["key-format"] = self.key_format.value
+        if self.upsert_keys:
+            options["upsert-keys"] = ",".join(self.upsert_keys)
         if self.json_schema is not None:
             options["json-schema"] = ",".join(f"{f.name}:{f.type}" for f in self.json_schema)
         if self.startup_timestamp_ms is not None:

@@ -1,5 +1,5 @@
 """Parsers of the source's structured property values (the metadata column list,
-``startup-specific-offsets``, ``json-schema``, a bounded integer inside them): pure, each error a
+``startup-specific-offsets``, ``json-schema``, ``upsert-keys``, a bounded integer inside them): pure, each error a
 :class:`ConfigurationError` naming the property. Scalar values are parsed by their declarations
 (:mod:`laminar_kafka.kafka_source.config.definitions`)."""
 from __future__ import annotations
@@ -8,12 +8,11 @@ import pyarrow as pa
 
 from laminar_kafka.connector.settings import FALSE_WORDS, TRUE_WORDS
 from laminar_kafka.errors import ConfigurationError
-from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS
+from laminar_kafka.kafka_source.config.choices import METADATA_COLUMNS, OP_COLUMN
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 from laminar_kafka.kafka_source.config.type_text import parse_schema_text
 
-__all__ = ["int_value", "metadata_columns", "parse_json_schema", "specific_offsets"]
-
+__all__ = ["int_value", "metadata_columns", "parse_json_schema", "parse_upsert_keys", "specific_offsets"]
 
 
 def int_value(key: str, value: str, *, minimum: int) -> int:
@@ -41,6 +40,23 @@ def parse_json_schema(text: str) -> pa.Schema:
     if any(n in METADATA_COLUMNS for n in names):
         raise ConfigurationError("json-schema fields may not use the metadata column names")
     return pa.schema(fields)
+
+
+def parse_upsert_keys(text: str) -> tuple[str, ...]:
+    """The field names of ``upsert-keys`` (``name,name``), in order: none empty, none twice, none a
+    metadata column or ``_op``. An empty text: none (append mode)."""
+    if not text.strip():
+        return ()
+    names = tuple(name.strip() for name in text.split(","))
+    if "" in names:
+        raise ConfigurationError(f"upsert-keys={text!r} has an empty field name")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigurationError(f"upsert-keys names {', '.join(twice)} twice")
+    reserved = [name for name in names if name in METADATA_COLUMNS or name == OP_COLUMN]
+    if reserved:
+        raise ConfigurationError(f"upsert-keys: {reserved[0]} is a column the source adds, not a field of the records")
+    return names
 
 
 def metadata_columns(value: str) -> tuple[str, ...]:

@@ -2,25 +2,28 @@
 
 Columns are built in one go from the field lists of :class:`~laminar_kafka.kafka_source.decode.records.Records` (read
 on the reader thread); there is no per-record Python here. JSON is parsed by ``pyarrow.json`` over
-the newline-joined values; only when that fails is each record parsed on its own to find the bad
-ones. The registry formats (``avro``, ``protobuf``, ``json-schema``) and registry-decoded keys go
+the newline-joined values (:mod:`~laminar_kafka.kafka_source.decode.json_lines`); only when that fails
+is each record parsed on its own to find the bad ones; ``debezium-json`` likewise
+(:mod:`~laminar_kafka.kafka_source.decode.debezium`). In upsert mode every row also has its ``_op``
+column and its key fields (:mod:`~laminar_kafka.kafka_source.decode.changes`). The registry formats (``avro``, ``protobuf``, ``json-schema``) and registry-decoded keys go
 through :class:`~laminar_kafka.kafka_source.schema_registry.decode.RegistryDecoder`: their columns follow the newest writer
 schema seen, so :attr:`BatchBuilder.schema` may change from one batch to the next (each batch has
 one schema; see :mod:`laminar_kafka.kafka_source.schema_registry.decode` for the evolution contract).
 """
 from __future__ import annotations
 
-import io
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 import pyarrow as pa
-import pyarrow.json as pa_json
 
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig, KeyFormat, TombstonePolicy
+from laminar_kafka.kafka_source.decode.changes import OP_FIELD, fill_keys, missing_keys, update_or_delete
+from laminar_kafka.kafka_source.decode.debezium import DebeziumDecoder
+from laminar_kafka.kafka_source.decode.json_lines import JsonLines
 from laminar_kafka.kafka_source.decode.records import Records
 from laminar_kafka.kafka_source.decode.required_fields import bad_rows as required_field_problems
 from laminar_kafka.kafka_source.decode.timestamps import out_of_range_timestamps
@@ -91,15 +94,8 @@ def timestamp_array(values: list[int | None]) -> pa.Array:
     return pa.Array.from_buffers(pa.timestamp("ms"), len(values), [None, pa.py_buffer(array("q", values))])
 
 
-#: the JSON a tombstone reads as under ``on-tombstone=row``: every field absent, so null
+#: the JSON a tombstone reads as under ``on-tombstone=row`` or in upsert mode: every field absent, so null
 _EMPTY_OBJECT = b"{}"
-
-
-def _one_line(value: bytes | None) -> bytes | None:
-    """Valid JSON never has a raw line break inside a string, so breaks can become spaces."""
-    if value is None or (b"\n" not in value and b"\r" not in value):
-        return value
-    return value.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
 class BatchBuilder:
@@ -107,8 +103,9 @@ class BatchBuilder:
 
     :attr:`schema` is fixed for ``raw`` and ``json``; with a registry format (or a registry
     ``key-format``) it is the schema of the last batch built (before the first: the metadata
-    columns only, and ``_key`` as null). ``registry``: the schema registry client (default: one
-    for ``schema.registry.url``).
+    columns only, and ``_key`` as null). In upsert mode (``upsert-keys``, ``debezium-json``) the
+    ``_op`` column follows the payload columns. ``registry``: the schema registry client (default:
+    one for ``schema.registry.url``).
     """
 
     def __init__(
@@ -122,8 +119,11 @@ class BatchBuilder:
         self.required_fields = config.required_fields
         self.key_format = config.key_format
         self._values: Decoder | None = None
-        #: ``on-tombstone=row``: a null value decodes to a row of null payload columns
-        self._tombstone_rows = config.on_tombstone is TombstonePolicy.ROW
+        #: upsert mode: the key fields every row carries (empty: append mode, no ``_op`` column)
+        self.upsert_keys = config.upsert_keys
+        #: ``on-tombstone=row`` and upsert mode: a null value decodes to a row of null payload columns
+        self._tombstone_rows = config.on_tombstone is TombstonePolicy.ROW or bool(self.upsert_keys)
+        self._debezium: DebeziumDecoder | None = None
         self._keys: Decoder | None = None
         self.payload_schema: pa.Schema
         if self.format.uses_registry or self.key_format.uses_registry:
@@ -138,16 +138,20 @@ class BatchBuilder:
                 self._keys = RegistryDecoder(client, self.key_format.value, null_is_bad=False)
         if self._values is not None:
             self.payload_schema = pa.schema([])
-        elif self.format is Format.JSON:
+        elif self.format.reads_json:
             payload = json_schema or config.json_schema
             if payload is None:
                 raise ConfigurationError(
-                    "format=json needs json-schema or a prior discover_schema() call"
+                    f"format={self.format.value} needs json-schema or a prior discover_schema() call"
                 )
+            missing = [name for name in self.upsert_keys if name not in payload.names]
+            if missing:
+                raise ConfigurationError(f"upsert-keys: {missing[0]} is not a field of the records "
+                                         f"(fields: {', '.join(payload.names)})")
             self.payload_schema = payload
-            self._parse_options = pa_json.ParseOptions(
-                explicit_schema=payload, unexpected_field_behavior="ignore"
-            )
+            self._json = JsonLines(payload)
+            if self.format is Format.DEBEZIUM_JSON:
+                self._debezium = DebeziumDecoder(payload, self.upsert_keys)
         else:
             self.payload_schema = pa.schema([pa.field("value", pa.binary(), nullable=True)])
         self.schema: pa.Schema = self._schema()
@@ -170,7 +174,8 @@ class BatchBuilder:
         if self.key_format is not KeyFormat.RAW:
             key_type = pa.string() if self._keys is None else (self._keys.arrow_type or pa.null())
             fields = [f.with_type(key_type) if f.name == "_key" else f for f in fields]
-        return pa.schema(list(self.payload_schema) + fields)
+        changes = [OP_FIELD] if self.upsert_keys else []
+        return pa.schema(list(self.payload_schema) + changes + fields)
 
     def build(self, records: Records) -> BuiltBatch:
         """Decode ``records``. Pre: ``len(records) > 0``, read with the fields this builder's
@@ -184,7 +189,9 @@ class BatchBuilder:
         """
         values = records.values
         key_column, key_bad = self._decode_keys(records)
-        if self._values is not None:
+        if self._debezium is not None:
+            payload, value_bad = self._debezium.decode(values)  # its last column is _op
+        elif self._values is not None:
             payload, value_bad = self._decode_values(values)
         elif self.format is Format.JSON:
             payload, value_bad = self._decode_json(values)
@@ -201,32 +208,43 @@ class BatchBuilder:
             good = records
         if self._values is not None or self._keys is not None:
             self.schema = self._schema()
+        if self.upsert_keys:
+            payload = self._changes(payload, good)
         columns = payload + self._metadata_columns(good, key_column)
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        if self.upsert_keys:
+            batch = _without_rows(batch, len(values), bad_reasons, missing_keys(batch, self.upsert_keys))
         if "_timestamp" in self.metadata:
             batch = _without_rows(batch, len(values), bad_reasons, out_of_range_timestamps(batch.column("_timestamp")))
         if self.required_fields:
-            batch = _without_rows(batch, len(values), bad_reasons, required_field_problems(batch, self.required_fields))
+            problems = required_field_problems(batch, self.required_fields)
+            if self.upsert_keys and problems:  # a delete's payload is null but for its key fields
+                deletes = batch.column(OP_FIELD.name)
+                problems = {row: reason for row, reason in problems.items() if deletes[row].as_py() != "d"}
+            batch = _without_rows(batch, len(values), bad_reasons, problems)
         bad = tuple(BadRecord(i, r) for i, r in sorted(bad_reasons.items()))
         return BuiltBatch(batch, bad)
 
     # -- payload --------------------------------------------------------------------------------
 
+    def _changes(self, payload: list[pa.Array], good: Records) -> list[pa.Array]:
+        """Upsert mode: ``payload`` (of the ``good`` records) with its ``_op`` column last and the key
+        fields of deletes that lack them taken from the record keys (:func:`~.changes.fill_keys`)."""
+        if self._debezium is not None:
+            columns, ops = payload[:-1], payload[-1]
+        else:
+            assert not isinstance(good.values, pa.Array)  # a column only under format=raw, never upsert mode
+            columns, ops = payload, update_or_delete(good.values)
+        keys = _read(good.keys, "keys")
+        return fill_keys(self.payload_schema, columns, ops, keys, self.upsert_keys) + [ops]
+
     def _decode_json(self, values: list[bytes | None]) -> tuple[list[pa.Array], dict[int, str]]:
         """Payload columns of the good values and the bad ones (by index). With
-        ``on-tombstone=row`` a null value reads as ``{}``: every payload column null."""
+        ``on-tombstone=row`` (and in upsert mode) a null value reads as ``{}``: every payload column null."""
         if self._tombstone_rows and None in values:
             values = [_EMPTY_OBJECT if v is None else v for v in values]
-        payload = self._parse_json_fast(values)
-        if payload is not None:
-            return payload, {}
-        values = [_one_line(v) for v in values]
-        bad = {b.index: b.reason for b in self._find_bad_json(values)}
-        good = [v for i, v in enumerate(values) if i not in bad]
-        payload = self._parse_json_fast(good) if good else self._empty_payload()
-        if payload is None:  # every record parsed alone, so the join must parse too
-            raise ConfigurationError("JSON records parse one by one but not together")
-        return payload, bad
+        table, bad = self._json.parse(values)
+        return [table.column(f.name).combine_chunks().cast(f.type) for f in self.payload_schema], bad
 
     def _decode_values(self, values: list[bytes | None]) -> tuple[list[pa.Array], dict[int, str]]:
         """Registry format: payload columns of the good values (the newest schema seen) and the
@@ -267,47 +285,6 @@ class BatchBuilder:
                 bad[index] = f"not UTF-8 ({exc.reason} at byte {exc.start})"
         good = [k for i, k in enumerate(keys) if i not in bad]
         return pa.array(good, type=pa.binary()).cast(pa.string()), bad
-
-    def _empty_payload(self) -> list[pa.Array]:
-        return [pa.array([], type=f.type) for f in self.payload_schema]
-
-    def _read_json(self, data: bytes) -> pa.Table:
-        block = max(1 << 20, len(data) + 1)
-        return pa_json.read_json(
-            io.BytesIO(data),
-            read_options=pa_json.ReadOptions(use_threads=False, block_size=block),
-            parse_options=self._parse_options,
-        )
-
-    def _parse_json_fast(self, values: list[bytes | None]) -> list[pa.Array] | None:
-        """Parse all values at once; ``None`` if any value is missing, multi-line or bad."""
-        if not _no_none(values):
-            return None
-        joined = b"\n".join(values)
-        if joined.count(b"\n") != len(values) - 1 or b"\r" in joined:
-            return None
-        try:
-            table = self._read_json(joined)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            return None
-        if table.num_rows != len(values):
-            return None
-        return [table.column(f.name).combine_chunks().cast(f.type) for f in self.payload_schema]
-
-    def _find_bad_json(self, values: list[bytes | None]) -> list[BadRecord]:
-        bad: list[BadRecord] = []
-        for index, value in enumerate(values):
-            if value is None:
-                bad.append(BadRecord(index, "null payload (tombstone)"))
-                continue
-            try:
-                rows = self._read_json(value).num_rows
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-                bad.append(BadRecord(index, str(exc).splitlines()[0][:200]))
-                continue
-            if rows != 1:
-                bad.append(BadRecord(index, f"payload holds {rows} JSON objects, expected 1"))
-        return bad
 
     # -- metadata -------------------------------------------------------------------------------
 

@@ -53,13 +53,14 @@ class RecordFields:
 
     @classmethod
     def of(cls, config: KafkaSourceConfig, *, keeps_rejected: bool) -> RecordFields:
-        """The fields a source of ``config`` needs: its metadata columns and, when it keeps
-        rejected records (``on-bad-record=skip``), the timestamp and key of every rejected row."""
+        """The fields a source of ``config`` needs: its metadata columns, the keys in upsert mode
+        (a delete's key fields may come from its record key) and, when it keeps rejected records
+        (``on-bad-record=skip``), the timestamp and key of every rejected row."""
         metadata = config.include_metadata
         return cls(
             topic=config.topics[0] if len(config.topics) == 1 and config.topic_pattern is None else None,
             timestamps="_timestamp" in metadata or keeps_rejected,
-            keys="_key" in metadata or keeps_rejected,
+            keys="_key" in metadata or keeps_rejected or bool(config.upsert_keys),
             headers="_headers" in metadata,
             value_column=config.format is Format.RAW,
         )

@@ -17,7 +17,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import Format, KafkaSourceConfig
-from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder, metadata_fields
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
+from laminar_kafka.kafka_source.decode.debezium import infer_row_schema
 from laminar_kafka.kafka_source.read.startup import query_broker_facts, source_consumer
 from laminar_kafka.kafka_source.schema_registry.arrow_types import UnsupportedSchemaError, payload_fields
 
@@ -43,22 +44,25 @@ def configured_schema(config: KafkaSourceConfig, json_schema: pa.Schema | None) 
     payload columns here: its batches carry the newest writer schema seen
     (:mod:`laminar_kafka.kafka_source.schema_registry.decode`); see :func:`registry_subject_schema` for a preview.
     """
-    if config.format is Format.JSON:
+    if config.format.reads_json:
         payload = json_schema or config.json_schema
         if payload is None:
-            raise ConfigurationError("format=json needs json-schema or discover_schema()")
-        return pa.schema(list(payload) + metadata_fields(config.include_metadata))
+            raise ConfigurationError(f"format={config.format.value} needs json-schema or discover_schema()")
+        return BatchBuilder(config, payload).schema
     return BatchBuilder(config).schema
 
 
 def infer_json_schema(config: KafkaSourceConfig, sample: list[bytes]) -> pa.Schema:
-    """The payload schema of JSON ``sample`` values (every field nullable).
+    """The payload schema of JSON ``sample`` values (every field nullable); ``debezium-json``: of
+    the rows of the sampled events (:func:`~laminar_kafka.kafka_source.decode.debezium.infer_row_schema`).
 
     Raises :class:`ConfigurationError` if the sample is empty or does not parse as JSON.
     """
     lines = [v.replace(b"\n", b" ").replace(b"\r", b" ") for v in sample if v]
     if not lines:
         raise ConfigurationError(f"cannot infer a JSON schema: topics {config.topics} are empty")
+    if config.format is Format.DEBEZIUM_JSON:
+        return infer_row_schema(lines)
     try:
         table = pa_json.read_json(io.BytesIO(b"\n".join(lines)))
     except pa.ArrowInvalid as exc:

@@ -5,7 +5,7 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message
 
 from laminar_kafka.errors import ConfigurationError
-from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig, TombstonePolicy
 from laminar_kafka.kafka_source.decode.arrow_batch import HEADERS_TYPE, BatchBuilder, timestamp_array
 
 BASE = {"bootstrap.servers": "b:1", "topic": "t", "group.id": "g"}
@@ -124,7 +124,8 @@ def test_json_tombstone_is_bad_by_default_and_a_row_of_nulls_with_on_tombstone_r
 
 
 def test_on_tombstone_takes_bad_or_row_only() -> None:
-    assert KafkaSourceConfig.from_properties(BASE).on_tombstone.value == "bad"
+    assert KafkaSourceConfig.from_properties(BASE).on_tombstone is None  # bad, or a delete in upsert mode
+    assert KafkaSourceConfig.from_properties({**BASE, "on-tombstone": "bad"}).on_tombstone is TombstonePolicy.BAD
     with pytest.raises(ConfigurationError, match="on-tombstone"):
         KafkaSourceConfig.from_properties({**BASE, "on-tombstone": "skip"})
 
