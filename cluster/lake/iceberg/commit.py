@@ -360,7 +360,9 @@ class IcebergOutput:
             raise SinkError(f"cannot add epoch {epoch}'s files: {exc}", cause=exc) from None
         table = without_blind_retries(table)
         # one evolution of the table (as now loaded) to take every file: schema versions may be mixed
-        evolution = plan_evolution(table.schema(), [iceberg_schema_of(schema) for schema in schemas])
+        keys = self.settings.upsert_keys  # upsert mode: the table's columns are the rows' but _op, keys required
+        evolution = plan_evolution(table.schema(), [iceberg_schema_of(keyed_arrow_schema(schema, keys) if keys else schema)
+                                                    for schema in schemas])
         if evolution.conflict is not None:
             source = f"file {published[evolution.conflict.file_index]}"
             raise SinkError(evolution.conflict.describe(name, source))
@@ -376,9 +378,9 @@ class IcebergOutput:
             summary[RECORD_SUMMARY_KEY] = record.only_topic(topic).to_json().decode()
         started = time.monotonic()
         try:
-            if self.settings.upsert_keys:  # copy-on-write of the touched keys, one transaction too
-                commit_upsert(table, self.settings.upsert_keys, paths, summary,
-                              {epoch_property(self.pipeline): str(epoch)})
+            if keys:  # copy-on-write of the touched keys, one transaction too
+                commit_upsert(table, keys, paths, summary, {epoch_property(self.pipeline): str(epoch)},
+                              evolution.steps)
             else:
                 with table.transaction() as transaction:
                     if evolution.steps:

@@ -5,7 +5,7 @@ in ONE catalog transaction.
 (:func:`~laminar_kafka.cluster.lake.iceberg.upsert.reduce_changes`: last change per key by offset,
 deletes dropped), then, in one transaction:
 
-- evolves the schema when the rows bring new columns (``_op`` is never a column of the table);
+- evolves the schema as the caller planned it (``_op`` is never a column of the table);
 - finds the data files that may hold a touched key (all files of the current snapshot, except those
   a partition field over a key column rules out: with ``partition-by bucket[N](key)`` only the
   touched buckets' files are read), reads their key columns, and rewrites each file holding a
@@ -35,8 +35,8 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 
-from laminar_kafka.cluster.lake.iceberg.tables import evolves, optional_additions
-from laminar_kafka.cluster.lake.iceberg.upsert import keyed_arrow_schema, plain, reduce_changes, row_numbers
+from laminar_kafka.cluster.lake.iceberg.evolution import Step, apply_evolution
+from laminar_kafka.cluster.lake.iceberg.upsert import plain, reduce_changes, row_numbers
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +79,10 @@ def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def commit_upsert(table: Table, keys: Sequence[str], paths: Sequence[str], summary: Mapping[str, str],
-                  properties: Mapping[str, str]) -> UpsertStats:
+                  properties: Mapping[str, str], steps: Sequence[Step] = ()) -> UpsertStats:
     """Apply the change files at ``paths`` to ``table`` (keyed by ``keys``) and set ``properties``,
-    in one catalog commit. Raises what the catalog raises (``CommitFailedException`` on a lost race:
+    in one catalog commit, after the schema evolution ``steps`` (planned by the caller on the rows'
+    schemas without ``_op``, keys required: :func:`~laminar_kafka.cluster.lake.iceberg.upsert.keyed_arrow_schema`). Raises what the catalog raises (``CommitFailedException`` on a lost race:
     the caller reloads the table and tries again), :class:`KeyConflict` for an epoch that cannot be
     applied, ``ValueError`` for rows the table cannot take."""
     changes = read_changes(table, paths)
@@ -89,10 +90,9 @@ def commit_upsert(table: Table, keys: Sequence[str], paths: Sequence[str], summa
     written: list[str] = []
     try:
         with table.transaction() as transaction:
-            incoming = keyed_arrow_schema(changes.schema, keys)
-            if evolves(table.schema(), incoming):
+            if steps:
                 with transaction.update_schema() as update:
-                    update.union_by_name(optional_additions(table.schema(), incoming))
+                    apply_evolution(update, steps)
             if transaction.table_metadata.name_mapping() is None:  # files without field ids (compaction's) read by name
                 transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING:
                                             transaction.table_metadata.schema().name_mapping.model_dump_json()})
