@@ -13,8 +13,13 @@ Rules that make it exactly once:
 - Rows written after epoch E's barrier go to new ``open`` files; :meth:`ParquetSink.seal` renames
   every open file of both streams, in every directory, to its ``epoch-E`` staged name (same
   directory) and returns them for the ack.
-- A batch whose schema differs from the open file's (an evolved schema) closes that file and
-  starts a new one: both are sealed and published with the epoch.
+- Each directory has one open file per schema: rows of an evolved schema go to a file of their
+  own, and rows of a version seen before in the epoch to that version's file (schema versions that
+  alternate write one file per version, not one per change); all are sealed with the epoch.
+- Writer memory is bounded (``writer_memory_bytes``): past it, the coldest writers flush their
+  buffers early as smaller row groups, and close their files early if those cost too much
+  (:mod:`~laminar_kafka.cluster.lake.parquet.writer_memory`). Files may be smaller, rows are
+  neither lost nor written twice: a flushed row leaves the buffer, a closed file is sealed.
 - :func:`publish` renames exactly what a committed manifest lists; a file already published is
   left alone (idempotent), a missing staged file whose final file exists counts as published.
 - :func:`recover` publishes sealed files of epoch E <= the latest committed epoch iff manifest E lists
@@ -30,7 +35,7 @@ import os
 import posixpath
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -39,10 +44,12 @@ import pyarrow.parquet as pq
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options
-from laminar_kafka.cluster.lake.parquet.staged_files import DirectoryFiles, StreamFiles
-from laminar_kafka.cluster.lake.parquet.tree_lock import publishing
+from laminar_kafka.cluster.lake.parquet.staged_files import DirectoryFiles, StreamFiles, writer_uses
+from laminar_kafka.cluster.lake.parquet.staged_publish import publish
+from laminar_kafka.cluster.lake.parquet.writer_memory import DEFAULT_WRITER_MEMORY_BYTES, WriterUse, relieve
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.partitioning import check_topic, split_by_partition
+from laminar_kafka.cluster.lake.routing import Router
 from laminar_kafka.cluster.lake.staged_names import (
     REJECTED_DIR,
     STAGING_DIR,
@@ -86,10 +93,6 @@ def _join(root: str, relative: str) -> str:
     return f"{root}/{relative}" if root else relative
 
 
-def _exists(fs: pafs.FileSystem, path: str) -> bool:
-    return fs.get_file_info(path).type == pafs.FileType.File
-
-
 class ParquetSink:
     """One node's writer: appends batches to open staged files and seals them at each barrier.
 
@@ -97,12 +100,13 @@ class ParquetSink:
     ``rejected`` argument). Rows are split by ``_topic`` and by ``partitioning`` (the pipeline's
     ``partition-by``) into partition directories, each with its own open file; a batch without ``_topic`` goes to
     ``default_topic``'s directories. Rejected records are not partitioned. Not thread-safe: the
-    runtime calls it from one executor thread at a time. In each directory a file rotates when
-    ``max_file_bytes`` is reached (the next row group goes to a new open file) and when a batch's
-    schema differs from the open file's (a schema change: the new file has the new schema). Row
-    groups hold ``row_group_rows`` rows (fewer at a barrier or a schema change). At most
-    ``max_open_files`` files per stream are open: opening one more first closes the least recently
-    used (it stays unsealed and is sealed at the next seal).
+    runtime calls it from one executor thread at a time. Each directory has one writer per schema
+    (one open file and one buffer each); a file rotates when ``max_file_bytes`` is reached (the next
+    row group goes to a new open file). Row groups hold ``row_group_rows`` rows (fewer at a barrier
+    or an early flush). At most ``max_open_files`` files per stream are open: opening one more first
+    closes the least recently used (it stays unsealed and is sealed at the next seal). The buffers
+    and open files of both streams cost at most about ``writer_memory_bytes`` (0: no bound) after
+    each :meth:`write`: past it the coldest writers flush early, then close early.
     """
 
     def __init__(
@@ -117,6 +121,8 @@ class ParquetSink:
         partitioning: PartitionSpec = DAY_PARTITIONING,
         default_topic: str | None = None,
         max_open_files: int = 64,
+        writer_memory_bytes: int = DEFAULT_WRITER_MEMORY_BYTES,
+        router: Router | None = None,
     ) -> None:
         self.fs, self.root = filesystem or open_output(output)
         self.node_id = node_id
@@ -124,12 +130,20 @@ class ParquetSink:
         self.row_group_rows = row_group_rows
         self.partitioning = partitioning
         self.default_topic = None if default_topic is None else check_topic(default_topic)
+        self.router = router  # table-template routing (None: one table per topic)
         self._boot_id = _check_boot(boot_id)
         self._seq = 0
         if max_open_files < 1:
             raise SinkError(f"max_open_files {max_open_files} must be >= 1")
         self._streams = {stream: StreamFiles(stream, max_open_files) for stream in OutputStream}
         self.files_sealed = 0
+        if writer_memory_bytes < 0:
+            raise SinkError(f"writer_memory_bytes {writer_memory_bytes} must be >= 0 (0: no bound)")
+        self.writer_memory_bytes = writer_memory_bytes
+        #: buffers flushed, and files closed, early because the writers passed ``writer_memory_bytes``
+        self.early_flushes = 0
+        self.early_closes = 0
+        self._tick = 0
 
     @property
     def boot_id(self) -> str:
@@ -148,7 +162,7 @@ class ParquetSink:
     @property
     def open_directories(self) -> int:
         """Directories (of both streams) holding rows not sealed yet: buffered, open or closed."""
-        return sum(len(files) for files in self._streams.values())
+        return sum(files.directories for files in self._streams.values())
 
     @property
     def open_files(self) -> int:
@@ -159,6 +173,11 @@ class ParquetSink:
     def files_closed_early(self) -> int:
         """Files closed before their seal because a stream had ``max_open_files`` open files."""
         return sum(files.files_closed_early for files in self._streams.values())
+
+    @property
+    def writer_memory(self) -> int:
+        """Bytes the writers hold now: buffered rows and open files (the estimate the bound counts)."""
+        return sum(use.total for use in self._uses(self._writers()))
 
     def check_writable(self) -> None:
         """Create the root and staging directory and prove a file can be written and removed there.
@@ -183,22 +202,46 @@ class ParquetSink:
         :func:`laminar_kafka.cluster.lake.partitioning.split_by_partition`); nothing of the call is written then.
         """
         rows = self._streams[OutputStream.ROWS]
-        parts = split_by_partition(batch, self.partitioning, self.default_topic)
+        refused = None  # rows the table-template cannot route, as rejected records
+        if self.router is None:
+            parts = split_by_partition(batch, self.partitioning, self.default_topic)
+        else:
+            parts, refused = self.router.split(batch, self.partitioning)
         for directory, part in parts:
-            self._append(rows, rows.use(directory), part)
-        if rejected is not None and rejected.num_rows:
-            stream = self._streams[OutputStream.REJECTED]
-            self._append(stream, stream.use(""), rejected)
+            self._append(rows, directory, part)
+        for more in (rejected, refused):
+            if more is not None and more.num_rows:
+                self._append(self._streams[OutputStream.REJECTED], "", more)
+        if self.writer_memory_bytes:
+            self._bound_memory()
 
-    def _append(self, stream: StreamFiles, files: DirectoryFiles, batch: pa.RecordBatch) -> None:
+    def _append(self, stream: StreamFiles, directory: str, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        if files.buffer and not files.buffer[0].schema.equals(batch.schema, check_metadata=False):
-            self._flush(stream, files)  # a schema change: the buffered rows keep their schema
-        files.buffer.append(batch)
-        files.buffered_rows += batch.num_rows
+        files = stream.use(directory, batch.schema)
+        self._tick += 1
+        files.last_used = self._tick
+        files.add(batch)
         if files.buffered_rows >= self.row_group_rows:
             self._flush(stream, files)
+
+    def _writers(self) -> list[DirectoryFiles]:
+        return [files for stream in self._streams.values() for files in stream]
+
+    def _uses(self, writers: list[DirectoryFiles]) -> list[WriterUse]:
+        return writer_uses(writers, buffered_output=not isinstance(self.fs, pafs.LocalFileSystem))
+
+    def _bound_memory(self) -> None:
+        """Past ``writer_memory_bytes``: flush the coldest writers' buffers early, then close the
+        coldest open files (:func:`relieve`); a closed file stays unsealed until the seal."""
+        writers = self._writers()
+        relief = relieve(self._uses(writers), self.writer_memory_bytes)
+        for index in relief.flush:
+            self._flush(self._streams[writers[index].stream], writers[index])
+        for index in relief.close:
+            writers[index].close_current()
+        self.early_flushes += len(relief.flush)
+        self.early_closes += len(relief.close)
 
     def flush(self) -> None:
         """Write every buffered row to the open staged files (still unsealed)."""
@@ -212,14 +255,12 @@ class ParquetSink:
         table = pa.Table.from_batches(files.buffer)
         files.drop_buffer()
         try:
-            if files.writer is not None and not files.writer.schema.equals(table.schema, check_metadata=False):
-                logger.info("%s schema changed in %r; starting a new staged file", stream.stream.value, files.directory)
-                files.close_current()
             if files.writer is None:
                 stream.make_room(files)
                 self._open(files, table.schema)
             assert files.writer is not None and files.output is not None
             files.writer.write_table(table, row_group_size=self.row_group_rows)
+            files.row_groups += -(-table.num_rows // self.row_group_rows)
             stream.rows_written += table.num_rows
             if files.output.tell() >= self.max_file_bytes:
                 files.close_current()
@@ -249,11 +290,11 @@ class ParquetSink:
                 for files in stream:
                     self._flush(stream, files)
                     files.close_current()
-                    for name in files.unsealed:
-                        target = dataclasses.replace(name, epoch=epoch)
-                        self.fs.move(_join(self.root, name.staged_path()), _join(self.root, target.staged_path()))
-                        sealed.append(target.staged_path())
-                    files.unsealed = []
+                # in the order the files were opened (a schema version's file before a later one's)
+                for name in sorted((name for files in stream for name in files.unsealed), key=lambda n: n.seq):
+                    target = dataclasses.replace(name, epoch=epoch)
+                    self.fs.move(_join(self.root, name.staged_path()), _join(self.root, target.staged_path()))
+                    sealed.append(target.staged_path())
                 stream.forget_all()
         except (OSError, pa.ArrowException) as exc:
             raise SinkError(f"cannot seal staged output of epoch {epoch}: {exc}", cause=exc) from exc
@@ -297,63 +338,6 @@ def _check_boot(boot_id: str) -> str:
     if not _BOOT_RE.fullmatch(boot_id):
         raise SinkError(f"boot id {boot_id!r} must match {_BOOT_RE.pattern}")
     return boot_id
-
-
-def publish(fs: pafs.FileSystem, root: str, staged: Iterable[str]) -> int:
-    """Publish the listed sealed staged files by renaming each to its final name. Idempotent.
-
-    Returns how many files this call renamed. Raises :class:`SinkError` when a listed file is
-    neither staged nor published (committed output lost) or a rename fails.
-
-    On a local filesystem the renames hold the tree's shared publish lock (one lock per call,
-    :func:`~laminar_kafka.cluster.lake.parquet.tree_lock.publishing`): a compaction, which holds it
-    exclusively, never exchanges a directory while a file is renamed into it.
-    """
-    listed = list(staged)
-    if not listed:
-        return 0
-    with publishing(fs, root):
-        return _publish_listed(fs, root, listed)
-
-
-def _publish_listed(fs: pafs.FileSystem, root: str, staged: list[str]) -> int:
-    renamed = 0
-    directories: set[str] = set()
-    for relative in staged:
-        source = _join(root, relative)
-        published = final_path(relative)
-        target = _join(root, published)
-        try:
-            if _exists(fs, source):
-                if _exists(fs, target):
-                    fs.delete_file(source)  # a copy-based move (object stores) was interrupted
-                else:
-                    directory = posixpath.dirname(published)
-                    if directory and directory not in directories:
-                        fs.create_dir(_join(root, directory), recursive=True)
-                        directories.add(directory)
-                    fs.move(source, target)
-                    renamed += 1
-            elif not _exists(fs, target):
-                raise SinkError(f"committed output {relative!r} is neither staged nor published")
-        except (OSError, pa.ArrowException) as exc:
-            if _moved_by_another(fs, source, target):
-                continue  # another node published it between our check and our move: done
-            if isinstance(exc, FileNotFoundError):
-                raise SinkError(f"committed output {relative!r} vanished while publishing") from None
-            raise SinkError(f"cannot publish {relative!r}: {exc}", cause=exc) from exc
-    return renamed
-
-
-def _moved_by_another(fs: pafs.FileSystem, source: str, target: str) -> bool:
-    """Whether a failed move of ``source`` lost a race to another node's move of the same file: the
-    source is gone and the target is there. Every node of an Iceberg pipeline publishes every file
-    of an epoch; on an object store a move is a copy then a delete, and a copy whose source another
-    node deleted meanwhile fails with ``NoSuchKey`` (an ``OSError``, not ``FileNotFoundError``)."""
-    try:
-        return not _exists(fs, source) and _exists(fs, target)
-    except (OSError, pa.ArrowException):
-        return False
 
 
 @dataclass(frozen=True)
