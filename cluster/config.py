@@ -54,6 +54,7 @@ from laminar_kafka.connector.settings import Layer
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.config.values import parse_upsert_keys
 from laminar_kafka.kafka_source.config.topics import TopicSelector
 
 __all__ = [
@@ -197,6 +198,9 @@ class NodeSettings:
     def _check_lake(self) -> None:
         self._check_partitioning()
         if self.table_format != TableFormat.ICEBERG.value:
+            if self.upsert_keys or self.format == "debezium-json":  # a Parquet tree only appends files
+                raise ConfigurationError("upsert-keys and format=debezium-json need table-format=iceberg (keyed tables "
+                                         "with updates and deletes); the Parquet tree is append-only")
             if self.table_location != TableLocation.OUTPUT.value:
                 raise ConfigurationError("table-location goes with table-format=iceberg, and only with it")
             for name in ("table", "namespace", "catalog-uri"):
@@ -245,6 +249,7 @@ class NodeSettings:
             table=self.table or None,
             properties=self.iceberg,
             table_location=TableLocation(self.table_location),
+            upsert_keys=parse_upsert_keys(self.upsert_keys or ""),
         )
 
     @property
