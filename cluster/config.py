@@ -166,9 +166,9 @@ class NodeSettings:
         if quiet != 0 and quiet < self.checkpoint_interval_ms:
             raise ConfigurationError(f"quiet-checkpoint-interval-ms must be 0 (off) or at least checkpoint-interval-ms "
                                      f"({self.checkpoint_interval_ms}), got {quiet}")
-        if self.json_schema and self.format != "json":
-            raise ConfigurationError("json-schema goes with format=json, and only with it")
-        if self.format not in ("raw", "json") and not self.schema_registry_url:
+        if self.json_schema and self.format not in ("json", "debezium-json"):
+            raise ConfigurationError("json-schema goes with format=json or debezium-json, and only with them")
+        if self.format not in ("raw", "json", "debezium-json") and not self.schema_registry_url:
             raise ConfigurationError(f"format={self.format} needs schema-registry-url (the Confluent wire format)")
         if self.zk_auth and (":" not in self.zk_auth or self.zk_auth.startswith(":")):
             raise ConfigurationError("zk-auth must be user:password")
