@@ -49,7 +49,7 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
     open_catalog,
     table_location,
 )
-from laminar_kafka.cluster.lake.iceberg.upsert import keyed_arrow_schema, keyed_schema
+from laminar_kafka.cluster.lake.iceberg.upsert import check_keys, keyed_arrow_schema, keyed_schema
 from laminar_kafka.cluster.lake.iceberg.upsert_commit import commit_upsert
 from laminar_kafka.cluster.lake.parquet import sink
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
@@ -177,6 +177,7 @@ class IcebergOutput:
                     if schema is not None:
                         self._check_takes(table, schema, source="the records", error=ConfigurationError)
                     check_partitioning(table, self.partitioning)
+                    check_keys(".".join(table.name()), table.schema().identifier_field_names(), self.settings.upsert_keys)
                 elif schema is not None:
                     self._create(topic, schema)
         except ConfigurationError:

@@ -27,8 +27,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField
 
 from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.errors import ConfigurationError
 
-__all__ = ["OP_COLUMN", "KeyConflict", "Reduced", "keyed_arrow_schema", "keyed_schema", "reduce_changes",
+__all__ = ["OP_COLUMN", "KeyConflict", "Reduced", "check_keys", "keyed_arrow_schema", "keyed_schema", "reduce_changes",
            "plain", "row_numbers", "without_op"]
 
 #: the change kind column of upsert mode (never a column of the table)
@@ -132,3 +133,13 @@ def reduce_changes(changes: pa.Table, keys: Sequence[str]) -> Reduced:
     deletes = pc.equal(winners.column(OP_COLUMN), DELETE)
     upserts = winners.filter(pc.invert(deletes)).drop_columns([OP_COLUMN])
     return Reduced(winners.select(list(keys)), upserts, pc.sum(deletes).as_py() or 0)
+
+
+def check_keys(name: str, identifier_fields: set[str], keys: Sequence[str]) -> None:
+    """Raise :class:`ConfigurationError` unless a table's identifier fields are exactly ``keys``
+    (none in append mode): a keyed table takes only upserts by its keys, an append-only one none."""
+    if identifier_fields == set(keys):
+        return
+    have = ",".join(sorted(identifier_fields)) or "nothing (append-only)"
+    want = ",".join(keys) or "nothing (append mode)"
+    raise ConfigurationError(f"iceberg table {name} is keyed by {have}, but setting upsert-keys is {want} here")

@@ -17,6 +17,7 @@ from laminar_kafka.cluster.lake.iceberg.tables import data_file_count
 from laminar_kafka.cluster.lake.iceberg.upsert_commit import commit_upsert
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.settings import IcebergSettings
+from laminar_kafka.errors import ConfigurationError
 from tests import duckdb_queries as q
 from tests.unit.cluster.iceberg_fakes import DAY_1, Lake
 
@@ -206,3 +207,17 @@ def test_compaction_keeps_the_state_and_the_identifier_fields(tmp_path: Path) ->
     assert current(table) == expected and duckdb_state(tmp_path, table) == expected
     assert table.schema().identifier_field_names() == {"id"}
     assert not any(task.delete_files for task in table.scan().plan_files())  # copy-on-write: none to fold
+
+
+def test_the_start_check_refuses_a_table_keyed_otherwise(tmp_path: Path) -> None:
+    lake = keyed_lake(tmp_path)
+    stage(lake, 1, changes(0, [0], [1], ["c"]))
+    lake.publish(lake.output(), 1)
+    lake.output().check(["orders"], None)  # the same keys: fine
+    append_only = Lake(tmp_path, partitioning=NONE)
+    with pytest.raises(ConfigurationError, match="iceberg table pipe.orders is keyed by id, but setting "
+                                                 "upsert-keys is nothing \\(append mode\\) here"):
+        append_only.output().check(["orders"], None)
+    other = keyed_lake(tmp_path, keys=("id", "region"))
+    with pytest.raises(ConfigurationError, match="keyed by id, but setting upsert-keys is id,region"):
+        other.output().check(["orders"], None)
