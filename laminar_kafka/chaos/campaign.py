@@ -34,7 +34,7 @@ registry; kinds in ``faults_nodes``, ``faults_infra`` and ``faults_state``, shar
 ``fault_api``), ``lake`` (the run's lake and the s3-rest lake's services), ``nodes`` (processes,
 their argv and network namespaces, supervision), ``producer``,
 ``servers`` (probe, session expiry, output mount), ``monitor`` (stack reuse, recovery), ``report``
-(results, table), ``evidence`` (the audit, first evidence of a violation).
+(results, table), ``evidence`` (the audit, first evidence of a violation), ``cdc`` (``--pipeline cdc``).
 """
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from laminar_kafka.chaos.evidence import audit_run, log_evidence
+from laminar_kafka.chaos.cdc.pipelines import auditor, new_producer, node_flags
+from laminar_kafka.chaos.evidence import log_evidence
 from laminar_kafka.chaos.faults import FAULTS, FaultContext, TopicBook
 from laminar_kafka.chaos.lake import LakeServices, local_lake
 from laminar_kafka.chaos.monitor import Monitor, StackPool
@@ -101,13 +102,18 @@ class CampaignConfig:
     #: ``local`` (one output directory the nodes share) or ``s3-rest`` (each node in its own
     #: directory, Iceberg on SeaweedFS S3 through a REST catalog: :mod:`laminar_kafka.chaos.lake`)
     lake: str = "local"
+    #: ``append`` or ``cdc`` (``keys`` keys' changes upserted into Iceberg: :mod:`laminar_kafka.chaos.cdc.pipelines`)
+    pipeline: str = "append"
+    keys: int = 2000
 
     def __post_init__(self) -> None:
         if self.lake not in LAKES:
             raise ValueError(f"unknown lake {self.lake!r} (lakes: {', '.join(LAKES)})")
+        if self.pipeline == "cdc" and self.table_format is not TableFormat.ICEBERG:
+            raise ValueError("the cdc pipeline upserts into Iceberg tables (table_format iceberg)")
         if self.lake == "s3-rest" and self.table_format is not TableFormat.ICEBERG:
             raise ValueError("the s3-rest lake lands Iceberg tables (table_format iceberg)")
-        foreign = [k for k in self.kinds if k not in kinds_of_lake(self.lake)]
+        foreign = [k for k in self.kinds if k not in kinds_of_lake(self.lake, self.pipeline)]
         if foreign:
             raise ValueError(f"kinds {foreign} do not apply to the {self.lake} lake")
 
@@ -207,8 +213,8 @@ def _start_pipeline(run: _Run, stack: DevStack, started: _Started) -> tuple[Faul
     create_topic(stack.bootstrap, first, config.partitions, replication=replication)
     run.topics.partitions[first] = config.partitions
     run.result.topics = (first,)
-    producer = started.producer = ChaosProducer(
-        stack.bootstrap, config.rate, seed=plan.seed,
+    producer = started.producer = new_producer(
+        config.pipeline, stack.bootstrap, config.rate, seed=plan.seed, keys=config.keys, partitions=config.partitions,
         transactional_id=f"{run.prefix}-txn" if plan.transactional else None)
     producer.add_partitions(first, config.partitions)
     producer.start()
@@ -222,6 +228,7 @@ def _start_pipeline(run: _Run, stack: DevStack, started: _Started) -> tuple[Faul
         settings += ["--topology-interval-ms", "1000"]
     if config.partition_by != "day":
         settings += ["--partition-by", config.partition_by]
+    settings += node_flags(config.pipeline)
     argv = node_argv(stack, topic_arg, run.prefix, run.lake.node_flags, settings)
     nodes = started.nodes = NodeSet(argv, run.dir / "logs", network, node_dir=run.lake.prepare_node,
                                     env=run.lake.node_env)
@@ -384,7 +391,7 @@ def run_seed(seed: int, config: CampaignConfig, pool: StackPool, base: Path, tok
         ctx, monitor = _start_pipeline(run, stack, started)
         _inject_faults(run, ctx, monitor)
         _stop_production_and_catch_up(run, ctx, monitor)
-        audit_run(run.result, run.topics.partitions, ctx.producer, run.lake, stack.bootstrap)
+        auditor(config.pipeline)(run.result, run.topics.partitions, ctx.producer, run.lake, stack.bootstrap)
     except Exception as exc:  # a run failure is a result, not a crash of the campaign
         run.result.error = f"{type(exc).__name__}: {exc}"
         logger.debug("seed %d failed", seed, exc_info=True)

@@ -10,12 +10,14 @@ longer than the event asks for.
 
 The kinds live in :mod:`laminar_kafka.chaos.faults_nodes` (processes and sessions),
 :mod:`laminar_kafka.chaos.faults_infra` (topics, servers, network, producer, output, the object store
-and the catalog) and
+and the catalog),
 :mod:`laminar_kafka.chaos.faults_state` (control state lost, replaced or rolled back, the lake rolled back,
-a misconfigured node); what they share in :mod:`laminar_kafka.chaos.fault_api`.
+a misconfigured node) and :mod:`laminar_kafka.chaos.cdc.faults` (the CDC pipeline's upserts); what they
+share in :mod:`laminar_kafka.chaos.fault_api`.
 """
 from __future__ import annotations
 
+from laminar_kafka.chaos.cdc.faults import CompactDuringUpserts, HotKeys, KillCommitter, MoveHotPartition
 from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, TopicBook
 from laminar_kafka.chaos.faults_infra import (
     AbortBurst,
@@ -51,7 +53,8 @@ FAULTS: dict[str, Fault] = {f.kind: f for f in (
     SlowLinks(), AbortBurst(), OutputFault("output-readonly"), OutputFault("output-full"),
     ZooKeeperSubtreeLost(), ZooKeeperReplaced(), ZooKeeperRollback(), LakeRollback(), MisconfiguredNode(),
     LakeServiceRestart("store-restart"), LakeServiceCut("store-unreachable"), LakeServiceRestart("catalog-restart"),
-    LakeServiceCut("catalog-unreachable"), CatalogSlow(),
+    LakeServiceCut("catalog-unreachable"), CatalogSlow(), KillCommitter(), CompactDuringUpserts(), HotKeys(),
+    MoveHotPartition(),
 )}
 
 if set(FAULTS) != set(ALL_KINDS):  # pragma: no cover - a programming error, caught by the unit tests

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "ALL_KINDS", "KINDS", "KindSpec", "LAKES", "LAKE_KINDS", "MISCONFIGURED_SETTINGS", "SPECS", "kinds_of_lake",
-    "parse_kinds",
+    "ALL_KINDS", "CDC_KINDS", "KINDS", "KindSpec", "LAKES", "LAKE_KINDS", "MISCONFIGURED_SETTINGS", "PIPELINES", "SPECS",
+    "kinds_of_lake", "parse_kinds",
 ]
 
 
@@ -41,6 +41,8 @@ class KindSpec:
     topology: bool = False
     #: the kind acts on the object store and the REST catalog (only with the ``s3-rest`` lake)
     services: bool = False
+    #: the kind acts on a CDC pipeline's upserts (only with ``--pipeline cdc``)
+    cdc: bool = False
 
     @property
     def heavy(self) -> bool:
@@ -98,26 +100,52 @@ _LAKE_SPEC_LIST = (
              services=True),
 )
 
+# The kinds of the CDC pipeline (``laminar-kafka chaos --pipeline cdc``: Debezium change events upserted
+# into Iceberg tables; laminar_kafka.chaos.cdc.faults). Not in KINDS either, for the same reason.
+_CDC_SPEC_LIST = (
+    KindSpec("kill-committer", "SIGKILL the node whose turn it is to commit an epoch's tables, while it commits",
+             10.0, topology=True, cdc=True),
+    KindSpec("compact-during-upserts", "run `laminar-kafka compact` on the table while the nodes upsert", 8.0,
+             cdc=True),
+    KindSpec("hot-keys", "a burst of updates (and deletes) to a few keys across many epochs", 6.0, cdc=True),
+    KindSpec("move-hot-partition", "a burst of updates to keys of one partition while its owner leaves (its "
+             "partition moves to another node), a new node joining after it when the floor needs one", 10.0,
+             topology=True, cdc=True),
+)
+
 #: ``misconfigured-node``: the settings it changes (the fault picks the value: see chaos_faults_state)
 MISCONFIGURED_SETTINGS = ("vnode-count", "format", "partition-by", "source-identity", "output")
 
 #: every kind, by name (the lake kinds included)
-SPECS: Mapping[str, KindSpec] = {spec.name: spec for spec in (*_SPEC_LIST, *_LAKE_SPEC_LIST)}
+SPECS: Mapping[str, KindSpec] = {spec.name: spec for spec in (*_SPEC_LIST, *_LAKE_SPEC_LIST, *_CDC_SPEC_LIST)}
 #: the default campaign's kinds (a local lake), in its round-robin order
 KINDS: tuple[str, ...] = tuple(spec.name for spec in _SPEC_LIST)
 #: the kinds of the object store and the catalog (``--lake s3-rest`` only)
 LAKE_KINDS: tuple[str, ...] = tuple(spec.name for spec in _LAKE_SPEC_LIST)
-#: every kind: :data:`KINDS`, then :data:`LAKE_KINDS` (the report's order)
-ALL_KINDS: tuple[str, ...] = KINDS + LAKE_KINDS
+#: the kinds of the CDC pipeline's upserts (``--pipeline cdc`` only)
+CDC_KINDS: tuple[str, ...] = tuple(spec.name for spec in _CDC_SPEC_LIST)
+#: every kind: :data:`KINDS`, then :data:`LAKE_KINDS`, then :data:`CDC_KINDS` (the report's order)
+ALL_KINDS: tuple[str, ...] = KINDS + LAKE_KINDS + CDC_KINDS
 #: the lakes a campaign lands into: ``local`` (one output directory the nodes share: a Parquet tree,
 #: or Iceberg with a SQLite catalog) and ``s3-rest`` (SeaweedFS S3 through an Iceberg REST catalog)
 LAKES: tuple[str, ...] = ("local", "s3-rest")
+#: what the campaign's pipeline lands: ``append`` (opaque records, every offset once: the default) or
+#: ``cdc`` (Debezium change events upserted into Iceberg tables: the final state of every key)
+PIPELINES: tuple[str, ...] = ("append", "cdc")
 
 
-def kinds_of_lake(lake: str) -> tuple[str, ...]:
+def kinds_of_lake(lake: str, pipeline: str = "append") -> tuple[str, ...]:
     """The kinds a campaign on ``lake`` draws by default, in round-robin order: ``local``:
     :data:`KINDS`; ``s3-rest``: :data:`KINDS` without those of a local output mount (a read-only or
-    full file system), then :data:`LAKE_KINDS`. Raises ValueError for an unknown lake."""
+    full file system), then :data:`LAKE_KINDS`. The ``cdc`` pipeline (local lake only): :data:`CDC_KINDS`
+    first (so a few seeds draw them all), then :data:`KINDS`. Raises ValueError for an unknown lake or
+    pipeline, or the cdc pipeline on another lake."""
+    if pipeline not in PIPELINES:
+        raise ValueError(f"unknown pipeline {pipeline!r} (pipelines: {', '.join(PIPELINES)})")
+    if pipeline == "cdc":
+        if lake != "local":
+            raise ValueError(f"the cdc pipeline runs on the local lake, not {lake!r}")
+        return CDC_KINDS + KINDS
     if lake == "local":
         return KINDS
     if lake == "s3-rest":
@@ -138,6 +166,8 @@ def parse_kinds(text: str | None, available: Sequence[str] = KINDS) -> tuple[str
         name = raw.strip()
         if not name:
             continue
+        if name in CDC_KINDS and name not in available:
+            raise ValueError(f"fault kind {name!r} needs --pipeline cdc")
         if name in SPECS and name not in available:
             lakes = [lake for lake in LAKES if name in kinds_of_lake(lake)]
             raise ValueError(f"fault kind {name!r} needs --lake {' or '.join(lakes)}")

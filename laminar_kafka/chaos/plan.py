@@ -43,8 +43,10 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from laminar_kafka.chaos.cdc.plan import cdc_event
 from laminar_kafka.chaos.kinds import (
     ALL_KINDS,
+    CDC_KINDS,
     KINDS,
     LAKE_KINDS,
     LAKES,
@@ -239,6 +241,8 @@ def _event(kind: str, rng: random.Random, members: _Membership, session_timeout_
     """(target, params, hold_s) of one event of ``kind``; updates the membership count."""
     if kind in LAKE_KINDS:
         return _lake_event(kind, rng, epoch_s)
+    if kind in CDC_KINDS:
+        return cdc_event(kind, rng, members, epoch_s)
     st = session_timeout_s
     if kind == "node-kill":
         return "node:any", [("phase", _round(rng.random())), *_kill_params(rng, members)], 0.0
@@ -400,14 +404,14 @@ def live_counts(events: Iterable[FaultEvent], node_count: int) -> list[int]:
     live = node_count
     counts = []
     for event in events:
-        if event.kind in ("node-kill", "kill-leader", "kill-donor", "kill-recipient"):
+        if event.kind in ("node-kill", "kill-leader", "kill-donor", "kill-recipient", "kill-committer"):
             trigger = event.param("trigger")
             live += 1 if trigger == "join" else -1 if trigger == "leave" else 0
             if event.kind == "kill-donor" and trigger == "leave":
                 live += 1 if event.param("restart") else 0
             else:
                 live -= 0 if event.param("restart") else 1
-        elif event.kind == "leave":
+        elif event.kind in ("leave", "move-hot-partition"):
             live -= 0 if event.param("rejoin") else 1
         elif event.kind == "join":
             live += 0 if event.param("replace") else 1

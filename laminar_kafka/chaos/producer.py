@@ -132,6 +132,13 @@ class ChaosProducer:
             else:
                 self.acked.setdefault(key, []).append(offset)
 
+    def _message(self, topic: str, partition: int) -> tuple[bytes | None, bytes | None]:
+        """The key and value of the next record (for ``topic:partition``): no key, an opaque value
+        numbered by :attr:`produced`. Called on the producing thread only, once per record produced
+        (a record the client refuses is asked for again: :mod:`laminar_kafka.chaos.cdc.producer`
+        keeps its change for the next call)."""
+        return None, b"chaos-%012d" % self.produced
+
     def _produce_due(self, started: float, until: float | None = None) -> None:
         due = int((time.monotonic() - started) * self._rate)
         while self.produced < due and not self._stop.is_set():
@@ -142,8 +149,9 @@ class ChaosProducer:
             if not targets:
                 return
             topic, partition = targets[self.produced % len(targets)]
+            key, value = self._message(topic, partition)
             try:
-                self._producer.produce(topic, value=b"chaos-%012d" % self.produced, partition=partition,
+                self._producer.produce(topic, key=key, value=value, partition=partition,
                                        on_delivery=self._delivered)
                 self.produced += 1
             except BufferError:

@@ -40,7 +40,8 @@ class FaultResult:
 @dataclass
 class RunResult:
     """One seed's run. ``exact``: the audit of every topic found nothing missing, duplicated,
-    unexpected or out of order, and no acknowledged record is absent from the output. ``ok``: exact,
+    unexpected or out of order (nor, for a CDC pipeline, a key undeleted or stale), and no
+    acknowledged record is absent from the output. ``ok``: exact,
     caught up, and no error."""
 
     seed: int
@@ -55,6 +56,11 @@ class RunResult:
     order_violations: int = 0
     acked_lost: int = 0
     aborted_in_output: int = 0
+    #: the CDC pipeline's audit (laminar_kafka.chaos.cdc.audit): keys live in the final state, keys
+    #: present that their last change deletes, keys showing another change than their last
+    keys: int = 0
+    undeleted: int = 0
+    stale: int = 0
     audited: bool = False
     caught_up: bool = False
     catch_up_s: float | None = None
@@ -68,7 +74,8 @@ class RunResult:
     @property
     def exact(self) -> bool:
         return (self.audited and self.missing == 0 and self.duplicated == 0 and self.unexpected == 0
-                and self.order_violations == 0 and self.acked_lost == 0 and self.aborted_in_output == 0)
+                and self.order_violations == 0 and self.acked_lost == 0 and self.aborted_in_output == 0
+                and self.undeleted == 0 and self.stale == 0)
 
     @property
     def ok(self) -> bool:

@@ -143,6 +143,15 @@ class ClusterProbe:
             self._manifest_key, self._cursors = key, {k: int(v) for k, v in cursors.items()}
             return dict(self._cursors)
 
+    def acked_by(self, epoch: int) -> list[int] | None:
+        """The ids of the nodes that acked committed ``epoch`` (its manifest's ``acked_by``); None
+        when the manifest cannot be read now (poll again)."""
+        try:
+            stored = self._store().read_stored_manifest(epoch)
+        except Exception:  # noqa: BLE001 - malformed, ZooKeeper away: poll again
+            return None
+        return sorted({node for node, _boot in stored.manifest.acked_by}) if stored is not None else None
+
     def leader(self) -> int | None:
         try:
             return self._store().read_leader()

@@ -63,19 +63,25 @@ def dev_tool(command: str, handler: Callable[[argparse.Namespace], int]) -> Call
 def cmd_chaos(args: argparse.Namespace) -> int:
     """The ``chaos`` command: run the campaign, print the table (or JSON), exit 0 iff every run was OK."""
     from laminar_kafka.chaos.campaign import CampaignConfig, run_campaign
+    from laminar_kafka.chaos.cdc.report import format_cdc_table
     from laminar_kafka.chaos.kinds import ALL_KINDS, kinds_of_lake, parse_kinds
     from laminar_kafka.chaos.report import campaign_json, format_table, summarize
 
     configure_command_logging(args, default_level="warning")
     try:
-        kinds = parse_kinds(args.kinds, kinds_of_lake(args.lake))
+        kinds = parse_kinds(args.kinds, kinds_of_lake(args.lake, args.pipeline))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    table_format = args.table_format or ("iceberg" if args.lake == "s3-rest" else "parquet")
+    cdc = args.pipeline == "cdc"
+    table_format = args.table_format or ("iceberg" if args.lake == "s3-rest" or cdc else "parquet")
     if args.lake == "s3-rest" and table_format != "iceberg":
         raise UsageError("--lake s3-rest lands Iceberg tables through the REST catalog: --table-format iceberg")
-    try:
-        PartitionSpec.parse(args.partition_by).check_sources(record_format="raw")
+    if cdc and table_format != "iceberg":
+        raise UsageError("--pipeline cdc upserts into Iceberg tables: --table-format iceberg")
+    if cdc and args.keys < args.partitions:
+        raise UsageError("--pipeline cdc needs --keys >= --partitions (every partition has keys)")
+    try:  # the cdc pipeline's rows are JSON (a payload field is checked record by record)
+        PartitionSpec.parse(args.partition_by).check_sources(record_format="json" if cdc else "raw")
     except (ClusterError, ConfigurationError) as exc:
         raise UsageError(f"--partition-by: {exc}") from exc
     if args.seeds < 1 or args.nodes < 2 or args.duration_s <= 0 or args.rate < 1 or args.partitions < 1:
@@ -85,19 +91,21 @@ def cmd_chaos(args: argparse.Namespace) -> int:
                             kinds_per_run=args.kinds_per_run,
                             max_extras=args.max_extras, workdir=Path(args.workdir) if args.workdir else None,
                             keep=args.keep, table_format=TableFormat(table_format), lake=args.lake,
-                            partition_by=args.partition_by)
+                            partition_by=args.partition_by, pipeline=args.pipeline, keys=args.keys)
     started = time.monotonic()
     results, base = run_campaign(config)
     rows = summarize(results, ALL_KINDS)
     if args.json:
         print(json.dumps(campaign_json(results, rows, time.monotonic() - started), indent=2, default=str))
     else:
-        print(format_table(rows, config.recovery_timeout_s))
+        print(format_cdc_table(results, ALL_KINDS, config.recovery_timeout_s) if cdc
+              else format_table(rows, config.recovery_timeout_s))
         failed = [r for r in results if not r.ok]
         for r in failed:
             print(f"seed {r.seed} ({', '.join(r.kinds)}): FAILED"
                   + (f": {r.error}" if r.error else f": {r.missing} missing, {r.duplicated} duplicated, "
-                     f"{r.unexpected} unexpected, {r.acked_lost} acknowledged lost, caught up {r.caught_up}")
+                     f"{r.unexpected} unexpected, {r.acked_lost} acknowledged lost, caught up {r.caught_up}"
+                     + (f", {r.undeleted} undeleted, {r.stale} stale" if cdc else ""))
                   + f"; workdir {r.workdir}")
         print(f"{len(results) - len(failed)}/{len(results)} run(s) exact in {time.monotonic() - started:.0f}s"
               + (f"; campaign directory {base}" if failed or config.workdir else ""))
@@ -106,13 +114,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 def add_chaos_command(commands: argparse._SubParsersAction[Parser]) -> None:
     """Register ``laminar-kafka chaos`` on the CLI's subcommands."""
-    from laminar_kafka.chaos.kinds import KINDS, LAKE_KINDS, LAKES  # pure: the fault kinds, for the help text
+    from laminar_kafka.chaos.kinds import CDC_KINDS, KINDS, LAKE_KINDS, LAKES, PIPELINES  # pure: for the help text
 
     chaos = commands.add_parser("chaos", help="a seeded chaos campaign over real processes, audited", description=(
         "For each seed: start Kafka and ZooKeeper, a producer and laminar-kafka nodes, apply the seed's schedule "
         "of faults, stop producing, catch up, audit (0 missing, 0 duplicated), and measure each fault's recovery. "
         "Prints a table per fault kind. Kinds: " + ", ".join(KINDS) + "; with --lake s3-rest (not output-readonly, "
-        "output-full) also: " + ", ".join(LAKE_KINDS)))
+        "output-full) also: " + ", ".join(LAKE_KINDS) + "; with --pipeline cdc also: " + ", ".join(CDC_KINDS)))
     chaos.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="verbose logs")
     chaos.add_argument("--seeds", type=int, required=True, help="number of runs (one seed each)")
     chaos.add_argument("--seed-start", type=int, default=0, help="first seed (default 0)")
@@ -138,6 +146,12 @@ def add_chaos_command(commands: argparse._SubParsersAction[Parser]) -> None:
                             "s3-rest: each node in its own directory, Iceberg tables on SeaweedFS S3 through "
                             "Iceberg's REST catalog, each reached through a fault proxy (adds the kinds "
                             + ", ".join(LAKE_KINDS) + ")")
+    chaos.add_argument("--pipeline", choices=PIPELINES, default="append",
+                       help="append (default): opaque records, audited offset by offset; cdc: Debezium change "
+                            "events of --keys keys upserted into Iceberg tables (--format debezium-json "
+                            "--upsert-keys id), audited against every key's final state (adds the kinds "
+                            + ", ".join(CDC_KINDS) + "; local lake only)")
+    chaos.add_argument("--keys", type=int, default=2000, help="cdc: the keys of a topic (default 2000)")
     chaos.set_defaults(handler=dev_tool("chaos", cmd_chaos))
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from laminar_kafka.chaos.kinds import CDC_KINDS
 from laminar_kafka.chaos.plan import (
     ALL_KINDS,
     EVERY_KIND_WITHIN,
@@ -333,7 +334,7 @@ def test_the_default_campaign_plans_what_it_planned_before_the_lake_kinds() -> N
 
 def test_lake_kinds_of_each_lake() -> None:
     s3 = kinds_of_lake("s3-rest")
-    assert LAKES == ("local", "s3-rest") and ALL_KINDS == KINDS + LAKE_KINDS
+    assert LAKES == ("local", "s3-rest") and ALL_KINDS == KINDS + LAKE_KINDS + CDC_KINDS
     assert set(LAKE_KINDS) == {"store-restart", "store-unreachable", "catalog-restart", "catalog-unreachable",
                                "catalog-slow"}
     assert set(s3) == (set(KINDS) - {"output-readonly", "output-full"}) | set(LAKE_KINDS)
