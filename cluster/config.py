@@ -35,6 +35,7 @@ from laminar_kafka.cluster.config_file import (
     read_config_file,
 )
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.routing_template import FIELD_KINDS, TableTemplate
 from laminar_kafka.cluster.lake.settings import (
     IcebergSettings,
     LakeTarget,
@@ -54,8 +55,8 @@ from laminar_kafka.connector.settings import Layer
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.clients import KafkaClientConfig, redact
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
-from laminar_kafka.kafka_source.config.values import parse_upsert_keys
 from laminar_kafka.kafka_source.config.topics import TopicSelector
+from laminar_kafka.kafka_source.config.values import parse_upsert_keys
 
 __all__ = [
     "ENV_PREFIX", "NodeSettings", "SECRET_SETTINGS", "SETTING_NAMES", "env_name", "kafka_client_from", "load_settings",
@@ -136,6 +137,9 @@ class NodeSettings:
     table_format: str = node_default("table-format")
     partition_by: str = node_default("partition-by")
     table: str = node_default("table")
+    table_template: str = node_default("table-template")
+    table_topic_regex: str = node_default("table-topic-regex")
+    table_allowed: str = node_default("table-allowed")
     namespace: str = node_default("namespace")
     catalog_uri: str = node_default("catalog-uri")
     table_location: str = node_default("table-location")
@@ -197,6 +201,8 @@ class NodeSettings:
 
     def _check_lake(self) -> None:
         self._check_partitioning()
+        if not self.routing.is_identity and self.table:
+            raise ConfigurationError("table names one table and table-template routes rows to tables: give one of them")
         if self.table_format != TableFormat.ICEBERG.value:
             if self.upsert_keys or self.format == "debezium-json":  # a Parquet tree only appends files
                 raise ConfigurationError("upsert-keys and format=debezium-json need table-format=iceberg (keyed tables "
@@ -232,6 +238,12 @@ class NodeSettings:
         return PartitionSpec.parse(self.partition_by)
 
     @property
+    def routing(self) -> TableTemplate:
+        """``table-template`` with ``table-topic-regex`` and ``table-allowed``, parsed (raises
+        :class:`ConfigurationError`)."""
+        return TableTemplate.parse(self.table_template, self.table_topic_regex, self.table_allowed)
+
+    @property
     def lake_format(self) -> TableFormat:
         return TableFormat(self.table_format)
 
@@ -249,6 +261,7 @@ class NodeSettings:
             table=self.table or None,
             properties=self.iceberg,
             table_location=TableLocation(self.table_location),
+            routed=not self.routing.is_identity,
             upsert_keys=parse_upsert_keys(self.upsert_keys or ""),
         )
 
@@ -308,6 +321,8 @@ class NodeSettings:
         if not self.json_schema and json_schema:
             props["json-schema"] = json_schema
         required = self.partitioning.required_fields()
+        routed = [f"{name}:{FIELD_KINDS}" for name in self.routing.fields if name not in self.partitioning.sources]
+        required = ",".join([part for part in (required, *routed) if part])  # a row the template cannot route: bad
         if required:  # a record partition-by cannot place is a bad record, never a row in a wrong directory
             props["required-fields"] = required
         if self.schema_registry_url:

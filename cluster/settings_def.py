@@ -117,6 +117,13 @@ NODE_SETTINGS: Mapping[str, Setting] = by_name((
          "record", default="day", notes="See [partitioning.md](partitioning.md)."),
     _own("table", str, "table-format=iceberg, a single topic: the table name", default="",
          shown_default="the topic, dots and dashes as _"),
+    _own("table-template", str, "the table (and first directory) each row lands in: {topic}, {topic:N} (a group of "
+         "table-topic-regex), {field:NAME} (a column's value) and A-Z a-z 0-9 _; a row that cannot be routed is a bad "
+         "record", default="{topic}", notes="See \"Routing rows to many tables\" in [lake.md](lake.md)."),
+    _own("table-topic-regex", str, "with a {topic:N} table-template: the regex matched against the whole topic",
+         default=""),
+    _own("table-allowed", str, "a regex the routed table names must match in full (a row naming another table is a "
+         "bad record)", default="", shown_default="any name"),
     _own("namespace", str, "table-format=iceberg: the Iceberg namespace", default="", shown_default="the pipeline"),
     _own("catalog-uri", str, "table-format=iceberg: sqlite:///<path> or an http(s):// REST catalog; properties in the "
          "[iceberg] table, LAMINAR_ICEBERG__<KEY>; an s3:// output needs one", default="",

@@ -17,6 +17,8 @@ nothing, and the right configuration starts as before:
 - different: the node stops before it reads a record, in one line naming the setting, both values
   and where the pipeline's value is kept (:class:`~laminar_kafka.errors.ConfigurationError`, exit 2).
 
+The routing settings (``table-template``, ``table-topic-regex``, ``table-allowed``) are kept too; a
+file written before they existed lacks them, and an absent one is not compared.
 ``output`` is not among them (the file lives in the output), nor ``vnode-count`` (routing, not data:
 a pipeline reseeded from the lake may take another). The file is written through a temporary name
 and a move (whole or absent on an object store too); two nodes racing to write it write the same
@@ -45,6 +47,8 @@ __all__ = ["LAKE_PINNED_SETTINGS", "LakePins", "lake_pins_path"]
 
 #: the pinned settings that define the lake's data, kept in the lake
 LAKE_PINNED_SETTINGS: tuple[str, ...] = ("topic", "table-format", "partition-by", "format", "source-identity")
+#: kept when the node has them; a file written before they existed lacks them (then not compared)
+LAKE_PINNED_OPTIONAL: tuple[str, ...] = ("table-template", "table-topic-regex", "table-allowed")
 PINS_DIR = "_laminar/pins"
 FORMAT_VERSION = 1
 KEPT_IN_THE_LAKE = "kept in its lake"
@@ -56,8 +60,9 @@ def lake_pins_path(pipeline: str) -> str:
 
 
 def encode(pipeline: str, values: Mapping[str, str]) -> bytes:
+    kept = [name for name in LAKE_PINNED_SETTINGS + LAKE_PINNED_OPTIONAL if name in values]
     return dumps({"format_version": FORMAT_VERSION, "pipeline": pipeline,
-                  "settings": {name: values[name] for name in LAKE_PINNED_SETTINGS}})
+                  "settings": {name: values[name] for name in kept}})
 
 
 def decode(raw: bytes, what: str) -> tuple[str, dict[str, str]]:
@@ -66,9 +71,9 @@ def decode(raw: bytes, what: str) -> tuple[str, dict[str, str]]:
     version = expect_int(body["format_version"], f"{what}: format_version")
     if version != FORMAT_VERSION:
         raise CodecError(f"{what}: format_version {version} is not {FORMAT_VERSION}")
-    settings = expect_object(body["settings"], f"{what}: settings", LAKE_PINNED_SETTINGS)
+    settings = expect_object(body["settings"], f"{what}: settings", LAKE_PINNED_SETTINGS, LAKE_PINNED_OPTIONAL)
     return (expect_str(body["pipeline"], f"{what}: pipeline", nonempty=True),
-            {name: expect_str(settings[name], f"{what}: settings.{name}") for name in LAKE_PINNED_SETTINGS})
+            {name: expect_str(value, f"{what}: settings.{name}") for name, value in settings.items()})
 
 
 class LakePins:
@@ -82,7 +87,7 @@ class LakePins:
         self.fs = fs
         self.root = root.rstrip("/")
         self.pipeline = pipeline
-        self.values = {name: values[name] for name in LAKE_PINNED_SETTINGS}
+        self.values = {name: values[name] for name in LAKE_PINNED_SETTINGS + LAKE_PINNED_OPTIONAL if name in values}
         self.path = self._join(lake_pins_path(pipeline))
 
     def _join(self, relative: str) -> str:

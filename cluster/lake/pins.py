@@ -2,7 +2,8 @@
 
 What lands where, and how it is routed, must not change under a running pipeline: the topics or
 pattern (``topic``), the output URI (``output``), ``table-format``, ``partition-by``, the record
-format (``format``), ``vnode-count`` and ``source-identity``. The first node to start pins each one
+format (``format``), ``vnode-count``, ``source-identity`` and the routing to tables
+(``table-template``, ``table-topic-regex``, ``table-allowed``). The first node to start pins each one
 in the coordinator (``Coordinator.pin_setting("pipeline.<setting>", value)``: ZooKeeper
 ``settings/``, embedded ``settings.json``); every later start of every node reads the pins and, when
 one differs from its own setting, stops before it reads a record or stages a file, with one line
@@ -49,6 +50,7 @@ __all__ = [
 #: The settings pinned at a pipeline's first start, in the order a mismatch is reported.
 PINNED_SETTINGS: tuple[str, ...] = (
     "topic", "output", "table-format", "partition-by", "format", "vnode-count", "source-identity",
+    "table-topic-regex", "table-allowed", "table-template",
 )
 #: where a pin comes from, as the message says it
 PINNED_AT_FIRST_START = "pinned at its first start"
@@ -97,6 +99,9 @@ def pipeline_values(settings: NodeSettings) -> dict[str, str]:
         "format": settings.format,
         "vnode-count": str(settings.vnode_count),
         "source-identity": settings.source_identity,
+        "table-template": settings.table_template,
+        "table-topic-regex": settings.table_topic_regex,
+        "table-allowed": settings.table_allowed,
     }
 
 

@@ -13,6 +13,7 @@ the lake lost epochs between kept ones REFUSE: no cursor lands them without land
 no control state, empty lake           START_FRESH: resolve and pin the start (epoch 0)
 no control state, rows but no record   REFUSE: where the rows end is unknown
 no control state, lake has epochs      RESEED from the lake (one WARNING line)
+a RESEED, latest epoch partly landed   REFUSE (routed tables: some hold the epoch, some not)
 control and lake agree                 CONTINUE
 control behind the lake                RESEED: advance to the lake (ZooKeeper restored from a backup)
 lake behind control, ``rewind``        RESEED: rewind to the lake, so nothing is missing
@@ -88,6 +89,9 @@ class LakeFacts:
     hole: str = ""
     #: where the facts were read, for log lines ("record _laminar/epochs/epoch-0000000042.json")
     where: str = ""
+    #: why the lake's latest epoch is only partly there ("" when whole): a routed pipeline's epoch
+    #: committed into some of its tables only. Continuing needs the control state; a reseed is refused
+    partial: str = ""
 
 
 class Action(enum.Enum):
@@ -117,7 +121,24 @@ def reconcile(
     on_lake_behind: OnLakeBehind,
 ) -> Reconciliation:
     """The decision for ``pipeline`` given the facts (see the module docstring); ``topic_ids`` are the
-    ids Kafka shows now for the selected topics."""
+    ids Kafka shows now for the selected topics. A RESEED from a lake whose latest epoch is only
+    partly there (``lake.partial``) is refused instead: no cursor lands the rest exactly."""
+    decision = _decide(pipeline, control, lake, topic_ids, on_lake_behind)
+    if decision.action is Action.RESEED and lake.partial:
+        return Reconciliation(Action.REFUSE, (
+            f"pipeline {pipeline!r} cannot resume from its lake exactly: {lake.partial} (a node stopped between "
+            "one epoch's table commits, and the control state that would finish them is gone); restore the control "
+            "state, or roll those tables back to their snapshot before that epoch and start again"))
+    return decision
+
+
+def _decide(
+    pipeline: str,
+    control: ControlFacts,
+    lake: LakeFacts,
+    topic_ids: Mapping[str, str],
+    on_lake_behind: OnLakeBehind,
+) -> Reconciliation:
     if lake.other_pipelines:
         return Reconciliation(Action.REFUSE, (
             f"the lake holds epochs of pipeline {lake.other_pipelines[0]!r}, not {pipeline!r} ({lake.where}): "

@@ -12,7 +12,8 @@ Where it lives:
   lake exactly when its record exists and every file it lists does (:mod:`laminar_kafka.cluster.lake.outputs`).
 - Iceberg: the snapshot summary key ``laminar.record`` of the epoch's commit into each table, holding
   only that table's topic (:mod:`laminar_kafka.cluster.lake.iceberg.records`); the commit adds the files and the record
-  in one catalog commit.
+  in one catalog commit. Tables routed by a ``table-template`` (a topic's rows in many tables) hold
+  the whole record instead, with ``tables``: every table the epoch committed into (:meth:`LakeRecord.routed`).
 
 Encoding: canonical JSON with ``"format_version": 1``; decoding is strict (:mod:`laminar_kafka.coordinator.codec`):
 a missing or unknown key, a wrong type or an unknown version is a :class:`CodecError` naming the
@@ -72,7 +73,8 @@ class LakeRecord:
     ``cursors``: source identity -> ``topic:partition`` -> next offset to read (the manifest's, or for
     an Iceberg table those of its topic). ``topic_ids``: the Kafka topic ids the cursors count in.
     ``files``: the epoch's published files, relative to the output root (the Parquet tree; empty for
-    Iceberg, whose snapshot is the list).
+    Iceberg, whose snapshot is the list). ``tables``: a routed pipeline's tables the epoch committed
+    into (empty otherwise; encoded only when not empty).
     """
 
     pipeline: str
@@ -81,9 +83,10 @@ class LakeRecord:
     cursors: Cursors
     topic_ids: Mapping[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()
+    tables: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
-        return dumps({
+        body = {
             "format_version": LAKE_RECORD_FORMAT_VERSION,
             "pipeline": self.pipeline,
             "epoch": self.epoch,
@@ -91,12 +94,15 @@ class LakeRecord:
             "cursors": encode_cursors(self.cursors),
             "topic_ids": dict(sorted(self.topic_ids.items())),
             "files": list(self.files),
-        })
+        }
+        if self.tables:
+            body["tables"] = list(self.tables)
+        return dumps(body)
 
     @classmethod
     def from_json(cls, raw: bytes | str, what: str) -> LakeRecord:
         """Strict decoding of the record read from ``what`` (named in every error)."""
-        data = expect_object(loads(raw, what), what, _KEYS)
+        data = expect_object(loads(raw, what), what, _KEYS, ("tables",))
         version = expect_int(data["format_version"], f"{what}: format_version")
         if version != LAKE_RECORD_FORMAT_VERSION:
             raise CodecError(f"{what}: unknown format_version {version} (this code reads {LAKE_RECORD_FORMAT_VERSION})")
@@ -116,6 +122,8 @@ class LakeRecord:
             topic_ids=topic_ids,
             files=tuple(expect_str(f, f"{what}: files[{i}]", nonempty=True)
                         for i, f in enumerate(expect_list(data["files"], f"{what}: files"))),
+            tables=tuple(expect_str(t, f"{what}: tables[{i}]", nonempty=True)
+                         for i, t in enumerate(expect_list(data.get("tables", []), f"{what}: tables"))),
         )
 
     def only_topic(self, topic: str) -> LakeRecord:
@@ -124,6 +132,13 @@ class LakeRecord:
         cursors = {s: {k: v for k, v in c.items() if k.startswith(prefix)} for s, c in self.cursors.items()}
         ids = {topic: self.topic_ids[topic]} if topic in self.topic_ids else {}
         return LakeRecord(self.pipeline, self.epoch, self.assignment_version, cursors, ids, ())
+
+
+    def routed(self, tables: tuple[str, ...]) -> LakeRecord:
+        """This record whole, naming the ``tables`` its epoch committed into (a routed pipeline's
+        Iceberg table record: any table's latest commit tells every partition's cursor)."""
+        return LakeRecord(self.pipeline, self.epoch, self.assignment_version, self.cursors, self.topic_ids, (),
+                          tuple(sorted(tables)))
 
 
 #: the record epoch E leaves in the lake, or None (an unknown manifest; a lake without records)

@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from laminar_kafka.cluster.errors import SinkError
+from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
+from laminar_kafka.cluster.lake.partitioning import split_by_partition
 from laminar_kafka.cluster.lake.routing_template import FieldPart, Literal, TableTemplate, TopicPart, as_name_part
 from laminar_kafka.kafka_source.decode.rejected import REJECTED_SCHEMA
 
@@ -182,3 +184,10 @@ class Router:
             raise SinkError(f"record {first['_topic']}:{first['_partition']}@{first['_offset']} cannot be routed: "
                             f"{first['error']} (on-bad-record=fail; skip lands it in _rejected/)")
         return routed.groups, rejected
+
+    def split(self, batch: pa.RecordBatch, spec: PartitionSpec) -> tuple[list[tuple[str, pa.RecordBatch]],
+                                                                         pa.RecordBatch | None]:
+        """``(directory, rows)`` pairs of ``batch`` (each under its table, partitioned by ``spec``)
+        and its refused rows as rejected records (see :meth:`route`). Raises :class:`SinkError`."""
+        groups, rejected = self.route(batch)
+        return [part for table, rows in groups for part in split_by_partition(rows, spec, table=table)], rejected

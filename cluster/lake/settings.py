@@ -69,6 +69,8 @@ class IcebergSettings:
     table: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     table_location: TableLocation = TableLocation.OUTPUT
+    #: rows routed by a ``table-template``: a file's first directory is its table's name
+    routed: bool = False
     upsert_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -38,7 +38,12 @@ from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.commits import CommitListener, IgnoreCommits
 from laminar_kafka.cluster.lake.iceberg.evolution import apply_evolution, plan_evolution
 from laminar_kafka.cluster.lake.iceberg.partitions import append_data_files, check_partitioning, partition_spec_of
-from laminar_kafka.cluster.lake.iceberg.records import read_iceberg_facts, seal_iceberg
+from laminar_kafka.cluster.lake.iceberg.records import (
+    pipeline_tables,
+    read_iceberg_facts,
+    read_routed_facts,
+    seal_iceberg,
+)
 from laminar_kafka.cluster.lake.iceberg.retries import RETRYABLE, TRANSIENT, RetryPolicy
 from laminar_kafka.cluster.lake.iceberg.tables import (
     absolute_path,
@@ -142,6 +147,8 @@ class IcebergOutput:
         self._outputs: dict[int, dict[str, list[str]]] = {}
         #: per topic, an epoch through which its table is known to hold every listed file
         self._through: dict[str, int] = {}
+        #: routed: an epoch through which every table is known to hold every listed file
+        self._walked = 0
 
     # --- catalog and tables ----------------------------------------------------------------------
 
@@ -166,12 +173,12 @@ class IcebergOutput:
         """Preflight at start: open the catalog, create the namespace, and for each topic check its
         existing table (partition spec, and that it takes ``schema`` when given) or create it (when
         ``schema`` is known). Raises :class:`ConfigurationError` with one line; writes nothing else."""
-        self._topics = tuple(topics)
+        self._topics = () if self.settings.routed else tuple(topics)  # routed: tables made on first use
         catalog = self.catalog
         namespace = self.settings.namespace
         try:
             ensure_namespace(catalog, namespace)
-            for topic in topics:
+            for topic in self._topics:
                 table = load_table_or_none(catalog, self.identifier(topic))
                 if table is not None:
                     if schema is not None:
@@ -215,14 +222,20 @@ class IcebergOutput:
     # --- the lake's records ------------------------------------------------------------------------
 
     def read_facts(self, pipeline: str, topics: Sequence[str]) -> LakeFacts:
-        """Each topic's table's latest record (:mod:`laminar_kafka.cluster.lake.iceberg.records`)."""
+        """Each topic's table's latest record (:mod:`laminar_kafka.cluster.lake.iceberg.records`); routed:
+        the latest epoch of all the pipeline's tables."""
+        if self.settings.routed:
+            return read_routed_facts(self.catalog, self.settings.namespace, pipeline)
         return read_iceberg_facts(self.catalog, [(t, self.identifier(t)) for t in topics], pipeline)
 
     def seal(self, seed: LakeRecord, shown_epoch: int) -> None:
         """Every table of the seed's topics accepts what it shows as of the seed's epoch."""
         topics = sorted({key.rpartition(":")[0] for cursors in seed.cursors.values() for key in cursors}
                         | set(seed.topic_ids) | set(self._topics))
-        seal_iceberg(self.catalog, [(t, self.identifier(t)) for t in topics], seed.pipeline, seed.epoch)
+        tables = [(t, self.identifier(t)) for t in topics]
+        if self.settings.routed:
+            tables = [(i[1], i) for i in pipeline_tables(self.catalog, self.settings.namespace, seed.pipeline)]
+        seal_iceberg(self.catalog, tables, seed.pipeline, seed.epoch)
 
     # --- publish ---------------------------------------------------------------------------------
 
@@ -249,6 +262,12 @@ class IcebergOutput:
         through = epoch if tables_through is None else min(epoch, tables_through)
         commits = 0
         if through < 1:
+            return commits
+        if self.settings.routed:  # epoch by epoch over all tables: a table showing E implies every e < E landed
+            for e in range(max(self._walked, oldest_epoch - 1) + 1, through + 1):
+                for table in sorted(self._outputs_of(e, manifest_outputs) or ()):
+                    commits += self._publish_table(table, e, manifest_outputs, oldest_epoch)
+            self._walked = max(self._walked, through)
             return commits
         for topic in sorted(set(self._outputs[epoch]) | set(self._topics) | set(self._through)):
             commits += self._publish_table(topic, through, manifest_outputs, oldest_epoch)
@@ -376,7 +395,8 @@ class IcebergOutput:
         summary = {"laminar.pipeline": self.pipeline, "laminar.epoch": str(epoch)}
         record = self._record_of(epoch)
         if record is not None:  # where the pipeline stands, in the same catalog commit as the rows
-            summary[RECORD_SUMMARY_KEY] = record.only_topic(topic).to_json().decode()
+            routed = record.routed(tuple(self._outputs[epoch])) if self.settings.routed else None
+            summary[RECORD_SUMMARY_KEY] = (routed or record.only_topic(topic)).to_json().decode()
         started = time.monotonic()
         try:
             if keys:  # copy-on-write of the touched keys, one transaction too

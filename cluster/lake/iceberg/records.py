@@ -19,6 +19,7 @@ import logging
 from collections.abc import Sequence
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchNamespaceError
 from pyiceberg.table import Table
 
 from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none
@@ -27,7 +28,10 @@ from laminar_kafka.cluster.lake.record import RECORD_SUMMARY_KEY, LakeRecord
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EPOCH_PREFIX", "seed_property", "latest_record", "read_iceberg_facts", "seal_iceberg"]
+__all__ = [
+    "EPOCH_PREFIX", "latest_record", "pipeline_tables", "read_iceberg_facts", "read_routed_facts", "seal_iceberg",
+    "seed_property",
+]
 
 EPOCH_PREFIX = "laminar.epoch."
 
@@ -116,3 +120,78 @@ def seal_iceberg(catalog: Catalog, identifiers: Sequence[tuple[str, tuple[str, s
         with table.transaction() as transaction:
             transaction.set_properties({seed_property(pipeline): str(seed_epoch),
                                         f"{EPOCH_PREFIX}{pipeline}": str(seed_epoch)})
+
+
+def pipeline_tables(catalog: Catalog, namespace: str, pipeline: str) -> list[tuple[str, str]]:
+    """The tables of ``namespace`` that ``pipeline`` committed into (routed tables, found by their
+    ``laminar.epoch.<pipeline>`` property), sorted."""
+    found = []
+    for identifier in _list_tables(catalog, namespace):
+        table = load_table_or_none(catalog, identifier)
+        if table is not None and f"{EPOCH_PREFIX}{pipeline}" in table.properties:
+            found.append(identifier)
+    return sorted(found)
+
+
+def read_routed_facts(catalog: Catalog, namespace: str, pipeline: str) -> LakeFacts:
+    """What the tables of a routed pipeline (``table-template``) show: every table commit's record is
+    the whole record of its epoch with the tables that epoch committed into (and epochs are committed
+    in order across all tables, :class:`~laminar_kafka.cluster.lake.iceberg.commit.IcebergOutput`),
+    so the latest epoch ``E`` any table shows is complete when every table its record names shows
+    ``E``; then its cursors are exact for every partition. Otherwise the facts say which tables lack
+    it (``partial``: a reseed is refused, see :func:`~laminar_kafka.cluster.lake.reconcile.reconcile`)."""
+    identifiers = pipeline_tables(catalog, namespace, pipeline)
+    shown: dict[str, int] = {}
+    latest: LakeRecord | None = None
+    high = rolled = 0
+    has_data = False
+    for identifier in identifiers:
+        table = load_table_or_none(catalog, identifier)
+        if table is None:
+            continue
+        has_data = has_data or table.current_snapshot() is not None
+        committed = _int_property(table, f"{EPOCH_PREFIX}{pipeline}")
+        seeded = _int_property(table, seed_property(pipeline))
+        epoch, record = latest_record(table, pipeline)
+        high = max(high, committed, seeded)
+        if committed > max(epoch, seeded):
+            rolled = max(rolled, committed)
+        shown[identifier[1]] = epoch
+        if record is not None and (latest is None or record.epoch > latest.epoch):
+            latest = record
+    if latest is None:
+        others = [k[len(EPOCH_PREFIX):] for k in _namespace_properties(catalog, namespace) if k.startswith(EPOCH_PREFIX)
+                  and k != f"{EPOCH_PREFIX}{pipeline}"]
+        if others:
+            return LakeFacts(other_pipelines=(sorted(others)[0],), where="iceberg table properties", has_records=True)
+        return LakeFacts(high_epoch=high, dense=False, rolled_back_from=rolled, has_records=rolled > 0,
+                         has_data=has_data, where="iceberg tables (no record)")
+    missing = [name for name in latest.tables if shown.get(name) != latest.epoch]
+    partial = ""
+    if missing:
+        landed = [name for name in latest.tables if name not in missing]
+        partial = (f"epoch {latest.epoch} landed in table(s) {', '.join(landed)} of namespace {namespace} but not in "
+                   f"{', '.join(missing)}")
+    return LakeFacts(
+        epoch=latest.epoch, high_epoch=max(high, latest.epoch), cursors=latest.cursors, topic_ids=latest.topic_ids,
+        dense=False, rolled_back_from=rolled, has_records=True, has_data=has_data, partial=partial,
+        where=f"iceberg tables of namespace {namespace} at epoch {latest.epoch} ({len(identifiers)} table(s))",
+    )
+
+
+def _namespace_properties(catalog: Catalog, namespace: str) -> list[str]:
+    """Every table property name of ``namespace``'s tables (to tell another pipeline's tables)."""
+    names: list[str] = []
+    for identifier in _list_tables(catalog, namespace):
+        table = load_table_or_none(catalog, identifier)
+        if table is not None:
+            names += list(table.properties)
+    return names
+
+
+def _list_tables(catalog: Catalog, namespace: str) -> list[tuple[str, str]]:
+    """The tables of ``namespace`` as ``(namespace, table)`` (none when it does not exist yet)."""
+    try:
+        return [(namespace, identifier[-1]) for identifier in catalog.list_tables(namespace)]
+    except NoSuchNamespaceError:
+        return []
