@@ -53,11 +53,16 @@ def wait_caught_up(
     progress: Callable[[VerifyReport], None] | None = None, lake: LakeTarget | None = None,
 ) -> VerifyReport:
     """Audit every second until nothing is missing (or ``timeout``); returns the last report either
-    way (the caller judges it), after passing each one to ``progress``."""
+    way (the caller judges it), after passing each one to ``progress``. A keyed table (upsert mode)
+    holds only the last change of each key: its report counts an offset present once the table's
+    epoch record moved past it (:func:`~laminar_kafka.cluster.ops.verify_upsert.applied_report`)."""
+    from laminar_kafka.cluster.ops.verify_upsert import applied_report
+
     last: list[VerifyReport] = []
+    keyed = lake is not None and lake.iceberg is not None and bool(lake.iceberg.upsert_keys)
 
     def caught_up() -> bool:
-        report = audit_output(bootstrap, topic, output, lake)
+        report = applied_report(bootstrap, topic, lake) if keyed and lake else audit_output(bootstrap, topic, output, lake)
         last[:] = [report]
         if progress is not None:
             progress(report)

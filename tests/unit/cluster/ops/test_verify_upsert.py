@@ -1,0 +1,74 @@
+"""The audit of a keyed table: its rows against the topic's final state per key, and how far its
+epoch record trails the topic."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from laminar_kafka.cluster.lake.record import LakeRecord
+from laminar_kafka.cluster.ops.verify_upsert import compare_state, cursor_report, table_cursors, table_state
+from tests.unit.cluster.lake.iceberg.test_upsert_commit import changes, keyed_lake, stage
+
+
+def topic_changes() -> pa.Table:
+    """Partition 0: 1 created, 2 created, 1 updated, 3 created then deleted; partition 1: 7 created."""
+    return pa.concat_tables([changes(0, [0, 1, 2, 3, 4], [1, 2, 1, 3, 3], ["c", "c", "u", "c", "d"]),
+                             changes(1, [0], [7], ["r"])])
+
+
+def rows(*entries: tuple[int, int, int]) -> pa.Table:
+    """Table rows ``(id, partition, offset)``."""
+    return pa.table({"id": pa.array([e[0] for e in entries], pa.int64()),
+                     "_partition": pa.array([e[1] for e in entries], pa.int32()),
+                     "_offset": pa.array([e[2] for e in entries], pa.int64())})
+
+
+def test_the_exact_final_state_is_ok() -> None:
+    report = compare_state("t", topic_changes(), rows((1, 0, 2), (2, 0, 1), (7, 1, 0)), ["id"])
+    assert report.ok and (report.keys, report.rows) == (3, 3)
+    assert "3 key(s) in the topic's final state, 3 row(s) in the table" in report.line() and report.line().endswith("OK")
+
+
+def test_every_kind_of_difference_is_counted_and_shown() -> None:
+    table = rows((1, 0, 0), (2, 0, 1), (2, 0, 1), (3, 0, 3))  # 1 stale, 2 twice, 3 not deleted, 7 missing
+    report = compare_state("t", topic_changes(), table, ["id"])
+    assert not report.ok
+    assert (report.missing, report.extra, report.duplicated, report.stale) == (1, 1, 1, 1)
+    text = report.line()
+    assert "missing: id=7 (last change at partition 1 offset 0)" in text
+    assert "extra: id=3 (row from partition 0 offset 3)" in text
+    assert "stale: id=1 (row from offset 0, last change at 2)" in text
+    assert report.to_json()["ok"] is False
+
+
+def test_a_row_from_the_right_offset_of_another_partition_is_stale() -> None:
+    report = compare_state("t", topic_changes(), rows((1, 1, 2), (2, 0, 1), (7, 1, 0)), ["id"])
+    assert report.stale == 1 and not report.ok
+
+
+def test_a_topic_with_a_key_in_two_partitions_is_a_finding() -> None:
+    conflicting = pa.concat_tables([changes(0, [0], [1], ["c"]), changes(1, [0], [1], ["c"])])
+    report = compare_state("t", conflicting, rows((1, 0, 0)), ["id"])
+    assert not report.ok and "Kafka partitions 0 and 1" in report.conflict
+
+
+def test_the_cursor_report_counts_an_offset_once_the_record_passed_it() -> None:
+    expected = {0: np.array([0, 1, 2, 3, 4]), 1: np.array([0, 1])}
+    report = cursor_report("t", expected, {0: 5, 1: 2}, {0: 3, 1: 2})
+    assert report.missing == 2 and report.partitions[0].first_missing == (3, 4) and not report.ok
+    assert cursor_report("t", expected, {0: 5, 1: 2}, {0: 5, 1: 2}).ok
+    assert cursor_report("t", expected, {0: 6, 1: 2}, {0: 6, 1: 2}).ok  # past a transaction marker too
+
+
+def test_table_cursors_and_state_come_from_the_table(tmp_path: Path) -> None:
+    lake = keyed_lake(tmp_path)
+    stage(lake, 1, topic_changes())
+    record = LakeRecord("pipe", 1, 1, {"kafka": {"orders:0": 5, "orders:1": 1, "other:0": 9}}, {}, ())
+    output = lake.output(record_of=lambda epoch: record)
+    lake.publish(output, 1)
+    table = output.table("orders")
+    assert table_cursors(table, "pipe", "orders") == {0: 5, 1: 1}
+    assert table_cursors(table, "another", "orders") == {}
+    assert compare_state("orders", topic_changes(), table_state(table, ["id"]), ["id"]).ok
