@@ -4,7 +4,7 @@ producer, its nodes' flags and its audit.
 - ``append`` (the default): :class:`~laminar_kafka.chaos.producer.ChaosProducer`'s opaque records,
   audited offset by offset (:func:`laminar_kafka.chaos.evidence.audit_run`: 0 missing, 0 duplicated).
 - ``cdc``: :class:`~laminar_kafka.chaos.cdc.producer.CdcProducer`'s Debezium change events over
-  ``keys`` keys, the nodes reading them with ``--format debezium-json --upsert-keys id`` into
+  ``keys`` keys, the nodes reading them with ``--format debezium-json --upsert-keys id`` (and the rows' schema) into
   Iceberg tables, audited against the final state of every key
   (:func:`laminar_kafka.chaos.cdc.audit.audit_cdc`).
 """

@@ -146,5 +146,6 @@ class CdcProducer(ChaosProducer):
 
 
 #: the flags the cdc pipeline's nodes run with (besides the campaign's): Debezium's JSON envelope,
-#: upserted by the key field
-CDC_NODE_FLAGS = ("--format", "debezium-json", "--upsert-keys", KEY_FIELD)
+#: its rows' schema (not inferred from a sample: a sample of deletes has no types), upserted by the key field
+CDC_NODE_FLAGS = ("--format", "debezium-json", "--json-schema", f"{KEY_FIELD}:int64,seq:int64,val:string",
+                  "--upsert-keys", KEY_FIELD)

@@ -104,7 +104,8 @@ def test_campaign_config_and_node_flags_of_the_cdc_pipeline() -> None:
         CampaignConfig(pipeline="cdc", kinds=CDC)
     with pytest.raises(ValueError, match="do not apply"):
         CampaignConfig(kinds=("hot-keys",))
-    assert node_flags("cdc") == list(CDC_NODE_FLAGS) == ["--format", "debezium-json", "--upsert-keys", "id"]
+    assert node_flags("cdc") == list(CDC_NODE_FLAGS) == ["--format", "debezium-json", "--json-schema",
+                                                         "id:int64,seq:int64,val:string", "--upsert-keys", "id"]
     assert node_flags("append") == []
 
 
