@@ -88,13 +88,17 @@ def sample_values(config: KafkaSourceConfig, limit: int, timeout_s: float) -> li
             return []
         consumer.assign(assignment)
         values: list[bytes] = []
+        #: records read, tombstones included (a topic of deletes holds fewer values than offsets)
+        read = 0
         deadline = time.monotonic() + timeout_s
         while len(values) < limit and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=limit - len(values), timeout=0.2):
                 value = message.value()
-                if message.error() is None and value is not None:
-                    values.append(value)
-            if values and len(values) >= min(limit, sum(h - l for l, h in facts.watermarks.values())):
+                if message.error() is None:
+                    read += 1
+                    if value is not None:
+                        values.append(value)
+            if values and (len(values) >= limit or read >= sum(h - l for l, h in facts.watermarks.values())):
                 break
         return values
     finally:
