@@ -217,7 +217,7 @@ class IcebergOutput:
     def _check_takes(self, table: Table, schema: pa.Schema, *, source: str, error: type[Exception]) -> None:
         conflict = plan_evolution(table.schema(), [iceberg_schema_of(schema)]).conflict
         if conflict is not None:
-            raise error(conflict.describe(".".join(table.name()), source))
+            raise error(conflict.describe(".".join(table.name()), source, source))
 
     # --- the lake's records ------------------------------------------------------------------------
 
@@ -385,7 +385,7 @@ class IcebergOutput:
                                                     for schema in schemas])
         if evolution.conflict is not None:
             source = f"file {published[evolution.conflict.file_index]}"
-            raise SinkError(evolution.conflict.describe(name, source))
+            raise SinkError(evolution.conflict.describe(name, source, "the file"))
         if committed_epoch(table, self.pipeline) >= epoch:
             # a property-only commit answers with the table as it is now, which may hold this epoch
             # already (another node committed it meanwhile): adding the files on top would duplicate

@@ -95,12 +95,13 @@ class Conflict:
     file_index: int
     evolved: bool = False
 
-    def describe(self, table: str, source: str) -> str:
-        """The one line: ``iceberg table <table> cannot take <source>: column <path> is <type> in
-        the table but <type> in <source>``."""
+    def describe(self, table: str, source: str, again: str) -> str:
+        """The one line: ``iceberg table <table> cannot take <source>: column <path> is <type> in the
+        table but <type> in <again>`` (``again``: how the line names the source a second time,
+        ``the file`` for ``file <path>``)."""
         where = "in the table as this epoch's other files evolve it" if self.evolved else "in the table"
         return (f"iceberg table {table} cannot take {source}: column {self.path} is {self.table_type} "
-                f"{where} but {self.file_type} in {source}")
+                f"{where} but {self.file_type} in {again}")
 
 
 @dataclass(frozen=True)

@@ -206,9 +206,9 @@ def test_a_conflict_between_two_files_names_the_second_file_and_says_the_epoch_e
     evolution = plan(V1, V2, arrow(required("id", pa.string())))
     assert evolution == Evolution(conflict=Conflict("id", "long", "string", 1, evolved=True))
     assert evolution.conflict is not None
-    assert evolution.conflict.describe("pipe.orders", "file orders/f.parquet") == (
+    assert evolution.conflict.describe("pipe.orders", "file orders/f.parquet", "the file") == (
         "iceberg table pipe.orders cannot take file orders/f.parquet: column id is long in the table as "
-        "this epoch's other files evolve it but string in file orders/f.parquet")
+        "this epoch's other files evolve it but string in the file")
     conflict = plan(V1, arrow(("extra", pa.int32())), arrow(("extra", pa.string()))).conflict
     assert conflict == Conflict("extra", "int", "string", 1, evolved=True)
 
@@ -216,7 +216,7 @@ def test_a_conflict_between_two_files_names_the_second_file_and_says_the_epoch_e
 def test_a_conflict_line_names_table_column_and_both_types() -> None:
     conflict = plan(V2, arrow(("id", pa.string()))).conflict
     assert conflict is not None
-    assert conflict.describe("pipe.orders", "the records") == (
+    assert conflict.describe("pipe.orders", "the records", "the records") == (
         "iceberg table pipe.orders cannot take the records: column id is long in the table but string in the records")
 
 

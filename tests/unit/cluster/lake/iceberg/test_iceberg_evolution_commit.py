@@ -129,7 +129,7 @@ def test_an_incompatible_version_in_a_mixed_epoch_commits_nothing_in_one_line(
     assert "\n" not in message
     assert message == (f"iceberg table pipe.orders cannot take file {bad[len('_staging/'):]}: column id is "
                        f"{table_type} in the table as this epoch's other files evolve it but {file_type} in "
-                       f"file {bad[len('_staging/'):]}")
+                       "the file")
     table = output.table("orders")
     assert committed_epoch(table, "pipe") == 1 and len(table.snapshots()) == 1
     assert str(table.schema().find_field("id").field_type) == "int"  # nothing evolved either
