@@ -5,7 +5,8 @@ state faults: the pipeline's ZooKeeper subtree deleted (the nodes reconcile with
 lake) and a node started with a pipeline-defining setting changed (exit 2 in one line). Then one
 seed of the deployment shape (``--lake s3-rest``: each node in its own directory, Iceberg on
 SeaweedFS S3 through Iceberg's REST catalog) with every lake kind: the object store restarted and
-unreachable, the catalog restarted, unreachable and slow.
+unreachable, the catalog restarted, unreachable and slow. And one seed of the CDC pipeline
+(``--pipeline cdc``) with its four kinds, audited against the final state of every key.
 Every run must end exact (0 missing, 0 duplicated, every acknowledged record landed) and caught up.
 
 Nothing here is skipped: a missing JVM, ZooKeeper/Kafka artifact or network-namespace support makes
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from laminar_kafka.chaos.campaign import CampaignConfig, run_campaign
+from laminar_kafka.chaos.cdc.report import format_cdc_table
+from laminar_kafka.chaos.kinds import CDC_KINDS
 from laminar_kafka.chaos.plan import ALL_KINDS, KINDS, LAKE_KINDS
 from laminar_kafka.chaos.report import format_table, summarize
 from laminar_kafka.cli.main import main
@@ -88,6 +91,34 @@ def test_short_campaign_on_the_deployment_shape_is_exact(tmp_path: Path) -> None
     assert details["store-restart"]["signal"] in ("SIGKILL", "SIGTERM")
     assert details["catalog-unreachable"]["mode"] in ("blackhole", "reset")
     assert result.node_exits == [], f"the nodes ride out the lake's faults: {result.node_exits}"
+    assert result.workdir is None, "a passing run's directory is removed"
+    print(f"campaign took {time.monotonic() - started:.0f}s")
+
+
+def test_short_cdc_campaign_is_exact(tmp_path: Path) -> None:
+    """One seed of the CDC pipeline (``--pipeline cdc``) with its four kinds: the committer of an
+    epoch killed while it commits, compaction while the nodes upsert, hot keys, a hot partition whose
+    owner leaves; every Iceberg table must be exactly the final state of every key, read with
+    pyiceberg and DuckDB (about two minutes)."""
+    config = CampaignConfig(seeds=1, seed_start=0, duration_s=8.0, kinds=CDC_KINDS, kinds_per_run=len(CDC_KINDS),
+                            max_extras=0, rate=300, workdir=tmp_path / "chaos", pipeline="cdc",
+                            table_format=TableFormat.ICEBERG)
+    assert {e.kind for e in config.plan(0).events} == set(CDC_KINDS)
+    started = time.monotonic()
+    results, base = run_campaign(config, say=print)
+    table = format_cdc_table(results, ALL_KINDS, config.recovery_timeout_s)
+    print(table)
+    [result] = results
+    assert result.ok, (f"error={result.error} missing={result.missing} undeleted={result.undeleted} "
+                       f"stale={result.stale} duplicated={result.duplicated} acked_lost={result.acked_lost} "
+                       f"caught_up={result.caught_up} workdir={result.workdir}\n  " + "\n  ".join(result.evidence)
+                       + "\n" + table)
+    assert result.records > result.keys > 0 and result.acked == result.records
+    for fault in result.faults:
+        assert fault.error is None and fault.recovery_s is not None, fault
+    details = {f.kind: f.details for f in result.faults}
+    assert details["kill-committer"]["victim"] == details["kill-committer"]["committer"]
+    assert details["compact-during-upserts"]["passes"]
     assert result.workdir is None, "a passing run's directory is removed"
     print(f"campaign took {time.monotonic() - started:.0f}s")
 

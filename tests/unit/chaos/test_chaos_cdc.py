@@ -276,3 +276,16 @@ def test_cdc_table() -> None:
     assert lines[2].split() == ["kill-committer", "1", "1", "4000", "1700", "0", "1", "3", "0", "1", ">90", "(1x)"]
     assert lines[3].split() == ["hot-keys", "1", "1", "5000", "1800", "0", "0", "0", "0", "0", "1.5"]
     assert lines[-1].split() == ["all", "2", "3", "9000", "3500", "0", "1", "3", "0", "1", ">90", "(1x)"]
+
+
+def test_cli_refuses_a_cdc_campaign_it_cannot_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from laminar_kafka.cli.main import main
+
+    assert main(["chaos", "--seeds", "1", "--kinds", "hot-keys"]) == 2
+    assert "needs --pipeline cdc" in capsys.readouterr().err
+    assert main(["chaos", "--seeds", "1", "--pipeline", "cdc", "--lake", "s3-rest"]) == 2
+    assert "local lake" in capsys.readouterr().err
+    assert main(["chaos", "--seeds", "1", "--pipeline", "cdc", "--table-format", "parquet"]) == 2
+    assert "upserts into Iceberg tables" in capsys.readouterr().err
+    assert main(["chaos", "--seeds", "1", "--pipeline", "cdc", "--keys", "3"]) == 2
+    assert "--keys >= --partitions" in capsys.readouterr().err
