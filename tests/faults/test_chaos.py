@@ -117,7 +117,7 @@ def test_short_cdc_campaign_is_exact(tmp_path: Path) -> None:
     for fault in result.faults:
         assert fault.error is None and fault.recovery_s is not None, fault
     details = {f.kind: f.details for f in result.faults}
-    assert details["kill-committer"]["victim"] == details["kill-committer"]["committer"]
+    assert int(str(details["kill-committer"]["epoch"])) > 0 and details["kill-committer"]["committer"] is not None
     assert details["compact-during-upserts"]["passes"]
     assert result.workdir is None, "a passing run's directory is removed"
     print(f"campaign took {time.monotonic() - started:.0f}s")

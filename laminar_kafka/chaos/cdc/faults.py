@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
 
 from laminar_kafka.chaos.cdc.producer import CdcProducer
-from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, kill_node
+from laminar_kafka.chaos.fault_api import Fault, FaultContext, Injection, restart_heal
 from laminar_kafka.chaos.plan import FaultEvent
 from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.cluster.lake.commits import committer_of
+from laminar_kafka.coordinator.engine.model import ControlState
 from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode
 from laminar_kafka.devstack.processes import node_environment
 
@@ -31,24 +34,62 @@ def _cdc_producer(ctx: FaultContext, kind: str) -> CdcProducer:
 
 
 class KillCommitter(Fault):
-    """SIGKILL the node whose turn it is to commit an epoch's tables
-    (:func:`~laminar_kafka.cluster.lake.commits.committer_of` over the epoch's ``acked_by``),
-    ``delay_s`` after the epoch's manifest appears committed: while it commits (a copy-on-write
-    upsert rewrites files). Another node commits the epoch one epoch later."""
+    """SIGKILL the node whose turn it is to commit an epoch's tables, ``delay_s`` after the epoch's
+    manifest is committed: while it commits (a copy-on-write upsert rewrites files). The turn is
+    :func:`~laminar_kafka.cluster.lake.commits.committer_of` the next epoch over the nodes that acked
+    the last one (the same nodes in a steady pipeline); the kill is made from a ZooKeeper watch on the
+    register, as the epoch appears committed. ``committer`` in the details: the turn computed again
+    from the killed epoch's own ``acked_by``. Another node commits the epoch one epoch later."""
 
     kind, role = "kill-committer", "committer"
 
     def inject(self, ctx: FaultContext, event: FaultEvent) -> Injection:
-        running = set(ctx.nodes.running())
-        for _attempt in range(5):  # an epoch whose committer no longer runs: the next one
-            epoch = _next_committed_epoch(ctx)
-            committer = committer_of(epoch, ctx.probe.acked_by(epoch) or [])
-            if committer is not None and committer in running:
-                delay = event.number("delay_s", 0.0)
-                time.sleep(delay)
-                return kill_node(ctx, committer, event, {"epoch": epoch, "committer": committer, "delay_s": delay})
-            running = set(ctx.nodes.running())
-        raise ChaosError("no committed epoch had a running committer in 5 epochs")
+        delay = event.number("delay_s", 0.0)
+        for _attempt in range(5):  # the register skipped the epoch, or its committer no longer runs: again
+            control = ctx.probe.control()
+            last = control.last_epoch if control is not None else 0
+            running = ctx.nodes.running()
+            victim = committer_of(last + 1, (ctx.probe.acked_by(last) if last else None) or running)
+            if victim is None or victim not in running:
+                _next_committed_epoch(ctx)
+                continue
+            targets = ctx.highs()
+            kill = _CommitterKill()
+
+            def on_register(now: ControlState, victim: int = victim, last: int = last,
+                            kill: _CommitterKill = kill) -> bool:
+                if kill.done.is_set() or now.last_epoch <= last:
+                    return not kill.done.is_set()
+                if now.last_epoch == last + 1:
+                    time.sleep(delay)
+                    ctx.nodes.kill(victim)
+                    kill.at, kill.epoch = time.monotonic(), now.last_epoch
+                kill.done.set()
+                return False
+
+            ctx.probe.watch_register(on_register)
+            ctx.wait_until(kill.done.is_set, 3.0 * ctx.checkpoint_interval_s + 20.0, "the next epoch to commit")
+            if not kill.epoch:
+                continue
+            committer = committer_of(kill.epoch, ctx.probe.acked_by(kill.epoch) or [])
+            details: dict[str, object] = {"epoch": kill.epoch, "victim": victim, "committer": committer,
+                                          "delay_s": delay}
+            ctx.note(f"SIGKILL node {victim}, committer of epoch {kill.epoch} (turn from its acks: {committer})")
+            if event.flag("restart"):
+                return Injection(kill.at, targets, details, restart_heal(ctx, victim),
+                                 event.number("restart_after_s", 1.0))
+            return Injection(kill.at, targets, details)
+        raise ChaosError("no epoch in 5 had its committer running when it committed")
+
+
+@dataclass
+class _CommitterKill:
+    """What the register watch of :class:`KillCommitter` did (written on kazoo's thread before
+    ``done`` is set, read after it)."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    at: float = 0.0
+    epoch: int = 0
 
 
 def _next_committed_epoch(ctx: FaultContext) -> int:
