@@ -229,19 +229,20 @@ class ParquetSink:
         return [files for stream in self._streams.values() for files in stream]
 
     def _uses(self, writers: list[DirectoryFiles]) -> list[WriterUse]:
-        return writer_uses(writers, buffered_output=not isinstance(self.fs, pafs.LocalFileSystem))
+        return writer_uses(writers, row_group_rows=self.row_group_rows,
+                           buffered_output=not isinstance(self.fs, pafs.LocalFileSystem))
 
     def _bound_memory(self) -> None:
-        """Past ``writer_memory_bytes``: flush the coldest writers' buffers early, then close the
-        coldest open files (:func:`relieve`); a closed file stays unsealed until the seal."""
+        """Past ``writer_memory_bytes``: flush the coldest writers' buffers early, then retire the
+        coldest (flush and close; :func:`relieve`); a closed file stays unsealed until the seal."""
         writers = self._writers()
         relief = relieve(self._uses(writers), self.writer_memory_bytes)
-        for index in relief.flush:
+        for index in relief.flush + relief.retire:
             self._flush(self._streams[writers[index].stream], writers[index])
-        for index in relief.close:
+        for index in relief.retire:
             writers[index].close_current()
         self.early_flushes += len(relief.flush)
-        self.early_closes += len(relief.close)
+        self.early_closes += len(relief.retire)
 
     def flush(self) -> None:
         """Write every buffered row to the open staged files (still unsealed)."""
@@ -260,7 +261,7 @@ class ParquetSink:
                 self._open(files, table.schema)
             assert files.writer is not None and files.output is not None
             files.writer.write_table(table, row_group_size=self.row_group_rows)
-            files.row_groups += -(-table.num_rows // self.row_group_rows)
+            files.wrote(table, self.row_group_rows)
             stream.rows_written += table.num_rows
             if files.output.tell() >= self.max_file_bytes:
                 files.close_current()

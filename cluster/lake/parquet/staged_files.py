@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from laminar_kafka.cluster.lake.parquet.writer_memory import WriterUse, open_file_bytes
+from laminar_kafka.cluster.lake.parquet.writer_memory import WriterUse, flush_growth, open_file_bytes
 from laminar_kafka.cluster.lake.staged_names import OutputStream, StagedName
 
 __all__ = ["DirectoryFiles", "StreamFiles", "schema_key", "writer_uses"]
@@ -31,7 +32,9 @@ def schema_key(schema: pa.Schema) -> pa.Schema:
 class DirectoryFiles:
     """One (stream, directory, schema)'s open staged file, its row-group buffer and its closed, not
     yet sealed files. ``buffered_bytes`` counts the Arrow bytes of the buffer, ``row_groups`` the
-    row groups of the open file, ``last_used`` the sink's tick of the latest write (recency)."""
+    row groups of the open file, ``last_column_bytes`` the Arrow bytes of the last column of its
+    largest row group (the writer keeps that chunk's buffers), ``last_used`` the sink's tick of the
+    latest write (recency)."""
 
     def __init__(self, stream: OutputStream, directory: str, schema: pa.Schema) -> None:
         self.stream = stream
@@ -44,7 +47,10 @@ class DirectoryFiles:
         self.buffer: list[pa.RecordBatch] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
+        #: Arrow bytes of the buffered batches' last column
+        self.buffered_last_column_bytes = 0
         self.row_groups = 0
+        self.last_column_bytes = 0
         self.last_used = 0
 
     @property
@@ -52,10 +58,22 @@ class DirectoryFiles:
         return self.writer is not None
 
     def add(self, batch: pa.RecordBatch) -> None:
-        """Buffer ``batch`` (its schema is this writer's)."""
+        """Buffer ``batch`` (its schema is this writer's). A slice that holds a larger batch's
+        buffers alive (the parts of a batch split by partition share one) is buffered as a copy of
+        its own rows: otherwise one slowly filling directory would keep every batch it took a
+        slice of, which the bytes counted here would not show."""
+        if batch.get_total_buffer_size() > 2 * batch.nbytes:
+            batch = batch.take(pa.array(np.arange(batch.num_rows)))
         self.buffer.append(batch)
         self.buffered_rows += batch.num_rows
         self.buffered_bytes += batch.nbytes
+        self.buffered_last_column_bytes += batch.column(batch.num_columns - 1).nbytes
+
+    def wrote(self, table: pa.Table, row_group_rows: int) -> None:
+        """Count ``table``, just written to the open file in row groups of ``row_group_rows``."""
+        self.row_groups += -(-table.num_rows // row_group_rows)
+        largest = min(table.num_rows, row_group_rows) / max(table.num_rows, 1)
+        self.last_column_bytes = max(self.last_column_bytes, int(table.column(table.num_columns - 1).nbytes * largest))
 
     def close_current(self) -> None:
         """Close the open file (if any); it joins the unsealed files."""
@@ -66,10 +84,10 @@ class DirectoryFiles:
         self.output.close()
         self.unsealed.append(self.current)
         self.writer, self.output, self.current = None, None, None
-        self.row_groups = 0
+        self.row_groups = self.last_column_bytes = 0
 
     def drop_buffer(self) -> None:
-        self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
+        self.buffer, self.buffered_rows, self.buffered_bytes, self.buffered_last_column_bytes = [], 0, 0, 0
 
 
 class StreamFiles:
@@ -122,7 +140,7 @@ class StreamFiles:
         self._writers.clear()
 
 
-def writer_uses(writers: Iterable[DirectoryFiles], *, buffered_output: bool) -> list[WriterUse]:
+def writer_uses(writers: Iterable[DirectoryFiles], *, row_group_rows: int, buffered_output: bool) -> list[WriterUse]:
     """The memory of each of ``writers`` (keyed by its index) as
     :func:`~laminar_kafka.cluster.lake.parquet.writer_memory.relieve` counts it; ``buffered_output``:
     the files' output streams buffer upload parts (an object store)."""
@@ -131,6 +149,10 @@ def writer_uses(writers: Iterable[DirectoryFiles], *, buffered_output: bool) -> 
         open_bytes = 0
         if files.output is not None:
             open_bytes = open_file_bytes(columns=len(files.schema), row_groups=files.row_groups,
-                                         written=files.output.tell(), buffered_output=buffered_output)
-        uses.append(WriterUse(index, files.buffered_bytes, open_bytes, files.last_used))
+                                         last_column_bytes=files.last_column_bytes, written=files.output.tell(),
+                                         buffered_output=buffered_output)
+        largest = min(files.buffered_rows, row_group_rows) / max(files.buffered_rows, 1)
+        growth = flush_growth(is_open=files.is_open, last_column_bytes=files.last_column_bytes,
+                              flushed_last_column_bytes=int(files.buffered_last_column_bytes * largest))
+        uses.append(WriterUse(index, files.buffered_bytes, open_bytes, growth, files.last_used))
     return uses
