@@ -5,6 +5,7 @@ kinds (laminar_kafka.chaos.cdc.plan), the change events of its producer
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -289,3 +290,31 @@ def test_cli_refuses_a_cdc_campaign_it_cannot_run(capsys: pytest.CaptureFixture[
     assert "upserts into Iceberg tables" in capsys.readouterr().err
     assert main(["chaos", "--seeds", "1", "--pipeline", "cdc", "--keys", "3"]) == 2
     assert "--keys >= --partitions" in capsys.readouterr().err
+
+
+def test_both_readers_read_the_table_the_audit_compares(tmp_path: Path) -> None:
+    """The audit's readers on a local Iceberg table (SQLite catalog, no server): pyiceberg and DuckDB
+    give the same rows, and the comparison sees a key a table lost."""
+    import pyarrow as pa
+
+    from laminar_kafka.chaos.cdc.audit import _table_rows, duckdb_rows
+    from laminar_kafka.chaos.lake import local_lake
+    from laminar_kafka.cluster.lake.settings import table_name_of
+
+    lake = local_lake(tmp_path, tmp_path / "output", TableFormat.ICEBERG, "chaos-x-s0")
+    assert _table_rows(lake, "chaos-x-s0.t0") == ([], None), "no table yet"
+    catalog = lake.catalog()
+    namespace = lake.iceberg_settings().namespace
+    catalog.create_namespace_if_not_exists(namespace)
+    rows = pa.Table.from_pylist(EXACT, schema=pa.schema([("id", pa.int64()), ("seq", pa.int64()), ("val", pa.string()),
+                                                         ("_partition", pa.int32()), ("_offset", pa.int64())]))
+    table = catalog.create_table((namespace, table_name_of("chaos-x-s0.t0")), rows.schema)
+    table.append(rows)
+    read, metadata = _table_rows(lake, "chaos-x-s0.t0")
+    assert metadata is not None and sorted(read, key=lambda r: int(cast(int, r["id"]))) == EXACT
+    assert sorted(duckdb_rows(metadata), key=lambda r: int(r["id"])) == EXACT
+    assert compare(FINAL, read).exact
+    table.delete("id == 4")
+    read, metadata = _table_rows(lake, "chaos-x-s0.t0")
+    assert metadata is not None
+    assert compare(FINAL, read).missing == 1 and compare(FINAL, duckdb_rows(metadata)).missing == 1
