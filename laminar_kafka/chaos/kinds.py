@@ -4,8 +4,10 @@ and the parsing of ``--kinds`` (:func:`parse_kinds`). Pure: no I/O.
 
 :data:`KINDS` are the default campaign's (the ``local`` lake), in its round-robin order;
 :data:`LAKE_KINDS` the deployment shape's (``--lake s3-rest``: the object store restarted or
-unreachable, the REST catalog restarted, unreachable or slow). They are kept apart so that the
-default campaign's round-robin, and so every plan it makes, stays what it was before them. The
+unreachable, the REST catalog restarted, unreachable or slow); :data:`CDC_KINDS` the CDC pipeline's
+(``--pipeline cdc``: the committer killed, compaction, hot keys, a hot partition moved). They are
+kept apart so that the default campaign's round-robin, and so every plan it makes, stays what it
+was before them. The
 planner is :mod:`laminar_kafka.chaos.plan`; the runner's side of each kind is in
 :data:`laminar_kafka.chaos.faults.FAULTS`.
 """

@@ -31,8 +31,9 @@ Spacing contract (what the unit tests check):
 Which kinds a campaign has depends on its lake (:func:`kinds_of_lake`): the default ``local`` lake
 has :data:`KINDS`; ``s3-rest`` (the deployment shape: SeaweedFS S3 through an Iceberg REST catalog)
 has them without the output-mount kinds, plus :data:`LAKE_KINDS` (the object store restarted or
-unreachable, the catalog restarted, unreachable or slow). The lake kinds are not in :data:`KINDS`,
-so the default campaign's round-robin, and every plan it makes, is what it was before them.
+unreachable, the catalog restarted, unreachable or slow); the ``cdc`` pipeline has its own kinds
+first, then :data:`KINDS` (their events: :mod:`laminar_kafka.chaos.cdc.plan`). Neither is in
+:data:`KINDS`, so the default campaign's round-robin, and every plan it makes, is what it was before them.
 
 The runner (``laminar_kafka.chaos.campaign``) treats ``at_s`` as the earliest start, relative to the start of the
 fault phase, and also waits (bounded) for the previous fault's recovery before injecting the next.
