@@ -29,12 +29,14 @@ from pyiceberg.types import NestedField
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.errors import ConfigurationError
 
-__all__ = ["OP_COLUMN", "KeyConflict", "Reduced", "check_keys", "keyed_arrow_schema", "keyed_schema", "reduce_changes",
+__all__ = ["OP_COLUMN", "POSITION", "KeyConflict", "Reduced", "check_keys", "keyed_arrow_schema", "keyed_schema", "reduce_changes",
            "plain", "row_numbers", "without_op"]
 
 #: the change kind column of upsert mode (never a column of the table)
 OP_COLUMN = "_op"
 DELETE = "d"
+#: where a change was read: its Kafka partition and offset
+POSITION = ("_partition", "_offset")
 _ROW = "__laminar_row"
 
 
@@ -45,8 +47,9 @@ class KeyConflict(SinkError):
 @dataclass(frozen=True)
 class Reduced:
     """One epoch of a keyed table, reduced: ``touched`` holds the key columns of every key the epoch
-    changed (each once), ``upserts`` the rows those keys now have (a deleted key has none; no ``_op``
-    column), ``deleted`` how many touched keys the epoch deleted."""
+    changed (each once) with the ``_partition`` and ``_offset`` of its last change, ``upserts`` the
+    rows those keys now have (a deleted key has none; no ``_op`` column), ``deleted`` how many touched
+    keys the epoch deleted."""
 
     touched: pa.Table
     upserts: pa.Table
@@ -116,7 +119,7 @@ def reduce_changes(changes: pa.Table, keys: Sequence[str]) -> Reduced:
             raise KeyConflict(f"{nulls} change row(s) have a null upsert key {key}: they cannot be applied")
     if changes.num_rows == 0:
         empty = changes.schema.empty_table()
-        return Reduced(empty.select(list(keys)), empty.drop_columns([OP_COLUMN]), 0)
+        return Reduced(empty.select([*keys, *POSITION]), empty.drop_columns([OP_COLUMN]), 0)
     ordered = changes.sort_by([("_offset", "ascending")])
     ordered = ordered.append_column(_ROW, row_numbers(ordered.num_rows))
     groups = ordered.group_by(list(keys), use_threads=False).aggregate(
@@ -132,7 +135,7 @@ def reduce_changes(changes: pa.Table, keys: Sequence[str]) -> Reduced:
     winners = ordered.take(pc.take(last, pc.sort_indices(last))).drop_columns([_ROW])  # in offset order
     deletes = pc.equal(winners.column(OP_COLUMN), DELETE)
     upserts = winners.filter(pc.invert(deletes)).drop_columns([OP_COLUMN])
-    return Reduced(winners.select(list(keys)), upserts, pc.sum(deletes).as_py() or 0)
+    return Reduced(winners.select([*keys, *POSITION]), upserts, pc.sum(deletes).as_py() or 0)
 
 
 def check_keys(name: str, identifier_fields: set[str], keys: Sequence[str]) -> None:

@@ -36,7 +36,7 @@ from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 
 from laminar_kafka.cluster.lake.iceberg.evolution import Step, apply_evolution
-from laminar_kafka.cluster.lake.iceberg.upsert import plain, reduce_changes, row_numbers
+from laminar_kafka.cluster.lake.iceberg.upsert import POSITION, plain, reduce_changes, row_numbers
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +99,13 @@ def commit_upsert(table: Table, keys: Sequence[str], paths: Sequence[str], summa
             metadata = transaction.table_metadata
             target = schema_to_pyarrow(metadata.schema(), include_field_ids=False)
             candidates = _candidates(table, metadata, reduced.touched, keys)
-            removed, survivors = _rewrites(table, metadata, candidates, reduced.touched, keys, target)
-            rows = pa.concat_tables([conform(reduced.upserts, target), *survivors])
+            removed, survivors, replayed = _rewrites(table, metadata, candidates, reduced.touched, keys, target)
+            upserts = reduced.upserts
+            if replayed.num_rows:  # the table holds later changes of these keys: theirs stay
+                logger.info("iceberg table %s: %d change(s) older than the table's rows of their keys were not "
+                            "applied (a replay)", ".".join(table.name()), replayed.num_rows)
+                upserts = upserts.filter(pc.invert(_hits(upserts.select(list(keys)), replayed, keys)))
+            rows = pa.concat_tables([conform(upserts, target), *survivors])
             added = list(_dataframe_to_data_files(metadata, rows, table.io)) if rows.num_rows else []
             written.extend(data_file.file_path for data_file in added)
             _overwrite(transaction, removed, added, summary)
@@ -143,12 +148,15 @@ def _candidates(table: Table, metadata: TableMetadata, touched: pa.Table, keys: 
 
 
 def _rewrites(table: Table, metadata: TableMetadata, candidates: list[FileScanTask], touched: pa.Table,
-              keys: Sequence[str], target: pa.Schema) -> tuple[list[DataFile], list[pa.Table]]:
-    """The candidate files holding a touched key (to remove) and their other rows (to write again)."""
+              keys: Sequence[str], target: pa.Schema) -> tuple[list[DataFile], list[pa.Table], pa.Table]:
+    """The candidate files holding a touched key (to remove), their rows to write again (the other
+    keys', and a touched key's row written from a later change than the epoch's), and the keys of
+    those later rows (the epoch's changes of them are a replay, not applied)."""
     schema = metadata.schema()
     key_schema = schema.select(*keys)
     removed: list[DataFile] = []
     survivors: list[pa.Table] = []
+    replayed: list[pa.Table] = []
     for task in candidates:
         file_keys = ArrowScan(metadata, table.io, key_schema, AlwaysTrue()).to_table([task])
         hit = _hits(file_keys, touched, keys)
@@ -156,10 +164,29 @@ def _rewrites(table: Table, metadata: TableMetadata, candidates: list[FileScanTa
             continue
         removed.append(task.file)
         rows = ArrowScan(metadata, table.io, schema, AlwaysTrue()).to_table([task])
-        kept = rows.filter(pc.invert(hit))
+        later = _later(rows, touched, keys)
+        kept = rows.filter(pc.or_(pc.invert(hit), later))
         if kept.num_rows:
             survivors.append(conform(kept, target))
-    return removed, survivors
+        if pc.any(later).as_py():
+            replayed.append(plain(rows.filter(later).select(list(keys))))
+    key_columns = pa.schema([target.field(key) for key in keys])
+    return removed, survivors, pa.concat_tables([conform(t, key_columns) for t in replayed] or [key_columns.empty_table()])
+
+
+def _later(rows: pa.Table, touched: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """Per row of ``rows``, whether it was written from a later (or the same) offset of the same Kafka
+    partition than the epoch's change of its key: the epoch replays what the table already holds."""
+    row = "__laminar_row"
+    mine = plain(rows.select([*keys, *POSITION])).append_column(row, row_numbers(rows.num_rows))
+    theirs = pa.schema([mine.schema.field(key) for key in keys]
+                       + [mine.schema.field(name).with_name(f"__change{name}") for name in POSITION])
+    probe = conform(touched.rename_columns([*keys, *(f"__change{name}" for name in POSITION)]), theirs)
+    joined = mine.join(probe, keys=list(keys), join_type="inner")
+    later = pc.and_(pc.equal(joined.column("_partition"), joined.column("__change_partition")),
+                    pc.greater_equal(joined.column("_offset"), joined.column("__change_offset")))
+    found = joined.filter(pc.fill_null(later, False)).column(row).combine_chunks()
+    return pc.is_in(mine.column(row), value_set=found)
 
 
 def _hits(file_keys: pa.Table, touched: pa.Table, keys: Sequence[str]) -> pa.Array:

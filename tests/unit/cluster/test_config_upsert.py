@@ -9,9 +9,10 @@ from laminar_kafka.errors import ConfigurationError
 BASE = {"bootstrap": "k:9092", "topic": "orders", "output": "/tmp/out", "format": "json"}
 
 
-def test_upsert_mode_on_the_parquet_tree_is_refused_naming_iceberg() -> None:
+@pytest.mark.parametrize("upsert", [{"upsert-keys": "id"}, {"format": "debezium-json", "upsert-keys": "id"}])
+def test_upsert_mode_on_the_parquet_tree_is_refused_naming_iceberg(upsert: dict[str, str]) -> None:
     with pytest.raises(ConfigurationError, match="^upsert-keys and format=debezium-json need table-format=iceberg"):
-        settings_from({**BASE, "upsert-keys": "id"}, {}, {})
+        settings_from({**BASE, **upsert}, {}, {})
 
 
 def test_the_upsert_keys_are_the_iceberg_tables_keys() -> None:

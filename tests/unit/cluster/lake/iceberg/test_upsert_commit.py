@@ -221,3 +221,22 @@ def test_the_start_check_refuses_a_table_keyed_otherwise(tmp_path: Path) -> None
     other = keyed_lake(tmp_path, keys=("id", "region"))
     with pytest.raises(ConfigurationError, match="keyed by id, but setting upsert-keys is id,region"):
         other.output().check(["orders"], None)
+
+
+def test_a_replayed_change_never_overwrites_a_later_row_of_its_key(tmp_path: Path) -> None:
+    lake = keyed_lake(tmp_path)
+    stage(lake, 1, changes(0, [5, 6, 7], [1, 2, 3], ["c", "c", "c"]))
+    output = lake.output()
+    lake.publish(output, 1)
+    replay = tmp_path / "out" / "replay.parquet"
+    # offsets 2 and 6 of partition 0 are older than (or the same as) the table's rows of keys 1 and 2;
+    # key 3's change at offset 9 is newer; key 4's is new; a change of key 1 from partition 1 applies
+    pq.write_table(changes(0, [2, 6, 9, 10], [1, 2, 3, 4], ["d", "u", "u", "c"], ["old", "same", "new", "four"]),
+                   replay)
+    table = output.table("orders")
+    commit_upsert(table, ("id",), [str(replay)], {}, {})
+    assert current(output.table("orders")) == {1: "1@5", 2: "2@6", 3: "new", 4: "four"}
+    moved = tmp_path / "out" / "moved.parquet"
+    pq.write_table(changes(1, [0], [1], ["u"], ["moved"]), moved)
+    commit_upsert(output.table("orders"), ("id",), [str(moved)], {}, {})
+    assert current(output.table("orders"))[1] == "moved"

@@ -80,7 +80,7 @@ def test_composite_keys_group_by_every_key_column() -> None:
     rows = changes([1, 1, 1, 2], ["c", "c", "u", "c"], [1, 2, 3, 4], region=["eu", "us", "eu", "eu"])
     reduced = reduce_changes(rows, ["id", "region"])
     assert state(reduced.upserts, ("id", "region")) == {(1, "eu"): "v3", (1, "us"): "v2", (2, "eu"): "v4"}
-    assert reduced.touched.column_names == ["id", "region"] and reduced.touched.num_rows == 3
+    assert reduced.touched.column_names == ["id", "region", "_partition", "_offset"] and reduced.touched.num_rows == 3
 
 
 def test_composite_key_delete_removes_only_that_pair() -> None:
