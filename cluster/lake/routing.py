@@ -185,9 +185,16 @@ class Router:
                             f"{first['error']} (on-bad-record=fail; skip lands it in _rejected/)")
         return routed.groups, rejected
 
-    def split(self, batch: pa.RecordBatch, spec: PartitionSpec) -> tuple[list[tuple[str, pa.RecordBatch]],
-                                                                         pa.RecordBatch | None]:
-        """``(directory, rows)`` pairs of ``batch`` (each under its table, partitioned by ``spec``)
-        and its refused rows as rejected records (see :meth:`route`). Raises :class:`SinkError`."""
-        groups, rejected = self.route(batch)
-        return [part for table, rows in groups for part in split_by_partition(rows, spec, table=table)], rejected
+    def split(self, batch: pa.RecordBatch, spec: PartitionSpec, rejected: pa.RecordBatch | None = None,
+              ) -> tuple[list[tuple[str, pa.RecordBatch]], pa.RecordBatch | None]:
+        """``(directory, rows)`` pairs of ``batch`` (each under its table, partitioned by ``spec``),
+        and the batch's ``rejected`` records (the source's) with its refused rows (see :meth:`route`)
+        in one batch ordered by topic, partition and offset, as the records were read. Raises
+        :class:`SinkError`."""
+        groups, refused = self.route(batch)
+        parts = [part for table, rows in groups for part in split_by_partition(rows, spec, table=table)]
+        if refused is None or rejected is None or rejected.num_rows == 0:
+            return parts, refused if refused is not None else rejected
+        both = pa.Table.from_batches([rejected, refused]).sort_by([("_topic", "ascending"), ("_partition", "ascending"),
+                                                                   ("_offset", "ascending")])
+        return parts, both.combine_chunks().to_batches()[0]

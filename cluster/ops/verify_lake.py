@@ -34,6 +34,7 @@ from laminar_kafka.cluster.ops.verify import (
     read_output,
     scan_table,
 )
+from laminar_kafka.cluster.ops.verify_routed import read_routed_output, routed_rows_per_partition
 from laminar_kafka.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ def read_lake_output(target: LakeTarget, fs: pafs.FileSystem, root: str, topic: 
                      topic_has_records: bool = False) -> OutputScan:
     """Scan ``topic``'s published output in ``target``'s format (raises :class:`VerifyError`).
     ``topic_has_records``: the topic holds records to audit, so an Iceberg table must exist."""
+    if target.table_format is TableFormat.ICEBERG and target.iceberg is not None and target.iceberg.routed:
+        return read_routed_output(target, fs, root, topic)  # a topic's rows in many tables
     if target.table_format is TableFormat.ICEBERG:
         return read_iceberg_output(target, fs, root, topic, topic_has_records=topic_has_records)
     return read_output(fs, root, topic)
@@ -173,6 +176,8 @@ def rows_per_partition(target: LakeTarget, topic: str) -> dict[int, int]:
     from laminar_kafka.cluster.lake.parquet.sink import open_output
 
     assert target.iceberg is not None
+    if target.iceberg.routed:
+        return routed_rows_per_partition(target, topic)
     fs, root = open_output(target.output)
     table = load_table_or_none(open_catalog(target.iceberg, fs, root), (target.iceberg.namespace, target.table_of(topic)))
     if table is None:

@@ -50,7 +50,7 @@ from laminar_kafka.errors import LaminarError
 __all__ = ["add_lake_commands", "lake_target"]
 
 #: the settings of `run` that say where the lake is (the rest of a config file is ignored here)
-_LAKE_SETTINGS = ("table-format", "pipeline", "namespace", "table", "catalog-uri")
+_LAKE_SETTINGS = ("table-format", "pipeline", "namespace", "table", "catalog-uri", "table-template", "table-allowed")
 
 
 def lake_target(args: argparse.Namespace, env: Mapping[str, str]) -> LakeTarget:
@@ -78,6 +78,7 @@ def lake_target(args: argparse.Namespace, env: Mapping[str, str]) -> LakeTarget:
             catalog_uri=values.get("catalog-uri") or None,
             table=values.get("table") or None,
             properties=passthrough_tables(file_values, env).iceberg,
+            routed=values.get("table-template", "{topic}") != "{topic}" or bool(values.get("table-allowed")),
         )
     return LakeTarget(args.output, TableFormat(table_format), pipeline, iceberg)
 
@@ -91,6 +92,9 @@ def _add_lake_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", help="iceberg: the table (default: the topic, dots and dashes as _)")
     parser.add_argument("--catalog-uri", help="iceberg: sqlite:///<path> or http(s):// (default: "
                                               "<output>/_catalog/catalog.db)")
+    parser.add_argument("--table-template", help="iceberg: the pipeline's table-template; other than {topic}, every "
+                                                 "table the pipeline committed into is read")
+    parser.add_argument("--table-allowed", help="iceberg: the pipeline's table-allowed (set: its tables are routed)")
 
 
 def add_lake_commands(commands: argparse._SubParsersAction[Parser]) -> None:

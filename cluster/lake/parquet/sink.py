@@ -202,16 +202,14 @@ class ParquetSink:
         :func:`laminar_kafka.cluster.lake.partitioning.split_by_partition`); nothing of the call is written then.
         """
         rows = self._streams[OutputStream.ROWS]
-        refused = None  # rows the table-template cannot route, as rejected records
         if self.router is None:
             parts = split_by_partition(batch, self.partitioning, self.default_topic)
-        else:
-            parts, refused = self.router.split(batch, self.partitioning)
+        else:  # table-template routing: the rows it cannot route join the rejected records
+            parts, rejected = self.router.split(batch, self.partitioning, rejected)
         for directory, part in parts:
             self._append(rows, directory, part)
-        for more in (rejected, refused):
-            if more is not None and more.num_rows:
-                self._append(self._streams[OutputStream.REJECTED], "", more)
+        if rejected is not None and rejected.num_rows:
+            self._append(self._streams[OutputStream.REJECTED], "", rejected)
         if self.writer_memory_bytes:
             self._bound_memory()
 

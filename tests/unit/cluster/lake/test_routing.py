@@ -175,3 +175,17 @@ def test_split_by_partition_under_a_table() -> None:
     batch = rows(["eu", "eu"], _timestamp=pa.array([0, 86_400_000], pa.timestamp("ms")))
     parts = split_by_partition(batch, PartitionSpec.parse("day"), table="ev_eu")
     assert [directory for directory, _ in parts] == ["ev_eu/dt=1970-01-01", "ev_eu/dt=1970-01-02"]
+
+
+def test_split_merges_the_sources_rejected_records_in_offset_order() -> None:
+    batch = rows(["eu", None, "eu", None])
+    source = rejected_rows(rows(["x", "x"]).slice(0, 2), ("bad json", "bad json"))  # offsets 0, 1
+    source = source.set_column(2, REJECTED_SCHEMA.field("_offset"), pa.array([2, 5], pa.int64()))
+    router = Router(TableTemplate.parse("{field:region}"), fail_on_bad=False)
+    parts, rejected = router.split(batch, PartitionSpec.parse("none"), source)
+    assert [(directory, part.num_rows) for directory, part in parts] == [("eu", 2)]
+    assert rejected is not None and rejected.schema.equals(REJECTED_SCHEMA)
+    assert rejected.column("_offset").to_pylist() == [1, 2, 3, 5]
+    assert rejected.column("error").to_pylist()[:2] == ["table-template: field region is null", "bad json"]
+    assert router.split(rows(["eu"]), PartitionSpec.parse("none"), source)[1] is source
+    assert router.split(batch, PartitionSpec.parse("none"))[1] is not None
