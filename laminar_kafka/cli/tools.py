@@ -98,7 +98,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(campaign_json(results, rows, time.monotonic() - started), indent=2, default=str))
     else:
-        print(format_cdc_table(results, ALL_KINDS, config.recovery_timeout_s) if cdc
+        print(format_cdc_table(results, kinds_of_lake(args.lake, args.pipeline), config.recovery_timeout_s) if cdc
               else format_table(rows, config.recovery_timeout_s))
         failed = [r for r in results if not r.ok]
         for r in failed:
