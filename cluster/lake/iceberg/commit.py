@@ -9,7 +9,8 @@ table on every attempt:
 - Otherwise every epoch ``e`` in ``(max(p, oldest_epoch - 1), E]`` whose manifest lists files of the
   table is committed, in order, so no epoch is ever skipped because a later one landed first. For
   each: the files are published (idempotent renames, :func:`laminar_kafka.cluster.lake.parquet.sink.publish`), then ONE
-  transaction evolves the schema if a file brings new columns or wider types, adds the files
+  transaction evolves the schema once to take every file (new columns, wider types, columns made
+  optional: :mod:`laminar_kafka.cluster.lake.iceberg.evolution`), adds the files
   (snapshot summary ``laminar.pipeline`` / ``laminar.epoch``) and sets ``laminar.epoch.<pipeline>``
   to ``e``: the snapshot and the property land in one atomic catalog commit, so a retry after a
   crash sees the property and never adds the files twice.

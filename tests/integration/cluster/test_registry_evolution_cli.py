@@ -28,8 +28,10 @@ from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, Tab
 from laminar_kafka.demo import wait_caught_up
 from laminar_kafka.devstack.processes import NodeProcess
 from laminar_kafka.devstack.topics import create_topic
-from tests.conftest import KafkaHandle
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, make_producer
+from tests.conftest import KafkaHandle, ZooKeeperHandle
 from tests.duckdb_queries import ICEBERG, connect
+from tests.integration.cluster.harness import make_pipeline
 from tests.integration.cluster.test_registry_formats_cli import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -63,10 +65,14 @@ def avro_row(i: int, version: int) -> dict[str, Any]:
     return {"id": f"s{i}", "amount": 1.0, "price": D("1.00")}
 
 
-def produce_avro(bootstrap: str, registry: str, topic: str, schema: str, version: int, ids: Iterable[int]) -> None:
+def avro_values(registry: str, topic: str, schema: str, version: int, ids: Iterable[int]) -> list[tuple[int, bytes]]:
     serializer = AvroSerializer(SchemaRegistryClient({"url": registry}), schema, conf={"auto.register.schemas": True})
     context = SerializationContext(topic, MessageField.VALUE)
-    produce(bootstrap, topic, [(i, serializer(avro_row(i, version), context)) for i in ids])
+    return [(i, serializer(avro_row(i, version), context)) for i in ids]
+
+
+def produce_avro(bootstrap: str, registry: str, topic: str, schema: str, version: int, ids: Iterable[int]) -> None:
+    produce(bootstrap, topic, avro_values(registry, topic, schema, version, ids))
 
 
 def json_schema(properties: dict[str, Any]) -> str:
@@ -147,15 +153,18 @@ def read_back(table: Table, columns: list[str], tmp_path: Path) -> tuple[list[di
 
 def files_per_version_and_directory(table: Table) -> dict[tuple[str, str], list[str]]:
     """The table's data files by (epoch, directory), each as its Arrow schema's text; checks that no
-    two files of one epoch and directory share a schema version."""
+    node staged two files of one schema version in one epoch and directory."""
     groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    seen: set[tuple[str, str, str, str]] = set()
     for task in table.scan().plan_files():
         path = task.file.file_path
-        epoch = re.search(r"epoch-(\d+)\.", path)
-        assert epoch is not None, path
-        groups[(epoch.group(1), path.rpartition("/")[0])].append(pq.read_schema(path).remove_metadata().to_string())
-    for key, schemas in groups.items():
-        assert len(schemas) == len(set(schemas)), f"epoch {key[0]} wrote two files of one schema in {key[1]}"
+        name = re.search(r"epoch-(\d+)\.node-(\d+)\.", path)
+        assert name is not None, path
+        epoch, node, directory = name.group(1), name.group(2), path.rpartition("/")[0]
+        schema = pq.read_schema(path).remove_metadata().to_string()
+        assert (epoch, node, directory, schema) not in seen, f"node {node} wrote two files of one schema in {path}"
+        seen.add((epoch, node, directory, schema))
+        groups[(epoch, directory)].append(schema)
     return groups
 
 
@@ -236,3 +245,64 @@ def test_json_schema_versions_evolve_an_iceberg_table_and_integer_to_number_stop
         pipeline.node.stop()
     table = pipeline.table()
     assert committed_epoch(table, "a") == epoch and len(table.snapshots()) == snapshots
+
+
+def test_two_nodes_decoding_two_versions_commit_both_in_one_epoch_under_one_evolution(
+    kafka: KafkaHandle, zookeeper: ZooKeeperHandle, schema_registry: str, unique: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """A node's decoder reads every record of a batch with the newest writer version it has seen, so
+    the files of one node change version once; two nodes, one fed v1 records and the other v2, stage
+    files of both versions in the same epochs: each such epoch is one commit that creates or widens
+    the table and adds every file, one file per version and directory."""
+    pipeline = make_pipeline(kafka.bootstrap, zookeeper.hosts, unique("avro-mixed"), tmp_path)
+    flags = ("--format", "avro", "--schema-registry-url", schema_registry)
+    pipeline.table_format = TableFormat.ICEBERG
+    try:
+        pipeline.launch(1, *flags)
+        pipeline.launch(2, *flags)
+        pipeline.wait_spread(2)
+        owned = {n.node_id: sorted(int(p.rpartition(":")[2]) for p in n.partitions)
+                 for n in pipeline.status().nodes if n.live}
+        versions: dict[int, int] = {}
+
+        def mixed_epochs() -> list[str]:
+            groups = files_per_version_and_directory(iceberg_table(pipeline.lake, pipeline.topic))
+            return [epoch for (epoch, _), schemas in groups.items() if len(set(schemas)) > 1]
+
+        for round_ in range(5):  # until an epoch holds both versions: each round is one chance
+            ids = range(round_ * 40, round_ * 40 + 40)
+            v1 = avro_values(schema_registry, pipeline.topic, AVRO_V1, 1, ids[:20])
+            v2 = avro_values(schema_registry, pipeline.topic, AVRO_V2, 2, ids[20:])
+            produce_to(kafka.bootstrap, pipeline.topic, [(owned[1][i % len(owned[1])], v) for i, v in v1]
+                       + [(owned[2][i % len(owned[2])], v) for i, v in v2])
+            versions.update({i: 1 for i, _ in v1} | {i: 2 for i, _ in v2})
+            assert pipeline.finish(60).ok, pipeline.tail_logs()
+            if mixed_epochs():
+                break
+        assert mixed_epochs(), "no epoch held files of both versions in 5 rounds"
+        table = iceberg_table(pipeline.lake, pipeline.topic)
+        assert [str(table.schema().find_field(name).field_type) for name in ("id", "amount", "price")] == [
+            "long", "double", "decimal(9, 2)"]
+        expected = {r["id"]: {**r, "note": r.get("note")} for r in (avro_row(i, v) for i, v in versions.items())}
+        for rows in read_back(table, ["id", "amount", "price", "note"], tmp_path):
+            assert {r["id"]: {k: r[k] for k in ("id", "amount", "price", "note")} for r in rows} == expected
+            assert len(rows) == len(versions)
+    finally:
+        pipeline.stop_all()
+
+
+def iceberg_table(lake: LakeTarget, topic: str) -> Table:
+    fs, root = open_output(lake.output)
+    assert lake.iceberg is not None
+    table = load_table_or_none(open_catalog(lake.iceberg, fs, root), (lake.iceberg.namespace, lake.table_of(topic)))
+    assert table is not None
+    return table
+
+
+def produce_to(bootstrap: str, topic: str, values: list[tuple[int, bytes]]) -> None:
+    """``(partition, value)`` pairs, in one flush."""
+    producer = make_producer(KafkaClientConfig(bootstrap), {"linger.ms": 5})
+    for partition, value in values:
+        producer.produce(topic, value=value, partition=partition)
+    assert producer.flush(30) == 0
