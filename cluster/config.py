@@ -104,6 +104,7 @@ class NodeSettings:
     quiet_checkpoint_interval_ms: int = node_default("quiet-checkpoint-interval-ms")
     max_file_bytes: int = node_default("max-file-bytes")
     row_group_rows: int = node_default("row-group-rows")
+    writer_memory_bytes: int = node_default("writer-memory-bytes")
     max_batch_records: int = node_default("max-batch-records")
     max_fetched_bytes: int = node_default("max-fetched-bytes")
     batch_wait_ms: int = node_default("batch-wait-ms")

@@ -210,12 +210,19 @@ class NodeMetrics:
             "object store or the catalog) has run (0: none); past lake-io-timeout-ms the node stops",
             ["node"], registry=r,
         )
+        self.writer_memory = Gauge(
+            "laminar_writer_memory_bytes", "Bytes the Parquet writers hold: buffered row groups and open files "
+            "(the estimate writer-memory-bytes bounds)", ["node"], registry=r,
+        )
+        self._writer_counts = _WriterCounts(self.node)
+        r.register(self._writer_counts)
 
     def _export_zeros(self) -> None:
         """Every per-node family is exported from the start (0 until something happens); families
         labelled per partition, outcome or state appear with their first value."""
         for family in (
             self.publish_seconds, self.lake_commits, self.lake_epoch, self.lake_call_seconds, self.lake_commit_seconds,
+            self.writer_memory,
             self.lake_commit_conflicts, self.lake_commits_found_done,
             self.records_in, self.bytes_in, self.batches, self.drain_seconds, self.checkpoint_seconds,
             self.epochs_committed, self.epoch_asks, self.epochs_aborted, self.generations_retired,
@@ -232,6 +239,13 @@ class NodeMetrics:
     def watch_lake_calls(self, age_s: Callable[[], float]) -> None:
         """Export ``age_s()`` (the running lake call's age, read at each scrape) as ``laminar_lake_call_seconds``."""
         self.lake_call_seconds.labels(self.node).set_function(age_s)
+
+    def watch_writers(self, held: Callable[[], int], flushes: Callable[[], int], closes: Callable[[], int]) -> None:
+        """Export the sink's writer memory ``held()`` as ``laminar_writer_memory_bytes`` and its
+        cumulative early flushes and closes as ``laminar_writer_early_flushes_total`` and
+        ``laminar_writer_early_closes_total`` (each read at each scrape)."""
+        self.writer_memory.labels(self.node).set_function(held)
+        self._writer_counts.counts = (flushes, closes)
 
     def watch_probes(self, probes: Probes) -> None:
         """Export the verdicts of ``probes`` (read at each scrape) as ``laminar_node_healthy`` and ``laminar_node_ready``."""
@@ -295,6 +309,30 @@ class _CoordinatorCounts(Collector):
              counts.fenced_writes_rejected if counts is not None else 0),
             ("laminar_stale_acks_rejected", "Acks the coordinator rejected for a stale boot id or version",
              counts.stale_acks_rejected if counts is not None else 0),
+        ):
+            family = CounterMetricFamily(name, documentation, labels=["node"])
+            family.add_metric([self.node], value)
+            yield family
+
+    def describe(self) -> Iterator[Metric]:
+        return self.collect()
+
+
+class _WriterCounts(Collector):
+    """The sink's cumulative early flushes and closes under writer-memory-bytes, as counters read at
+    each scrape (0 until a sink is wired in)."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.counts: tuple[Callable[[], int], Callable[[], int]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        flushes, closes = self.counts or (lambda: 0, lambda: 0)
+        for name, documentation, value in (
+            ("laminar_writer_early_flushes", "Parquet writer buffers flushed early, as smaller row groups, "
+             "because the writers passed their memory bound", flushes()),
+            ("laminar_writer_early_closes", "Staged files closed early (sealed with their epoch) because the "
+             "writers passed their memory bound", closes()),
         ):
             family = CounterMetricFamily(name, documentation, labels=["node"])
             family.add_metric([self.node], value)

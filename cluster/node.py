@@ -331,7 +331,9 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         row_group_rows=settings.row_group_rows,
         partitioning=settings.partitioning,
         router=router_of(settings),
+        writer_memory_bytes=settings.writer_memory_bytes,
     )
+    metrics.watch_writers(lambda: sink.writer_memory, lambda: sink.early_flushes, lambda: sink.early_closes)
     config = coordinator_config(settings)
     options = RuntimeOptions(
         node_id=settings.node_id,

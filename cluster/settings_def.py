@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from laminar_kafka.cluster.config_file import ENV_PREFIX
+from laminar_kafka.cluster.lake.parquet.writer_memory import DEFAULT_WRITER_MEMORY_BYTES
 from laminar_kafka.cluster.lake.reconcile import OnLakeBehind
 from laminar_kafka.cluster.lake.settings import TableFormat, TableLocation
 from laminar_kafka.connector.settings import Layer, Setting, by_name
@@ -59,6 +60,13 @@ NODE_SETTINGS: Mapping[str, Setting] = by_name((
     _own("max-file-bytes", int, "staged Parquet files rotate at this size", default=128 * 1024 * 1024, minimum=1,
          unit="bytes", shown_default="134217728 (128 MiB)"),
     _own("row-group-rows", int, "rows per Parquet row group", default=65536, minimum=1),
+    _own("writer-memory-bytes", int, "bound on the bytes the Parquet writers hold (buffered row groups and open "
+         "files, every directory of both streams; 0 = no bound): past it the least recently written flush early, "
+         "then close early", default=DEFAULT_WRITER_MEMORY_BYTES, minimum=0, unit="bytes",
+         shown_default="134217728 (128 MiB)",
+         notes="Files and row groups may come out smaller, never a row lost or written twice. See \"Writer "
+               "memory\" in [partitioning.md](partitioning.md#writer-memory); `laminar_writer_memory_bytes` shows "
+               "the bytes held."),
     _own("max-batch-records", int, "records per source poll", default=10000, minimum=1),
     source.MAX_FETCHED_BYTES,
     source.BATCH_WAIT_MS,

@@ -143,6 +143,8 @@ class ParquetSink:
         #: buffers flushed, and files closed, early because the writers passed ``writer_memory_bytes``
         self.early_flushes = 0
         self.early_closes = 0
+        #: bytes the writers hold (the estimate the bound counts) as of the latest write, flush, seal or discard
+        self.writer_memory = 0
         self._tick = 0
 
     @property
@@ -173,11 +175,6 @@ class ParquetSink:
     def files_closed_early(self) -> int:
         """Files closed before their seal because a stream had ``max_open_files`` open files."""
         return sum(files.files_closed_early for files in self._streams.values())
-
-    @property
-    def writer_memory(self) -> int:
-        """Bytes the writers hold now: buffered rows and open files (the estimate the bound counts)."""
-        return sum(use.total for use in self._uses(self._writers()))
 
     def check_writable(self) -> None:
         """Create the root and staging directory and prove a file can be written and removed there.
@@ -212,6 +209,7 @@ class ParquetSink:
             self._append(self._streams[OutputStream.REJECTED], "", rejected)
         if self.writer_memory_bytes:
             self._bound_memory()
+        self._account()
 
     def _append(self, stream: StreamFiles, directory: str, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -242,11 +240,15 @@ class ParquetSink:
         self.early_flushes += len(relief.flush)
         self.early_closes += len(relief.retire)
 
+    def _account(self) -> None:
+        self.writer_memory = sum(use.total for use in self._uses(self._writers()))
+
     def flush(self) -> None:
         """Write every buffered row to the open staged files (still unsealed)."""
         for stream in self._streams.values():
             for files in stream:
                 self._flush(stream, files)
+        self._account()
 
     def _flush(self, stream: StreamFiles, files: DirectoryFiles) -> None:
         if not files.buffer:
@@ -298,6 +300,7 @@ class ParquetSink:
         except (OSError, pa.ArrowException) as exc:
             raise SinkError(f"cannot seal staged output of epoch {epoch}: {exc}", cause=exc) from exc
         self.files_sealed += len(sealed)
+        self.writer_memory = 0
         return tuple(sealed)
 
     def discard_unsealed(self) -> int:
@@ -318,6 +321,7 @@ class ParquetSink:
                     removed += _delete_if_present(self.fs, _join(self.root, name.staged_path()))
                 files.unsealed = []
             stream.forget_all()
+        self.writer_memory = 0
         return removed
 
     def new_boot(self, boot_id: str) -> None:

@@ -37,6 +37,7 @@ NODE_FAMILIES = {
     "laminar_offsets_lost_total", "laminar_kafka_clients_replaced_total", "laminar_lake_commits_total",
     "laminar_lake_commit_conflicts_total", "laminar_lake_commits_found_done_total",
     "laminar_ack_cursors_total", "laminar_lake_reconciliations_total",
+    "laminar_writer_memory_bytes", "laminar_writer_early_flushes_total", "laminar_writer_early_closes_total",
 }
 HISTOGRAMS = {"laminar_handoff_pause_seconds", "laminar_drain_seconds", "laminar_checkpoint_seconds",
               "laminar_publish_seconds", "laminar_lake_commit_seconds"}
