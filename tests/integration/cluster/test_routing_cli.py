@@ -6,7 +6,6 @@ routed (no region, a region that makes no table name, a table table-allowed refu
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -68,7 +67,8 @@ def test_one_topic_routed_into_50_tables_by_three_nodes(iceberg_pipeline: Pipeli
         assert set(rows["region"].to_pylist()) == {f"r{region}"}
 
     rejected = pa.concat_tables([pq.read_table(path) for path in list_published(fs, f"{root}/{REJECTED_DIR}")])
-    errors = dict(zip(rejected["_offset"].to_pylist(), rejected["error"].to_pylist(), strict=True))
+    where = zip(rejected["_partition"].to_pylist(), rejected["_offset"].to_pylist(), strict=True)
+    errors = dict(zip(where, rejected["error"].to_pylist(), strict=True))
     assert len(errors) == len(bad)
     reasons = set(errors.values())
     assert "table-template: table ev_q1 is not allowed by table-allowed ev_r[0-9]+" in reasons

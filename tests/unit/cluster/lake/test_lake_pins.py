@@ -62,3 +62,15 @@ def test_the_file_is_strict(tmp_path: Path) -> None:
     path.write_bytes(encode("other", VALUES))
     with pytest.raises(SinkError, match="are pipeline other's, not orders's"):
         pins(tmp_path).check(None)  # type: ignore[arg-type]
+
+
+def test_the_routing_settings_are_kept_and_a_file_without_them_still_reads(tmp_path: Path) -> None:
+    routed = {"table_template": "ev_{field:region}", "table_topic_regex": "", "table_allowed": "ev_.*"}
+    pins(tmp_path, **routed).keep(None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="^setting table-template is {topic} here, but pipeline orders was "
+                                                 r"created with ev_\{field:region\} \(kept in its lake\)"):
+        pins(tmp_path, **{**routed, "table_template": "{topic}"}).check(None)  # type: ignore[arg-type]
+    older = tmp_path / "older"
+    pins(older).keep(None)  # type: ignore[arg-type]  # a node without the routing settings: a file without them
+    assert "table-template" not in (older / lake_pins_path("orders")).read_text()
+    pins(older, **routed).check(None)  # type: ignore[arg-type]  # absent: not compared

@@ -227,3 +227,14 @@ def test_a_name_with_non_ascii_digits_is_not_a_record() -> None:
 
 def test_record_path_round_trips_past_ten_digits() -> None:
     assert parse_record_name(record_path(10**10).rpartition("/")[2]) == 10**10
+
+
+def test_a_routed_record_is_whole_and_names_its_tables() -> None:
+    from laminar_kafka.cluster.lake.record import LakeRecord
+
+    record = LakeRecord("p", 4, 2, {"kafka": {"a:0": 5, "b:1": 6}}, {"a": "id-a", "b": "id-b"}, ("f.parquet",))
+    routed = record.routed(("ev_us", "ev_eu"))
+    assert routed.tables == ("ev_eu", "ev_us") and routed.files == () and routed.cursors == record.cursors
+    assert LakeRecord.from_json(routed.to_json(), "x") == routed
+    assert b'"tables"' not in record.only_topic("a").to_json()  # an unrouted record encodes as before
+    assert LakeRecord.from_json(record.to_json(), "x").tables == ()

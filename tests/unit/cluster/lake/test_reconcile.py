@@ -425,3 +425,18 @@ def test_properties_of_every_decision(control_facts: ControlFacts, lake_facts: L
             assert set(seed.cursors.get(SOURCE, {})) <= known
     else:
         assert decision.seed is None
+
+
+def test_a_reseed_from_a_partly_landed_epoch_is_refused_and_continuing_is_not() -> None:
+    partial = "epoch 7 landed in table(s) a of namespace p but not in b"
+    lake = LakeFacts(epoch=7, high_epoch=7, cursors={"kafka": {"t:0": 70}}, dense=False, has_records=True,
+                     has_data=True, partial=partial)
+    lost = reconcile("p", ControlFacts(None), lake, {}, OnLakeBehind.REWIND)
+    assert lost.action is Action.REFUSE and lost.seed is None
+    assert lost.reason.startswith(f"pipeline 'p' cannot resume from its lake exactly: {partial} (")
+    agreeing = Manifest(epoch=7, assignment_version=1, cursors={"kafka": {"t:0": 70}})
+    assert reconcile("p", ControlFacts(agreeing, None, 7), lake, {}, OnLakeBehind.REWIND).action is Action.CONTINUE
+    behind = Manifest(epoch=5, assignment_version=1, cursors={"kafka": {"t:0": 50}})
+    assert reconcile("p", ControlFacts(behind, None, 5), lake, {}, OnLakeBehind.REWIND).action is Action.REFUSE
+    whole = LakeFacts(epoch=7, high_epoch=7, cursors={"kafka": {"t:0": 70}}, dense=False, has_records=True)
+    assert reconcile("p", ControlFacts(None), whole, {}, OnLakeBehind.REWIND).action is Action.RESEED
