@@ -27,14 +27,13 @@ from urllib.parse import urlsplit, urlunsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError, ResolveError
+from pyiceberg.exceptions import NoSuchTableError
 
 # private in pyiceberg 0.12 (pinned <0.13): the Arrow-to-Iceberg conversion of a schema without
 # field ids, which the public pyarrow_to_schema makes only given a name mapping
 from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
-from pyiceberg.schema import Schema, assign_fresh_schema_ids, promote
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.table import Table
-from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.settings import IcebergSettings
@@ -48,7 +47,6 @@ __all__ = [
     "TIMESTAMP_COLUMN",
     "absolute_path",
     "data_file_count",
-    "evolves",
     "describe_error",
     "iceberg_ready",
     "iceberg_schema_of",
@@ -257,71 +255,6 @@ def iceberg_schema_of(schema: pa.Schema) -> Schema:
     """The Iceberg schema (fresh field ids from 1) of an Arrow schema of the sink's files."""
     converted = _pyarrow_to_schema_without_ids(iceberg_ready(schema), downcast_ns_timestamp_to_us=True)
     return assign_fresh_schema_ids(converted)
-
-
-def _children(field_type: IcebergType) -> list[NestedField]:
-    if isinstance(field_type, StructType):
-        return list(field_type.fields)
-    if isinstance(field_type, ListType):
-        return [field_type.element_field]
-    if isinstance(field_type, MapType):
-        return [field_type.key_field, field_type.value_field]
-    return []
-
-
-def evolves(table_schema: Schema, file_schema: pa.Schema) -> bool:
-    """Whether ``file_schema`` would change ``table_schema`` under ``union_by_name``: a new column
-    (at any depth), a wider type, or an optional column where the table's is required."""
-
-    def walk(table_fields: list[NestedField], file_fields: list[NestedField]) -> bool:
-        by_name = {field.name: field for field in table_fields}
-        for field in file_fields:
-            existing = by_name.get(field.name)
-            if existing is None or (field.optional and existing.required):
-                return True
-            old, new = existing.field_type, field.field_type
-            if old.is_primitive and new.is_primitive:
-                if old != new and not _promotes(new, old):
-                    return True
-            elif walk(_children(old), _children(new)):
-                return True
-        return False
-
-    return walk(list(table_schema.fields), list(iceberg_schema_of(file_schema).fields))
-
-
-def optional_additions(table_schema: Schema, file_schema: pa.Schema) -> pa.Schema:
-    """``file_schema`` with every column the table lacks (at any depth of a struct) made nullable,
-    whole: Iceberg adds a column as optional only (the rows already in the table have no value for
-    it), while a registry schema's new field with a default arrives as a required Arrow field. Pure."""
-
-    def relax(field: pa.Field) -> pa.Field:
-        if pa.types.is_struct(field.type):
-            field = field.with_type(pa.struct([relax(child) for child in field.type]))
-        return field.with_nullable(True)
-
-    def merge(existing: dict[str, NestedField], fields: list[pa.Field]) -> list[pa.Field]:
-        merged = []
-        for field in fields:
-            known = existing.get(field.name)
-            if known is None:
-                merged.append(relax(field))
-            elif pa.types.is_struct(field.type) and not known.field_type.is_primitive:
-                children = {child.name: child for child in _children(known.field_type)}
-                merged.append(field.with_type(pa.struct(merge(children, list(field.type)))))
-            else:
-                merged.append(field)
-        return merged
-
-    return pa.schema(merge({f.name: f for f in table_schema.fields}, list(file_schema)), metadata=file_schema.metadata)
-
-
-def _promotes(source: IcebergType, target: IcebergType) -> bool:
-    try:
-        promote(source, target)
-    except ResolveError:
-        return False
-    return True
 
 
 # --- reading -------------------------------------------------------------------------------------
