@@ -53,7 +53,6 @@ class KillCommitter(Fault):
             if victim is None or victim not in running:
                 _next_committed_epoch(ctx)
                 continue
-            targets = ctx.highs()
             kill = _CommitterKill()
 
             def on_register(now: ControlState, victim: int = victim, last: int = last,
@@ -71,6 +70,7 @@ class KillCommitter(Fault):
             ctx.wait_until(kill.done.is_set, 3.0 * ctx.checkpoint_interval_s + 20.0, "the next epoch to commit")
             if not kill.epoch:
                 continue
+            targets = ctx.highs()  # just after the kill: at least the high watermarks at the kill
             committer = committer_of(kill.epoch, ctx.probe.acked_by(kill.epoch) or [])
             details: dict[str, object] = {"epoch": kill.epoch, "victim": victim, "committer": committer,
                                           "delay_s": delay}
