@@ -1,0 +1,143 @@
+"""Upsert mode through the CLI on real Kafka: a keyed JSON topic with creates, updates and
+tombstones lands in a keyed Iceberg table; the node is SIGKILLed while it applies the changes and
+started again; the table reads back (pyiceberg and DuckDB) as exactly the final state of every key,
+and the audit of a keyed table agrees."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from pyiceberg.table import Table
+
+from laminar_kafka.cluster.config import settings_from
+from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
+from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+from laminar_kafka.cluster.lake.parquet.sink import open_output
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
+from laminar_kafka.cluster.ops.verify_upsert import compare_state, read_changes, source_decode, table_state
+from laminar_kafka.demo import wait_caught_up
+from laminar_kafka.devstack.processes import NodeProcess
+from laminar_kafka.devstack.topics import create_topic
+from laminar_kafka.devstack.waiting import wait_until
+from tests import duckdb_queries as q
+from tests.conftest import KafkaHandle
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+KEYS = 2000
+SCHEMA = "id:int64,name:string,version:int64"
+
+
+class KeyedProducer:
+    """Produces keyed JSON changes (the record key is the id, a scalar) and models each key's final row."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.topic = topic
+        self.state: dict[int, tuple[str, int]] = {}
+        self.count = 0
+
+    def upsert(self, key: int, version: int) -> None:
+        name = f"k{key}-v{version}"
+        value = json.dumps({"id": key, "name": name, "version": version}).encode()
+        self.producer.produce(self.topic, key=str(key).encode(), value=value)
+        self.state[key] = (name, version)
+        self.count += 1
+
+    def delete(self, key: int) -> None:
+        self.producer.produce(self.topic, key=str(key).encode(), value=None)  # a tombstone
+        self.state.pop(key, None)
+        self.count += 1
+
+    def flush(self) -> None:
+        assert self.producer.flush(30) == 0
+
+
+def produce_changes(producer: KeyedProducer, versions: range, pause_s: float) -> None:
+    """Each version changes a quarter of the keys: an update, or every third version a tombstone for
+    keys divisible by 10 (the next version of such a key creates it again); ``pause_s`` between versions."""
+    for version in versions:
+        for key in range(version % 4, KEYS, 4):
+            if key % 10 == 0 and version % 3 == 0:
+                producer.delete(key)
+            else:
+                producer.upsert(key, version)
+        producer.flush()
+        time.sleep(pause_s)  # a paced producer (not a wait for an event): the changes span many epochs
+
+
+def table_of(output: str, name: str) -> Table | None:
+    fs, root = open_output(output)
+    return load_table_or_none(open_catalog(IcebergSettings(namespace="u"), fs, root), ("u", name))
+
+
+def epoch_of(output: str, name: str) -> int:
+    table = table_of(output, name)
+    return committed_epoch(table, "u") if table is not None else 0
+
+
+def test_keyed_json_with_tombstones_and_a_sigkill_lands_the_final_state(
+        kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path) -> None:
+    topic = unique("upsert")
+    create_topic(kafka.bootstrap, topic, 3)
+    output = str(tmp_path / "lake")
+    lake = LakeTarget(output, TableFormat.ICEBERG, "u", IcebergSettings(namespace="u", upsert_keys=("id",)))
+    name = topic.replace(".", "_").replace("-", "_")
+    producer = KeyedProducer(kafka.bootstrap, topic)
+    for key in range(KEYS):
+        producer.upsert(key, 0)
+    producer.flush()
+    flags = ["--format", "json", "--json-schema", SCHEMA, "--upsert-keys", "id", "--table-format", "iceberg",
+             "--checkpoint-interval-ms", "300"]
+    node = NodeProcess.launch(1, bootstrap=kafka.bootstrap, topic=topic, output=output, zk=None, pipeline="u",
+                              log_dir=tmp_path, extra=flags)
+    try:
+        assert wait_caught_up(kafka.bootstrap, topic, output, 60, lake=lake).ok, node.log_text()[-3000:]
+        table = table_of(output, name)
+        assert table is not None and table.schema().identifier_field_names() == {"id"}
+        first_epoch = committed_epoch(table, "u")
+        # updates, deletes and re-creates produced over a few seconds; SIGKILL once the node committed an
+        # epoch of them (the production goes on meanwhile), then a restart
+        changing = threading.Thread(target=produce_changes, args=(producer, range(1, 41), 0.1))
+        changing.start()
+        try:
+            wait_until(lambda: epoch_of(output, name) > first_epoch, 30, "an epoch of changes")
+            node.kill()
+        finally:
+            changing.join()
+        for key in range(0, KEYS, 50):  # these keys end deleted
+            producer.delete(key)
+        producer.flush()
+        node.start()
+        assert wait_caught_up(kafka.bootstrap, topic, output, 60, lake=lake).ok, node.log_text()[-3000:]
+        node.terminate()
+        assert node.wait(30) == 0
+    finally:
+        node.stop()
+
+    expected = {key: name_version for key, name_version in producer.state.items()}
+    assert len(expected) < KEYS  # some keys end deleted
+    table = table_of(output, name)
+    assert table is not None
+    rows = table.scan().to_arrow().to_pylist()
+    assert len(rows) == len(expected)
+    assert {r["id"]: (r["name"], r["version"]) for r in rows} == expected
+    assert "_op" not in table.schema().column_names
+
+    connection = q.connect(tmp_path / "duckdb-extensions", q.ICEBERG)
+    q.run(connection, q.METADATA_FILE, metadata=table.metadata_location)
+    duck = q.rows_as_dicts(connection, q.SCAN_ROWS)
+    assert len(duck) == len(expected)
+    assert {r["id"]: (r["name"], r["version"]) for r in duck} == expected
+
+    settings = settings_from({"bootstrap": kafka.bootstrap, "topic": topic, "output": output, "format": "json",
+                              "json-schema": SCHEMA, "upsert-keys": "id", "table-format": "iceberg"}, {}, {})
+    changes = read_changes(kafka.bootstrap, topic, source_decode(settings.source_config()))
+    assert changes.num_rows == producer.count
+    audit = compare_state(topic, changes, table_state(table, ["id"]), ["id"])
+    assert audit.ok and audit.keys == len(expected), audit.line()
