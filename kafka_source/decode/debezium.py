@@ -4,9 +4,9 @@ An event is ``{"before": row|null, "after": row|null, "op": "c"|"u"|"r"|"d"|"t",
 inside ``{"schema": ..., "payload": {...}}`` (Kafka Connect's JsonConverter with
 ``schemas.enable=true``); both may come in one batch. Every other field (``source``, ``ts_ms``,
 ``schema``...) is ignored. A row's columns are those of :attr:`DebeziumDecoder.row_schema`
-(``json-schema``, or inferred from the ``after``/``before`` rows of a sample:
-:func:`infer_row_schema`); Debezium's ``schema`` is not read, so its logical types arrive as their
-JSON base types (a timestamp as its integer, a decimal as its base64 string).
+(``json-schema``, or inferred from the ``after``/``before`` rows of a sample, typed by Debezium's
+``schema`` when the sample carries it: :func:`infer_row_schema`); Debezium's logical types arrive
+as their JSON base types (a timestamp as its integer, a decimal as its base64 string).
 
 Rows: ``c``, ``u``, ``r`` are the ``after`` row; ``d`` is a delete whose payload columns are null but
 its key fields, taken from ``before`` (else from the record key: :func:`~.changes.fill_keys`). A
@@ -108,18 +108,29 @@ def _problems(ops: pa.Array, after: pa.StructArray) -> dict[int, str]:
     return problems
 
 
+#: Kafka Connect's primitive schema types, as JSON carries their values (``bytes`` is base64 text:
+#: left to inference, a string)
+_CONNECT_TYPES: dict[str, pa.DataType] = {
+    "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(), "float": pa.float32(),
+    "double": pa.float64(), "boolean": pa.bool_(), "string": pa.string(),
+}
+
+
 def infer_row_schema(sample: Sequence[bytes]) -> pa.Schema:
     """The row schema of Debezium events ``sample``: the fields of their ``after`` and ``before``
-    rows, types inferred as ``format=json`` infers them (every field nullable). Runs once per
-    pipeline on a sample (Python per event). Raises :class:`ConfigurationError` when no event of
-    the sample has a row."""
+    rows, typed as the newest ``schema`` wrapper of the sample declares them when it does with a
+    primitive Connect type (its logical types as their base types), else inferred as
+    ``format=json`` infers them (every field nullable). Runs once per pipeline on a sample (Python
+    per event). Raises :class:`ConfigurationError` when no event of the sample has a row."""
     rows: list[bytes] = []
+    declared: dict[str, pa.DataType] = {}
     for value in sample:
         try:
             event = json.loads(value)
         except ValueError:
             continue
         if isinstance(event, dict) and isinstance(event.get("payload"), dict):
+            declared.update(_declared_types(event.get("schema")))
             event = event["payload"]
         if isinstance(event, dict):
             rows += [json.dumps(event[side]).encode() for side in ("after", "before") if isinstance(event.get(side), dict)]
@@ -129,4 +140,21 @@ def infer_row_schema(sample: Sequence[bytes]) -> pa.Schema:
         table = pa_json.read_json(io.BytesIO(b"\n".join(rows)))
     except pa.ArrowInvalid as exc:
         raise ConfigurationError(f"cannot infer the rows of debezium-json: {exc}", cause=exc) from exc
-    return pa.schema([pa.field(f.name, f.type, nullable=True) for f in table.schema])
+    inferred = {f.name: declared.get(f.name, f.type) for f in table.schema}
+    extra = {name: kind for name, kind in declared.items() if name not in inferred}  # null in every sampled row
+    return pa.schema([pa.field(name, kind, nullable=True) for name, kind in {**inferred, **extra}.items()])
+
+
+def _declared_types(schema: object) -> dict[str, pa.DataType]:
+    """The row fields' Arrow types a Connect envelope schema declares (``{"type": "struct", "fields":
+    [{"field": "after", "type": "struct", "fields": [{"field": "id", "type": "int64"}, ...]}, ...]}``):
+    the primitive ones only."""
+    sides = schema.get("fields") if isinstance(schema, dict) else None
+    for side in sides if isinstance(sides, list) else []:
+        fields = side.get("fields") if isinstance(side, dict) and side.get("field") in ("after", "before") else None
+        if isinstance(fields, list):
+            return {
+                f["field"]: _CONNECT_TYPES[f["type"]] for f in fields
+                if isinstance(f, dict) and isinstance(f.get("field"), str) and f.get("type") in _CONNECT_TYPES
+            }
+    return {}

@@ -175,3 +175,23 @@ def test_upsert_mode_reads_the_record_keys() -> None:
     assert RecordFields.of(config(), keeps_rejected=False).keys
     plain = KafkaSourceConfig.from_properties({**BASE, "format": "json", "json-schema": "id:int64"})
     assert not RecordFields.of(plain, keeps_rejected=False).keys
+
+
+def test_the_schema_wrapper_types_the_rows_its_primitive_types_and_fields_never_set() -> None:
+    """Debezium's schema declares int32, float32 and an optional column null in every sampled row
+    (inference alone would make it the null type, and a later value a bad record)."""
+    row_schema = {"type": "struct", "optional": True, "field": "after", "fields": [
+        {"type": "int32", "optional": False, "field": "id"}, {"type": "float", "optional": True, "field": "rate"},
+        {"type": "int64", "optional": True, "name": "io.debezium.time.Timestamp", "field": "at"},
+        {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal", "field": "price"},
+        {"type": "string", "optional": True, "field": "note"}]}
+    payload = {"before": None, "after": {"id": 1, "rate": 0.5, "at": 1_700_000_000_000, "price": "AYY=", "note": None},
+               "op": "c"}
+    sample = [json.dumps({"schema": {"type": "struct", "fields": [row_schema]}, "payload": payload}).encode()]
+    schema = infer_row_schema(sample)
+    assert schema == pa.schema([("id", pa.int32()), ("rate", pa.float32()), ("at", pa.int64()),
+                                ("price", pa.string()), ("note", pa.string())])
+    builder = BatchBuilder(config(schema="", keys="id"), schema)
+    later = {**payload, "after": {**payload["after"], "note": "set later"}}
+    built = build(builder, (json.dumps(later).encode(), None))
+    assert built.bad == () and built.batch.column("note").to_pylist() == ["set later"]
