@@ -71,6 +71,8 @@ def route(batch: pa.RecordBatch, template: TableTemplate) -> Routed:
         problems = pa.array([template.topic_problem(t) or None for t in topic_names], pa.string())
         reason = pc.coalesce(problems.take(topic_codes), reason)
     names = pc.binary_join_element_wise(*pieces, "")
+    if isinstance(names, pa.Scalar):  # literal text alone: one table for every row
+        names = pa.repeat(names, rows)
     encoded = names.dictionary_encode()
     distinct = [as_name_part(str(n)) for n in encoded.dictionary.to_pylist()]
     tables = sorted(set(distinct))

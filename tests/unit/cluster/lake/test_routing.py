@@ -83,6 +83,12 @@ def test_one_table_is_the_batch_itself() -> None:
     assert routed.groups == (("orders_eu", batch),)
 
 
+def test_a_literal_template_routes_every_topic_to_one_table() -> None:
+    batch = rows(["x", "y"], topics=["a", "b"])
+    assert route(batch, TableTemplate.parse("all_events")).groups == (("all_events", batch),)
+    assert route(batch, TableTemplate.parse("9")).reasons[0].startswith("table-template: '9' is not a table name")
+
+
 def test_integer_and_boolean_fields() -> None:
     batch = rows(["x", "x", "x"], shard=pa.array([3, 7, 3], pa.int64()), hot=[True, False, True])
     routed = route(batch, TableTemplate.parse("t{field:shard}_{field:hot}"))
