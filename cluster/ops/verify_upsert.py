@@ -28,14 +28,15 @@ from laminar_kafka.cluster.errors import VerifyError
 from laminar_kafka.cluster.lake.iceberg.upsert import OP_COLUMN, KeyConflict, reduce_changes
 from laminar_kafka.cluster.lake.settings import LakeTarget
 from laminar_kafka.cluster.ops.verify import PartitionAudit, VerifyReport
-from laminar_kafka.kafka_source.clients import KafkaTarget, client_config, make_consumer
+from laminar_kafka.errors import ConfigurationError
+from laminar_kafka.kafka_source.clients import KafkaClientConfig, KafkaTarget, client_config, make_consumer
 from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
 from laminar_kafka.kafka_source.read.positions import watermarks
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["UpsertAudit", "applied_report", "compare_state", "cursor_report", "read_changes", "source_decode", "table_cursors",
+__all__ = ["AUDITED_FORMATS", "UpsertAudit", "applied_report", "keyed_audit", "compare_state", "cursor_report", "read_changes", "source_decode", "table_cursors",
            "table_state"]
 
 _POSITION = ["_partition", "_offset"]
@@ -223,3 +224,40 @@ def applied_report(kafka: KafkaTarget, topic: str, target: LakeTarget) -> Verify
     table = load_table_or_none(open_catalog(target.iceberg, fs, root), (target.iceberg.namespace, target.table_of(topic)))
     cursors = table_cursors(table, target.pipeline, topic) if table is not None else {}
     return cursor_report(topic, expected, highs, cursors)
+
+
+#: the formats a keyed table's audit decodes (a registry format needs the registry's client settings)
+AUDITED_FORMATS = ("json", "debezium-json")
+_METADATA = ("_topic", "_partition", "_offset", "_timestamp", "_key", "_headers")
+
+
+def keyed_audit(kafka: KafkaClientConfig, topic: str, target: LakeTarget, record_format: str,
+                timeout: float = 120.0) -> UpsertAudit | None:
+    """The audit of ``topic``'s table in ``target`` when it is keyed (identifier fields), else None:
+    the topic decoded as ``record_format`` with the table's key columns and payload columns (the
+    table's schema stands for the pinned JSON schema). Raises :class:`VerifyError`."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
+    from laminar_kafka.cluster.lake.parquet.sink import open_output
+
+    assert target.iceberg is not None
+    fs, root = open_output(target.output)
+    table = load_table_or_none(open_catalog(target.iceberg, fs, root), (target.iceberg.namespace, target.table_of(topic)))
+    if table is None or not table.schema().identifier_field_ids:
+        return None
+    schema = table.schema()
+    keys = [schema.find_column_name(field_id) or "" for field_id in schema.identifier_field_ids]
+    if record_format not in AUDITED_FORMATS:
+        raise VerifyError(f"table {'.'.join(table.name())} is keyed by {','.join(keys)}: its audit replays the "
+                          f"topic as {' or '.join(AUDITED_FORMATS)}, not {record_format}")
+    columns = schema_to_pyarrow(schema, include_field_ids=False)
+    payload = pa.schema([field for field in columns if field.name not in _METADATA])
+    properties = {"topic": topic, "group.id": "laminar-verify", "format": record_format,
+                  "upsert-keys": ",".join(keys), "include-metadata": "_topic,_partition,_offset"}
+    try:
+        config = KafkaSourceConfig.from_properties(properties, kafka)
+    except ConfigurationError as exc:
+        raise VerifyError(f"cannot replay {topic} as {record_format}: {exc}", cause=exc) from exc
+    changes = read_changes(kafka, topic, source_decode(config, payload), timeout)
+    return compare_state(topic, changes, table_state(table, keys), keys)

@@ -111,6 +111,9 @@ def add_lake_commands(commands: argparse._SubParsersAction[Parser]) -> None:
     verify.add_argument("--topic", required=True,
                         help="the topic(s) to audit: a name, a comma-separated list, or re:<regex> (every matching topic)")
     verify.add_argument("--timeout", type=float, default=120.0, help="seconds to read the topic (default 120)")
+    verify.add_argument("--format", help="a keyed Iceberg table (upsert-keys): the topic's record format its audit "
+                                         "replays, json or debezium-json (default: format of --config, "
+                                         "LAMINAR_FORMAT, else json)")
     verify.add_argument("--json", action="store_true", help="print JSON instead of a table")
     verify.add_argument("--watch", type=float, default=0.0, metavar="SECONDS",
                         help="audit continuously, a pass every SECONDS, reading only what landed since the last "
@@ -168,6 +171,7 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
     from laminar_kafka.cluster.ops.progress import terminal_progress
     from laminar_kafka.cluster.ops.verify import audit, read_topic
     from laminar_kafka.cluster.ops.verify_lake import read_lake_output
+    from laminar_kafka.cluster.ops.verify_upsert import UpsertAudit, keyed_audit
 
     try:
         fs, root = open_output(args.output)
@@ -186,8 +190,14 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
     if args.watch:
         return _watch(args, kafka, target, topics)
     reports = []
+    keyed: list[UpsertAudit] = []  # keyed tables (upsert mode): audited against each key's final state
     for topic in topics:
         try:
+            audited = (keyed_audit(kafka, topic, target, _record_format(args), args.timeout)
+                       if target.table_format is TableFormat.ICEBERG else None)
+            if audited is not None:
+                keyed.append(audited)
+                continue
             with terminal_progress(f"reading {topic}") as progress:
                 expected, highs, lows = read_topic(kafka, topic, args.timeout, progress=progress)
             with terminal_progress(f"reading the output of {topic}"):
@@ -199,10 +209,20 @@ def _verify(args: argparse.Namespace, kafka: Any, target: LakeTarget) -> int:
     lake = read_lake_state(target, topics, None)  # the lake's own account: where a lost control state resumes
     if args.json:
         body = reports[0].to_json() if len(reports) == 1 else {"topics": [r.to_json() for r in reports]}
+        if keyed:
+            body = keyed[0].to_json() if len(keyed) == 1 and not reports else {**body, "keyed": [k.to_json() for k in keyed]}
         print(json.dumps({**body, "lake": lake.to_json()}, indent=2))
     else:
-        print("\n\n".join(r.table() for r in reports) + "\n" + lake.line())
-    return 0 if all(r.ok for r in reports) else 1
+        print("\n\n".join([r.table() for r in reports] + [k.line() for k in keyed]) + "\n" + lake.line())
+    return 0 if all(r.ok for r in reports) and all(k.ok for k in keyed) else 1
+
+
+def _record_format(args: argparse.Namespace) -> str:
+    """The topic's record format a keyed table's audit replays it as: ``--format``, else ``format`` of
+    ``--config`` or ``LAMINAR_FORMAT``, else json."""
+    from laminar_kafka.cluster.config_file import read_config_file
+
+    return str(args.format or os.environ.get("LAMINAR_FORMAT") or read_config_file(getattr(args, "config", None)).get("format") or "json")
 
 
 def _watch(args: argparse.Namespace, kafka: Any, target: LakeTarget, topics: list[str]) -> int:

@@ -1,7 +1,7 @@
-"""Upsert mode through the CLI on real Kafka: a keyed JSON topic with creates, updates and
-tombstones lands in a keyed Iceberg table; the node is SIGKILLed while it applies the changes and
-started again; the table reads back (pyiceberg and DuckDB) as exactly the final state of every key,
-and the audit of a keyed table agrees."""
+"""Upsert mode through the CLI on real Kafka: a keyed JSON topic, and a Debezium topic, with creates,
+updates, deletes and tombstones land in a keyed Iceberg table; the node is SIGKILLed while it applies
+the changes and started again; the table reads back (pyiceberg and DuckDB) as exactly the final state
+of every key, and the audit of a keyed table agrees."""
 from __future__ import annotations
 
 import json
@@ -26,6 +26,7 @@ from laminar_kafka.devstack.topics import create_topic
 from laminar_kafka.devstack.waiting import wait_until
 from tests import duckdb_queries as q
 from tests.conftest import KafkaHandle
+from tests.integration.cluster.test_cli_commands import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -34,25 +35,39 @@ SCHEMA = "id:int64,name:string,version:int64"
 
 
 class KeyedProducer:
-    """Produces keyed JSON changes (the record key is the id, a scalar) and models each key's final row."""
+    """Produces a key's changes and models each key's final row. ``json``: the row as the value, the
+    id as a scalar record key, a tombstone deletes. ``debezium-json``: Debezium's envelope (``op`` c,
+    u, d with ``before`` and ``after``), the key as ``{"id": ...}``, a delete followed by its tombstone."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, record_format: str) -> None:
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         self.topic = topic
+        self.debezium = record_format == "debezium-json"
         self.state: dict[int, tuple[str, int]] = {}
         self.count = 0
 
-    def upsert(self, key: int, version: int) -> None:
-        name = f"k{key}-v{version}"
-        value = json.dumps({"id": key, "name": name, "version": version}).encode()
-        self.producer.produce(self.topic, key=str(key).encode(), value=value)
-        self.state[key] = (name, version)
+    def _send(self, key: int, value: dict[str, object] | None) -> None:
+        record_key = json.dumps({"id": key}) if self.debezium else str(key)
+        self.producer.produce(self.topic, key=record_key.encode(), value=None if value is None else json.dumps(value).encode())
         self.count += 1
 
+    def _row(self, key: int) -> dict[str, object] | None:
+        if key not in self.state:
+            return None
+        name, version = self.state[key]
+        return {"id": key, "name": name, "version": version}
+
+    def upsert(self, key: int, version: int) -> None:
+        before = self._row(key)
+        self.state[key] = (f"k{key}-v{version}", version)
+        after = self._row(key)
+        self._send(key, {"before": before, "after": after, "op": "u" if before else "c"} if self.debezium else after)
+
     def delete(self, key: int) -> None:
-        self.producer.produce(self.topic, key=str(key).encode(), value=None)  # a tombstone
+        if self.debezium:
+            self._send(key, {"before": self._row(key), "after": None, "op": "d"})
+        self._send(key, None)  # a tombstone
         self.state.pop(key, None)
-        self.count += 1
 
     def flush(self) -> None:
         assert self.producer.flush(30) == 0
@@ -81,18 +96,19 @@ def epoch_of(output: str, name: str) -> int:
     return committed_epoch(table, "u") if table is not None else 0
 
 
-def test_keyed_json_with_tombstones_and_a_sigkill_lands_the_final_state(
-        kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("record_format", ["json", "debezium-json"])
+def test_changes_with_deletes_and_a_sigkill_land_the_final_state(
+        kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path, record_format: str) -> None:
     topic = unique("upsert")
     create_topic(kafka.bootstrap, topic, 3)
     output = str(tmp_path / "lake")
     lake = LakeTarget(output, TableFormat.ICEBERG, "u", IcebergSettings(namespace="u", upsert_keys=("id",)))
     name = topic.replace(".", "_").replace("-", "_")
-    producer = KeyedProducer(kafka.bootstrap, topic)
+    producer = KeyedProducer(kafka.bootstrap, topic, record_format)
     for key in range(KEYS):
         producer.upsert(key, 0)
     producer.flush()
-    flags = ["--format", "json", "--json-schema", SCHEMA, "--upsert-keys", "id", "--table-format", "iceberg",
+    flags = ["--format", record_format, "--json-schema", SCHEMA, "--upsert-keys", "id", "--table-format", "iceberg",
              "--checkpoint-interval-ms", "300"]
     node = NodeProcess.launch(1, bootstrap=kafka.bootstrap, topic=topic, output=output, zk=None, pipeline="u",
                               log_dir=tmp_path, extra=flags)
@@ -135,9 +151,14 @@ def test_keyed_json_with_tombstones_and_a_sigkill_lands_the_final_state(
     assert len(duck) == len(expected)
     assert {r["id"]: (r["name"], r["version"]) for r in duck} == expected
 
-    settings = settings_from({"bootstrap": kafka.bootstrap, "topic": topic, "output": output, "format": "json",
+    settings = settings_from({"bootstrap": kafka.bootstrap, "topic": topic, "output": output, "format": record_format,
                               "json-schema": SCHEMA, "upsert-keys": "id", "table-format": "iceberg"}, {}, {})
     changes = read_changes(kafka.bootstrap, topic, source_decode(settings.source_config()))
     assert changes.num_rows == producer.count
     audit = compare_state(topic, changes, table_state(table, ["id"]), ["id"])
     assert audit.ok and audit.keys == len(expected), audit.line()
+    verify = cli("verify", "--output", output, "--bootstrap", kafka.bootstrap, "--topic", topic, "--table-format",
+                 "iceberg", "--pipeline", "u", "--format", record_format, "--json")
+    assert verify.returncode == 0, verify.stderr
+    report = json.loads(verify.stdout)
+    assert report["ok"] and report["keys"] == len(expected) and report["rows"] == len(expected), report

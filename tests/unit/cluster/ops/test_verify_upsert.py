@@ -6,9 +6,21 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
+from laminar_kafka.cluster.errors import VerifyError
 from laminar_kafka.cluster.lake.record import LakeRecord
-from laminar_kafka.cluster.ops.verify_upsert import compare_state, cursor_report, table_cursors, table_state
+from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
+from laminar_kafka.cluster.ops.verify_upsert import (
+    compare_state,
+    cursor_report,
+    keyed_audit,
+    table_cursors,
+    table_state,
+)
+from laminar_kafka.kafka_source.clients import KafkaClientConfig
+from tests.unit.cluster.iceberg_fakes import Lake
+from tests.unit.cluster.iceberg_fakes import rows as lake_rows
 from tests.unit.cluster.lake.iceberg.test_upsert_commit import changes, keyed_lake, stage
 
 
@@ -72,3 +84,19 @@ def test_table_cursors_and_state_come_from_the_table(tmp_path: Path) -> None:
     assert table_cursors(table, "pipe", "orders") == {0: 5, 1: 1}
     assert table_cursors(table, "another", "orders") == {}
     assert compare_state("orders", topic_changes(), table_state(table, ["id"]), ["id"]).ok
+
+
+def test_keyed_audit_is_for_keyed_tables_and_json_formats(tmp_path: Path) -> None:
+    kafka = KafkaClientConfig("127.0.0.1:1")  # never reached: both answers come before the topic is read
+    lake = keyed_lake(tmp_path)
+    stage(lake, 1, topic_changes())
+    lake.publish(lake.output(), 1)
+    target = LakeTarget(lake.root, TableFormat.ICEBERG, "pipe", IcebergSettings(namespace="pipe"))
+    with pytest.raises(VerifyError, match="table pipe.orders is keyed by id: its audit replays the topic as json or "
+                                          "debezium-json, not avro"):
+        keyed_audit(kafka, "orders", target, "avro")
+    plain = Lake(tmp_path / "plain")
+    plain.stage(1, lake_rows("orders", 0, [0, 1]))
+    plain.publish(plain.output(), 1)
+    assert keyed_audit(kafka, "orders", LakeTarget(plain.root, TableFormat.ICEBERG, "pipe",
+                                                   IcebergSettings(namespace="pipe")), "json") is None
