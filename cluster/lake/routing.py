@@ -137,7 +137,8 @@ def _groups(batch: pa.RecordBatch, keys: np.ndarray, tables: list[str]) -> tuple
     low, high = int(keys.min()), int(keys.max())
     if low == high:
         return ((tables[low], batch),)
-    order = np.argsort(keys, kind="stable")
+    small = keys.astype(np.int16) if len(tables) <= np.iinfo(np.int16).max else keys  # numpy radix-sorts 16 bits
+    order = np.argsort(small, kind="stable")
     ordered = keys[order]
     starts = np.concatenate(([0], np.flatnonzero(np.diff(ordered)) + 1, [rows]))
     grouped = batch.take(pa.array(order))
