@@ -240,3 +240,27 @@ def test_a_replayed_change_never_overwrites_a_later_row_of_its_key(tmp_path: Pat
     pq.write_table(changes(1, [0], [1], ["u"], ["moved"]), moved)
     commit_upsert(output.table("orders"), ("id",), [str(moved)], {}, {})
     assert current(output.table("orders"))[1] == "moved"
+
+
+def test_an_epoch_that_changes_nothing_still_commits_its_epoch(tmp_path: Path) -> None:
+    lake = keyed_lake(tmp_path)
+    stage(lake, 1, changes(0, [0], [1], ["c"]))
+    stage(lake, 2, changes(0, [1], [77], ["d"]))  # a delete of a key the table never held
+    output = lake.output()
+    assert lake.publish(output, 2) == 2
+    table = output.table("orders")
+    assert committed_epoch(table, "pipe") == 2 and current(table) == {1: "1@0"}
+    assert duckdb_state(tmp_path, table) == {1: "1@0"}
+
+
+def test_a_replay_with_composite_keys(tmp_path: Path) -> None:
+    lake = keyed_lake(tmp_path, keys=("id", "region"))
+    stage(lake, 1, changes(0, [5, 6], [1, 1], ["c", "c"]).append_column("region", pa.array(["eu", "us"])))
+    output = lake.output()
+    lake.publish(output, 1)
+    replay = tmp_path / "out" / "replay.parquet"
+    pq.write_table(changes(0, [4, 8], [1, 1], ["u", "u"], ["old", "new"]).append_column("region", pa.array(["eu", "us"])),
+                   replay)
+    commit_upsert(output.table("orders"), ("id", "region"), [str(replay)], {}, {})
+    rows = sorted((r["region"], r["name"]) for r in output.table("orders").scan().to_arrow().to_pylist())
+    assert rows == [("eu", "1@5"), ("us", "new")]
