@@ -183,8 +183,9 @@ class BatchBuilder:
 
         A record is bad when its value does not decode, or its key does not (``key-format``), or
         its ``_timestamp`` lies outside years 0001-9999 (:mod:`laminar_kafka.kafka_source.decode.timestamps`),
-        or it breaks ``required-fields`` (:mod:`laminar_kafka.kafka_source.decode.required_fields`).
-        Raises :class:`~laminar_kafka.connector.errors.TransientError` when the schema registry cannot be
+        or it breaks ``required-fields`` (:mod:`laminar_kafka.kafka_source.decode.required_fields`; not
+        checked on deletes), or in upsert mode its key fields are missing from its row and its record
+        key (:mod:`laminar_kafka.kafka_source.decode.changes`). Raises :class:`~laminar_kafka.connector.errors.TransientError` when the schema registry cannot be
         reached and :class:`ConfigurationError` when it refuses access (nothing is consumed).
         """
         values = records.values
