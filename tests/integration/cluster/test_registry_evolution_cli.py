@@ -203,6 +203,8 @@ def test_avro_versions_widen_an_iceberg_table_and_an_incompatible_one_stops_the_
         line = pipeline.stops_in_one_line(r"cannot take file")
         assert re.search(r"iceberg table a\.\S+ cannot take file \S+: column id is long in the table but "
                          r"string in the file$", line), line
+        pipeline.node.start()  # the refused epoch is durable: started again, the node stops the same way
+        assert pipeline.stops_in_one_line(r"cannot take file") == line
     finally:
         pipeline.node.stop()
     table = pipeline.table()
