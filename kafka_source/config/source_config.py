@@ -57,6 +57,10 @@ FETCH_BACKOFF_KEY = "fetch.queue.backoff.ms"
 FETCH_BACKOFF_MS = 10
 #: the source's ``max.partition.fetch.bytes`` unless ``kafka.*`` sets it
 PARTITION_FETCH_BYTES = 524288
+#: The catch-up consumer's ``fetch.wait.max.ms`` (``laminar_kafka.kafka_source.read.catch_up``):
+#: with ``fetch.min.bytes`` 1 a fetch is answered as soon as one of its partitions has records, so
+#: this bounds only how long a fetch of idle partitions holds back a partition taken meanwhile.
+CATCH_UP_WAIT_MS = 20
 
 
 @dataclass(frozen=True)
@@ -188,9 +192,19 @@ class KafkaSourceConfig:
         return max(1, min(BATCH_MIN_BYTES, partition_limit // 2))
 
     @property
+    def catch_up_queue_bytes(self) -> int:
+        """The catch-up consumer's share of :attr:`max_fetched_bytes` (its ``queued.max.messages.kbytes``):
+        1 MiB, at most a quarter of what the client queue leaves; 0 without ``batch-wait-ms`` (no
+        catch-up consumer). It holds only partitions just taken, for about a second."""
+        if not self.batch_wait_ms:
+            return 0
+        return max(1024, min(1024 * 1024, (self.max_fetched_bytes - self.client_queue_bytes) // 4))
+
+    @property
     def fifo_bytes(self) -> int:
-        """The FIFO's share of :attr:`max_fetched_bytes`: what librdkafka's queue leaves."""
-        return self.max_fetched_bytes - self.client_queue_bytes
+        """The FIFO's share of :attr:`max_fetched_bytes`: what librdkafka's queues (the batching and
+        the catch-up consumer's) leave."""
+        return self.max_fetched_bytes - self.client_queue_bytes - self.catch_up_queue_bytes
 
     def consumer_defaults(self) -> dict[str, str | int | bool]:
         """The source's choices for its consumer that the shared client properties may change."""
@@ -211,6 +225,14 @@ class KafkaSourceConfig:
             "fetch.min.bytes": self.batch_min_bytes,
             **({"fetch.wait.max.ms": self.batch_wait_ms} if self.batch_wait_ms else {}),
         }
+
+    def catch_up_overrides(self, *, guaranteed: bool) -> dict[str, str | int | bool]:
+        """:meth:`consumer_overrides` of the catch-up consumer, which fetches the partitions a
+        reader just took without the batch wait: ``fetch.min.bytes`` 1 and ``fetch.wait.max.ms``
+        :data:`CATCH_UP_WAIT_MS`, whatever ``kafka.*`` sets (a batch wait there is the delay it
+        avoids), and its queue :attr:`catch_up_queue_bytes`."""
+        return {**self.consumer_overrides(guaranteed=guaranteed), "fetch.min.bytes": 1,
+                "fetch.wait.max.ms": CATCH_UP_WAIT_MS, CLIENT_QUEUE_KEY: max(1, self.catch_up_queue_bytes // 1024)}
 
     def consumer_overrides(self, *, guaranteed: bool) -> dict[str, str | int | bool]:
         """What the source owns of its consumer, over the shared client properties (besides the

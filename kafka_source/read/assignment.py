@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.coordinator.vnodes.rounds import AssignmentDrainId
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.decode.records import Records
+from laminar_kafka.kafka_source.read.catch_up import PartitionClient
 from laminar_kafka.kafka_source.read.fifo import AssignmentApplied, DrainBoundary, PartitionsAssigned
 from laminar_kafka.kafka_source.read.positions import low_watermark
 
@@ -46,7 +46,7 @@ class ReaderPartitions:
 
     # -- positions ------------------------------------------------------------------------------
 
-    def read_positions(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> dict[TopicPartitionId, int]:
+    def read_positions(self, consumer: PartitionClient, partitions: list[KafkaTopicPartition]) -> dict[TopicPartitionId, int]:
         """Read ``consumer``'s positions of ``partitions`` into :attr:`positions`; returns those
         that moved (blocked partitions excepted: their positions are not reported)."""
         moved: dict[TopicPartitionId, int] = {}
@@ -64,11 +64,11 @@ class ReaderPartitions:
                 moved[key] = tp.offset
         return moved
 
-    def read_all_positions(self, consumer: Consumer) -> dict[TopicPartitionId, int]:
+    def read_all_positions(self, consumer: PartitionClient) -> dict[TopicPartitionId, int]:
         """:meth:`read_positions` of every assigned partition (a sweep)."""
         return self.read_positions(consumer, list(self.assigned.values()))
 
-    def read_positions_of(self, consumer: Consumer, parts: list[Records]) -> dict[TopicPartitionId, int]:
+    def read_positions_of(self, consumer: PartitionClient, parts: list[Records]) -> dict[TopicPartitionId, int]:
         """:meth:`read_positions` of the assigned partitions ``parts`` has records of."""
         touched: set[TopicPartitionId] = set()
         for part in parts:
@@ -90,7 +90,7 @@ class ReaderPartitions:
 
     # -- commands -------------------------------------------------------------------------------
 
-    def pause(self, consumer: Consumer, round: AssignmentDrainId, revoked: frozenset[TopicPartitionId]) -> DrainBoundary:
+    def pause(self, consumer: PartitionClient, round: AssignmentDrainId, revoked: frozenset[TopicPartitionId]) -> DrainBoundary:
         """Pause ``revoked``, read their positions and block them; returns the boundary marker
         holding those positions (the cut).
 
@@ -105,7 +105,7 @@ class ReaderPartitions:
 
     def change(
         self,
-        consumer: Consumer,
+        consumer: PartitionClient,
         op_id: int,
         release: frozenset[TopicPartitionId],
         acquire: Mapping[TopicPartitionId, int | None],
@@ -147,7 +147,7 @@ class ReaderPartitions:
             self.blocked = self.blocked - frozenset(offsets)
         return AssignmentApplied(op_id, frozenset(release), MappingProxyType(offsets), MappingProxyType(dict(resume)))
 
-    def add(self, consumer: Consumer, found: Iterable[TopicPartitionId], timeout_s: float) -> PartitionsAssigned | None:
+    def add(self, consumer: PartitionClient, found: Iterable[TopicPartitionId], timeout_s: float) -> PartitionsAssigned | None:
         """Assign each partition of ``found`` not held yet at its low watermark (read within
         ``timeout_s``); returns the marker announcing them, or None when every one was held."""
         offsets: dict[TopicPartitionId, int] = {}

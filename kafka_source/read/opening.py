@@ -28,7 +28,7 @@ from laminar_kafka.kafka_source.decode.records import RecordFields, Records
 from laminar_kafka.kafka_source.metrics import SourceMetrics
 from laminar_kafka.kafka_source.read.fifo import ByteBoundedFifo
 from laminar_kafka.kafka_source.read.reader import Reader
-from laminar_kafka.kafka_source.read.reader_seam import ReaderCallbacks, ReaderSettings
+from laminar_kafka.kafka_source.read.reader_seam import ReaderSettings
 from laminar_kafka.kafka_source.read.startup import (
     StartupPlan,
     query_broker_facts,
@@ -120,6 +120,13 @@ class SourceCallbacks:
         """:func:`create_consumer` of this configuration."""
         return create_consumer(self.config, self.delivery, self.commits)
 
+    def new_catch_up_consumer(self) -> Consumer | None:
+        """The reader's catch-up consumer (:mod:`~laminar_kafka.kafka_source.read.catch_up`; no I/O
+        yet), or None without ``batch-wait-ms`` (the batching consumer then fetches at once itself)."""
+        if not self.config.batch_wait_ms:
+            return None
+        return source_consumer(self.config, guaranteed=self.delivery.is_guaranteed, catch_up=True)
+
     def consumer_replaced(self) -> None:
         """Counted in the metrics."""
         self.metrics.count_client_replaced()
@@ -172,7 +179,7 @@ def build_reader(
     vnode_mode: bool,
     metadata_timeout_s: float,
     fields: RecordFields,
-    callbacks: ReaderCallbacks,
+    callbacks: SourceCallbacks,
 ) -> Reader:
     """A reader (not started) that owns ``consumer`` at ``offsets``, reports to ``callbacks``
     (:class:`SourceCallbacks` for a source), and sets ``event`` (on the running loop) whenever it
@@ -197,4 +204,5 @@ def build_reader(
         consume_timeout_s=CONSUME_TIMEOUT_S,
         fields=fields,
     )
-    return Reader(consumer, ByteBoundedFifo(config.fifo_bytes, on_ready=wake), offsets, settings, callbacks)
+    fifo = ByteBoundedFifo(config.fifo_bytes, on_ready=wake)
+    return Reader(consumer, fifo, offsets, settings, callbacks, catch_up=callbacks.new_catch_up_consumer())

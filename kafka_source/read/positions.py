@@ -15,6 +15,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
+from laminar_kafka.kafka_source.read.catch_up import PartitionClient
 
 __all__ = [
     "OutOfRangeResolver", "answered_high_watermarks", "high_watermarks", "low_watermark", "read_on_after_out_of_range",
@@ -82,12 +83,12 @@ def _offsets_at(
     return offsets
 
 
-def low_watermark(consumer: Consumer, tp: TopicPartitionId, timeout_s: float) -> int:
+def low_watermark(consumer: PartitionClient, tp: TopicPartitionId, timeout_s: float) -> int:
     """The partition's first offset (see :func:`_partition_watermarks`)."""
     return _partition_watermarks(consumer, tp, timeout_s)[0]
 
 
-def _partition_watermarks(consumer: Consumer, tp: TopicPartitionId, timeout_s: float) -> tuple[int, int]:
+def _partition_watermarks(consumer: PartitionClient, tp: TopicPartitionId, timeout_s: float) -> tuple[int, int]:
     """``(low, high)`` of one partition, asked of its leader (never the client's cache). A partition
     added to its topic moments ago may be unknown to the client's metadata cache ("Local: Unknown
     partition"): the topic's metadata is read again until it is known, within ``timeout_s``. Raises
@@ -105,7 +106,7 @@ def _partition_watermarks(consumer: Consumer, tp: TopicPartitionId, timeout_s: f
 
 
 def read_on_after_out_of_range(
-    consumer: Consumer, tp: TopicPartitionId, offset: int, timeout_s: float, resolve: OutOfRangeResolver | None,
+    consumer: PartitionClient, tp: TopicPartitionId, offset: int, timeout_s: float, resolve: OutOfRangeResolver | None,
     answer: KafkaError,
 ) -> int:
     """The broker answered a fetch of ``tp`` at ``offset`` with "out of range" (``answer``), which

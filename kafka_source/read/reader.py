@@ -6,12 +6,12 @@ between two ``consume`` calls (:meth:`Reader.submit`), so anything it pushes aft
 :class:`PartitionsAssigned` marker, and in the drain work a boundary marker) is ordered after every
 record fetched before the change: data and control travel in one FIFO and cannot overtake each other.
 
-The FIFO and its items are in :mod:`laminar_kafka.kafka_source.read.fifo`; the partitions the reader
-holds and the commands that change them in :mod:`laminar_kafka.kafka_source.read.assignment`; its
-settings and its owner's callbacks in :mod:`laminar_kafka.kafka_source.read.reader_seam`. Commands
-run while the FIFO is at its cap; client callbacks (an advisory commit's result) are delivered only
-inside ``consume``, so while one is awaited (:meth:`ReaderCallbacks.callbacks_pending`) a full FIFO
-still gets one-record ``consume`` calls, put past the cap.
+The FIFO and its items are in :mod:`~laminar_kafka.kafka_source.read.fifo`; the partitions held and
+the commands that change them in :mod:`~laminar_kafka.kafka_source.read.assignment`; the catch-up
+consumer partitions taken start on in :mod:`~laminar_kafka.kafka_source.read.catch_up`; settings and
+callbacks in :mod:`~laminar_kafka.kafka_source.read.reader_seam`. Commands run while the FIFO is at
+its cap; client callbacks (an advisory commit's result) come only inside ``consume``, so while one is
+awaited a full FIFO still gets one-record ``consume`` calls, put past the cap.
 
 Ownership changes (vnode mode) use two markers: :class:`DrainBoundary` (put by
 :meth:`Reader.pause_for_drain` right after pausing the revoked partitions; from then on the reader
@@ -39,6 +39,7 @@ from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 from laminar_kafka.kafka_source.decode.records import Records
 from laminar_kafka.kafka_source.errors import OffsetOutOfRangeError
 from laminar_kafka.kafka_source.read.assignment import ReaderPartitions
+from laminar_kafka.kafka_source.read.catch_up import ReaderClients
 from laminar_kafka.kafka_source.read.client_watch import PROBE_TIMEOUT_S, STALL_S, StallWatch, replace_consumer
 from laminar_kafka.kafka_source.read.fifo import (
     MESSAGE_OVERHEAD_BYTES,
@@ -63,11 +64,10 @@ __all__ = ["CALL_MESSAGES", "Reader"]
 #: turned into plain lists (:class:`~laminar_kafka.kafka_source.decode.records.Records`) and freed before that.
 CALL_MESSAGES = 500
 
-#: librdkafka does not end a ``consume`` call that is already waiting when the first records of a
-#: partition assigned (or resumed) just before it arrive: the call sleeps out its whole timeout
-#: (measured: first records 100 ms after ``incremental_assign`` with a 100 ms timeout, 5 ms with a
-#: 5 ms one). For :data:`FRESH_WINDOW_S` after partitions are acquired or resumed the reader waits
-#: in steps this short, so a moved partition's first records are not held back.
+#: librdkafka does not end a waiting ``consume`` call when the first records of a partition assigned
+#: (or resumed) just before arrive (measured: first records 100 ms after ``incremental_assign`` with
+#: a 100 ms timeout, 5 ms with a 5 ms one). For :data:`FRESH_WINDOW_S` after partitions are taken the
+#: reader waits in steps this short; they stay that long on the catch-up consumer, then are handed over.
 FRESH_CONSUME_TIMEOUT_S = 0.005
 FRESH_WINDOW_S = 1.0
 
@@ -106,8 +106,11 @@ class Reader:
         assigned: Mapping[TopicPartitionId, int],
         settings: ReaderSettings,
         callbacks: ReaderCallbacks,
+        catch_up: Consumer | None = None,
     ) -> None:
-        self.consumer = consumer
+        #: the batching consumer, and the catch-up one partitions taken start on
+        #: (:mod:`~laminar_kafka.kafka_source.read.catch_up`)
+        self.clients = ReaderClients(consumer, catch_up)
         self.fifo = fifo
         self.settings = settings
         self.callbacks = callbacks
@@ -116,8 +119,7 @@ class Reader:
         #: until this monotonic time, consume with :data:`FRESH_CONSUME_TIMEOUT_S`
         self.fresh_until = 0.0
         self._commands: collections.deque[_Command] = collections.deque()
-        #: Guards ``_accepting`` with the append in :meth:`submit`, so a command is either run or
-        #: cancelled by the thread, never left behind by its exit.
+        #: Guards ``_accepting`` with the append in :meth:`submit`: a command is run or cancelled, never left.
         self._commands_lock = threading.Lock()
         self._accepting = False
         self._stop = threading.Event()
@@ -128,6 +130,11 @@ class Reader:
         self._sweep_interval = POSITION_SWEEP_S
         #: when to probe the consumer: after ``stall_s`` without progress while fetching
         self._stall = StallWatch(STALL_S if settings.stall_s is None else settings.stall_s, quiet_since=time.monotonic())
+
+    @property
+    def consumer(self) -> Consumer:
+        """The batching consumer: the one submitted commands (advisory commits) are given."""
+        return self.clients.main
 
     @property
     def thread(self) -> threading.Thread:
@@ -168,7 +175,7 @@ class Reader:
         """
 
         def run(consumer: Consumer) -> DrainBoundary:
-            marker = self.partitions.pause(consumer, round, revoked)
+            marker = self.partitions.pause(self.clients, round, revoked)
             self.fifo.put_control(marker)
             return marker
 
@@ -196,7 +203,7 @@ class Reader:
             if cancelled is not None and cancelled.is_set():
                 raise FatalError(f"assignment change {op_id} was cancelled before it ran")
             marker = self.partitions.change(
-                consumer, op_id, release, acquire, resume, self.settings.metadata_timeout_s
+                self.clients, op_id, release, acquire, resume, self.settings.metadata_timeout_s
             )
             if marker.acquired or marker.resumed:
                 self._note_fresh()
@@ -209,12 +216,12 @@ class Reader:
         """Assign ``partitions`` not held yet at their low watermark (on the reader thread), as
         discovery does; the future's result is ``{tp: offset}`` of those assigned."""
         wanted = sorted(set(partitions))
-        return self.submit(lambda consumer: self._assign_new(consumer, wanted))
+        return self.submit(lambda _consumer: self._assign_new(wanted))
 
-    def _assign_new(self, consumer: Consumer, found: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
+    def _assign_new(self, found: Iterable[TopicPartitionId]) -> dict[TopicPartitionId, int]:
         """Reader thread: assign each partition of ``found`` not held yet at its low watermark and
         announce it with a :class:`PartitionsAssigned` marker."""
-        marker = self.partitions.add(consumer, found, self.settings.metadata_timeout_s)
+        marker = self.partitions.add(self.clients, found, self.settings.metadata_timeout_s)
         if marker is None:
             return {}
         offsets = dict(marker.offsets)
@@ -229,8 +236,11 @@ class Reader:
     def _run(self) -> None:
         settings = self.settings
         try:
+            self.clients.warm(next(iter(self.partitions.assigned.values()), None))
             while not self._stop.is_set():
                 self._run_commands()
+                if self.clients.held and time.monotonic() >= self.fresh_until:
+                    self.clients.hand_over(self.partitions.positions, self.partitions.blocked)
                 if settings.discovery_interval_s > 0 and time.monotonic() >= self._next_discovery:
                     self._discover()
                     self._next_discovery = time.monotonic() + settings.discovery_interval_s
@@ -252,7 +262,7 @@ class Reader:
                 self._accepting = False
             self._run_commands(cancel=True)
             try:
-                self.consumer.close()
+                self.clients.close()
             except Exception:  # closing is best effort
                 logger.warning("closing the kafka consumer failed", exc_info=True)
 
@@ -301,7 +311,10 @@ class Reader:
         timeout = FRESH_CONSUME_TIMEOUT_S if fresh else self.settings.consume_timeout_s
         while wanted > 0:
             call = min(CALL_MESSAGES, wanted)
-            messages = self.consumer.consume(num_messages=call, timeout=timeout)
+            # the catch-up consumer's records first (without waiting), then the batching one's
+            messages = self.clients.consume_catch_up(call)
+            if len(messages) < call:
+                messages += self.consumer.consume(num_messages=call - len(messages), timeout=timeout)
             if any(map(Message.error, messages)):
                 self._put(parts, nbytes)  # what came before the error goes first
                 parts, nbytes = self._read(messages, errors=True)
@@ -334,13 +347,12 @@ class Reader:
 
     def _replace_consumer(self, cause: KafkaException, quiet_s: float) -> None:
         held = self.partitions
-        self.consumer = replace_consumer(self.consumer, self.callbacks.new_consumer, held.assigned, held.positions,
-                                         held.blocked)
+        self.clients.release_all()  # the replacement takes every partition
+        self.clients.main = replace_consumer(self.consumer, self.callbacks.new_consumer, held.assigned,
+                                             held.positions, held.blocked)
         self._note_fresh()
-        logger.warning(
-            "the kafka consumer fetched nothing for %.0f s and cannot reach a broker (%s): replaced by a new "
-            "one at the same positions of %d partition(s)", quiet_s, cause, len(held.assigned),
-        )
+        logger.warning("the kafka consumer fetched nothing for %.0f s and cannot reach a broker (%s): replaced by "
+                       "a new one at the same positions of %d partition(s)", quiet_s, cause, len(held.assigned))
         self.callbacks.consumer_replaced()
 
     def _note_fresh(self) -> None:
@@ -350,9 +362,8 @@ class Reader:
         self._stall.restarted(time.monotonic())
 
     def _read(self, messages: list[Message], errors: bool) -> tuple[list[Records], int]:
-        """``messages`` without client errors (reported; ``errors``: whether any message has one)
-        and records of blocked partitions, as records (the messages themselves are not kept: see
-        :data:`CALL_MESSAGES`) and their bytes."""
+        """``messages`` without client errors (reported; ``errors``: whether any has one) and records of blocked
+        partitions, as records (the messages are not kept: :data:`CALL_MESSAGES`) and their bytes."""
         good = messages
         if errors:
             good = [m for m in messages if m.error() is None]
@@ -379,9 +390,8 @@ class Reader:
         self.fifo.put_chunk(RecordChunk(records, positions, nbytes), self._stop, over_cap=over_cap)
 
     def _moved_positions(self, parts: list[Records]) -> dict[TopicPartitionId, int]:
-        """Positions moved since the last chunk: of the partitions ``parts`` has records of, and of
-        every assigned partition when a sweep is due (:data:`POSITION_SWEEP_S`, relaxing to
-        :data:`POSITION_SWEEP_IDLE_S` while nothing moves)."""
+        """Positions moved since the last chunk: of the partitions ``parts`` has records of, and of every one
+        when a sweep is due (:data:`POSITION_SWEEP_S`, relaxing to :data:`POSITION_SWEEP_IDLE_S` while idle)."""
         held = self.partitions
         if not held.assigned:
             return {}
@@ -390,12 +400,12 @@ class Reader:
             self._sweep_interval = POSITION_SWEEP_S
             self._next_sweep = min(self._next_sweep, now + POSITION_SWEEP_S)
         if now >= self._next_sweep:
-            moved = held.read_all_positions(self.consumer)
+            moved = held.read_all_positions(self.clients)
             if not parts and not moved:
                 self._sweep_interval = min(2 * self._sweep_interval, POSITION_SWEEP_IDLE_S)
             self._next_sweep = now + self._sweep_interval
             return held.with_jumps(moved)
-        return held.with_jumps(held.read_positions_of(self.consumer, parts))
+        return held.with_jumps(held.read_positions_of(self.clients, parts))
 
     def _on_error(self, message: Message) -> None:
         """Handle the client error ``message`` carries: an out-of-range answer reads on or fails the
@@ -415,9 +425,7 @@ class Reader:
                 self.fifo.put_control(ReaderFailed(exc))
         elif error.fatal():
             self._failed = True
-            self.fifo.put_control(
-                ReaderFailed(FatalError(f"fatal consumer error: {error.str()}", cause=error))
-            )
+            self.fifo.put_control(ReaderFailed(FatalError(f"fatal consumer error: {error.str()}", cause=error)))
         else:
             logger.warning("kafka consumer reported %s (retrying)", error.str())
 
@@ -427,8 +435,8 @@ class Reader:
         :class:`OffsetOutOfRangeError` (always for a partition paused for a drain)."""
         held = self.partitions
         resolve = self.callbacks.read_on_at if tp in held.assigned and tp not in held.blocked else None
-        timeout_s = self.settings.metadata_timeout_s
-        resumed = read_on_after_out_of_range(self.consumer, tp, offset, timeout_s, resolve, answer)
+        resumed = read_on_after_out_of_range(self.clients, tp, offset, self.settings.metadata_timeout_s, resolve,
+                                             answer)
         held.jumps[tp] = resumed
         self._note_fresh()
         if resumed > offset:
@@ -436,11 +444,7 @@ class Reader:
 
     def _discover(self) -> None:
         try:
-            found: list[TopicPartitionId] = []
-            assigned = self.partitions.assigned
             topics = selected_topics(self.consumer, self.settings.selector, self.settings.metadata_timeout_s)
-            for topic, info in topics.items():
-                found.extend((topic, p) for p in info.partitions if (topic, p) not in assigned)
-            self._assign_new(self.consumer, found)
+            self._assign_new((topic, p) for topic, info in topics.items() for p in info.partitions)
         except Exception:  # discovery retries at the next interval
             logger.warning("partition discovery failed; retrying later", exc_info=True)

@@ -207,14 +207,19 @@ def resolve_out_of_range(
 
 
 def source_consumer(
-    config: KafkaSourceConfig, *, guaranteed: bool, on_commit: Callable[[Any, Any], None] | None = None
+    config: KafkaSourceConfig, *, guaranteed: bool, on_commit: Callable[[Any, Any], None] | None = None,
+    catch_up: bool = False,
 ) -> Consumer:
     """A consumer of the source (no I/O yet), built by :func:`~laminar_kafka.kafka_source.clients.make_consumer`
     from ``config.kafka`` with the source's defaults and owned keys
-    (:meth:`~laminar_kafka.kafka_source.config.source_config.KafkaSourceConfig.consumer_config`); its commit
-    results go to ``on_commit`` when given. Raises ``KafkaException`` when the client rejects the
-    configuration (e.g. an unknown librdkafka property)."""
-    overrides: dict[str, Any] = dict(config.consumer_overrides(guaranteed=guaranteed))
+    (:meth:`~laminar_kafka.kafka_source.config.source_config.KafkaSourceConfig.consumer_config`; with
+    ``catch_up``, those of the reader's catch-up consumer, which never commits); its commit results go to
+    ``on_commit`` when given. Raises ``KafkaException`` when the client rejects the configuration (e.g. an
+    unknown librdkafka property)."""
+    if catch_up:
+        overrides: dict[str, Any] = dict(config.catch_up_overrides(guaranteed=guaranteed))
+        return make_consumer(config.kafka, config.group_id, overrides, defaults=config.consumer_defaults())
+    overrides = dict(config.consumer_overrides(guaranteed=guaranteed))
     if on_commit is not None:
         overrides["on_commit"] = on_commit
     return make_consumer(config.kafka, config.group_id, overrides, defaults=config.consumer_defaults())

@@ -5,6 +5,7 @@ import pytest
 
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.source_config import (
+    CATCH_UP_WAIT_MS,
     METADATA_COLUMNS,
     Format,
     IsolationLevel,
@@ -164,18 +165,30 @@ def test_a_full_client_queue_is_fetched_again_soon_unless_the_user_says_otherwis
 
 def test_max_fetched_bytes_bounds_the_client_queue_and_the_fifo_together() -> None:
     config = KafkaSourceConfig.from_properties(BASE)
-    assert config.client_queue_bytes + config.fifo_bytes == config.max_fetched_bytes == 32 * 1024 * 1024
+    # the batching consumer's queue, the catch-up consumer's (1 MiB) and the FIFO
+    assert config.client_queue_bytes + config.catch_up_queue_bytes + config.fifo_bytes == config.max_fetched_bytes
+    assert config.max_fetched_bytes == 32 * 1024 * 1024 and config.catch_up_queue_bytes == 1 << 20
     assert config.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == 16 * 1024
     small = KafkaSourceConfig.from_properties({**BASE, "max-fetched-bytes": str(8 << 20)})
-    assert (small.client_queue_bytes, small.fifo_bytes) == (4 << 20, 4 << 20)
+    assert (small.client_queue_bytes, small.catch_up_queue_bytes, small.fifo_bytes) == (4 << 20, 1 << 20, 3 << 20)
     assert small.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == 4096
     # an explicit client queue takes its share; the FIFO gets the rest
     explicit = KafkaSourceConfig.from_properties(
         {**BASE, "max-fetched-bytes": str(8 << 20), "kafka.queued.max.messages.kbytes": "1024"})
-    assert (explicit.client_queue_bytes, explicit.fifo_bytes) == (1 << 20, 7 << 20)
+    assert (explicit.client_queue_bytes, explicit.fifo_bytes) == (1 << 20, 6 << 20)
     assert explicit.consumer_config(guaranteed=True)["queued.max.messages.kbytes"] == "1024"
     with pytest.raises(ConfigurationError, match="leaves nothing of max-fetched-bytes"):
         KafkaSourceConfig.from_properties({**BASE, "max-fetched-bytes": str(1 << 20),
                                            "kafka.queued.max.messages.kbytes": "1024"})
     with pytest.raises(ConfigurationError, match="queued.max.messages.kbytes"):
         KafkaSourceConfig.from_properties({**BASE, "kafka.queued.max.messages.kbytes": "lots"})
+
+
+def test_the_catch_up_consumer_fetches_without_the_batch_wait_in_its_share_of_max_fetched_bytes() -> None:
+    config = KafkaSourceConfig.from_properties({**BASE, "kafka.fetch.min.bytes": "4096"})
+    overrides = config.catch_up_overrides(guaranteed=True)
+    assert (overrides["fetch.min.bytes"], overrides["fetch.wait.max.ms"]) == (1, CATCH_UP_WAIT_MS)
+    assert overrides["queued.max.messages.kbytes"] == 1024 and overrides["auto.offset.reset"] == "error"
+    # no batch wait: no catch-up consumer, and the FIFO keeps its whole share
+    plain = KafkaSourceConfig.from_properties({**BASE, "batch-wait-ms": "0"})
+    assert plain.catch_up_queue_bytes == 0 and plain.client_queue_bytes + plain.fifo_bytes == plain.max_fetched_bytes
