@@ -25,6 +25,7 @@ records keep their order. Used by the reader thread alone.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -35,7 +36,14 @@ from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PartitionClient", "ReaderClients"]
+__all__ = ["PartitionClient", "QUIET_S", "READ_BEFORE_PAUSE_S", "ReaderClients"]
+
+#: :meth:`ReaderClients.read_before_pause` stops at a ``consume`` wait this long that brings nothing
+#: (the catch-up consumer's fetch answers within milliseconds when the broker has records) ...
+QUIET_S = 0.005
+#: ... or after this long (under steady production records keep coming: what the broker held at the
+#: drain arrives in the first fetches)
+READ_BEFORE_PAUSE_S = 0.03
 
 
 def _key(tp: KafkaTopicPartition) -> TopicPartitionId:
@@ -156,6 +164,38 @@ class ReaderClients:
         # an earlier drain of this consumer would never fetch again).
         self.main.resume(assignment)
         return len(moving)
+
+    def read_before_pause(self, partitions: Iterable[TopicPartitionId], known: Mapping[TopicPartitionId, int],
+                          max_messages: int, bound_s: float = READ_BEFORE_PAUSE_S) -> list[Any]:
+        """Move ``partitions`` (of the batching consumer) to the catch-up consumer where the batching
+        one left them (else at ``known``), and return what the catch-up consumer then reads: until a
+        wait of :data:`QUIET_S` brings nothing, ``max_messages`` or ``bound_s``.
+
+        A drain pauses the partitions it revokes right after this, so their last records before the
+        cut are those the broker held at the drain, not those of the last batched fetch (up to
+        ``batch-wait-ms`` old): the gap before a handoff is no longer the batch wait. Nothing to do
+        without a catch-up consumer (no batch wait).
+        """
+        if self.catch_up is None:
+            return []
+        moving = [KafkaTopicPartition(*tp) for tp in sorted(set(partitions) - self.held)]
+        if moving:
+            at = {_key(tp): tp.offset for tp in self.main.position(moving)}
+            assignment = [KafkaTopicPartition(tp.topic, tp.partition,
+                                              at[_key(tp)] if at.get(_key(tp), -1) >= 0 else known[_key(tp)])
+                          for tp in moving]
+            self.main.incremental_unassign(moving)
+            self.catch_up.incremental_assign(assignment)
+            self.catch_up.resume(assignment)  # a pause flag kept from an earlier drain of this consumer
+            self.held.update(map(_key, moving))
+        messages: list[Any] = []
+        deadline = time.monotonic() + bound_s
+        while len(messages) < max_messages and time.monotonic() < deadline:
+            got = self.catch_up.consume(num_messages=max_messages - len(messages), timeout=QUIET_S)
+            if not got and messages:
+                break
+            messages += got
+        return messages
 
     def consume_catch_up(self, num_messages: int) -> list[Any]:
         """What the catch-up consumer has queued (without waiting); nothing while it holds nothing."""

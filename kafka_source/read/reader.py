@@ -94,9 +94,9 @@ class Reader:
     submitted commands between ``consume`` calls, finds new partitions, and closes the consumer
     when stopped.
 
-    ``assigned`` are the partitions the consumer is assigned at their positions; discovered
-    partitions start at their low watermark. ``callbacks`` is the owner the reader thread asks and
-    reports to (:class:`ReaderCallbacks`).
+    ``assigned``: the partitions the consumer is assigned, at their positions; discovered ones start
+    at their low watermark. ``callbacks``: the owner the thread asks and reports to. ``catch_up``: the
+    consumer partitions taken start on (:mod:`~laminar_kafka.kafka_source.read.catch_up`), if any.
     """
 
     def __init__(
@@ -108,8 +108,7 @@ class Reader:
         callbacks: ReaderCallbacks,
         catch_up: Consumer | None = None,
     ) -> None:
-        #: the batching consumer, and the catch-up one partitions taken start on
-        #: (:mod:`~laminar_kafka.kafka_source.read.catch_up`)
+        #: the batching consumer and the catch-up one
         self.clients = ReaderClients(consumer, catch_up)
         self.fifo = fifo
         self.settings = settings
@@ -168,13 +167,18 @@ class Reader:
     def pause_for_drain(
         self, round: AssignmentDrainId, revoked: frozenset[TopicPartitionId]
     ) -> concurrent.futures.Future[DrainBoundary]:
-        """On the reader thread: pause ``revoked``, block them, then put a :class:`DrainBoundary`.
-
-        Post: no record of a revoked partition follows the boundary in the FIFO and no later chunk
-        reports a position for one, until :meth:`change_assignment` releases or resumes it.
+        """On the reader thread: put what the broker holds of ``revoked`` (read without the batch wait,
+        bounded: :meth:`ReaderClients.read_before_pause`, past the FIFO's cap), pause and block them,
+        then put a :class:`DrainBoundary`. Post: no record of a revoked partition follows the boundary
+        and no later chunk reports a position for one, until :meth:`change_assignment` releases or resumes it.
         """
 
         def run(consumer: Consumer) -> DrainBoundary:
+            held = self.partitions
+            early = self.clients.read_before_pause(revoked & held.assigned.keys() - held.blocked, held.positions,
+                                                   self.settings.chunk_records)
+            if early:
+                self._put(*self._read(early, any(map(Message.error, early))), over_cap=True)
             marker = self.partitions.pause(self.clients, round, revoked)
             self.fifo.put_control(marker)
             return marker
@@ -267,8 +271,7 @@ class Reader:
                 logger.warning("closing the kafka consumer failed", exc_info=True)
 
     def _run_commands(self, cancel: bool = False) -> None:
-        """Run the queued commands in order, then wake the asyncio side once: it may be waiting,
-        settled, for the result of one (the vnode driver observes its assignment change there)."""
+        """Run the queued commands in order, then wake the asyncio side once (it may be waiting for one)."""
         if not self._commands:
             return
         while self._commands:
@@ -292,13 +295,10 @@ class Reader:
         """Let the client deliver an awaited callback (an advisory commit's result) while the FIFO
         is at its cap: librdkafka serves callbacks only inside ``consume``, and the asyncio side
         may be waiting for the result without polling (intake held during a reconciliation).
-
-        Takes at most one message, put past the cap in order, so each wait interval of a full
-        FIFO exceeds the cap by at most one record.
+        Takes at most one message, put past the cap in order (the cap exceeded by one record at most).
         """
         messages = self.consumer.consume(num_messages=1, timeout=0)
-        parts, nbytes = self._read(messages, any(map(Message.error, messages)))
-        self._put(parts, nbytes, over_cap=True)
+        self._put(*self._read(messages, any(map(Message.error, messages))), over_cap=True)
 
     def _read_chunk(self) -> None:
         """Consume up to ``chunk_records`` messages in calls of at most :data:`CALL_MESSAGES`

@@ -121,3 +121,19 @@ def test_without_a_catch_up_consumer_everything_stays_on_the_batching_one() -> N
     pair.warm(TopicPartition(TOPIC, 1))  # nothing to connect
     pair.close()
     assert main.closed
+
+
+def test_read_before_pause_moves_the_revoked_partitions_and_reads_until_quiet() -> None:
+    pair, main, catch_up = clients()
+    main.incremental_assign([TopicPartition(TOPIC, 3, 50)])
+    main.positions[(TOPIC, 0)] = 15  # partition 3: nothing returned since assigned: where the reader has it
+    catch_up.queued = ["r1", "r2", "r3"]
+    assert pair.read_before_pause([(TOPIC, 0), (TOPIC, 3)], {(TOPIC, 0): 12, (TOPIC, 3): 55}, 10) == ["r1", "r2", "r3"]
+    assert main.assigned == {} and catch_up.assigned == {(TOPIC, 0): 15, (TOPIC, 3): 55}
+    assert pair.held == {(TOPIC, 0), (TOPIC, 3)}
+    catch_up.queued = ["a", "b", "c"]  # at most max_messages
+    assert pair.read_before_pause([(TOPIC, 0)], {}, 2) == ["a", "b"]
+    # nothing there: gives up after its bound
+    catch_up.queued = []
+    assert pair.read_before_pause([(TOPIC, 0)], {}, 2, bound_s=0.01) == []
+    assert ReaderClients(main, None).read_before_pause([(TOPIC, 0)], {}, 2) == []  # type: ignore[arg-type]
