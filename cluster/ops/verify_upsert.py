@@ -36,7 +36,7 @@ from laminar_kafka.kafka_source.read.positions import watermarks
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["AUDITED_FORMATS", "UpsertAudit", "applied_report", "keyed_audit", "compare_state", "cursor_report", "read_changes", "source_decode", "table_cursors",
+__all__ = ["AUDITED_FORMATS", "UpsertAudit", "applied_report", "audit_payload", "keyed_audit", "compare_state", "cursor_report", "read_changes", "source_decode", "table_cursors",
            "table_state"]
 
 _POSITION = ["_partition", "_offset"]
@@ -231,6 +231,13 @@ AUDITED_FORMATS = ("json", "debezium-json")
 _METADATA = ("_topic", "_partition", "_offset", "_timestamp", "_key", "_headers")
 
 
+def audit_payload(table_columns: pa.Schema) -> pa.Schema:
+    """The row schema a keyed table's audit decodes its topic with: the table's columns but the
+    metadata ones, all nullable as the source decodes them (a tombstone's payload is null but for
+    its key fields, which come from the record key)."""
+    return pa.schema([field.with_nullable(True) for field in table_columns if field.name not in _METADATA])
+
+
 def keyed_audit(kafka: KafkaClientConfig, topic: str, target: LakeTarget, record_format: str,
                 timeout: float = 120.0) -> UpsertAudit | None:
     """The audit of ``topic``'s table in ``target`` when it is keyed (identifier fields), else None:
@@ -251,8 +258,7 @@ def keyed_audit(kafka: KafkaClientConfig, topic: str, target: LakeTarget, record
     if record_format not in AUDITED_FORMATS:
         raise VerifyError(f"table {'.'.join(table.name())} is keyed by {','.join(keys)}: its audit replays the "
                           f"topic as {' or '.join(AUDITED_FORMATS)}, not {record_format}")
-    columns = schema_to_pyarrow(schema, include_field_ids=False)
-    payload = pa.schema([field for field in columns if field.name not in _METADATA])
+    payload = audit_payload(schema_to_pyarrow(schema, include_field_ids=False))
     properties = {"topic": topic, "group.id": "laminar-verify", "format": record_format,
                   "upsert-keys": ",".join(keys), "include-metadata": "_topic,_partition,_offset"}
     try:

@@ -12,6 +12,7 @@ from laminar_kafka.cluster.errors import VerifyError
 from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.cluster.lake.settings import IcebergSettings, LakeTarget, TableFormat
 from laminar_kafka.cluster.ops.verify_upsert import (
+    audit_payload,
     compare_state,
     cursor_report,
     keyed_audit,
@@ -19,6 +20,9 @@ from laminar_kafka.cluster.ops.verify_upsert import (
     table_state,
 )
 from laminar_kafka.kafka_source.clients import KafkaClientConfig
+from laminar_kafka.kafka_source.config.source_config import KafkaSourceConfig
+from laminar_kafka.kafka_source.decode.arrow_batch import BatchBuilder
+from laminar_kafka.kafka_source.decode.records import Records
 from tests.unit.cluster.iceberg_fakes import Lake
 from tests.unit.cluster.iceberg_fakes import rows as lake_rows
 from tests.unit.cluster.lake.iceberg.test_upsert_commit import changes, keyed_lake, stage
@@ -100,3 +104,18 @@ def test_keyed_audit_is_for_keyed_tables_and_json_formats(tmp_path: Path) -> Non
     plain.publish(plain.output(), 1)
     assert keyed_audit(kafka, "orders", LakeTarget(plain.root, TableFormat.ICEBERG, "pipe",
                                                    IcebergSettings(namespace="pipe")), "json") is None
+
+
+def test_the_audit_decodes_a_tombstone_with_the_tables_columns() -> None:
+    table_columns = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.large_string()),
+                               pa.field("_partition", pa.int32()), pa.field("_offset", pa.int64())])
+    payload = audit_payload(table_columns)
+    assert payload.names == ["id", "name"] and all(field.nullable for field in payload)
+    config = KafkaSourceConfig.from_properties({"topic": "t", "group.id": "g", "format": "json", "upsert-keys": "id",
+                                                "include-metadata": "_topic,_partition,_offset"},
+                                               KafkaClientConfig("127.0.0.1:1"))
+    records = Records(partitions=[0, 0], offsets=[0, 1], values=[b'{"id": 1, "name": "a"}', None], topics="t",
+                      timestamps=[0, 0], keys=[b"1", b"1"])
+    built = BatchBuilder(config, json_schema=payload).build(records)
+    assert not built.bad
+    assert built.batch.select(["id", "_op"]).to_pylist() == [{"id": 1, "_op": "u"}, {"id": 1, "_op": "d"}]
