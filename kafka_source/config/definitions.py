@@ -90,7 +90,9 @@ BATCH_WAIT_MS = Setting(
     minimum=0, unit="ms", layer=Layer.BOTH,
     notes="librdkafka's `fetch.wait.max.ms`, with `fetch.min.bytes` 256 KiB, at most half of "
           "`max.partition.fetch.bytes` (the broker counts no more per partition); `kafka.fetch.min.bytes` / "
-          "`kafka.fetch.wait.max.ms` override it (docs/benchmarks.md, \"Cost that follows the work\").",
+          "`kafka.fetch.wait.max.ms` override it (docs/benchmarks.md, \"Cost that follows the work\"). A partition "
+          "just taken (a handoff, an aborted drain, discovery) is read for its first second, and a drain's last "
+          "records before the cut, by a second consumer without the wait, so neither waits for it.",
     old_names=("batch.wait.ms",))
 PARTITION_DISCOVERY_INTERVAL_MS = Setting(
     "partition-discovery-interval-ms", int, "how often new partitions are looked for (0 disables; a node watches "
