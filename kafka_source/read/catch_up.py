@@ -41,6 +41,8 @@ __all__ = ["PartitionClient", "QUIET_S", "READ_BEFORE_PAUSE_S", "ReaderClients"]
 #: :meth:`ReaderClients.read_before_pause` stops at a ``consume`` wait this long that brings nothing
 #: (the catch-up consumer's fetch answers within milliseconds when the broker has records) ...
 QUIET_S = 0.005
+#: ``offsets_for_times``' timestamp of the end offset
+LATEST = -1
 #: ... or after this long (under steady production records keep coming: what the broker held at the
 #: drain arrives in the first fetches)
 READ_BEFORE_PAUSE_S = 0.03
@@ -168,8 +170,10 @@ class ReaderClients:
     def read_before_pause(self, partitions: Iterable[TopicPartitionId], known: Mapping[TopicPartitionId, int],
                           max_messages: int, bound_s: float = READ_BEFORE_PAUSE_S) -> list[Any]:
         """Move ``partitions`` (of the batching consumer) to the catch-up consumer where the batching
-        one left them (else at ``known``), and return what the catch-up consumer then reads: until a
-        wait of :data:`QUIET_S` brings nothing, ``max_messages`` or ``bound_s``.
+        one left them (else at ``known``), and return what the catch-up consumer then reads: until
+        each partition's position reaches its end offset as the broker answers now (one batched
+        request; when it does not answer within ``bound_s``, until a wait of :data:`QUIET_S` brings
+        nothing), ``max_messages``, or ``bound_s`` after the request.
 
         A drain pauses the partitions it revokes right after this, so their last records before the
         cut are those the broker held at the drain, not those of the last batched fetch (up to
@@ -179,23 +183,46 @@ class ReaderClients:
         if self.catch_up is None:
             return []
         moving = [KafkaTopicPartition(*tp) for tp in sorted(set(partitions) - self.held)]
-        if moving:
-            at = {_key(tp): tp.offset for tp in self.main.position(moving)}
-            assignment = [KafkaTopicPartition(tp.topic, tp.partition,
-                                              at[_key(tp)] if at.get(_key(tp), -1) >= 0 else known[_key(tp)])
-                          for tp in moving]
-            self.main.incremental_unassign(moving)
-            self.catch_up.incremental_assign(assignment)
-            self.catch_up.resume(assignment)  # a pause flag kept from an earlier drain of this consumer
-            self.held.update(map(_key, moving))
-        messages: list[Any] = []
+        if not moving:
+            return []
+        at = {_key(tp): tp.offset for tp in self.main.position(moving)}
+        start = {_key(tp): at[_key(tp)] if at.get(_key(tp), -1) >= 0 else known[_key(tp)] for tp in moving}
+        assignment = [KafkaTopicPartition(t, p, offset) for (t, p), offset in start.items()]
+        self.main.incremental_unassign(moving)
+        self.catch_up.incremental_assign(assignment)
+        self.catch_up.resume(assignment)  # a pause flag kept from an earlier drain of this consumer
+        self.held.update(start)
+        ends = self._end_offsets(moving, bound_s)
         deadline = time.monotonic() + bound_s
+        messages: list[Any] = []
         while len(messages) < max_messages and time.monotonic() < deadline:
+            if ends is not None and self._reached(moving, start, ends):
+                break
             got = self.catch_up.consume(num_messages=max_messages - len(messages), timeout=QUIET_S)
-            if not got and messages:
+            if not got and messages and ends is None:
                 break
             messages += got
         return messages
+
+    def _end_offsets(self, partitions: list[KafkaTopicPartition], timeout_s: float) -> dict[TopicPartitionId, int] | None:
+        """Each partition's end offset (the high watermark, or the last stable offset under
+        ``read_committed``) in one request per leader; None when the broker does not answer in time."""
+        assert self.catch_up is not None
+        try:
+            answered = self.catch_up.offsets_for_times(
+                [KafkaTopicPartition(tp.topic, tp.partition, LATEST) for tp in partitions], timeout=timeout_s)
+        except KafkaException:
+            return None
+        if any(tp.error is not None for tp in answered):
+            return None
+        return {_key(tp): tp.offset for tp in answered}
+
+    def _reached(self, moving: list[KafkaTopicPartition], start: Mapping[TopicPartitionId, int],
+                 ends: Mapping[TopicPartitionId, int]) -> bool:
+        """Whether the catch-up consumer's position of each of ``moving`` is at ``ends`` (a position is
+        negative until a record was returned: then where it started)."""
+        assert self.catch_up is not None
+        return all(max(tp.offset, start[_key(tp)]) >= ends[_key(tp)] for tp in self.catch_up.position(moving))
 
     def consume_catch_up(self, num_messages: int) -> list[Any]:
         """What the catch-up consumer has queued (without waiting); nothing while it holds nothing."""

@@ -3,9 +3,10 @@ start on the catch-up consumer, and the hand-over moves them to the batching one
 catch-up consumer left them."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from laminar_kafka.kafka_source.read.catch_up import ReaderClients
 
@@ -22,6 +23,8 @@ class FakeConsumer:
         self.calls: list[tuple[str, list[tuple[str, int]]]] = []
         self.queued: list[Any] = []
         self.closed = False
+        #: the end offsets ``offsets_for_times`` answers; None: it times out
+        self.ends: dict[tuple[str, int], int] | None = None
 
     def _note(self, name: str, partitions: list[TopicPartition]) -> None:
         self.calls.append((name, [(tp.topic, tp.partition) for tp in partitions]))
@@ -53,7 +56,14 @@ class FakeConsumer:
 
     def consume(self, num_messages: int, timeout: float) -> list[Any]:
         taken, self.queued = self.queued[:num_messages], self.queued[num_messages:]
+        for topic, partition, offset in taken:  # a message: (topic, partition, offset)
+            self.positions[(topic, partition)] = offset + 1
         return taken
+
+    def offsets_for_times(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        if self.ends is None:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        return [TopicPartition(tp.topic, tp.partition, self.ends[(tp.topic, tp.partition)]) for tp in partitions]
 
     def close(self) -> None:
         self.closed = True
@@ -97,10 +107,10 @@ def test_hand_over_moves_each_partition_where_the_catch_up_consumer_left_it() ->
 
 def test_catch_up_records_are_taken_only_while_it_holds_partitions() -> None:
     pair, _main, catch_up = clients()
-    catch_up.queued = ["a", "b", "c"]
+    catch_up.queued = [(TOPIC, 1, 0), (TOPIC, 1, 1), (TOPIC, 1, 2)]
     assert pair.consume_catch_up(2) == []
     pair.incremental_assign([TopicPartition(TOPIC, 1, 0)])
-    assert pair.consume_catch_up(2) == ["a", "b"]
+    assert pair.consume_catch_up(2) == [(TOPIC, 1, 0), (TOPIC, 1, 1)]
 
 
 def test_release_all_and_close() -> None:
@@ -123,17 +133,32 @@ def test_without_a_catch_up_consumer_everything_stays_on_the_batching_one() -> N
     assert main.closed
 
 
-def test_read_before_pause_moves_the_revoked_partitions_and_reads_until_quiet() -> None:
+def test_read_before_pause_reads_the_revoked_partitions_up_to_their_end_offsets() -> None:
     pair, main, catch_up = clients()
     main.incremental_assign([TopicPartition(TOPIC, 3, 50)])
     main.positions[(TOPIC, 0)] = 15  # partition 3: nothing returned since assigned: where the reader has it
-    catch_up.queued = ["r1", "r2", "r3"]
-    assert pair.read_before_pause([(TOPIC, 0), (TOPIC, 3)], {(TOPIC, 0): 12, (TOPIC, 3): 55}, 10) == ["r1", "r2", "r3"]
+    catch_up.ends = {(TOPIC, 0): 17, (TOPIC, 3): 55}  # partition 3 has nothing new
+    catch_up.queued = [(TOPIC, 0, 15), (TOPIC, 0, 16), (TOPIC, 0, 17)]
+    read = pair.read_before_pause([(TOPIC, 0), (TOPIC, 3)], {(TOPIC, 0): 12, (TOPIC, 3): 55}, 2)
+    assert read == [(TOPIC, 0, 15), (TOPIC, 0, 16)]  # at most max_messages; then at the end offset
     assert main.assigned == {} and catch_up.assigned == {(TOPIC, 0): 15, (TOPIC, 3): 55}
     assert pair.held == {(TOPIC, 0), (TOPIC, 3)}
-    catch_up.queued = ["a", "b", "c"]  # at most max_messages
-    assert pair.read_before_pause([(TOPIC, 0)], {}, 2) == ["a", "b"]
-    # nothing there: gives up after its bound
-    catch_up.queued = []
-    assert pair.read_before_pause([(TOPIC, 0)], {}, 2, bound_s=0.01) == []
+    assert pair.read_before_pause([(TOPIC, 0)], {}, 10) == []  # held already: nothing to move
+    main.incremental_assign([TopicPartition(TOPIC, 4, 7)])
+    catch_up.ends = {(TOPIC, 4): 8}
+    catch_up.queued = [(TOPIC, 4, 7)]
+    started = time.monotonic()
+    assert pair.read_before_pause([(TOPIC, 4)], {(TOPIC, 4): 7}, 5, bound_s=5.0) == [(TOPIC, 4, 7)]
+    assert time.monotonic() - started < 1.0  # at its end offset: no wait for more
+
+
+def test_read_before_pause_without_an_answer_reads_until_quiet_or_its_bound() -> None:
+    pair, main, catch_up = clients()
+    main.incremental_assign([TopicPartition(TOPIC, 3, 50)])
+    catch_up.queued = [(TOPIC, 0, 10), (TOPIC, 3, 50)]
+    started = time.monotonic()
+    read = pair.read_before_pause([(TOPIC, 0), (TOPIC, 3)], {(TOPIC, 0): 10, (TOPIC, 3): 50}, 10, bound_s=5.0)
+    assert read == [(TOPIC, 0, 10), (TOPIC, 3, 50)] and time.monotonic() - started < 1.0  # then quiet
+    main.incremental_assign([TopicPartition(TOPIC, 5, 0)])
+    assert pair.read_before_pause([(TOPIC, 5)], {(TOPIC, 5): 0}, 10, bound_s=0.01) == []  # nothing there: its bound
     assert ReaderClients(main, None).read_before_pause([(TOPIC, 0)], {}, 2) == []  # type: ignore[arg-type]
