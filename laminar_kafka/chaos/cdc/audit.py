@@ -26,7 +26,7 @@ from laminar_kafka.chaos.servers import ChaosError
 from laminar_kafka.cluster.lake.settings import table_name_of
 from laminar_kafka.coordinator.codec import format_partition_key
 
-__all__ = ["GRACE_S", "audit_cdc", "read_changes"]
+__all__ = ["GRACE_S", "acked_by_key", "audit_cdc", "duckdb_rows", "read_changes", "table_rows"]
 
 #: how long the audit reads a table again while it is not the final state (a commit landing late)
 GRACE_S = 30.0
@@ -72,7 +72,7 @@ def read_changes(bootstrap: str, topic: str, timeout: float = 120.0) -> list[Cha
         consumer.close()
 
 
-def _acked_by_key(changes: list[Change], producer: ChaosProducer, topic: str,
+def acked_by_key(changes: list[Change], producer: ChaosProducer, topic: str,
                   partitions: int) -> tuple[dict[int, int], int, list[str]]:
     """key -> offset of its last acknowledged change; how many acknowledged offsets the topic does
     not hold, and an evidence line per partition with some."""
@@ -93,7 +93,7 @@ def _acked_by_key(changes: list[Change], producer: ChaosProducer, topic: str,
     return acked, count, absent
 
 
-def _table_rows(lake: RunLake, topic: str) -> tuple[list[dict[str, Any]], str | None]:
+def table_rows(lake: RunLake, topic: str) -> tuple[list[dict[str, Any]], str | None]:
     """The rows of ``topic``'s table (the compared columns) through pyiceberg, and its metadata
     file; ([], None) when the table does not exist yet."""
     from pyiceberg.exceptions import NoSuchTableError
@@ -161,9 +161,9 @@ def audit_cdc(result: RunResult, partitions: Mapping[str, int], producer: ChaosP
             final = final_state(changes)
         except ValueError as exc:
             raise ChaosError(f"{topic}: {exc}") from exc
-        acked, absent_count, absent = _acked_by_key(changes, producer, topic, partitions[topic])
+        acked, absent_count, absent = acked_by_key(changes, producer, topic, partitions[topic])
         while True:
-            rows, metadata = _table_rows(lake, topic)
+            rows, metadata = table_rows(lake, topic)
             found = compare(final, rows, acked, key_field=KEY_FIELD, label=f"{topic} pyiceberg")
             if found.exact or time.monotonic() > deadline:
                 break

@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from laminar_kafka.chaos.campaign import CampaignConfig
-from laminar_kafka.chaos.cdc.audit import _acked_by_key
+from laminar_kafka.chaos.cdc.audit import acked_by_key
 from laminar_kafka.chaos.cdc.model import Change, compare, decode_change, final_state
 from laminar_kafka.chaos.cdc.pipelines import node_flags
 from laminar_kafka.chaos.cdc.producer import CDC_NODE_FLAGS, Burst, ChangeGenerator
@@ -254,7 +254,7 @@ def test_an_acknowledged_change_superseded_or_deleted_later_is_not_lost() -> Non
 def test_acknowledged_offsets_map_to_keys_through_the_topic() -> None:
     changes = [_change(1, 0, 0, "c"), _change(2, 0, 1, "c"), _change(1, 0, 2, "u"), _change(3, 1, 0, "c")]
     producer = cast(Any, SimpleNamespace(acked={"t:0": [0, 1, 2, 7], "t:1": [0]}))
-    acked, absent, lines = _acked_by_key(changes, producer, "t", 2)
+    acked, absent, lines = acked_by_key(changes, producer, "t", 2)
     assert acked == {1: 2, 2: 1, 3: 0}
     assert absent == 1 and lines == ["t:0: 1 acknowledged record(s) not in the topic, first [7]"]
 
@@ -297,12 +297,12 @@ def test_both_readers_read_the_table_the_audit_compares(tmp_path: Path) -> None:
     give the same rows, and the comparison sees a key a table lost."""
     import pyarrow as pa
 
-    from laminar_kafka.chaos.cdc.audit import _table_rows, duckdb_rows
+    from laminar_kafka.chaos.cdc.audit import duckdb_rows, table_rows
     from laminar_kafka.chaos.lake import local_lake
     from laminar_kafka.cluster.lake.settings import table_name_of
 
     lake = local_lake(tmp_path, tmp_path / "output", TableFormat.ICEBERG, "chaos-x-s0")
-    assert _table_rows(lake, "chaos-x-s0.t0") == ([], None), "no table yet"
+    assert table_rows(lake, "chaos-x-s0.t0") == ([], None), "no table yet"
     catalog = lake.catalog()
     namespace = lake.iceberg_settings().namespace
     catalog.create_namespace_if_not_exists(namespace)
@@ -310,11 +310,11 @@ def test_both_readers_read_the_table_the_audit_compares(tmp_path: Path) -> None:
                                                          ("_partition", pa.int32()), ("_offset", pa.int64())]))
     table = catalog.create_table((namespace, table_name_of("chaos-x-s0.t0")), rows.schema)
     table.append(rows)
-    read, metadata = _table_rows(lake, "chaos-x-s0.t0")
+    read, metadata = table_rows(lake, "chaos-x-s0.t0")
     assert metadata is not None and sorted(read, key=lambda r: int(cast(int, r["id"]))) == EXACT
     assert sorted(duckdb_rows(metadata), key=lambda r: int(r["id"])) == EXACT
     assert compare(FINAL, read).exact
     table.delete("id == 4")
-    read, metadata = _table_rows(lake, "chaos-x-s0.t0")
+    read, metadata = table_rows(lake, "chaos-x-s0.t0")
     assert metadata is not None
     assert compare(FINAL, read).missing == 1 and compare(FINAL, duckdb_rows(metadata)).missing == 1
