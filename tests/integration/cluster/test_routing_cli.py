@@ -10,6 +10,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from kazoo.client import KazooClient
 
 from laminar_kafka.cluster.lake.iceberg.records import pipeline_tables
 from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none, open_catalog
@@ -81,4 +82,20 @@ def test_one_topic_routed_into_50_tables_by_three_nodes(iceberg_pipeline: Pipeli
     assert json.loads(verify.stdout)["ok"]
     for node in p.nodes.values():
         node.terminate()
+    for node in p.nodes.values():
         assert node.wait(30) == 0, node.log_text()[-2000:]
+
+    # the control state lost: a node resumes from the routed tables' whole records, exactly
+    zk = KazooClient(str(p.zk))
+    zk.start(timeout=15)
+    try:
+        zk.delete(f"/laminar/{p.pipeline}", recursive=True)
+    finally:
+        zk.stop()
+        zk.close()
+    produce(p.bootstrap, p.topic, [json.dumps({"id": TOTAL + i, "region": f"r{i % TABLES}"}).encode()
+                                   for i in range(1000)])
+    node = p.launch(1, *FLAGS)
+    report = wait_caught_up(p.bootstrap, p.topic, p.output, 60, lake=lake)
+    assert report.ok and report.rows == TOTAL + 1000 - len(bad), f"{report.table()}\n{p.tail_logs()}"
+    assert f"no control state for pipeline '{p.pipeline}': resuming from the lake at epoch " in node.log_text()
