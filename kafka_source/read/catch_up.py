@@ -130,12 +130,15 @@ class ReaderClients:
 
     # -- the catch-up consumer's own steps -------------------------------------------------------
 
-    def warm(self, partition: KafkaTopicPartition | None, timeout_s: float = 1.0) -> None:
-        """Connect the catch-up consumer to ``partition``'s leader ahead of its first use (a watermark
-        request, bounded by ``timeout_s``): its first fetch otherwise waited about 330 ms for the
-        connection. Best effort (when the broker does not answer there is nothing to read anyway)."""
-        if self.catch_up is None or partition is None:
+    def warm(self, partitions: list[KafkaTopicPartition], topics: tuple[str, ...] = (), timeout_s: float = 1.0) -> None:
+        """Connect the catch-up consumer to the leader of the first of ``partitions`` (none: of the
+        first partition of ``topics``' first) ahead of its first use (a watermark request, bounded by
+        ``timeout_s``): its first fetch otherwise waited about 330 ms for the connection. Best effort
+        (when the broker does not answer there is nothing to read anyway)."""
+        candidates = partitions or [KafkaTopicPartition(topic, 0) for topic in topics]
+        if self.catch_up is None or not candidates:
             return
+        partition = candidates[0]
         try:
             self.catch_up.get_watermark_offsets(partition, timeout=timeout_s, cached=False)
         except KafkaException as exc:

@@ -240,7 +240,7 @@ class Reader:
     def _run(self) -> None:
         settings = self.settings
         try:
-            self.clients.warm(next(iter(self.partitions.assigned.values()), None))
+            self.clients.warm([*self.partitions.assigned.values()][:1], settings.selector.names)
             while not self._stop.is_set():
                 self._run_commands()
                 if self.clients.held and time.monotonic() >= self.fresh_until:

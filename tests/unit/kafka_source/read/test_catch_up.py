@@ -128,7 +128,7 @@ def test_without_a_catch_up_consumer_everything_stays_on_the_batching_one() -> N
     pair.incremental_assign([TopicPartition(TOPIC, 1, 4)])
     assert main.assigned == {(TOPIC, 1): 4} and pair.held == set()
     assert pair.hand_over({(TOPIC, 1): 4}, frozenset()) == 0 and pair.consume_catch_up(10) == []
-    pair.warm(TopicPartition(TOPIC, 1))  # nothing to connect
+    pair.warm([TopicPartition(TOPIC, 1)])  # nothing to connect
     pair.close()
     assert main.closed
 
