@@ -143,12 +143,6 @@ class _Node:
     original_required: bool = False
 
 
-class _Refused(Exception):
-    def __init__(self, conflict: Conflict) -> None:
-        super().__init__(conflict.path)
-        self.conflict = conflict
-
-
 def _child_fields(field_type: IcebergType) -> list[NestedField]:
     """A nested type's children as fields named as Iceberg's paths name them."""
     if isinstance(field_type, StructType):
@@ -188,31 +182,42 @@ def _shown(field_type: IcebergType) -> str:
     return str(field_type)
 
 
-def _merge(node: _Node, incoming: NestedField, path: str, index: int) -> None:
-    """Fold the file's field ``incoming`` into ``node``; raises :class:`_Refused`."""
+def _merge(node: _Node, incoming: NestedField, path: str, index: int) -> Conflict | None:
+    """Fold the file's field ``incoming`` into ``node``; the first conflict met, if any (then
+    ``node`` is left half-merged: the plan is abandoned)."""
     if incoming.optional and node.required and not node.identifier:
         node.required = False
     old, new = node.field_type, incoming.field_type
     if old.is_primitive and new.is_primitive:
         if old == new or widens(new, old):
-            return  # equal, or an older writer's narrower type: read widened by field id
+            return None  # equal, or an older writer's narrower type: read widened by field id
         if widens(old, new) and (node.new or not node.map_key):  # Iceberg never changes a map's key
             node.field_type = new
-            return
-        raise _Refused(Conflict(path, str(old), str(new), index, evolved=node.new or old != node.original_type))
+            return None
+        return Conflict(path, str(old), str(new), index, evolved=node.new or old != node.original_type)
     if _kind(old) != _kind(new):
         shown = _shown(_build_type(node, itertools.count(1)))
-        raise _Refused(Conflict(path, shown, _shown(new), index, evolved=node.new))
+        return Conflict(path, shown, _shown(new), index, evolved=node.new)
+    return _merge_children(node, _child_fields(new), f"{path}.", index, struct=isinstance(old, StructType))
+
+
+def _merge_children(parent: _Node, fields: list[NestedField], prefix: str, index: int, *,
+                    struct: bool) -> Conflict | None:
+    """Fold a file's ``fields`` into the children of ``parent`` (a struct's fields, or a list's
+    element, a map's key and value); the first conflict met, if any."""
     present = set()
-    for child in _child_fields(new):
+    for child in fields:
         present.add(child.name)
-        known = node.children.get(child.name)
+        known = parent.children.get(child.name)
         if known is None:  # a new field of a struct (a list's element and a map's key, value always exist)
-            node.children[child.name] = _node(child, new=True)
-        else:
-            _merge(known, child, f"{path}.{child.name}", index)
-    if isinstance(old, StructType):
-        _absent(node, present)
+            parent.children[child.name] = _node(child, new=True)
+            continue
+        conflict = _merge(known, child, f"{prefix}{child.name}", index)
+        if conflict is not None:
+            return conflict
+    if struct:
+        _absent(parent, present)
+    return None
 
 
 def _absent(parent: _Node, present: set[str]) -> None:
@@ -260,19 +265,10 @@ def plan_evolution(table: Schema, files: Sequence[Schema]) -> Evolution:
     root = _Node("", table.as_struct(), True, False)
     for nested in table.fields:
         root.children[nested.name] = _node(nested, new=False, identifiers=identifiers)
-    try:
-        for index, schema in enumerate(files):
-            present = set()
-            for incoming in schema.fields:
-                present.add(incoming.name)
-                known = root.children.get(incoming.name)
-                if known is None:
-                    root.children[incoming.name] = _node(incoming, new=True)
-                else:
-                    _merge(known, incoming, incoming.name, index)
-            _absent(root, present)
-    except _Refused as refused:
-        return Evolution(conflict=refused.conflict)
+    for index, schema in enumerate(files):
+        conflict = _merge_children(root, list(schema.fields), "", index, struct=True)
+        if conflict is not None:
+            return Evolution(conflict=conflict)
     return Evolution(steps=tuple(_steps(root, (), itertools.count(1))))
 
 
