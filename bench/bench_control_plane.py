@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -99,6 +100,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout (else indented)")
     parser.add_argument("--plot", nargs=2, metavar=("POINTS_JSONL", "PNG"), help="plot a grid's JSON lines")
     args = parser.parse_args()
+    # kazoo reports each dropped connection of the kills and the restart: the figures say what happened
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     if args.plot:
         lines = Path(args.plot[0]).read_text().splitlines()
         plot([json.loads(line) for line in lines if line.strip()], Path(args.plot[1]))
