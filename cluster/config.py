@@ -102,6 +102,7 @@ class NodeSettings:
     metrics_port: int = node_default("metrics-port")
     checkpoint_interval_ms: int = node_default("checkpoint-interval-ms")
     quiet_checkpoint_interval_ms: int = node_default("quiet-checkpoint-interval-ms")
+    freshness_target_ms: int = node_default("freshness-target-ms")
     max_file_bytes: int = node_default("max-file-bytes")
     row_group_rows: int = node_default("row-group-rows")
     writer_memory_bytes: int = node_default("writer-memory-bytes")

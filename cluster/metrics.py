@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import confluent_kafka
+import numpy as np
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -35,12 +36,19 @@ from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LakeCommitMetrics", "NodeMetrics"]
+__all__ = ["LakeCommitMetrics", "NodeMetrics", "bucket_counts"]
 
 # No ``<name>_created`` sample beside each counter and histogram: in the text format each is a family
 # of its own (a gauge), doubling the series for a start time ``process_start_time_seconds`` already
 # gives. Process-wide, and the same for every registry of the process.
 disable_created_metrics()
+
+def bucket_counts(values: np.ndarray, upper_bounds: tuple[float, ...]) -> np.ndarray:
+    """Counts of ``values`` per histogram bucket (non-cumulative; the last bound is +Inf): a value
+    goes to the first bucket whose upper bound is at least it, as the client's ``observe`` does."""
+    index = np.searchsorted(np.asarray(upper_bounds, dtype=np.float64), values, side="left")
+    return np.bincount(np.minimum(index, len(upper_bounds) - 1), minlength=len(upper_bounds))
+
 
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -95,6 +103,14 @@ class NodeMetrics:
         self.durable_lag = Gauge(
             "laminar_durable_lag_records", "High watermark minus the durable (manifest) cursor",
             ["node", "topic", "partition"], registry=r,
+        )
+        self.freshness = Gauge(
+            "laminar_freshness_seconds", "Age of the oldest record written here and not yet visible in the lake "
+            "(from the records' Kafka timestamps; 0 when caught up)", ["node", "topic", "partition"], registry=r,
+        )
+        self.visibility = Histogram(
+            "laminar_visibility_seconds", "Seconds from a row's Kafka timestamp to its epoch being visible in "
+            "the lake (published here)", ["node"], buckets=_DURATION_BUCKETS, registry=r,
         )
         self.handoff_pause = Histogram(
             "laminar_handoff_pause_seconds", "Seconds a partition this node acquired in a live round paused: "
@@ -267,6 +283,18 @@ class NodeMetrics:
             self.records_rejected.labels(self.node).inc(rejected)
         self.bytes_in.labels(self.node).inc(nbytes)
         self.batches.labels(self.node).inc()
+
+    def observe_visibility(self, seconds: np.ndarray) -> None:
+        """Observe every value of ``seconds`` in ``laminar_visibility_seconds`` at once: the bucket
+        counts by numpy, then one increment per bucket (the client's own ``observe`` is per value)."""
+        if not seconds.size:
+            return
+        child = self.visibility.labels(self.node)
+        bounds = (*_DURATION_BUCKETS, float("inf"))
+        for bucket, count in zip(child._buckets, bucket_counts(seconds, bounds).tolist(), strict=True):
+            if count:
+                bucket.inc(count)
+        child._sum.inc(float(seconds.sum()))
 
     def set_partition_gauge(self, gauge: Gauge, values: Mapping[TopicPartitionId, int | float]) -> None:
         """Make ``gauge``'s children exactly the ``(topic, partition)`` of ``values`` (labels ``topic``

@@ -40,6 +40,7 @@ from laminar_kafka.cluster.runtime.node_runtime import NodeRuntime, RuntimeOptio
 from laminar_kafka.cluster.runtime.probe_feed import ProbeFeed
 from laminar_kafka.cluster.runtime.probes import ProbeSettings
 from laminar_kafka.cluster.runtime.signals import stop_on_signals
+from laminar_kafka.cluster.runtime.state import FreshnessPolicy
 from laminar_kafka.cluster.runtime.topology import Topology
 from laminar_kafka.connector.checkpoint import format_key
 from laminar_kafka.connector.errors import ConnectorError
@@ -259,6 +260,7 @@ def coordinator_config(settings: NodeSettings) -> CoordinatorConfig:
         session_timeout=settings.session_timeout_ms / 1000.0,
         checkpoint_interval=settings.checkpoint_interval_ms / 1000.0,
         quiet_checkpoint_interval=settings.quiet_checkpoint_interval_ms / 1000.0,
+        freshness_target=settings.freshness_target_ms / 1000.0,
         round_deadline=settings.drain_timeout_ms / 1000.0,
         vnode_count=settings.vnode_count,
         manifest_deltas=settings.manifest_deltas,
@@ -347,6 +349,8 @@ def build_runtime(settings: NodeSettings, coordinator: Coordinator, metrics: Nod
         pipeline=settings.pipeline,
         on_lake_behind=OnLakeBehind(settings.on_lake_behind),
         epoch_ask_after_s=epoch_ask_after_s(settings),
+        freshness=FreshnessPolicy(settings.freshness_target_ms / 1000.0, settings.max_file_bytes)
+        if settings.freshness_target_ms else None,
     )
     kafka = source_config.kafka  # the one client configuration of every Kafka client of the node
     topology = TopologyReader(kafka, settings.selector)

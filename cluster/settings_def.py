@@ -57,6 +57,15 @@ NODE_SETTINGS: Mapping[str, Setting] = by_name((
          notes="An idle pipeline costs an epoch per 10 s, not per 2 s; a trickle's first rows after a quiet spell "
                "land in about 3 s. Pipeline-wide (the leader's value counts); a node of an earlier release never "
                "asks, so during a rolling upgrade from one its rows may wait the quiet interval (`docs/deploy.md`)."),
+    _own("freshness-target-ms", int, "how soon a row must be visible in the lake: epochs open by need, when a "
+         "node's oldest row no epoch covers would otherwise miss it (given the measured time an epoch takes) or its "
+         "staged bytes reach max-file-bytes; none while nothing is pending (0 = off: epochs by checkpoint-interval-ms)",
+         default=0, minimum=0, unit="ms",
+         notes="Set, it replaces the epoch clock: checkpoint-interval-ms and quiet-checkpoint-interval-ms are not "
+               "used, an idle pipeline holds no epochs and a burst does not wait for the clock. Off by default so "
+               "that an upgraded pipeline keeps its epochs; pipeline-wide (the leader's value counts) and every node "
+               "must know it (a node of an earlier release never asks). See \"Freshness\" in "
+               "[lake.md](lake.md#freshness)."),
     _own("max-file-bytes", int, "staged Parquet files rotate at this size", default=128 * 1024 * 1024, minimum=1,
          unit="bytes", shown_default="134217728 (128 MiB)"),
     _own("row-group-rows", int, "rows per Parquet row group", default=65536, minimum=1),

@@ -84,6 +84,9 @@ class CoordinatorConfig:
     ``quiet_checkpoint_interval`` (0: off): once :data:`~laminar_kafka.coordinator.engine.model.QUIET_AFTER_EPOCHS`
     epochs in a row changed no cursor, the leader opens the next after this many seconds instead of
     ``checkpoint_interval``, unless a node asks for one (it holds rows: ``Coordinator.request_epoch``).
+    ``freshness_target`` (0: off): the epoch clock is off; the leader opens an epoch when a node asks
+    for one after the latest (nodes ask by need: ``freshness-target-ms``), and none while none asks;
+    ``checkpoint_interval`` and ``quiet_checkpoint_interval`` are then not used.
     ``credentials`` (optional): the digest identity that owns the pipeline's subtree (see
     :class:`ZkCredentials`); None keeps ZooKeeper's open ACL. Invalid values raise ConfigurationError
     on construction.
@@ -94,6 +97,7 @@ class CoordinatorConfig:
     session_timeout: float = DEFAULT_SESSION_TIMEOUT_S
     checkpoint_interval: float = 1.0
     quiet_checkpoint_interval: float = 0.0
+    freshness_target: float = 0.0
     round_deadline: float = 30.0
     vnode_count: int = DEFAULT_VNODE_COUNT
     placement: str = DEFAULT_STRATEGY
@@ -116,6 +120,9 @@ class CoordinatorConfig:
             raise ConfigurationError(
                 f"quiet_checkpoint_interval = {quiet!r} must be 0 (off) or at least checkpoint_interval "
                 f"({self.checkpoint_interval!r} s)")
+        target = self.freshness_target
+        if not isinstance(target, (int, float)) or isinstance(target, bool) or target < 0:
+            raise ConfigurationError(f"freshness_target = {target!r} must be 0 (off) or a positive number of seconds")
         if not isinstance(self.vnode_count, int) or isinstance(self.vnode_count, bool) or self.vnode_count < 1:
             raise ConfigurationError(f"vnode_count = {self.vnode_count!r} must be an int >= 1")
         if self.placement not in STRATEGIES:

@@ -25,12 +25,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from laminar_kafka.cluster.errors import RuntimeFailure
 from laminar_kafka.cluster.lake.commits import committer_of
 from laminar_kafka.cluster.lake.outputs import LakeOutput
 from laminar_kafka.cluster.lake.record import LakeRecord
 from laminar_kafka.cluster.lake.staged_names import final_path
 from laminar_kafka.cluster.runtime.context import RuntimeContext
+from laminar_kafka.cluster.runtime.measures import FreshnessTracker, VisibleAfter, ask_in, epoch_due
 from laminar_kafka.cluster.runtime.state import ACK_RETRY_S, ack_cursors, changed_cursors
 from laminar_kafka.connector.checkpoint import SourceCheckpoint
 from laminar_kafka.connector.protocol import SourceConnector
@@ -42,6 +45,10 @@ logger = logging.getLogger(__name__)
 
 #: how often a running node settles the staging directory again (stale files of dead boots)
 RECOVER_EVERY_EPOCHS = 10
+#: with a freshness target, how long after a failed ask a node asks again
+ASK_RETRY_S = 0.5
+#: how often the runtime's turns set ``laminar_freshness_seconds`` between publishes
+FRESHNESS_EXPORT_S = 1.0
 
 __all__ = ["AckOutcome", "EpochBarriers", "EpochRecords", "UnsentAck"]
 
@@ -115,6 +122,14 @@ class EpochBarriers:
         #: when this node last saw an epoch commit (or started), and the epoch it last asked after
         self.committed_at = time.monotonic()
         self._asked_after = -1
+        #: the timestamps of rows written here and not visible yet (freshness gauge, visibility histogram)
+        self.freshness = FreshnessTracker()
+        #: with a freshness target: when this node last asked (wall clock), and how long asks take
+        self._asked_at: float | None = None
+        self._ask_retry_at = 0.0
+        self._freshness_exported_at = 0.0
+        policy = context.options.freshness
+        self.visible_after = VisibleAfter(0.25 * policy.target_s if policy else 0.0)
 
     def admit(self, event: EpochOpened, snapshot: AssignmentSnapshot | None, suspended: bool) -> None:
         """Take ``event`` as the pending barrier unless the session is suspended, the epoch is at a
@@ -158,6 +173,7 @@ class EpochBarriers:
         self.pending = None
         self.unsent = None
         self.last_acked_epoch = 0
+        self.freshness.forget_sealed()
 
     async def ack(self, checkpoint: SourceCheckpoint, snapshot: AssignmentSnapshot | None) -> AckOutcome:
         """Ack the pending barrier with ``checkpoint`` (empty: this node runs no source and owns no
@@ -181,6 +197,7 @@ class EpochBarriers:
         )
         self._acked = (event.epoch, ack.boot_id, cursors)
         self.rows_since_ack = 0
+        self.freshness.seal(event.epoch)
         counter = context.metrics.ack_cursors
         counter.labels(context.node_label, "sent").inc(len(sent))
         counter.labels(context.node_label, "unchanged").inc(len(cursors) - len(sent))
@@ -188,26 +205,62 @@ class EpochBarriers:
         self.last_acked_epoch = max(self.last_acked_epoch, event.epoch)
         return await self._send(ack, started)
 
-    async def ask_if_quiet(self) -> None:
-        """Ask for the next epoch (``Coordinator.request_epoch``) when this node holds rows no ack
-        covers, no barrier or ack is in flight, and no epoch committed for ``epoch_ask_after_s``
-        since the last one it saw: the leader may be waiting its quiet checkpoint interval. At most
-        once per committed epoch; an ask that was not written is tried again ``epoch_ask_after_s``
-        later."""
-        after_s = self._context.options.epoch_ask_after_s
+    def note_rows(self, records: pa.RecordBatch, rejected: int) -> None:
+        """Rows written to the sink (and ``rejected`` dead letters): the next ack seals them."""
+        self.rows_since_ack += records.num_rows + rejected
+        self.freshness.note(records, time.time() if records.num_rows + rejected else None)
+
+    def _may_ask(self) -> bool:
+        """This node holds rows no ack covers, has not asked after its latest committed epoch, and has
+        no barrier, unsent ack or acked epoch in flight (that epoch's commit comes first)."""
         epoch = self.latest_committed_epoch
-        if after_s is None or not self.rows_since_ack or self._asked_after == epoch \
-                or self.pending is not None or self.unsent is not None or self.last_acked_epoch > epoch \
-                or time.monotonic() - self.committed_at < after_s:
+        return bool(self.rows_since_ack) and self._asked_after != epoch and self.pending is None \
+            and self.unsent is None and self.last_acked_epoch <= epoch
+
+    def ask_due_in(self) -> float | None:
+        """With a freshness target: seconds until this node asks for an epoch (None: no target, nothing
+        pending, or no ask possible until an event); the runtime's loop waits no longer than this."""
+        policy = self._context.options.freshness
+        if policy is None or not self._may_ask():
+            return None
+        wait = ask_in(policy, time.time(), self.freshness.oldest_pending_s(), self.visible_after.estimate())
+        if wait is not None and policy.target_bytes and self.freshness.pending_bytes >= policy.target_bytes:
+            wait = 0.0
+        return None if wait is None else max(wait, self._ask_retry_at - time.monotonic())
+
+    def _wants_epoch(self) -> bool:
+        """Whether this node asks now: with a freshness target, when :func:`epoch_due`; otherwise when
+        no epoch committed for ``epoch_ask_after_s`` since the last one it saw (the leader may be
+        waiting its quiet checkpoint interval)."""
+        options = self._context.options
+        if options.freshness is not None:
+            return time.monotonic() >= self._ask_retry_at and epoch_due(
+                options.freshness, time.time(), self.freshness.oldest_pending_s(), self.freshness.pending_bytes,
+                self.visible_after.estimate())
+        after_s = options.epoch_ask_after_s
+        return after_s is not None and time.monotonic() - self.committed_at >= after_s
+
+    async def ask_if_quiet(self) -> None:
+        """Set the freshness gauge (every :data:`FRESHNESS_EXPORT_S`); ask for the next epoch
+        (``Coordinator.request_epoch``) when :meth:`_may_ask` and :meth:`_wants_epoch`. At most once
+        per committed epoch; an ask that was not written is tried again ``epoch_ask_after_s`` later
+        (with a freshness target: :data:`ASK_RETRY_S` later)."""
+        if time.monotonic() >= self._freshness_exported_at + FRESHNESS_EXPORT_S:
+            self.export_freshness()
+        epoch = self.latest_committed_epoch
+        if not self._may_ask() or not self._wants_epoch():
             return
         context = self._context
         try:
             await context.executors.in_control(context.coordinator.request_epoch, epoch)
         except CoordinatorError as exc:
+            after_s = context.options.epoch_ask_after_s or ASK_RETRY_S
             logger.warning("asking for the epoch after %d failed (asking again in %.1f s): %s", epoch, after_s, exc)
             self.committed_at = time.monotonic()
+            self._ask_retry_at = time.monotonic() + ASK_RETRY_S
             return
         self._asked_after = epoch
+        self._asked_at = time.time()
         context.metrics.epoch_asks.labels(context.node_label).inc()
 
     async def resend_if_due(self) -> AckOutcome | None:
@@ -258,6 +311,25 @@ class EpochBarriers:
         metrics.publish_seconds.labels(metrics.node).observe(time.monotonic() - started)
         metrics.lake_commits.labels(metrics.node).inc(commits)
         self.latest_committed_epoch = max(self.latest_committed_epoch, manifest.epoch)
+        self._visible(manifest.epoch)
+
+    def _visible(self, epoch: int) -> None:
+        """Epochs up to ``epoch`` are visible here: the visibility of their rows observed, the time an
+        ask took measured, the freshness gauge set."""
+        now = time.time()
+        metrics = self._context.metrics
+        metrics.observe_visibility(self.freshness.published(epoch, now))
+        if self._asked_at is not None and epoch > self._asked_after:
+            self.visible_after.add(now - self._asked_at)
+            self._asked_at = None
+        self.export_freshness(now)
+
+    def export_freshness(self, now: float | None = None) -> None:
+        """Set ``laminar_freshness_seconds`` of every partition written here (0: caught up)."""
+        metrics = self._context.metrics
+        self._freshness_exported_at = time.monotonic()
+        ages = self.freshness.ages(time.time() if now is None else now)
+        metrics.set_partition_gauge(metrics.freshness, {(topic, partition): age for (topic, partition), age in ages.items()})
 
     def check_not_behind(self, manifest: Manifest | None) -> None:
         """Raise :class:`RuntimeFailure` when ``manifest`` (the control state's latest) is older than an

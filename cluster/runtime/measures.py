@@ -1,4 +1,4 @@
-"""What the runtime measures beyond counters: the handoff pause of moved partitions, and lag.
+"""What the runtime measures beyond counters: the handoff pause of moved partitions, lag, freshness.
 
 - Handoff clock: a partition gained in a live round is "paused" from the round's start until its
   first row is written here; each pause is logged (``handoff partition=... pause_ms=...``, which
@@ -6,26 +6,42 @@
   histogram.
 - Lag: every few seconds, the high watermark minus the read cursor (lag) and minus the manifest
   cursor (durable lag) of every partition this node reads.
+- Freshness: when a node asks for an epoch, and how old its oldest not yet visible row is. With
+  ``freshness-target-ms`` set, the leader opens an epoch only when a node asks for one
+  (:func:`laminar_kafka.coordinator.engine.model.next_step`), and a node asks when :func:`epoch_due`
+  says so: its oldest row no epoch covers yet (by the record's Kafka timestamp) would otherwise miss
+  the target given the measured time from an ask to the epoch's rows being visible
+  (:class:`VisibleAfter`), or the bytes staged since its last ack reach the target file size.
+  Nothing pending, no ask: an idle pipeline holds no epochs, and a burst asks at once.
+  :class:`FreshnessTracker` follows the rows' timestamps from the write to the publish: per
+  partition the oldest timestamp pending (not acked yet) and sealed (acked, epoch not published
+  yet), for the ``laminar_freshness_seconds`` gauge; and the timestamps themselves (one int64 per
+  row, held until the epoch is visible) for the visibility histogram, observed in bulk when an
+  epoch is published. All numpy, per batch; no Python per record.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
 
 from laminar_kafka.cluster.runtime.context import RuntimeContext
-from laminar_kafka.cluster.runtime.state import HandoffRecord
+from laminar_kafka.cluster.runtime.state import FreshnessPolicy, HandoffRecord
 from laminar_kafka.connector.checkpoint import format_key
 from laminar_kafka.connector.protocol import SourceConnector
 from laminar_kafka.coordinator.vnodes.routing import TopicPartitionId
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HandoffClock", "LagExporter", "Watermarks", "partitions_present"]
+__all__ = [
+    "FreshnessTracker", "HandoffClock", "LagExporter", "PartitionKey", "VisibleAfter", "Watermarks", "ask_in",
+    "epoch_due", "oldest_by_partition", "partitions_present",
+]
 
 #: reads the high watermark of each partition (blocking)
 Watermarks = Callable[[list[TopicPartitionId]], dict[TopicPartitionId, int]]
@@ -124,3 +140,156 @@ class LagExporter:
         close = getattr(self.watermarks, "close", None)
         if close is not None:
             await self._context.executors.in_metadata(close)
+
+
+#: ``(topic, partition)``
+PartitionKey = tuple[str, int]
+
+
+def ask_in(policy: FreshnessPolicy, now_s: float, oldest_s: float | None, visible_after_s: float) -> float | None:
+    """Seconds from ``now_s`` until a node whose oldest pending row was appended at ``oldest_s``
+    (wall clock, seconds; None: nothing pending) must ask for an epoch so that the row is visible
+    by ``oldest_s + target_s``, an ask taking ``visible_after_s`` to make rows visible. 0: now.
+    None: nothing pending. Pure."""
+    if oldest_s is None:
+        return None
+    return max(0.0, oldest_s + policy.target_s - visible_after_s - now_s)
+
+
+def epoch_due(policy: FreshnessPolicy, now_s: float, oldest_s: float | None, staged_bytes: int,
+              visible_after_s: float) -> bool:
+    """Whether a node asks for an epoch now: it holds rows no epoch covers and either its staged bytes
+    reached ``policy.target_bytes`` or its oldest row would miss the target if it waited longer
+    (:func:`ask_in` is 0). False while nothing is pending, whatever the bytes. Pure."""
+    wait = ask_in(policy, now_s, oldest_s, visible_after_s)
+    if wait is None:
+        return False
+    return wait == 0.0 or (policy.target_bytes > 0 and staged_bytes >= policy.target_bytes)
+
+
+class VisibleAfter:
+    """The measured time from an ask to its epoch's rows being visible here: the largest of the
+    last ``window`` measures (``initial_s`` before any), so that a slow commit among recent ones
+    makes the next asks come early enough."""
+
+    def __init__(self, initial_s: float, window: int = 8) -> None:
+        self._initial_s = initial_s
+        self._samples: deque[float] = deque(maxlen=window)
+
+    def add(self, seconds: float) -> None:
+        self._samples.append(max(0.0, seconds))
+
+    def estimate(self) -> float:
+        return max(self._samples) if self._samples else self._initial_s
+
+
+def _timestamps_ms(records: pa.RecordBatch) -> np.ndarray:
+    """The ``_timestamp`` column as int64 milliseconds, -1 where null (no column: all -1)."""
+    if "_timestamp" not in records.schema.names:
+        return np.full(records.num_rows, -1, dtype=np.int64)
+    values = records.column("_timestamp").to_numpy(zero_copy_only=False)
+    if values.dtype.kind == "M":
+        missing = np.isnat(values)
+        out = values.astype("datetime64[ms]").astype(np.int64)
+    else:
+        missing = np.isnan(values.astype(np.float64))
+        out = np.nan_to_num(values.astype(np.float64), nan=-1).astype(np.int64)
+    out[missing] = -1
+    return out
+
+
+def oldest_by_partition(records: pa.RecordBatch) -> tuple[dict[PartitionKey, int], np.ndarray]:
+    """Per ``(topic, partition)`` of ``records`` the oldest record timestamp (ms), and every row's
+    timestamp (int64 ms, null ones left out). Vectorised: one sort, one ``minimum.reduceat``."""
+    stamps = _timestamps_ms(records)
+    valid = stamps >= 0
+    if not records.num_rows or not valid.any():
+        return {}, stamps[valid]
+    topics = records.column("_topic")
+    if not pa.types.is_dictionary(topics.type):
+        topics = topics.dictionary_encode()
+    names = topics.dictionary.to_pylist()
+    codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    partitions = records.column("_partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    keys = ((codes << 32) | partitions)[valid]
+    kept = stamps[valid]
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    minima = np.minimum.reduceat(kept[order], starts)
+    oldest = {(names[int(k) >> 32], int(k) & 0xFFFFFFFF): int(m)
+              for k, m in zip(sorted_keys[starts].tolist(), minima.tolist(), strict=True)}
+    return oldest, kept
+
+
+def _merge(into: dict[PartitionKey, int], oldest: dict[PartitionKey, int]) -> None:
+    for key, stamp in oldest.items():
+        current = into.get(key)
+        into[key] = stamp if current is None else min(current, stamp)
+
+
+class FreshnessTracker:
+    """The timestamps of the rows written here and not visible yet (see the module docstring).
+    Rows are noted as written, sealed with the epoch an ack gives them, dropped when the epoch is
+    published (or when the membership, and with it the acks, is lost)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[PartitionKey, int] = {}
+        self._pending_stamps: list[np.ndarray] = []
+        self.pending_bytes = 0
+        #: when the first pending row was noted (wall clock, s): bounds the oldest pending time when
+        #: rows have no timestamp or one ahead of this node's clock
+        self._noted_at: float | None = None
+        #: epoch -> (oldest per partition, timestamps) of the rows its ack sealed
+        self._sealed: dict[int, tuple[dict[PartitionKey, int], np.ndarray]] = {}
+        #: every partition with a row written here since the start (their gauge reads 0 when caught up)
+        self.seen: set[PartitionKey] = set()
+
+    def note(self, records: pa.RecordBatch, now_s: float | None) -> None:
+        """Rows written (staged) here at ``now_s`` (None: no row), not covered by an epoch yet."""
+        if self._noted_at is None:
+            self._noted_at = now_s
+        oldest, stamps = oldest_by_partition(records)
+        _merge(self._pending, oldest)
+        self.seen.update(oldest)
+        if stamps.size:
+            self._pending_stamps.append(stamps)
+        self.pending_bytes += records.nbytes
+
+    def oldest_pending_s(self) -> float | None:
+        """The wall-clock time (s) of the oldest row no ack covers yet, by its timestamp, and no later
+        than when it was noted (None: none)."""
+        if self._noted_at is None:
+            return None
+        return min(self._noted_at, min(self._pending.values()) / 1000.0) if self._pending else self._noted_at
+
+    def seal(self, epoch: int) -> None:
+        """An ack of ``epoch`` covers every pending row."""
+        stamps = np.concatenate(self._pending_stamps) if self._pending_stamps else np.empty(0, np.int64)
+        previous = self._sealed.get(epoch)
+        if previous is not None:  # the same epoch acked again (a replacement ack): its rows add up
+            _merge(self._pending, previous[0])
+            stamps = np.concatenate([previous[1], stamps])
+        if self._pending or stamps.size:
+            self._sealed[epoch] = (self._pending, stamps)
+        self._pending, self._pending_stamps, self.pending_bytes, self._noted_at = {}, [], 0, None
+
+    def published(self, epoch: int, now_s: float) -> np.ndarray:
+        """Epochs up to ``epoch`` are visible at ``now_s``: their rows' visibility times (seconds,
+        from each row's timestamp; what the histogram observes)."""
+        done = [e for e in self._sealed if e <= epoch]
+        stamps = [self._sealed.pop(e)[1] for e in done]
+        if not stamps:
+            return np.empty(0, np.float64)
+        return np.maximum(0.0, now_s - np.concatenate(stamps) / 1000.0)
+
+    def forget_sealed(self) -> None:
+        """The acks are lost (a lost membership): their rows are read and sealed again."""
+        self._sealed.clear()
+
+    def ages(self, now_s: float) -> dict[PartitionKey, float]:
+        """Per partition seen, the age (s) of its oldest row written and not visible (0: caught up)."""
+        oldest: dict[PartitionKey, int] = dict(self._pending)
+        for sealed, _stamps in self._sealed.values():
+            _merge(oldest, sealed)
+        return {key: max(0.0, now_s - oldest[key] / 1000.0) if key in oldest else 0.0 for key in self.seen}

@@ -251,7 +251,8 @@ class NodeRuntime:
         held = generation is not None and self.generations.held_since is not None \
             and not generation.polls_while_unreconciled
         settled = data is not None and self._settled()
-        await self._inbox.wait_for_work(None if busy or held else data, SETTLED_WAIT_S if settled else TURN_WAIT_S)
+        wait, ask = SETTLED_WAIT_S if settled else TURN_WAIT_S, self.epochs.ask_due_in()  # a freshness ask's time
+        await self._inbox.wait_for_work(None if busy or held else data, wait if ask is None else min(wait, ask))
 
     def _settled(self) -> bool:
         """Whether nothing waits on a timer: running with a current, reconciled generation, no
@@ -319,7 +320,7 @@ class NodeRuntime:
         await self._executors.write_behind(self.sink.write, records, batch.rejected)
         self.rows_written += records.num_rows
         rejected = batch.rejected.num_rows if batch.rejected else 0
-        self.epochs.rows_since_ack += records.num_rows + rejected  # dead letters land with the epoch too
+        self.epochs.note_rows(records, rejected)  # dead letters land with the epoch too
         self.metrics.observe_batch(records.num_rows, records.nbytes, rejected)
         self.handoff_clock.note_rows(records)
         return True

@@ -38,6 +38,15 @@ CANCEL_GRACE_S = 0.5
 
 
 @dataclass(frozen=True)
+class FreshnessPolicy:
+    """How soon a row must be visible (``target_s`` > 0) and the staged bytes (``target_bytes``, 0:
+    none) that call for an epoch whatever the clock."""
+
+    target_s: float
+    target_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     """The settings of one node's runtime. Durations are in seconds."""
 
@@ -70,6 +79,8 @@ class RuntimeOptions:
     #: ask for an epoch (``Coordinator.request_epoch``) when holding rows and no epoch came this long
     #: after the last commit (the leader may wait a quiet interval); None: never ask
     epoch_ask_after_s: float | None = None
+    #: the freshness target (``freshness-target-ms``): the node asks for epochs by need; None: off
+    freshness: FreshnessPolicy | None = None
     #: what a start does when the lake is behind the control state (:mod:`laminar_kafka.cluster.lake.reconcile`)
     on_lake_behind: OnLakeBehind = OnLakeBehind.REWIND
 

@@ -274,8 +274,8 @@ class EngineCoordinator(Coordinator):
     def request_epoch(self, after_epoch: int) -> None:
         if not isinstance(after_epoch, int) or isinstance(after_epoch, bool) or after_epoch < 0:
             raise ConfigurationError(f"after_epoch {after_epoch!r} must be an int >= 0")
-        if not self.config.quiet_checkpoint_interval:
-            return  # no leader of this pipeline waits a quiet interval (the setting is pipeline-wide)
+        if not self.config.quiet_checkpoint_interval and not self.config.freshness_target:
+            return  # no leader of this pipeline waits for asks (the settings are pipeline-wide)
         try:
             self._store.write_epoch_wanted(after_epoch)
         except self._transient as exc:

@@ -41,7 +41,8 @@ Decisions, in priority order (each call returns at most one step):
    starts, unless no live owner loses a vnode, in which case the target is published directly.
 5. The checkpoint interval has passed since the last commit and some vnode is owned: epoch E+1 opens.
    The leader passes the interval :func:`epoch_interval` gives: the quiet one while epochs change
-   nothing and no node asked for one.
+   nothing and no node asked for one. With a freshness target there is no clock: E+1 opens when a
+   node asked for an epoch after E (nodes ask by need), and never while none asks.
 
 This module does no I/O.
 """
@@ -91,6 +92,7 @@ __all__ = [
     "next_step",
     "next_wakeup_ms",
     "epoch_interval",
+    "epoch_asked",
     "QUIET_AFTER_EPOCHS",
     "EventTracker",
     "epoch_name",
@@ -337,15 +339,24 @@ def _round_failed(control: ControlState, dead: frozenset[int], members: Mapping[
 
 
 def _epoch_timer(view: View, control: ControlState, config: CoordinatorConfig, token: int) -> Step | None:
-    """5. The epoch timer: open epoch E+1 once the checkpoint interval has passed since the last
-    commit and some vnode is owned (None otherwise)."""
+    """5. The epoch timer: open epoch E+1 once some vnode is owned and the checkpoint interval has
+    passed since the last commit, or, with a freshness target (no clock), once a node asked for an
+    epoch after the latest (:func:`epoch_asked`); None otherwise."""
     if not control.snapshot.nodes():
         return None
-    if view.now_ms < control.last_commit_ms + int(config.checkpoint_interval * 1000):
+    if config.freshness_target:
+        if not epoch_asked(control, view.epoch_wanted_after):
+            return None
+    elif view.now_ms < control.last_commit_ms + int(config.checkpoint_interval * 1000):
         return None
     epoch = control.last_epoch + 1
     new = replace(control, open_epoch=epoch, leader_token=token)
     return Step(StepKind.OPEN_EPOCH, new, (OpenEpoch(epoch, control.version),))
+
+
+def epoch_asked(control: ControlState, epoch_wanted_after: int) -> bool:
+    """Whether a node asked for an epoch after the latest one (it holds rows no epoch covers). Pure."""
+    return epoch_wanted_after >= control.last_epoch
 
 
 def epoch_interval(config: CoordinatorConfig, control: ControlState | None, quiet_epochs: int,
@@ -361,18 +372,19 @@ def epoch_interval(config: CoordinatorConfig, control: ControlState | None, quie
     quiet = config.quiet_checkpoint_interval
     if not quiet or quiet_epochs < QUIET_AFTER_EPOCHS or control is None:
         return config.checkpoint_interval
-    if epoch_wanted_after >= control.last_epoch:
+    if epoch_asked(control, epoch_wanted_after):
         return config.checkpoint_interval
     return quiet
 
 
 def next_wakeup_ms(control: ControlState | None, config: CoordinatorConfig) -> int | None:
-    """The wall-clock time (ms) at which :func:`next_step` may act without any new input."""
+    """The wall-clock time (ms) at which :func:`next_step` may act without any new input (with a
+    freshness target the epoch timer has no clock: only a node's ask, an input, opens an epoch)."""
     if control is None:
         return None
     times = []
     if control.round is not None:
         times.append(control.round.deadline_ms)
-    if control.open_epoch == 0 and control.snapshot.nodes():
+    if control.open_epoch == 0 and control.snapshot.nodes() and not config.freshness_target:
         times.append(control.last_commit_ms + int(config.checkpoint_interval * 1000))
     return min(times) if times else None

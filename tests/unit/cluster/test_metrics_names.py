@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import confluent_kafka
+import numpy as np
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
@@ -28,6 +29,7 @@ NODE_FAMILIES = {
     "laminar_build_info", "laminar_node_healthy", "laminar_node_ready",
     "laminar_records_in_total", "laminar_bytes_in_total", "laminar_batches_total",
     "laminar_lag_records", "laminar_durable_lag_records", "laminar_handoff_pause_seconds",
+    "laminar_freshness_seconds", "laminar_visibility_seconds",
     "laminar_drain_seconds", "laminar_checkpoint_seconds", "laminar_publish_seconds", "laminar_lake_commit_seconds",
     "laminar_epochs_committed_total", "laminar_epoch_asks_total", "laminar_epochs_aborted_total",
     "laminar_source_generations_retired_total", "laminar_rounds_total",
@@ -39,12 +41,13 @@ NODE_FAMILIES = {
     "laminar_ack_cursors_total", "laminar_lake_reconciliations_total",
     "laminar_writer_memory_bytes", "laminar_writer_early_flushes_total", "laminar_writer_early_closes_total",
 }
-HISTOGRAMS = {"laminar_handoff_pause_seconds", "laminar_drain_seconds", "laminar_checkpoint_seconds",
+HISTOGRAMS = {"laminar_handoff_pause_seconds", "laminar_visibility_seconds", "laminar_drain_seconds", "laminar_checkpoint_seconds",
               "laminar_publish_seconds", "laminar_lake_commit_seconds"}
 #: the labels of each family beyond ``node`` (absent: none)
 EXTRA_LABELS = {
     "laminar_build_info": {"version", "python", "librdkafka"},
     "laminar_lag_records": {"topic", "partition"}, "laminar_durable_lag_records": {"topic", "partition"},
+    "laminar_freshness_seconds": {"topic", "partition"},
     "laminar_rounds_total": {"outcome"}, "laminar_session_state": {"state"},
     "laminar_ack_cursors_total": {"kind"}, "laminar_lake_reconciliations_total": {"decision"},
 }
@@ -76,6 +79,8 @@ def populated_node() -> NodeMetrics:
     metrics.observe_batch(100, 4096, rejected=1)
     metrics.set_partition_gauge(metrics.lag, {("orders", 3): 5, ("orders.eu", 0): 1})
     metrics.set_partition_gauge(metrics.durable_lag, {("orders", 3): 9})
+    metrics.set_partition_gauge(metrics.freshness, {("orders", 3): 1.5})
+    metrics.observe_visibility(np.asarray([0.3]))
     metrics.set_session_state("CONNECTED")
     for histogram in (metrics.handoff_pause, metrics.drain_seconds, metrics.checkpoint_seconds, metrics.publish_seconds):
         histogram.labels(node).observe(0.3)
