@@ -1,8 +1,9 @@
 """Side-by-side benchmark (prints JSON): our node and Kafka Connect with Apache Iceberg's sink, landing
 the same topic into two Iceberg tables of the same REST catalog, in one run.
 
-    .venv/bin/python bench/bench_connect.py [--records 2000000] [--rate 500] [--trickle-seconds 40]
-                                            [--kill-rate 2000] [--kill-seconds 30] [--node-mode zk|embedded]
+    .venv/bin/python bench/bench_connect.py [--records 2000000] [--rates 500,2000] [--trickle-seconds 40]
+                                            [--freshness-target-ms 2000] [--kill-rate 2000] [--kill-seconds 30]
+                                            [--node-mode zk|embedded]
 
 Servers on loopback: one Kafka broker, one ZooKeeper (the node's coordination in ``zk`` mode), Apache
 Iceberg's REST catalog server (local-file warehouse; both tables' files on the local disk, Snappy
@@ -20,10 +21,14 @@ One topic of 8 partitions, pre-filled with ``--records`` records of 100 random b
    and the last (steady state: null when the first commit holds more than half the backlog, as the
    node's does at 2M records: its first 2 s epoch lands most of them; the with-start-up figure then
    bounds its steady state from above), its RSS and peak RSS.
-2. trickle, both running: ``--rate`` records/s for ``--trickle-warmup`` + ``--trickle-seconds``; per
-   side the CPU ms per second over the last ``--trickle-seconds`` and the end-to-end latency over
-   the whole phase, record produced (its Kafka timestamp) -> its row visible in the table (the table
-   polled every 0.2 s through the REST catalog), p50/p99.
+2. trickle, all running, once per rate of ``--rates``: that many records/s for ``--trickle-warmup`` +
+   ``--trickle-seconds``; per side the CPU ms per second over the last ``--trickle-seconds`` and the
+   end-to-end latency over the whole phase, record produced (its Kafka timestamp) -> its row visible
+   in the table (the table polled every 0.2 s through the REST catalog), p50/p99; for the nodes also
+   the breakdown their metrics give (epochs, mean barrier and publish seconds, mean visibility).
+   With ``--freshness-target-ms`` (default 2000; 0: off) a third side, ``node-target``, is a second
+   node (its own pipeline and table, same topic) run with that freshness target, started after the
+   backlog phase (it lands the backlog first); ``node`` keeps the epoch clock.
 3. kill, both running: ``--kill-rate`` records/s for ``--kill-seconds``; at a third of it the worker
    is SIGKILLed and started again, at two thirds the node (the schedule does not wait for the
    recoveries). Once both tables hold as many rows as the topic holds records (or after
@@ -39,6 +44,7 @@ import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,7 +60,7 @@ from pyiceberg.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from connect_figures import audit_coordinates, cpu_seconds, percentile, status_kib
+from connect_figures import audit_coordinates, breakdown_delta, cpu_seconds, metric_means, percentile, status_kib
 
 from laminar_kafka.cluster.lake.iceberg.tables import quiet_pyiceberg
 from laminar_kafka.cluster.lake.settings import table_name_of
@@ -67,7 +73,7 @@ from laminar_kafka.devstack.jvm.connect import (
 )
 from laminar_kafka.devstack.jvm.connect_config import IcebergSinkSettings
 from laminar_kafka.devstack.jvm.rest_catalog import new_rest_catalog
-from laminar_kafka.devstack.processes import NodeProcess, node_command
+from laminar_kafka.devstack.processes import NodeProcess, free_port, node_command
 from laminar_kafka.devstack.producers import ContinuousProducer, produce
 from laminar_kafka.devstack.stack import DevStack
 from laminar_kafka.devstack.topics import create_topic
@@ -179,6 +185,8 @@ class Side:
     watch: TableWatch
     figures: dict[str, object] = field(default_factory=dict)
     pid: int = 0
+    #: a node's metrics port (0: none)
+    metrics_port: int = 0
 
     def start(self) -> float:
         started = time.monotonic()
@@ -214,11 +222,22 @@ def backlog(side: Side, records: int, timeout: float) -> None:
     }
 
 
+def node_breakdown(side: Side) -> dict[str, dict[str, float]]:
+    """A node's epochs and its mean barrier, publish and visibility seconds so far (its metrics)."""
+    if not side.metrics_port:
+        return {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{side.metrics_port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return metric_means(text, ("laminar_checkpoint_seconds", "laminar_publish_seconds", "laminar_visibility_seconds"))
+
+
 def trickle(sides: list[Side], bootstrap: str, topic: str, rate: int, seconds: float, warmup: float) -> None:
-    """Phase 2 (see the module doc): latencies over the whole phase, CPU over its last ``seconds``
-    (after ``warmup`` seconds at the rate)."""
+    """Phase 2 at ``rate`` (see the module doc): latencies over the whole phase, CPU over its last
+    ``seconds`` (after ``warmup`` seconds at the rate)."""
+    before = {side.name: node_breakdown(side) for side in sides}
     for side in sides:
         side.watch.mark_seen()
+        side.watch.latencies_ms = []
     started = time.monotonic()
     producer = ContinuousProducer(bootstrap, topic, rate, PARTITIONS).start()
     cpu_before: dict[str, float] = {}
@@ -244,7 +263,7 @@ def trickle(sides: list[Side], bootstrap: str, topic: str, rate: int, seconds: f
     for side in sides:
         latencies = side.watch.latencies_ms
         cpu = cpu_after[side.name] - cpu_before[side.name]
-        side.figures["trickle"] = {
+        side.figures[f"trickle_{rate}"] = {
             "rate_per_s": rate, "warmup_s": warmup, "cpu_window_s": round(window, 1), "records": producer.acked,
             "rows_seen": len(latencies),
             "cpu_ms_per_s": round(cpu / window * 1000, 1),
@@ -254,7 +273,13 @@ def trickle(sides: list[Side], bootstrap: str, topic: str, rate: int, seconds: f
             "latency_ms_max": _rounded(max(latencies) if latencies else None),
             "rss_mb": round(process_kib(side.pid, "VmRSS") / 1024, 1),
             "peak_rss_mb": round(process_kib(side.pid, "VmHWM") / 1024, 1),
+            "breakdown": breakdown_delta(before[side.name], node_breakdown(side)),
         }
+
+
+def landed(side: Side, rows: int) -> bool:
+    """Whether ``side``'s table holds at least ``rows`` rows."""
+    return side.watch.rows() >= rows
 
 
 def _rounded(value: float | None) -> float | None:
@@ -313,7 +338,8 @@ def kill_phase(sides: list[Side], bootstrap: str, topic: str, rate: int, seconds
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=2_000_000)
-    parser.add_argument("--rate", type=int, default=500)
+    parser.add_argument("--rates", default="500,2000", help="trickle rates (records/s), one trickle phase each")
+    parser.add_argument("--freshness-target-ms", type=int, default=2_000, help="the node-target side's (0: no such side)")
     parser.add_argument("--trickle-seconds", type=float, default=40.0)
     parser.add_argument("--trickle-warmup", type=float, default=10.0)
     parser.add_argument("--kill-rate", type=int, default=2_000)
@@ -328,7 +354,7 @@ def main() -> None:
                             base_dir=base / "servers")
     catalog_server = new_rest_catalog(base)
     worker: ConnectWorker | None = None
-    node: NodeProcess | None = None
+    nodes: list[NodeProcess] = []
     try:
         catalog_server.start(timeout=180.0)
         catalog = RestCatalog("bench", uri=catalog_server.uri)
@@ -336,24 +362,28 @@ def main() -> None:
         create_topic(stack.bootstrap, topic, PARTITIONS)
         produce(stack.bootstrap, topic, [os.urandom(VALUE_BYTES) for _ in range(args.records)], timeout=300)
 
-        # the node: `laminar-kafka run` into <base>/node-lake/<topic> through the REST catalog
-        pipeline = f"node-{topic}"
-        node_flags = ["--table-format", "iceberg", "--catalog-uri", catalog_server.uri, "--partition-by", "none"]
-        if args.node_mode == "embedded":
-            node_flags += ["--state-dir", str(base / "node-state")]
-        node_flags += ["--bootstrap", stack.bootstrap, "--topic", topic, "--output", str(base / "node-lake"),
-                       "--pipeline", pipeline, "--node-id", "1"]
-        if args.node_mode == "zk":
-            node_flags += ["--zk", stack.zk_hosts]
-        node = NodeProcess(1, node_command(node_flags), base / "node-logs" / "node-1.log")
-        node_process = node
+        def node_side(name: str, extra: list[str]) -> Side:
+            """A node into <base>/<name>-lake/<topic> through the REST catalog (its own pipeline)."""
+            pipeline, port = f"{name}-{topic}", free_port()
+            flags = ["--table-format", "iceberg", "--catalog-uri", catalog_server.uri, "--partition-by", "none"]
+            if args.node_mode == "embedded":
+                flags += ["--state-dir", str(base / f"{name}-state")]
+            flags += ["--bootstrap", stack.bootstrap, "--topic", topic, "--output", str(base / f"{name}-lake"),
+                      "--pipeline", pipeline, "--node-id", "1", "--metrics-port", str(port), *extra]
+            if args.node_mode == "zk":
+                flags += ["--zk", stack.zk_hosts]
+            process = NodeProcess(1, node_command(flags), base / "node-logs" / f"{name}.log")
+            nodes.append(process)
 
-        def node_launch() -> int:
-            node_process.start()
-            return node_process.pid
+            def launch() -> int:
+                process.start()
+                return process.pid
 
-        node_side = Side("node", node_launch, lambda: None, node_process.kill,
-                         TableWatch(catalog, (table_name_of(pipeline), table_name_of(topic))))
+            return Side(name, launch, lambda: None, process.kill,
+                        TableWatch(catalog, (table_name_of(pipeline), table_name_of(topic))), metrics_port=port)
+
+        clock_side = node_side("node", [])
+        node_process = nodes[0]
 
         # the worker: Iceberg's sink into connect.<topic> at <base>/connect-lake
         table = f"connect.{table_name_of(topic)}"
@@ -378,25 +408,34 @@ def main() -> None:
         connect_side = Side("connect", worker_launch, worker_ready, connect_worker.kill,
                             TableWatch(catalog, ("connect", table_name_of(topic))))
 
-        backlog(node_side, args.records, 600)
+        backlog(clock_side, args.records, 600)
         node_process.stop()
         backlog(connect_side, args.records, 600)
-        node_side.start()
-        sides = [connect_side, node_side]
-        trickle(sides, stack.bootstrap, topic, args.rate, args.trickle_seconds, args.trickle_warmup)
-        kill_phase(sides, stack.bootstrap, topic, args.kill_rate, args.kill_seconds, args.settle_timeout)
+        clock_side.start()
+        sides = [connect_side, clock_side]
+        if args.freshness_target_ms:
+            target_side = node_side("node-target", ["--freshness-target-ms", str(args.freshness_target_ms)])
+            target_side.start()
+            landed: Callable[[], bool] = lambda: target_side.watch.rows() >= args.records
+            wait_until(landed, 600, "node-target: the backlog", interval=0.5)
+            sides.append(target_side)
+        for rate in (int(r) for r in args.rates.split(",")):
+            trickle(sides, stack.bootstrap, topic, rate, args.trickle_seconds, args.trickle_warmup)
+        if args.kill_seconds > 0:
+            kill_phase(sides, stack.bootstrap, topic, args.kill_rate, args.kill_seconds, args.settle_timeout)
         kafka_version, iceberg_version = pinned_connect_versions()
         print(json.dumps({
             "records": args.records, "value_bytes": VALUE_BYTES, "partitions": PARTITIONS,
             "node_mode": args.node_mode, "commit_interval_ms": args.commit_interval_ms,
+            "freshness_target_ms": args.freshness_target_ms,
             "kafka_connect": kafka_version, "iceberg_sink": iceberg_version, "cpus": os.cpu_count(),
-            "connect": connect_side.figures, "node": node_side.figures,
+            **{side.name: side.figures for side in sides},
         }, indent=2))
     finally:
         if worker is not None:
             worker.stop()
-        if node is not None:
-            node.stop()
+        for process in nodes:
+            process.stop()
         catalog_server.stop()
         stack.stop()
     shutil.rmtree(base, ignore_errors=True)  # kept after a failure: the servers' and processes' logs

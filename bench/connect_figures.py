@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Audit", "audit_coordinates", "cpu_seconds", "percentile", "status_kib"]
+__all__ = ["Audit", "audit_coordinates", "breakdown_delta", "cpu_seconds", "metric_means", "percentile", "status_kib"]
 
 
 def cpu_seconds(stat_text: str, ticks_per_second: int) -> float:
@@ -67,3 +67,32 @@ def audit_coordinates(landed: Iterable[tuple[int, int]], ends: Mapping[int, int]
     duplicated = sum(n - 1 for n in ours.values())
     return Audit(expected=expected, rows=sum(counts.values()), missing=expected - len(ours), duplicated=duplicated,
                  foreign=foreign)
+
+
+def metric_means(text: str, families: Iterable[str]) -> dict[str, dict[str, float]]:
+    """Per histogram family of ``families``, its ``count`` and ``mean`` (seconds) summed over the
+    series of a Prometheus text export ``text`` (families absent: count 0, mean None left out)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        base = name.split("{", 1)[0]
+        for family in families:
+            if base == f"{family}_sum":
+                sums[family] = sums.get(family, 0.0) + float(value.split()[0])
+            elif base == f"{family}_count":
+                counts[family] = counts.get(family, 0.0) + float(value.split()[0])
+    return {family: {"count": counts.get(family, 0.0), "mean": sums.get(family, 0.0) / counts[family]}
+            for family in families if counts.get(family)}
+
+
+def breakdown_delta(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, object]:
+    """The observations between two :func:`node_breakdown` reads: count and mean per family."""
+    out: dict[str, object] = {}
+    for family, now in after.items():
+        then = before.get(family, {"count": 0.0, "mean": 0.0})
+        count = now["count"] - then["count"]
+        if count > 0:
+            mean = (now["mean"] * now["count"] - then["mean"] * then["count"]) / count
+            out[family.removeprefix("laminar_")] = {"count": int(count), "mean_s": round(mean, 3)}
+    return out
