@@ -86,6 +86,27 @@ def plot(points: list[dict[str, object]], png: Path) -> None:
     figure.savefig(png, dpi=100)
 
 
+COLUMNS = (("nodes", "nodes"), ("partitions", "partitions"), ("epochs_in_window", "epochs"),
+           ("epoch_commit_p50_s", "commit p50 s"), ("epoch_commit_p99_s", "commit p99 s"),
+           ("zk_write_bytes_per_s", "ZK bytes/s"), ("zk_requests_per_s", "ZK requests/s"), ("zk_znodes", "znodes"),
+           ("leader_cpu_ms_per_s", "leader ms/s"), ("node_cpu_ms_per_s", "node ms/s"),
+           ("process_cores", "cores busy"), ("rebalance_s", "join s"), ("kill_recovery_s", "kill s"),
+           ("exact", "exact"))
+
+
+def table(points: list[dict[str, object]]) -> str:
+    """The grid as a Markdown table (a failed point shows its error)."""
+    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    for point in sorted(points, key=lambda p: (int(str(p["nodes"])), int(str(p["partitions"])))):
+        if "error" in point:
+            lines.append(f"| {point['nodes']} | {point['partitions']} | error: {point['error']} |")
+            continue
+        cells = [f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+                 for v in (point.get(key) for key, _ in COLUMNS)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=8)
@@ -97,17 +118,24 @@ def main() -> None:
     parser.add_argument("--kill-count", type=int, default=1, help="nodes killed at once after the join (0: none)")
     parser.add_argument("--kill-leader", action="store_true")
     parser.add_argument("--restart-zk", action="store_true", help="restart the (1-server) ZooKeeper")
+    parser.add_argument("--share-manifests", action="store_true",
+                        help="the simulated nodes decode each committed manifest once between them")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout (else indented)")
     parser.add_argument("--plot", nargs=2, metavar=("POINTS_JSONL", "PNG"), help="plot a grid's JSON lines")
+    parser.add_argument("--table", metavar="POINTS_JSONL", help="print a grid's JSON lines as a Markdown table")
     args = parser.parse_args()
     # kazoo reports each dropped connection of the kills and the restart: the figures say what happened
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-    if args.plot:
-        lines = Path(args.plot[0]).read_text().splitlines()
-        plot([json.loads(line) for line in lines if line.strip()], Path(args.plot[1]))
+    if args.plot or args.table:
+        lines = Path(args.plot[0] if args.plot else args.table).read_text().splitlines()
+        points = [json.loads(line) for line in lines if line.strip()]
+        if args.plot:
+            plot(points, Path(args.plot[1]))
+        else:
+            print(table(points))
         return
     config = RunConfig(args.nodes, args.partitions, args.duration, args.rate, args.epoch, args.session_timeout,
-                       args.kill_count, args.kill_leader, args.restart_zk)
+                       args.kill_count, args.kill_leader, args.restart_zk, args.share_manifests)
     result = run_point(config)
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))
 

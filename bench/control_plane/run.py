@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from kazoo.client import KazooClient
 
 from control_plane.model import MemoryLake, SyntheticLogs, cursors_to_array, quantile, share_of
 from control_plane.node import SOURCE, TOPIC, SimNode
-from laminar_kafka.coordinator.base import CoordinatorConfig, initial_manifest
+from laminar_kafka.coordinator.base import CoordinatorConfig, Manifest, initial_manifest
 from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode, vnode_loads
 from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 
@@ -38,6 +39,8 @@ class RunConfig:
     kill_count: int = 1
     kill_leader: bool = False
     restart_zk: bool = False
+    #: the simulated nodes share one cache of decoded manifests (see :meth:`ControlPlaneRun.share_manifests`)
+    share_manifests: bool = False
 
 
 def mntr(host: str, port: int) -> dict[str, str]:
@@ -107,12 +110,15 @@ class ControlPlaneRun:
         self.lake = MemoryLake(config.partitions)
         self.started_at = time.monotonic()
         self.nodes: list[SimNode] = []
+        self._shared: tuple[threading.Lock, dict[int, Manifest], set[int]] = (threading.Lock(), {}, set())
         self.next_id = 1
 
     # ---- nodes ----------------------------------------------------------------------------------
 
     def add_node(self) -> SimNode:
         coordinator = ZooKeeperCoordinator(self.coordinator_config, self.next_id)
+        if self.config.share_manifests:
+            self.share_manifests(coordinator)
         node = SimNode(coordinator, self.logs, self.lake, self.vnode_of, self.started_at)
         self.next_id += 1
         node.start()
@@ -121,6 +127,15 @@ class ControlPlaneRun:
             node.coordinator.set_vnode_load(self.loads)
         self.nodes.append(node)
         return node
+
+    def share_manifests(self, coordinator: ZooKeeperCoordinator) -> None:
+        """Make ``coordinator`` read committed manifests through the cache the other simulated nodes
+        fill (one lock, one dict): each manifest is read from ZooKeeper and decoded once per process
+        instead of once per node. Real nodes, one per host, each read and decode it (the cost is
+        reported apart: the codec's decode time and the manifest's bytes times the nodes); here it
+        would queue every node behind ``nodes`` decodes per epoch on two cores."""
+        store = coordinator._zk_store._manifests
+        store._lock, store._cache, store._full_epochs = self._shared
 
     def live(self) -> list[SimNode]:
         return [n for n in self.nodes if not n.dead]
@@ -159,6 +174,7 @@ class ControlPlaneRun:
                                                                 self.seconds()))
             wait_for(first, 120, "the first records visible everywhere", interval=0.1)
             result: dict[str, object] = {"nodes": cfg.nodes, "partitions": cfg.partitions, "rate_per_s": cfg.rate,
+                                         "shared_manifest_cache": cfg.share_manifests,
                                          "epoch_interval_s": cfg.epoch_s, "session_timeout_s": cfg.session_timeout_s,
                                          "startup_s": round(self.seconds(), 1), "spread_s": round(spread_s, 1)}
             result.update(self.window())
