@@ -24,6 +24,7 @@ MAPPED = ("coordinator", "connector", "kafka_source", "redis_source", "cluster",
 THIRD_PARTY = {
     ("cluster/lake/iceberg/partitions.py", "pyiceberg.io.pyarrow._check_pyarrow_schema_compatible"),
     ("cluster/lake/iceberg/tables.py", "pyiceberg.io.pyarrow._pyarrow_to_schema_without_ids"),
+    ("cluster/lake/iceberg/upsert_commit.py", "pyiceberg.io.pyarrow._dataframe_to_data_files"),
     ("kafka_source/schema_registry/client.py", "confluent_kafka.schema_registry._sync.avro._resolve_named_schema"),
     ("kafka_source/schema_registry/client.py", "confluent_kafka.schema_registry.common.protobuf._init_pool"),
 }

@@ -30,6 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
+
+# _dataframe_to_data_files is private in pyiceberg 0.12 (pinned <0.13): the writer its own append and
+# copy-on-write delete use (target-sized files split by the partition spec); no public one writes data files
 from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files, schema_to_pyarrow
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
