@@ -135,3 +135,16 @@ def test_audit_exact_missing_duplicated_and_foreign() -> None:
     assert (flawed.missing, flawed.duplicated, flawed.foreign, flawed.rows) == (2, 2, 2, 7)
     assert not flawed.exact
     assert figures.audit_coordinates([], {0: 0}).exact
+
+
+def test_metric_means_and_their_delta_between_two_scrapes() -> None:
+    families = ("laminar_publish_seconds", "laminar_checkpoint_seconds")
+    first = figures.metric_means(
+        'laminar_publish_seconds_sum{node="1"} 2.0\nlaminar_publish_seconds_count{node="1"} 4.0\n'
+        'laminar_publish_seconds_bucket{le="1.0",node="1"} 4.0\n# HELP laminar_publish_seconds x\n', families)
+    assert first == {"laminar_publish_seconds": {"count": 4.0, "mean": 0.5}}  # no checkpoint samples: left out
+    second = figures.metric_means(
+        'laminar_publish_seconds_sum{node="1"} 5.0\nlaminar_publish_seconds_count{node="1"} 6.0\n', families)
+    assert figures.breakdown_delta(first, second) == {"publish_seconds": {"count": 2, "mean_s": 1.5}}
+    assert figures.breakdown_delta(second, second) == {}
+    assert figures.breakdown_delta({}, {}) == {}
