@@ -17,8 +17,9 @@ nothing, and the right configuration starts as before:
 - different: the node stops before it reads a record, in one line naming the setting, both values
   and where the pipeline's value is kept (:class:`~laminar_kafka.errors.ConfigurationError`, exit 2).
 
-The routing settings (``table-template``, ``table-topic-regex``, ``table-allowed``) are kept too; a
-file written before they existed lacks them, and an absent one is not compared.
+The routing settings (``table-template``, ``table-topic-regex``, ``table-allowed``) and
+``upsert-keys`` are kept too; a file written before they existed lacks them, and an absent one is
+not compared.
 ``output`` is not among them (the file lives in the output), nor ``vnode-count`` (routing, not data:
 a pipeline reseeded from the lake may take another). The file is written through a temporary name
 and a move (whole or absent on an object store too); two nodes racing to write it write the same
@@ -48,7 +49,7 @@ __all__ = ["LAKE_PINNED_SETTINGS", "LakePins", "lake_pins_path"]
 #: the pinned settings that define the lake's data, kept in the lake
 LAKE_PINNED_SETTINGS: tuple[str, ...] = ("topic", "table-format", "partition-by", "format", "source-identity")
 #: kept when the node has them; a file written before they existed lacks them (then not compared)
-LAKE_PINNED_OPTIONAL: tuple[str, ...] = ("table-template", "table-topic-regex", "table-allowed")
+LAKE_PINNED_OPTIONAL: tuple[str, ...] = ("table-template", "table-topic-regex", "table-allowed", "upsert-keys")
 PINS_DIR = "_laminar/pins"
 FORMAT_VERSION = 1
 KEPT_IN_THE_LAKE = "kept in its lake"

@@ -2,8 +2,9 @@
 
 What lands where, and how it is routed, must not change under a running pipeline: the topics or
 pattern (``topic``), the output URI (``output``), ``table-format``, ``partition-by``, the record
-format (``format``), ``vnode-count``, ``source-identity`` and the routing to tables
-(``table-template``, ``table-topic-regex``, ``table-allowed``). The first node to start pins each one
+format (``format``, ``debezium-json`` included), ``vnode-count``, ``source-identity``, the routing to
+tables (``table-template``, ``table-topic-regex``, ``table-allowed``) and the keys of upsert mode
+(``upsert-keys``: a keyed table applied by other keys, or appended to, would not be one table). The first node to start pins each one
 in the coordinator (``Coordinator.pin_setting("pipeline.<setting>", value)``: ZooKeeper
 ``settings/``, embedded ``settings.json``); every later start of every node reads the pins and, when
 one differs from its own setting, stops before it reads a record or stages a file, with one line
@@ -14,7 +15,8 @@ one differs from its own setting, stops before it reads a record or stages a fil
 
 Values are compared in a normal form (:func:`pipeline_values`): the output as an absolute path
 (``./lake``, ``/abs/lake`` and ``file:///abs/lake`` are one output) or a URI without credentials,
-query or trailing slash; topic names as a sorted set (``b,a`` is ``a,b``); a pattern as its text
+query or trailing slash; topic names and upsert keys as sorted sets (``b,a`` is ``a,b``; the keys of a table are a set, its
+identifier fields); a pattern as its text
 (``re:<regex>``). The JSON schema inferred for ``format=json`` is pinned by
 :mod:`laminar_kafka.cluster.lake.schema_pin`, which runs after this check (:func:`chain_pins`), so a node with a wrong
 setting never samples the topics.
@@ -39,6 +41,7 @@ from laminar_kafka.cluster.config import NodeSettings
 from laminar_kafka.coordinator.base import Coordinator
 from laminar_kafka.errors import ConfigurationError
 from laminar_kafka.kafka_source.config.topics import PATTERN_PREFIX, TopicSelector
+from laminar_kafka.kafka_source.config.values import parse_upsert_keys
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ __all__ = [
 #: The settings pinned at a pipeline's first start, in the order a mismatch is reported.
 PINNED_SETTINGS: tuple[str, ...] = (
     "topic", "output", "table-format", "partition-by", "format", "vnode-count", "source-identity",
-    "table-topic-regex", "table-allowed", "table-template",
+    "table-topic-regex", "table-allowed", "table-template", "upsert-keys",
 )
 #: where a pin comes from, as the message says it
 PINNED_AT_FIRST_START = "pinned at its first start"
@@ -102,6 +105,7 @@ def pipeline_values(settings: NodeSettings) -> dict[str, str]:
         "table-template": settings.table_template,
         "table-topic-regex": settings.table_topic_regex,
         "table-allowed": settings.table_allowed,
+        "upsert-keys": ",".join(sorted(parse_upsert_keys(settings.upsert_keys or ""))),
     }
 
 

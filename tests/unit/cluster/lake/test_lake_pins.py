@@ -74,3 +74,15 @@ def test_the_routing_settings_are_kept_and_a_file_without_them_still_reads(tmp_p
     pins(older).keep(None)  # type: ignore[arg-type]  # a node without the routing settings: a file without them
     assert "table-template" not in (older / lake_pins_path("orders")).read_text()
     pins(older, **routed).check(None)  # type: ignore[arg-type]  # absent: not compared
+
+
+def test_upsert_keys_are_kept_and_a_file_without_them_still_reads(tmp_path: Path) -> None:
+    pins(tmp_path, upsert_keys="id").keep(None)  # type: ignore[arg-type]
+    assert pins(tmp_path).read() == {**{name: VALUES[name] for name in LAKE_PINNED_SETTINGS}, "upsert-keys": "id"}
+    with pytest.raises(ConfigurationError, match="^setting upsert-keys is id,tenant here, but pipeline orders was "
+                                                 r"created with id \(kept in its lake\)"):
+        pins(tmp_path, upsert_keys="id,tenant").check(None)  # type: ignore[arg-type]
+    older = tmp_path / "older"
+    pins(older).keep(None)  # type: ignore[arg-type]  # a node before upsert-keys was kept: a file without it
+    assert "upsert-keys" not in (older / lake_pins_path("orders")).read_text()
+    pins(older, upsert_keys="id").check(None)  # type: ignore[arg-type]  # absent: not compared

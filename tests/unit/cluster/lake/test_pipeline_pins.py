@@ -41,9 +41,11 @@ OTHER: dict[str, dict[str, object]] = {
     "table-topic-regex": {"table_template": "{topic:1}", "table_topic_regex": "(o)rders"},
     "table-allowed": {"table_allowed": "orders"},
     "table-template": {"table_template": "t_{topic}"},
+    "upsert-keys": {"table_format": "iceberg", "upsert_keys": "id"},
 }
 #: a pipeline differing from OTHER[setting] in that setting alone, where BASE differs in more
-ALIKE: dict[str, dict[str, object]] = {"table-topic-regex": {"table_template": "{topic:1}", "table_topic_regex": "(.)rders"}}
+ALIKE: dict[str, dict[str, object]] = {"table-topic-regex": {"table_template": "{topic:1}", "table_topic_regex": "(.)rders"},
+                                       "upsert-keys": {"table_format": "iceberg", "upsert_keys": "tenant,id"}}
 
 
 def settings(**changes: object) -> NodeSettings:
@@ -171,7 +173,7 @@ def test_first_start_pins_later_starts_agree() -> None:
 @pytest.mark.parametrize("setting", PINNED_SETTINGS)
 def test_a_node_that_disagrees_is_refused_before_writing(setting: str) -> None:
     pins = Pins()
-    PipelinePins.of(BASE)(pins)  # type: ignore[arg-type]
+    PipelinePins.of(settings(**ALIKE.get(setting, {})))(pins)  # type: ignore[arg-type]
     del pins.values[pin_name("source-identity" if setting != "source-identity" else "topic")]  # an absent pin too
     pins.writes.clear()
     with pytest.raises(ConfigurationError, match=f"^setting {setting} is ") as raised:
@@ -234,3 +236,20 @@ def test_embedded_pins_survive_a_restart_and_refuse_another_vnode_count(tmp_path
         second.stop()
     assert str(raised.value) == ("setting vnode-count is 64 here, but pipeline orders was created with 256 "
                                  "(pinned at its first start); start this node with --vnode-count 256")
+
+
+def test_upsert_keys_are_pinned_as_a_set_and_append_mode_as_empty() -> None:
+    assert pipeline_values(BASE)["upsert-keys"] == ""
+    keyed = pipeline_values(settings(table_format="iceberg", upsert_keys="tenant, id"))
+    assert keyed["upsert-keys"] == "id,tenant"
+    assert compare(pipeline_values(settings(table_format="iceberg", upsert_keys="id,tenant")), keyed) == []
+    appended = pipeline_values(settings(table_format="iceberg"))
+    line = mismatch_message("orders", compare(appended, keyed))
+    assert line == ("setting upsert-keys is  here, but pipeline orders was created with id,tenant (pinned at its "
+                    "first start); start this node with --upsert-keys id,tenant")
+
+
+def test_a_debezium_node_is_refused_by_a_json_pipeline() -> None:
+    json = pipeline_values(settings(table_format="iceberg", format="json", upsert_keys="id"))
+    debezium = pipeline_values(settings(table_format="iceberg", format="debezium-json", upsert_keys="id"))
+    assert [m.setting for m in compare(debezium, json)] == ["format"]
