@@ -19,8 +19,13 @@ A commit that loses a race (``CommitFailedException``) is retried with jittered 
 or 30 s, then :class:`SinkError`), and so is every catalog call while the catalog is unavailable
 (connection refused or reset, a timeout, an answer 5xx: a catalog restarting): the loop reloads the
 table first, so a commit whose answer was lost is found by its epoch property, never made twice. A
-catalog away longer than that stops the node in one line (started again, it reconciles with the lake). A file whose schema the table cannot take fails with a
-:class:`SinkError` naming the table, the column and both types, and nothing is committed.
+catalog away longer than that stops the node in one line (started again, it reconciles with the
+lake). A file whose schema the table cannot take fails with a :class:`SinkError` naming the table,
+the column and both types, and nothing is committed.
+
+Upsert mode: the node whose commit of epoch ``e`` succeeded deletes ``e``'s change files (no data
+files of the table). A node finding one gone reloads the table: holding ``e``, it lost a race (retried:
+found done); else the :class:`SinkError` stands (committed output lost).
 """
 from __future__ import annotations
 
@@ -56,7 +61,7 @@ from laminar_kafka.cluster.lake.iceberg.tables import (
     table_location,
 )
 from laminar_kafka.cluster.lake.iceberg.upsert import check_keys, keyed_arrow_schema, keyed_schema
-from laminar_kafka.cluster.lake.iceberg.upsert_commit import commit_upsert
+from laminar_kafka.cluster.lake.iceberg.upsert_commit import commit_upsert, delete_change_files
 from laminar_kafka.cluster.lake.parquet import sink
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.reconcile import LakeFacts
@@ -117,14 +122,8 @@ class IcebergOutput:
     table_format = TableFormat.ICEBERG
 
     def __init__(
-        self,
-        settings: IcebergSettings,
-        partitioning: PartitionSpec,
-        pipeline: str,
-        output_uri: str,
-        fs: pafs.FileSystem,
-        root: str,
-        *,
+        self, settings: IcebergSettings, partitioning: PartitionSpec, pipeline: str, output_uri: str,
+        fs: pafs.FileSystem, root: str, *,
         final_path_of: Callable[[str], str] = final_path,
         publish_files: PublishFiles = sink.publish,
         retry: RetryPolicy = DEFAULT_RETRY,
@@ -369,9 +368,13 @@ class IcebergOutput:
 
     def _commit_epoch(self, table: Table | None, topic: str, epoch: int, files: list[str]) -> Table:
         """Publish epoch ``epoch``'s files of ``topic`` and commit them in one transaction."""
-        self._publish_files(self.fs, self.root, files)
         published = [self._final_path_of(relative) for relative in files]
-        schemas = [self._file_schema(relative) for relative in published]
+        try:
+            self._publish_files(self.fs, self.root, files)
+            schemas = [self._file_schema(relative) for relative in published]
+        except SinkError:
+            self._unless_done(topic, epoch)
+            raise
         if table is None:
             table = self._create(topic, schemas[0])  # the epoch's commit evolves it to take every file
         name = ".".join(table.name())
@@ -416,14 +419,25 @@ class IcebergOutput:
         # manifests (a store restarting, a reset pooled connection: found by the chaos campaign's
         # store-restart): left to _publish_table, which retries it as safely as a catalog's.
         except (ValueError, OverflowError, FileNotFoundError) as exc:
+            if isinstance(exc, FileNotFoundError):  # a change file (its epoch done?) or a data file (lost)
+                self._unless_done(topic, epoch)
             # OverflowError: pyiceberg reads a timestamp column's statistics as datetime, which
             # stops at year 9999 (the source rejects such a _timestamp; a payload column may hold one)
             hint = " (a timestamp or date column holds a value outside years 1-9999)" if isinstance(exc, OverflowError) else ""
             raise SinkError(f"cannot add epoch {epoch}'s files to iceberg table {name}: {describe_error(exc)}{hint}",
                             cause=exc) from None
         self._commit_listener.committed(name, time.monotonic() - started)
+        if keys:  # consumed by the commit, and no data files of the table: they go
+            delete_change_files(self.fs, self.root, published)
         logger.debug("iceberg table %s: epoch %d committed (%d file(s))", name, epoch, len(paths))
         return table
+
+    def _unless_done(self, topic: str, epoch: int) -> None:
+        """Upsert mode, a change file of ``epoch`` gone: a lost race when the table holds ``epoch`` now."""
+        table = load_table_or_none(self.catalog, self.identifier(topic)) if self.settings.upsert_keys else None
+        if table is not None and committed_epoch(table, self.pipeline) >= epoch:
+            raise CommitFailedException(f"epoch {epoch} of {'.'.join(table.name())} was committed by another node, "
+                                        f"which deleted its change files")
 
     def _file_schema(self, relative: str) -> pa.Schema:
         path = f"{self.root}/{relative}" if self.root else relative

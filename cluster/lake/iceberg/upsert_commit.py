@@ -17,8 +17,9 @@ deletes dropped), then, in one transaction:
 
 A retry after a crash finds the epoch property and does nothing; a crash before the catalog commit
 leaves the table exactly at the previous epoch (the files written meanwhile are referenced by no
-snapshot; a failed commit deletes them). The change files themselves stay where they were
-published: they are not data files of the table.
+snapshot; a failed commit deletes them). The change files are not data files of the table: once
+the commit landed, its node deletes them (:func:`delete_change_files`); a node that finds them gone
+reloads the table and finds the epoch done (:mod:`laminar_kafka.cluster.lake.iceberg.commit`).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 
@@ -43,7 +45,7 @@ from laminar_kafka.cluster.lake.iceberg.upsert import POSITION, plain, reduce_ch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UpsertStats", "commit_upsert", "conform", "read_changes"]
+__all__ = ["UpsertStats", "commit_upsert", "conform", "delete_change_files", "read_changes"]
 
 
 @dataclass(frozen=True)
@@ -209,3 +211,23 @@ def _delete_quietly(table: Table, path: str) -> None:
         table.io.delete(path)
     except (OSError, ValueError):
         logger.warning("could not delete abandoned upsert output %s", path)
+
+
+def delete_change_files(fs: pafs.FileSystem, root: str, published: Sequence[str]) -> int:
+    """Delete an epoch's published change files (paths relative to ``root``) once its commit landed;
+    returns how many this call deleted. One already gone is skipped; one that cannot be deleted is
+    left (garbage, never read again: its epoch is in the table), in one warning for the call."""
+    deleted = 0
+    failed: list[str] = []
+    for relative in published:
+        try:
+            fs.delete_file(f"{root}/{relative}" if root else relative)
+            deleted += 1
+        except FileNotFoundError:
+            continue
+        except OSError:
+            failed.append(relative)
+    if failed:
+        logger.warning("could not delete %d change file(s) of a committed epoch (left in place), e.g. %s",
+                       len(failed), failed[0])
+    return deleted

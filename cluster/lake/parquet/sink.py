@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.parquet.encoding import writer_options
 from laminar_kafka.cluster.lake.parquet.staged_files import DirectoryFiles, StreamFiles, writer_uses
-from laminar_kafka.cluster.lake.parquet.staged_publish import publish
+from laminar_kafka.cluster.lake.parquet.staged_publish import publish, publish_found
 from laminar_kafka.cluster.lake.parquet.writer_memory import DEFAULT_WRITER_MEMORY_BYTES, WriterUse, relieve
 from laminar_kafka.cluster.lake.partition_spec import PartitionSpec
 from laminar_kafka.cluster.lake.partitioning import check_topic, split_by_partition
@@ -393,7 +393,7 @@ def recover(
             kept += len(files)
             continue
         wanted = set(listed)
-        published += publish(fs, root, [f for f in files if f in wanted])
+        published += publish_found(fs, root, [f for f in files if f in wanted])
         for relative in files:
             if relative not in wanted:
                 deleted += _delete_if_present(fs, _join(root, relative))

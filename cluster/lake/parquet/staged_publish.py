@@ -16,7 +16,7 @@ from laminar_kafka.cluster.errors import SinkError
 from laminar_kafka.cluster.lake.parquet.tree_lock import publishing
 from laminar_kafka.cluster.lake.staged_names import final_path
 
-__all__ = ["publish"]
+__all__ = ["publish", "publish_found"]
 
 
 def _join(root: str, relative: str) -> str:
@@ -42,6 +42,22 @@ def publish(fs: pafs.FileSystem, root: str, staged: Iterable[str]) -> int:
         return 0
     with publishing(fs, root):
         return _publish_listed(fs, root, listed)
+
+
+def publish_found(fs: pafs.FileSystem, root: str, staged: list[str]) -> int:
+    """:func:`publish` of files a recovery found staged, where a file that left the staging directory
+    meanwhile is no error: another node published it, and in upsert mode may have committed its epoch
+    and deleted the published change file already. Raises :class:`SinkError` when a file still staged
+    cannot be published. Returns how many files the last attempt renamed (a figure for the log)."""
+    left = list(staged)
+    while True:
+        try:
+            return publish(fs, root, left)
+        except SinkError:
+            still = [relative for relative in left if _exists(fs, _join(root, relative))]
+            if len(still) == len(left):
+                raise
+            left = still
 
 
 def _publish_listed(fs: pafs.FileSystem, root: str, staged: list[str]) -> int:
