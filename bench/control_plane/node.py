@@ -31,6 +31,8 @@ from laminar_kafka.coordinator.base import (
     EpochCommitted,
     EpochOpened,
     RoundStarted,
+    SessionState,
+    SessionStateChanged,
 )
 from laminar_kafka.coordinator.errors import CoordinatorError, FencedError, RoundError
 from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
@@ -138,7 +140,9 @@ class SimNode:
                     time.sleep(0.2)
 
     def _handle(self, event: CoordinatorEvent) -> None:
-        if isinstance(event, AssignmentChanged):
+        if isinstance(event, SessionStateChanged) and event.state is SessionState.LOST:
+            self._rejoin()
+        elif isinstance(event, AssignmentChanged):
             self._assigned(event)
         elif isinstance(event, RoundStarted):
             self._drain(event)
@@ -146,6 +150,13 @@ class SimNode:
             self._ack(event)
         elif isinstance(event, EpochCommitted):
             self._land(event)
+
+    def _rejoin(self) -> None:
+        """The session is gone: drop every source and staged output, register again (a new boot);
+        the next assignment starts the partitions it owns from the manifest it names."""
+        self.owned = self.position = self.committed = self.frozen = np.zeros(0, dtype=np.int64)
+        self.staged.clear()
+        self.coordinator.rejoin()
 
     def _mine(self, owners: tuple[int, ...]) -> Indexes:
         mask = np.asarray(owners, dtype=np.int64)[self.vnode_of] == self.node_id

@@ -240,13 +240,19 @@ class ControlPlaneRun:
             count = min(cfg.kill_count, len(self.live()) - 1)
             victims = [n for n in self.live() if not n.coordinator.is_leader()][-count:]
             out["kill_count"] = count
-            out["kill_recovery_s"] = self.recovery(lambda: [v.kill() for v in victims] and None,
-                                                   f"{count} node(s) killed")
+            out["kill_recovery_s"] = self.timed(lambda: [v.kill() for v in victims] and None, f"{count} node(s) killed")
         if cfg.kill_leader:
-            out["leader_kill_recovery_s"] = self.recovery(lambda: self.leader().kill(), "the leader killed")
+            out["leader_kill_recovery_s"] = self.timed(lambda: self.leader().kill(), "the leader killed")
         if cfg.restart_zk:
-            out["zk_restart_recovery_s"] = self.recovery(self._restart_zk, "ZooKeeper restarted (1 server)")
+            out["zk_restart_recovery_s"] = self.timed(self._restart_zk, "ZooKeeper restarted (1 server)")
         return out
+
+    def timed(self, fault: Callable[[], None], what: str) -> float | str:
+        """:meth:`recovery`, or the reason it did not recover in time (the run goes on)."""
+        try:
+            return self.recovery(fault, what)
+        except (TimeoutError, StopIteration) as exc:
+            return f"error: {exc}"
 
     def final_check(self) -> dict[str, object]:
         """Stop the logs, wait until every partition's records landed, and compare with the last manifest."""
