@@ -35,7 +35,7 @@ from laminar_kafka.coordinator.base import (
     SessionStateChanged,
 )
 from laminar_kafka.coordinator.errors import CoordinatorError, FencedError, RoundError
-from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
+from laminar_kafka.coordinator.zk.coordinator import TRANSIENT, ZooKeeperCoordinator
 
 SOURCE = "kafka"
 TOPIC = "t"
@@ -134,7 +134,7 @@ class SimNode:
                     break
                 except (FencedError, RoundError):
                     break  # a stale epoch or a superseded round: the next event says what holds
-                except CoordinatorError:
+                except (CoordinatorError, *TRANSIENT):  # rejoin lets kazoo's own errors through
                     if time.monotonic() > deadline:  # not confirmed: retried as the runtime does
                         break
                     time.sleep(0.2)
