@@ -1,10 +1,12 @@
 """Upsert mode through the CLI on real Kafka: a keyed JSON topic, and a Debezium topic, with creates,
 updates, deletes and tombstones land in a keyed Iceberg table; the node is SIGKILLed while it applies
 the changes and started again; the table reads back (pyiceberg and DuckDB) as exactly the final state
-of every key, and the audit of a keyed table agrees."""
+of every key, and the audit of a keyed table agrees; the change files went with their epochs. A key
+with changes in two partitions within one epoch stops the node in one line, again after a restart."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -144,6 +146,9 @@ def test_changes_with_deletes_and_a_sigkill_land_the_final_state(
     assert len(rows) == len(expected)
     assert {r["id"]: (r["name"], r["version"]) for r in rows} == expected
     assert "_op" not in table.schema().column_names
+    # the change files went with their epochs (a SIGKILL between a commit and its deletes may leave one epoch's)
+    left = [p for p in (Path(output) / topic).rglob("*.parquet") if p.relative_to(Path(output) / topic).parts[0] != "data"]
+    assert len({re.search(r"epoch-\d+", p.name).group() for p in left}) <= 1, left  # type: ignore[union-attr]
 
     connection = q.connect(tmp_path / "duckdb-extensions", q.ICEBERG)
     q.run(connection, q.METADATA_FILE, metadata=table.metadata_location)
@@ -162,3 +167,36 @@ def test_changes_with_deletes_and_a_sigkill_land_the_final_state(
     assert verify.returncode == 0, verify.stderr
     report = json.loads(verify.stdout)
     assert report["ok"] and report["keys"] == len(expected) and report["rows"] == len(expected), report
+
+
+def test_a_key_in_two_partitions_within_one_epoch_stops_the_node_in_one_line_again_after_a_restart(
+        kafka: KafkaHandle, unique: Callable[[str], str], tmp_path: Path) -> None:
+    topic = unique("upsert-split")
+    create_topic(kafka.bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for partition in (0, 1):  # key 7 in both partitions: a producer that does not partition by key
+        for version in range(3):
+            row = {"id": 7, "name": f"p{partition}-v{version}", "version": version}
+            producer.produce(topic, key=b"7", value=json.dumps(row).encode(), partition=partition)
+    assert producer.flush(30) == 0
+    output = str(tmp_path / "lake")
+    flags = ["--format", "json", "--json-schema", SCHEMA, "--upsert-keys", "id", "--table-format", "iceberg",
+             "--checkpoint-interval-ms", "2000"]  # the first epoch holds every record produced before the start
+    node = NodeProcess.launch(1, bootstrap=kafka.bootstrap, topic=topic, output=output, zk=None, pipeline="u",
+                              log_dir=tmp_path, extra=flags)
+    refusal = re.compile(r"key id=7 has changes in Kafka partitions 0 and 1 within one epoch: ")
+    try:
+        lines = []
+        for run in range(2):  # the refused epoch is durable: started again, the node stops the same way
+            if run:
+                node.start()
+            assert node.wait(40) != 0
+            log = node.log_text()
+            assert "Traceback" not in log, log[-3000:]
+            # the stop is one error line each time (a restart also warns of it while it reconciles)
+            lines = [line for line in log.splitlines() if line.startswith("error: ") and refusal.search(line)]
+            assert len(lines) == run + 1, log[-3000:]
+        assert lines[0] == lines[1]
+    finally:
+        node.stop()
+    assert epoch_of(output, topic.replace(".", "_").replace("-", "_")) == 0  # nothing of the epoch is visible
