@@ -122,6 +122,8 @@ class EpochBarriers:
         #: when this node last saw an epoch commit (or started), and the epoch it last asked after
         self.committed_at = time.monotonic()
         self._asked_after = -1
+        #: the epoch after which the last failed ask asked (its warning is logged once)
+        self._ask_failed_after = -1
         #: the timestamps of rows written here and not visible yet (freshness gauge, visibility histogram)
         self.freshness = FreshnessTracker()
         #: with a freshness target: when this node last asked (wall clock), and how long asks take
@@ -254,8 +256,11 @@ class EpochBarriers:
         try:
             await context.executors.in_control(context.coordinator.request_epoch, epoch)
         except CoordinatorError as exc:
-            after_s = context.options.epoch_ask_after_s or ASK_RETRY_S
-            logger.warning("asking for the epoch after %d failed (asking again in %.1f s): %s", epoch, after_s, exc)
+            after_s = ASK_RETRY_S if context.options.freshness is not None else context.options.epoch_ask_after_s
+            # one warning per epoch asked after: with a freshness target asks are retried every ASK_RETRY_S
+            log = logger.warning if self._ask_failed_after != epoch else logger.debug
+            log("asking for the epoch after %d failed (asking again in %.1f s): %s", epoch, after_s, exc)
+            self._ask_failed_after = epoch
             self.committed_at = time.monotonic()
             self._ask_retry_at = time.monotonic() + ASK_RETRY_S
             return
