@@ -157,6 +157,7 @@ def preflight(settings: NodeSettings, timeout: float = 10.0, lake_calls: LakeCal
     :class:`~laminar_kafka.cluster.lake.deadline.LakeWatchdog`: the object store and the catalog are
     bounded by ``lake-io-timeout-ms``, not by ``timeout``)."""
     calls = lake_calls or LakeCalls()
+    source_config = settings.source_config()  # a bad setting is named before Kafka is reached
     partitions = topic_partitions(settings.kafka_client(), settings.topics, timeout)
     if not partitions:
         logger.warning("no topic matches %s yet; the node lands matching topics as they appear", settings.selector)
@@ -165,7 +166,6 @@ def preflight(settings: NodeSettings, timeout: float = 10.0, lake_calls: LakeCal
             check_topic(topic)
         except SinkError as exc:
             raise UsageError(f"topic {topic!r} cannot be landed: {exc}", cause=exc) from exc
-    source_config = settings.source_config()
     schemas = expected_schemas(source_config, partitions, check_registry(source_config, partitions))
     if settings.zk:
         check_zookeeper(settings.zk, timeout, zk_credentials(settings), pipeline_path(coordinator_config(settings)))
