@@ -38,6 +38,7 @@ DELETE = "d"
 #: where a change was read: its Kafka partition and offset
 POSITION = ("_partition", "_offset")
 _ROW = "__laminar_row"
+_SOURCE = "__laminar_source"
 
 
 class KeyConflict(SinkError):
@@ -121,21 +122,43 @@ def reduce_changes(changes: pa.Table, keys: Sequence[str]) -> Reduced:
         empty = changes.schema.empty_table()
         return Reduced(empty.select([*keys, *POSITION]), empty.drop_columns([OP_COLUMN]), 0)
     ordered = changes.sort_by([("_offset", "ascending")])
-    ordered = ordered.append_column(_ROW, row_numbers(ordered.num_rows))
+    topics, sources = _sources(ordered)
+    ordered = ordered.append_column(_ROW, row_numbers(ordered.num_rows)).append_column(_SOURCE, sources)
     groups = ordered.group_by(list(keys), use_threads=False).aggregate(
-        [(_ROW, "max"), ("_partition", "min"), ("_partition", "max")])
-    split = pc.not_equal(groups.column("_partition_min"), groups.column("_partition_max"))
+        [(_ROW, "max"), (_SOURCE, "min"), (_SOURCE, "max")])
+    split = pc.not_equal(groups.column(f"{_SOURCE}_min"), groups.column(f"{_SOURCE}_max"))
     if pc.any(split).as_py():
         first = groups.filter(split).slice(0, 1).to_pylist()[0]
         shown = ", ".join(f"{key}={first[key]!r}" for key in keys)
-        raise KeyConflict(f"key {shown} has changes in Kafka partitions {first['_partition_min']} and "
-                          f"{first['_partition_max']} within one epoch: their order is unknown, so the epoch is "
-                          f"not applied (a key must live in one partition)")
+        raise KeyConflict(f"key {shown} has changes in {_two_partitions(topics, first[f'{_SOURCE}_min'], first[f'{_SOURCE}_max'])} "
+                          "within one epoch: their order is unknown, so the epoch is not applied (a key must live in "
+                          "one partition)")
+    ordered = ordered.drop_columns([_SOURCE])
     last = groups.column(f"{_ROW}_max")
     winners = ordered.take(pc.take(last, pc.sort_indices(last))).drop_columns([_ROW])  # in offset order
     deletes = pc.equal(winners.column(OP_COLUMN), DELETE)
     upserts = winners.filter(pc.invert(deletes)).drop_columns([OP_COLUMN])
     return Reduced(winners.select([*keys, *POSITION]), upserts, pc.sum(deletes).as_py() or 0)
+
+
+def _sources(changes: pa.Table) -> tuple[list[str], pa.Array]:
+    """The topics of ``changes`` and each row's Kafka partition as one int64, ``(topic index << 32) |
+    partition`` (rows of several topics may share a table: a key's order holds within one partition
+    of one topic only)."""
+    partitions = changes.column("_partition").to_numpy().astype(np.int64)
+    if "_topic" not in changes.column_names:
+        return [], pa.array(partitions)
+    topics = changes.column("_topic").combine_chunks().dictionary_encode()
+    codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return topics.dictionary.to_pylist(), pa.array((codes << 32) | partitions)
+
+
+def _two_partitions(topics: list[str], a: int, b: int) -> str:
+    """The two Kafka partitions of a key conflict, as the message names them."""
+    if a >> 32 == b >> 32:
+        return f"Kafka partitions {a & 0xFFFFFFFF} and {b & 0xFFFFFFFF}"
+    first, second = sorted(((topics[a >> 32], a & 0xFFFFFFFF), (topics[b >> 32], b & 0xFFFFFFFF)))
+    return f"Kafka partitions {first[0]}:{first[1]} and {second[0]}:{second[1]}"
 
 
 def check_keys(name: str, identifier_fields: set[str], keys: Sequence[str]) -> None:

@@ -135,3 +135,17 @@ def test_keyed_schemas_drop_op_and_require_the_keys() -> None:
     assert not table_schema.find_field("v").required
     with pytest.raises(SinkError, match="upsert key s must be a top-level column of a primitive type"):
         keyed_schema(iceberg, ["s"])
+
+
+def test_a_key_in_two_topics_within_one_epoch_is_refused_naming_both() -> None:
+    """Two topics routed into one table: the same partition number of two topics is two partitions."""
+    rows = changes([1, 1], ["c", "u"], [5, 1], [0, 0])
+    rows = rows.set_column(rows.schema.get_field_index("_topic"), "_topic", pa.array(["a", "b"]))
+    with pytest.raises(KeyConflict, match=r"key id=1 has changes in Kafka partitions a:0 and b:0 within one epoch"):
+        reduce_changes(rows, ["id"])
+
+
+def test_one_topic_of_several_keeps_its_keys_order() -> None:
+    rows = changes([1, 2, 1], ["c", "c", "u"], [1, 1, 2], [0, 0, 0])
+    rows = rows.set_column(rows.schema.get_field_index("_topic"), "_topic", pa.array(["a", "b", "a"]))
+    assert state(reduce_changes(rows, ["id"]).upserts) == {1: "v2", 2: "v1"}
