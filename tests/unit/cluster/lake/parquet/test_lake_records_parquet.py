@@ -390,3 +390,19 @@ def test_an_epoch_lost_before_its_record_does_not_rewind_over_later_epochs(fs: p
     decision = reconcile(PIPE, control, facts, {"t": "id-t"}, OnLakeBehind.REWIND)
     # epochs 3 to 6 are in the lake: a seed at epoch 1's cursors lands their rows a second time
     assert decision.action is not Action.RESEED, decision
+
+
+def test_the_seal_deletes_files_of_an_epoch_published_without_its_record(fs: pafs.FileSystem, root: str) -> None:
+    """Nodes stopped between epoch 2's renames and its record, then the control state was lost: the
+    seed's cursors (epoch 1's) read epoch 2's rows again, so its published files (rows and rejected
+    records) must go, or they land twice."""
+    publish_epoch(fs, root, 1)
+    kept_rejected = land(root, "_rejected/epoch-0000000001.node-1.boot-b.seq-00000009.parquet", 1)
+    orphans = [land(root, data_file(2, n), 2) for n in (1, 2)]
+    orphans.append(land(root, "_rejected/epoch-0000000002.node-1.boot-b.seq-00000003.parquet", 2))
+    facts = read_parquet_facts(fs, root, PIPE, TOPICS)
+    assert facts.epoch == 1
+    ParquetTree(fs, root).seal(LakeRecord(PIPE, 2, 0, record(1).cursors, {"t": "id-t"}), facts.epoch)
+    assert not any((Path(root) / orphan).exists() for orphan in orphans)
+    assert (Path(root) / data_file(1)).exists() and (Path(root) / kept_rejected).exists()
+    assert record_files(root) == [f"epoch-{e:010d}.json" for e in (1, 2)]
