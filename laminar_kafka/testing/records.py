@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from laminar_kafka.testing.handles import KafkaTestCluster
 
@@ -62,10 +63,10 @@ def consume_records(
         if metadata.error is not None:
             raise KafkaException(metadata.error)
         partitions = sorted(metadata.partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        deadline = time.monotonic() + timeout
+        ends = {p: _high_watermark(consumer, TopicPartition(topic, p), deadline) for p in partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         records: list[Record] = []
-        deadline = time.monotonic() + timeout
 
         def done() -> bool:
             if count is not None:
@@ -88,3 +89,21 @@ def consume_records(
         consumer.close()
     ordered = sorted(records, key=lambda r: (r.partition, r.offset))
     return ordered[:count] if count is not None else ordered
+
+
+def _high_watermark(consumer: Any, partition: Any, deadline: float) -> int:
+    """The partition's high watermark, asked again while the broker answers with a retriable error
+    (a leader moved after a broker was killed or paused: ``NOT_LEADER_FOR_PARTITION``) until ``deadline``."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    moving = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TRANSPORT,
+              KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT}
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(partition, timeout=10)[1])
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            retriable = isinstance(error, KafkaError) and (error.code() in moving or error.retriable())
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
