@@ -30,6 +30,11 @@ CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_c
   --ignore=tests/integration/kafka_source/test_kafka_conformance.py
 # (the conformance kit on KafkaSource runs in the first pass and in every matrix cell: not a third time here)
 
+# the unit suite's pytest-xdist workers (it starts no server and its tests are independent; each file runs
+# whole in one worker, in order); 0 runs it in this process
+UNIT_WORKERS ?= 2
+UNIT_PYTEST := $(PY) -m pytest tests/unit -n $(UNIT_WORKERS) --dist loadfile
+
 # the matrix's cells (all by default) and extra pytest arguments for them
 MATRIX_CELLS ?=
 MATRIX_PYTEST_ARGS ?=
@@ -69,9 +74,11 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# the first pass needs no Java, Maven or redis-server installed; the container pass (make test-containers) an engine
+# the first pass needs no Java, Maven or redis-server installed; the container pass (make test-containers) an engine.
+# The unit suite runs first, on every core; the suites on servers after it, one test at a time.
 test: lint artifacts
-	$(PY) -m pytest tests/unit tests/integration tests/faults $(PYTEST_ARGS)
+	$(UNIT_PYTEST) $(PYTEST_ARGS)
+	$(PY) -m pytest tests/integration tests/faults $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-containers
 	$(MAKE) --no-print-directory matrix
 
@@ -83,7 +90,7 @@ test-containers: images
 	LAMINAR_TEST_BACKEND=docker LAMINAR_CONTAINERS_REQUIRED=1 $(PY) -m pytest $(CONTAINER_TESTS) $(PYTEST_ARGS)
 
 test-unit: install
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(UNIT_PYTEST) $(PYTEST_ARGS)
 
 demo: jvm
 	$(VENV)/bin/laminar-kafka demo

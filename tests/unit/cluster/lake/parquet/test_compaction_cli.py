@@ -145,15 +145,21 @@ def test_every_runs_passes_until_sigterm_and_a_failed_pass_is_one_line(tmp_path:
     content = broken.read_bytes()
     broken.write_bytes(content[:-20])  # a torn footer: every pass fails, naming it
     process = compact_process(tree, "--every", "0.2", "--grace", "0")
+    seen: list[str] = []
     try:
-        time.sleep(2.0)
+        assert process.stderr is not None
+        for line in process.stderr:  # each failure's line is flushed as it is printed
+            seen.append(line)
+            if sum(printed.startswith("compaction pass failed") for printed in seen) >= 2:
+                break
         broken.write_bytes(content)  # repaired: the next pass compacts
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not any(os.path.basename(f).startswith("epochs-") for f in tree.published()):
             time.sleep(0.1)
     finally:
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=30)
+        out, rest = process.communicate(timeout=30)
+    err = "".join(seen) + rest
     assert process.returncode == 0, err
     failures = [line for line in err.splitlines() if line.startswith("compaction pass failed (next in 0.2 s): ")]
     assert len(failures) >= 2 and all(str(broken) in line for line in failures), err
@@ -198,14 +204,26 @@ def test_an_iceberg_lake_is_compacted_as_iceberg_without_being_told_with_the_cod
 
 def test_every_on_an_iceberg_lake_until_sigterm(tmp_path: Path) -> None:
     root = iceberg_lake(tmp_path)
-    process = subprocess.Popen([sys.executable, "-m", "laminar_kafka.cli.main", "compact", "--output", root,
-                                "--pipeline", "pipe", "--topic", "orders", "--every", "0.2"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(4.0)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=30)
+    # unbuffered, so each pass's line arrives as it is printed: SIGTERM follows the second pass (the
+    # handler is in place before the first), however long the interpreter took to start
+    with (tmp_path / "stderr").open("w+") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "laminar_kafka.cli.main", "compact", "--output", root,
+                                    "--pipeline", "pipe", "--topic", "orders", "--every", "0.2"],
+                                   stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        seen: list[str] = []
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                seen.append(line)
+                if sum(printed.startswith("pipe.orders: ") for printed in seen) >= 2:
+                    break
+        finally:
+            process.send_signal(signal.SIGTERM)
+            rest, _ = process.communicate(timeout=30)
+        out = "".join(seen) + rest
+        stderr.seek(0)
+        err = stderr.read()
     assert process.returncode == 0 and "Traceback" not in err, err
     passes = [line for line in out.splitlines() if line.startswith("pipe.orders: ")]
     assert len(passes) >= 2 and "'files_before': 8, 'files_after': 2" in passes[0], out
