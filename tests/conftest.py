@@ -285,7 +285,13 @@ def _process_kafka(request: pytest.FixtureRequest, name: str, brokers: int) -> I
     base = request.getfixturevalue("tmp_path_factory").mktemp(name)
     with start_servers(lambda: test_servers.process_kafka(base, brokers=brokers,
                                                           zookeeper_connect=zookeeper_connect)) as cluster:
-        yield _kafka_handle(cluster)
+        handle = _kafka_handle(cluster)
+        yield handle
+        # The cluster and its data end with the fixture: SIGKILL its brokers, so the stop that follows
+        # has nothing to wait for (a graceful stop waits out a controlled shutdown, up to 20 s a broker,
+        # longer on a cluster whose partitions have no other replica left to lead).
+        for index in range(brokers):
+            handle.kill_broker(index)
 
 
 @contextlib.contextmanager
