@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Dispatcher"]
 
-#: Seconds before a rejection marker whose read failed is read again.
+#: Seconds before a rejection marker, or the register whose observation failed, is read again.
 _RETRY_SECONDS = 0.5
 
 
@@ -126,13 +126,31 @@ class Dispatcher:
                     self._report_rejections(*payload)
                 elif kind == "reset":
                     self._tracker = EventTracker()
-                elif kind == "resync":
-                    self._tracker = EventTracker()
+                elif kind in ("resync", "reread"):
+                    if kind == "resync":
+                        self._tracker = EventTracker()
                     current = self._store.read_register()
                     if current is not None:
                         self._observe(current)
+            except self._retryable as exc:
+                if kind not in ("register", "resync", "reread"):
+                    logger.exception("coordinator %d failed to process %s", self._node_id, kind)
+                    continue
+                # The value's events (a manifest read timed out) are not delivered yet, and no watch may
+                # fire again: the leader can be waiting for this node's ack of the epoch it missed.
+                logger.info("coordinator %d: observing the register failed (%r); reading it again in %.1fs",
+                            self._node_id, exc, _RETRY_SECONDS)
+                self._later(("reread", None))
             except Exception:  # the dispatcher must survive any one bad item
                 logger.exception("coordinator %d failed to process %s", self._node_id, kind)
+
+    def _later(self, item: tuple[str, Any]) -> None:
+        """Put ``item`` in the inbox after :data:`_RETRY_SECONDS` (not once stopping)."""
+        if self._stopping.is_set():
+            return
+        retry = threading.Timer(_RETRY_SECONDS, self._inbox.put, args=(item,))
+        retry.daemon = True
+        retry.start()
 
     def _observe(self, control: ControlState) -> None:
         manifests = {}
