@@ -33,6 +33,7 @@ from tests.integration.coordinator.helpers import (
     expire_session,
     leader_of,
     make_chroot,
+    wait_until,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -118,6 +119,8 @@ def test_a_zombie_ack_is_rejected(zookeeper: ZooKeeperHandle, unique: Callable[[
         assert "zombie-output" not in committed.manifest.outputs
         assert (follower.node_id, old_boot) not in committed.manifest.acked_by
         assert (follower.node_id, follower.boot_id) in committed.manifest.acked_by
+        # the leader counts the rejection once its commit step is applied: the commit may be seen first
+        wait_until(lambda: leader.metrics.stale_acks_rejected >= 1)
         assert leader.metrics.stale_acks_rejected == 1
 
 
