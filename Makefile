@@ -75,10 +75,11 @@ lint: install
 	$(VENV)/bin/mypy
 
 # the first pass needs no Java, Maven or redis-server installed; the container pass (make test-containers) an engine.
-# The unit suite runs first, on every core; the suites on servers after it, one test at a time.
+# The unit suite runs first, on every core; the suites on servers after it, one test at a time. A pass
+# that PYTEST_ARGS (e.g. -k) leaves without a test (pytest's exit 5) is not a failure.
 test: lint artifacts
-	$(UNIT_PYTEST) $(PYTEST_ARGS)
-	$(PY) -m pytest tests/integration tests/faults $(PYTEST_ARGS)
+	$(UNIT_PYTEST) $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m pytest tests/integration tests/faults $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(MAKE) --no-print-directory test-containers
 	$(MAKE) --no-print-directory matrix
 
