@@ -6,6 +6,7 @@ hold the servers; these are unit-tested in ``tests/unit/bench/test_control_plane
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,8 @@ class LakeReport:
     gaps: int
     duplicates: int
     short: int
+    #: the first anomalous landings, each "<label>: partition p start s held h" (where exactness broke)
+    first_anomalies: tuple[str, ...] = ()
 
     @property
     def exact(self) -> bool:
@@ -51,7 +54,10 @@ class MemoryLake:
     """The in-memory lake of ``partitions`` partitions: ranges ``[start, end)`` land per epoch (a node
     publishing its staged output once its epoch committed). Each landing is checked against the end
     of what the partition holds: a start above it is a gap (records lost), below it a duplicate.
-    Thread-safe (every simulated node lands into one lake)."""
+    Thread-safe (every simulated node lands into one lake). The first :data:`ANOMALIES_KEPT` anomalous
+    landings are kept with the ``label`` their caller gave (who landed, which epoch, when)."""
+
+    ANOMALIES_KEPT = 20
 
     def __init__(self, partitions: int) -> None:
         self._ends: Offsets = np.zeros(partitions, dtype=np.int64)
@@ -59,15 +65,48 @@ class MemoryLake:
         self.records = 0
         self.gaps = 0
         self.duplicates = 0
+        self.anomalies: list[str] = []
+        self._labels: list[str] = ["nothing"]  # who landed each partition's last range (for anomalies)
+        self._landed_by = np.zeros(partitions, dtype=np.int64)
+        self._staged: dict[int, dict[tuple[int, str], tuple[Indexes, Offsets, Offsets, str]]] = {}
 
-    def land(self, indexes: Indexes, starts: Offsets, ends: Offsets) -> None:
-        """Publish the ranges ``[starts[i], ends[i])`` of partitions ``indexes`` (one epoch of one node)."""
-        if not len(indexes):
-            return
+    def stage(self, epoch: int, writer: tuple[int, str], indexes: Indexes, starts: Offsets, ends: Offsets,
+              label: str = "") -> None:
+        """Make ``writer``'s (node id, boot id) output of ``epoch`` durable and unpublished, as a node's
+        staged files are before it acks (staging again replaces it: an ack retried)."""
         with self._lock:
+            self._staged.setdefault(epoch, {})[writer] = (indexes, starts, ends, label)
+
+    def publish(self, epoch: int, acked_by: Collection[tuple[int, str]]) -> None:
+        """``epoch`` committed: publish the staged output of the writers it counted and drop the rest.
+        Whichever node observes the commit first publishes every counted writer's output, a killed
+        one's too, as the lake's recovery of a committed epoch does for a node that died between its
+        ack and its publish; the others' calls find nothing left. What is left of earlier epochs (a
+        commit no node observed: a coalesced watch) is published for the writers ``epoch`` counts
+        (epochs commit in order and wait for every live owner: a boot counted now was counted then)."""
+        with self._lock:
+            for staged_epoch in sorted(e for e in self._staged if e <= epoch):
+                writers = self._staged.pop(staged_epoch)
+                for writer, (indexes, starts, ends, label) in sorted(writers.items()):
+                    if writer in acked_by:
+                        self._land(indexes, starts, ends, label)
+
+    def land(self, indexes: Indexes, starts: Offsets, ends: Offsets, label: str = "") -> None:
+        """Publish the ranges ``[starts[i], ends[i])`` of partitions ``indexes`` (one epoch of one node)."""
+        with self._lock:
+            self._land(indexes, starts, ends, label)
+
+    def _land(self, indexes: Indexes, starts: Offsets, ends: Offsets, label: str) -> None:
+        if len(indexes):
             held = self._ends[indexes]
             self.gaps += int(np.count_nonzero(starts > held))
             self.duplicates += int(np.count_nonzero(starts < held))
+            for i in np.flatnonzero(starts != held)[:max(self.ANOMALIES_KEPT - len(self.anomalies), 0)].tolist():
+                before = self._labels[self._landed_by[indexes[i]]]
+                self.anomalies.append(f"{label}: partition {indexes[i]} start {starts[i]} held {held[i]}"
+                                      f" (landed last by {before})")
+            self._labels.append(label)
+            self._landed_by[indexes] = len(self._labels) - 1
             self._ends[indexes] = np.maximum(held, ends)
             self.records += int((ends - starts).sum())
 
@@ -79,7 +118,7 @@ class MemoryLake:
         """Compare with ``expected`` (each partition's committed cursor: what must have landed)."""
         with self._lock:
             short = int(np.count_nonzero(self._ends != expected))
-            return LakeReport(self.records, self.gaps, self.duplicates, short)
+            return LakeReport(self.records, self.gaps, self.duplicates, short, tuple(self.anomalies))
 
 
 def quantile(values: list[float], q: float) -> float | None:
@@ -100,7 +139,7 @@ def cursor_key(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
 
 
-def cursors_to_array(cursors: dict[str, int], topic: str, partitions: int) -> Offsets:
+def cursors_to_array(cursors: Mapping[str, int], topic: str, partitions: int) -> Offsets:
     """A manifest's cursors of ``topic`` as an array by partition (0: absent, the start)."""
     out: Offsets = np.zeros(partitions, dtype=np.int64)
     prefix = f"{topic}:"

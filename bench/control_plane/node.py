@@ -2,15 +2,20 @@
 runtime around it (what the runtime does on each coordinator event, without Kafka or files).
 
 - ``AssignmentChanged``: the partitions of the vnodes it owns are its sources; a partition it gains starts
-  at the cursor of the manifest the event names (``manifest_epoch``), one it keeps continues where it is.
+  at the cursor of the manifest the event names (``manifest_epoch``; after a rejoin the latest), one it
+  keeps continues where it is.
 - ``RoundStarted``: the partitions it loses stop reading (the drain), then ``report_drain_ready``.
 - ``EpochOpened`` at its version: every source reads up to the synthetic log's high watermark now; the
-  records since its committed cursor are staged, and the ack carries the cursors that moved.
-- ``EpochCommitted`` with its ack in ``acked_by``: the staged ranges of that epoch land in the lake.
+  records since the last cut are staged, and the ack carries the cursors that moved.
+- The staged ranges go into the lake before the ack (durable, unpublished, as staged files are).
+  ``EpochCommitted``: the staged ranges of the acks the manifest counts (``acked_by``) are published, and
+  the node's committed cursors move to its acked ones (its ack not counted: back to the committed ones). Any node observing the commit publishes every
+  counted ack's ranges, a killed node's too, as the lake's recovery does for a node that died between
+  its ack and its publish.
 
 Each node works from one thread of its own (coordinator callbacks only enqueue, as the runtime's do).
 A killed node (:meth:`SimNode.kill`) ends its session on the server at once and stops working: its staged
-output is dropped, as a SIGKILLed node's is.
+output of an epoch that does not commit with its ack is dropped, as a SIGKILLed node's is.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from laminar_kafka.coordinator.base import (
     EpochAck,
     EpochCommitted,
     EpochOpened,
+    Manifest,
     RoundStarted,
     SessionState,
     SessionStateChanged,
@@ -152,11 +158,13 @@ class SimNode:
             self._land(event)
 
     def _rejoin(self) -> None:
-        """The session is gone: drop every source and staged output, register again (a new boot);
-        the next assignment starts the partitions it owns from the manifest it names."""
+        """The session is gone: drop every source and staged output, register again (a new boot) and
+        start the partitions the register gives this node id from the latest manifest, as the runtime
+        does (an epoch the old boot acked may have committed after the manifest the register names)."""
         self.owned = self.position = self.committed = self.frozen = np.zeros(0, dtype=np.int64)
         self.staged.clear()
         self.coordinator.rejoin()
+        self._assigned(AssignmentChanged(self.coordinator.assignment(), 0))
 
     def _mine(self, owners: tuple[int, ...]) -> Indexes:
         mask = np.asarray(owners, dtype=np.int64)[self.vnode_of] == self.node_id
@@ -169,7 +177,7 @@ class SimNode:
         position = dict(zip(self.owned[kept].tolist(), self.position[kept].tolist(), strict=True))
         committed = dict(zip(self.owned[kept].tolist(), self.committed[kept].tolist(), strict=True))
         if len(gained):
-            manifest = self.coordinator.manifest(event.manifest_epoch) if event.manifest_epoch else None
+            manifest = self._manifest_or_latest(event.manifest_epoch)
             start = cursors_to_array(manifest.cursors.get(SOURCE, {}) if manifest else {}, TOPIC, len(self.vnode_of))
             for p in gained.tolist():
                 position[p] = committed[p] = int(start[p])
@@ -177,7 +185,15 @@ class SimNode:
         self.position = np.array([position[p] for p in owned.tolist()], dtype=np.int64)
         self.committed = np.array([committed[p] for p in owned.tolist()], dtype=np.int64)
         self.frozen = np.zeros(0, dtype=np.int64)
-        self.staged.clear()  # staged output of epochs that did not commit with this node's ack is dropped
+
+    def _manifest_or_latest(self, epoch: int) -> Manifest | None:
+        """Manifest ``epoch`` (0: the latest), or the latest when it was collected (as the runtime's)."""
+        if epoch:
+            try:
+                return self.coordinator.manifest(epoch)
+            except CoordinatorError:
+                pass
+        return self.coordinator.latest_manifest()
 
     def _drain(self, event: RoundStarted) -> None:
         target = self._mine(event.target_owners)
@@ -189,26 +205,44 @@ class SimNode:
     def _ack(self, event: EpochOpened) -> None:
         if event.assignment_version != self.coordinator.assignment().version or not len(self.owned):
             return
-        seconds = time.monotonic() - self.started_at
-        if self.freeze_at is not None:
-            seconds = min(seconds, self.freeze_at)
-        read = np.maximum(self.position, self.logs.high_watermarks(self.owned, seconds))
-        if len(self.frozen):
-            stopped = np.isin(self.owned, self.frozen)
-            read[stopped] = self.position[stopped]
-        self.position = read
-        moved = np.flatnonzero(read != self.committed)
-        self.staged[event.epoch] = Staged(self.owned[moved], self.committed[moved], read[moved])
-        keys = [f"{TOPIC}:{p}" for p in self.owned[moved].tolist()]
-        cursors = dict(zip(keys, read[moved].tolist(), strict=True))
+        staged = self.staged.get(event.epoch)
+        if staged is None:  # else an ack retried: the same cut again
+            seconds = time.monotonic() - self.started_at
+            if self.freeze_at is not None:
+                seconds = min(seconds, self.freeze_at)
+            read = np.maximum(self.position, self.logs.high_watermarks(self.owned, seconds))
+            if len(self.frozen):
+                stopped = np.isin(self.owned, self.frozen)
+                read[stopped] = self.position[stopped]
+            moved = np.flatnonzero(read != self.position)
+            self.staged[event.epoch] = staged = Staged(self.owned[moved], self.position[moved], read[moved])
+            self.position = read  # the cut: the next epoch's output starts here, as a real node's does
+            self.lake.stage(event.epoch, (self.node_id, self.coordinator.boot_id), staged.indexes, staged.starts,
+                            staged.ends, f"node {self.node_id} epoch {event.epoch} (staged at {seconds:.1f}s)")
+        keys = [f"{TOPIC}:{p}" for p in staged.indexes.tolist()]
+        cursors = dict(zip(keys, staged.ends.tolist(), strict=True))
         self.coordinator.ack_epoch(EpochAck(self.node_id, self.coordinator.boot_id, event.epoch,
                                             event.assignment_version, {SOURCE: cursors}, ()))
 
     def _land(self, event: EpochCommitted) -> None:
-        staged = self.staged.pop(event.manifest.epoch, None)
-        if staged is None or (self.node_id, self.coordinator.boot_id) not in event.manifest.acked_by:
+        """Publish the epoch; move the committed cursors by this node's staged epochs up to it when the
+        manifest counts its ack (epochs commit in order and wait for every live owner's ack, so a
+        commit counting this boot's ack counted its earlier ones: a commit a coalesced watch skipped
+        is taken in by the next), else go back to them (the epoch committed without this node's
+        output: read it again, as a node restarting from the manifest does)."""
+        epoch = event.manifest.epoch
+        self.lake.publish(epoch, event.manifest.acked_by)
+        done = sorted(e for e in self.staged if e <= epoch)
+        if not done:
             return
-        self.lake.land(staged.indexes, staged.starts, staged.ends)
-        self.landed_records += int((staged.ends - staged.starts).sum())
-        where = np.searchsorted(self.owned, staged.indexes)
-        self.committed[where] = staged.ends
+        counted = (self.node_id, self.coordinator.boot_id) in event.manifest.acked_by
+        for staged in (self.staged.pop(e) for e in done):
+            if not counted or not len(self.owned):
+                continue
+            self.landed_records += int((staged.ends - staged.starts).sum())
+            where = np.minimum(np.searchsorted(self.owned, staged.indexes), len(self.owned) - 1)
+            kept = self.owned[where] == staged.indexes  # partitions given away since carry no cursor here
+            self.committed[where[kept]] = staged.ends[kept]
+        if not counted:
+            self.position = self.committed.copy()
+            self.staged.clear()
