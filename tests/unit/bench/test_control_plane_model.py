@@ -67,6 +67,34 @@ def test_records_short_of_the_manifest_are_not_exact() -> None:
     assert lake.report(ints(5, 0)).exact
 
 
+def test_a_commit_publishes_the_staged_output_of_the_acks_it_counts_a_dead_writers_too() -> None:
+    lake = MemoryLake(2)
+    lake.stage(1, (1, "a"), ints(0), ints(0), ints(5), "node 1 epoch 1")
+    lake.stage(1, (2, "b"), ints(1), ints(0), ints(3), "node 2 epoch 1")  # node 2 then dies
+    lake.stage(1, (3, "c"), ints(1), ints(0), ints(9), "a zombie")  # not counted
+    lake.publish(1, ((1, "a"), (2, "b")))
+    assert lake.ends().tolist() == [5, 3]
+    lake.publish(1, ((1, "a"), (2, "b")))  # every other node observing the commit finds nothing left
+    assert lake.report(ints(5, 3)).exact
+
+
+def test_a_commit_no_node_observed_is_published_with_the_next_for_the_writers_it_counts() -> None:
+    lake = MemoryLake(1)
+    lake.stage(1, (1, "a"), ints(0), ints(0), ints(4))
+    lake.stage(1, (9, "z"), ints(0), ints(0), ints(7))  # a boot the next commit does not count
+    lake.stage(2, (1, "a"), ints(0), ints(4), ints(6))
+    lake.publish(2, ((1, "a"),))
+    assert lake.report(ints(6)).exact and lake.records == 6
+
+
+def test_an_anomaly_names_who_landed_and_who_landed_before() -> None:
+    lake = MemoryLake(1)
+    lake.land(ints(0), ints(0), ints(5), "node 1 epoch 1")
+    lake.land(ints(0), ints(3), ints(9), "node 2 epoch 2")
+    assert lake.report(ints(9)).first_anomalies == (
+        "node 2 epoch 2: partition 0 start 3 held 5 (landed last by node 1 epoch 1)",)
+
+
 def test_quantile_share_and_cursor_keys() -> None:
     assert quantile([], 0.5) is None
     assert quantile([3.0, 1.0, 2.0], 0.5) == 2.0
