@@ -25,7 +25,7 @@ from laminar_kafka.coordinator.engine.events import (
     Subscribers,
 )
 from laminar_kafka.coordinator.engine.tracker import EventTracker
-from laminar_kafka.coordinator.errors import CodecError, CoordinatorError
+from laminar_kafka.coordinator.errors import CodecError, CoordinatorError, CoordinatorUnavailable
 from laminar_kafka.coordinator.layout import ack_name
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.store import ControlStore
@@ -53,6 +53,8 @@ class Dispatcher:
         self._boot_id = boot_id
         self._transient = transient
         self._retryable: tuple[type[BaseException], ...] = (CoordinatorError, *transient)
+        #: what a failed observation of the register is retried on (not a value that does not decode)
+        self._unavailable: tuple[type[BaseException], ...] = (CoordinatorUnavailable, *transient)
         self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._tracker = EventTracker()
         self._reported: set[tuple[int, str]] = set()  # (epoch, marker) delivered as AckRejected
@@ -132,12 +134,13 @@ class Dispatcher:
                     current = self._store.read_register()
                     if current is not None:
                         self._observe(current)
-            except self._retryable as exc:
+            except self._unavailable as exc:
                 if kind not in ("register", "resync", "reread"):
                     logger.exception("coordinator %d failed to process %s", self._node_id, kind)
                     continue
                 # The value's events (a manifest read timed out) are not delivered yet, and no watch may
-                # fire again: the leader can be waiting for this node's ack of the epoch it missed.
+                # fire again: the leader can be waiting for this node's ack of the epoch it missed. (A
+                # value that does not decode is not retried: it is logged below, as any other failure.)
                 logger.info("coordinator %d: observing the register failed (%r); reading it again in %.1fs",
                             self._node_id, exc, _RETRY_SECONDS)
                 self._later(("reread", None))

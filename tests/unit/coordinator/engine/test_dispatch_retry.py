@@ -15,7 +15,7 @@ from laminar_kafka.coordinator.engine.events import (
     EpochOpened,
     Subscribers,
 )
-from laminar_kafka.coordinator.errors import CoordinatorError
+from laminar_kafka.coordinator.errors import CoordinatorUnavailable
 from laminar_kafka.coordinator.local.memory_store import MemoryStore
 from laminar_kafka.coordinator.state import ControlState
 from laminar_kafka.coordinator.values import Manifest
@@ -41,7 +41,7 @@ class FlakyStore(MemoryStore):
     def read_manifest(self, epoch: int) -> Manifest | None:
         self.manifest_reads += 1
         if self.manifest_reads <= self.failures:
-            raise CoordinatorError("reading the manifest timed out")
+            raise CoordinatorUnavailable("reading the manifest timed out")
         return Manifest(epoch, 1, {"s": {"t:0": 5}}, acked_by=((1, "boot"),))
 
 
