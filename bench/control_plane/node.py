@@ -47,6 +47,8 @@ SOURCE = "kafka"
 TOPIC = "t"
 #: how long a write that may or may not have happened is retried (a ZooKeeper restart)
 RETRY_S = 30.0
+#: what an event's handling is retried on: not confirmed (a ZooKeeper restart), kazoo's own errors included
+RETRIED: tuple[type[BaseException], ...] = (CoordinatorError, *TRANSIENT)
 
 
 @dataclass
@@ -140,7 +142,7 @@ class SimNode:
                     break
                 except (FencedError, RoundError):
                     break  # a stale epoch or a superseded round: the next event says what holds
-                except (CoordinatorError, *TRANSIENT):  # rejoin lets kazoo's own errors through
+                except RETRIED:  # rejoin lets kazoo's own errors through
                     if time.monotonic() > deadline:  # not confirmed: retried as the runtime does
                         break
                     time.sleep(0.2)

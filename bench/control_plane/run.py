@@ -21,11 +21,10 @@ import numpy as np
 from kazoo.client import KazooClient
 
 from control_plane.model import MemoryLake, SyntheticLogs, cursors_to_array, quantile, share_of
-from control_plane.node import SOURCE, TOPIC, SimNode
+from control_plane.node import RETRIED, SOURCE, TOPIC, SimNode
 from laminar_kafka.coordinator.base import CoordinatorConfig, Manifest, initial_manifest
-from laminar_kafka.coordinator.errors import CoordinatorError
 from laminar_kafka.coordinator.vnodes.routing import partitions_by_vnode, vnode_loads
-from laminar_kafka.coordinator.zk.coordinator import TRANSIENT, ZooKeeperCoordinator
+from laminar_kafka.coordinator.zk.coordinator import ZooKeeperCoordinator
 
 
 @dataclass(frozen=True)
@@ -113,7 +112,8 @@ class ControlPlaneRun:
         self.nodes: list[SimNode] = []
         self._shared: tuple[threading.Lock, dict[int, Manifest], set[int]] = (threading.Lock(), {}, set())
         self.next_id = 1
-        self.faults_at: dict[str, object] = {}  # seconds since the start at which each fault began
+        #: each fault: what, when (seconds since the start), the lake's gaps and duplicates once it recovered
+        self.fault_log: list[dict[str, object]] = []
 
     # ---- nodes ----------------------------------------------------------------------------------
 
@@ -129,7 +129,7 @@ class ControlPlaneRun:
             try:
                 node.start()
                 break
-            except (CoordinatorError, *TRANSIENT):
+            except RETRIED:
                 node.stop()
                 if attempt == attempts - 1:
                     raise
@@ -170,14 +170,14 @@ class ControlPlaneRun:
         """Seconds from ``fault()`` to every partition visible past its high watermark at the fault."""
         marks = self.logs.high_watermarks(np.arange(self.config.partitions, dtype=np.int64), self.seconds())
         begun = time.monotonic()
-        self.faults_at[what] = round(self.seconds(), 1)
+        entry: dict[str, object] = {"fault": what, "at_s": round(self.seconds(), 1)}
+        self.fault_log.append(entry)
         fault()
         try:
             wait_for(self.visible_past(marks), 120 + self.config.session_timeout_s * 4, what, interval=0.05)
             return round(time.monotonic() - begun, 2)
         finally:
-            self.faults_at[what] = {"at_s": self.faults_at[what], "gaps": self.lake.gaps,
-                                    "duplicates": self.lake.duplicates}
+            entry.update(gaps=self.lake.gaps, duplicates=self.lake.duplicates)
 
     # ---- the run --------------------------------------------------------------------------------
 
@@ -246,7 +246,7 @@ class ControlPlaneRun:
             joiner.append(self.add_node())
 
         begun = time.monotonic()
-        self.faults_at["join"] = round(self.seconds(), 1)
+        self.fault_log.append({"fault": "join", "at_s": round(self.seconds(), 1)})
         join()
         node = joiner[0]
         owned_s = wait_for(lambda: len(node.owned) > 0 and node.landed_records > 0, 120, "a joined node's records",
@@ -258,7 +258,7 @@ class ControlPlaneRun:
             count = min(cfg.kill_count, len(self.live()) - 1)
             victims = [n for n in self.live() if not n.coordinator.is_leader()][-count:]
             out["kill_count"] = count
-            
+
             def kill_victims() -> None:
                 for victim in victims:
                     victim.kill()
@@ -301,7 +301,7 @@ class ControlPlaneRun:
         return out | {"exact": exact, "records_landed": report.records, "gaps": report.gaps,
                 "duplicates": report.duplicates, "partitions_short": report.short,
                 "last_epoch": manifest.epoch, "first_anomalies": list(report.first_anomalies),
-                "faults_at_s": self.faults_at}
+                "faults": self.fault_log}
 
     def stop(self) -> None:
         for node in self.nodes:
