@@ -20,10 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 from laminar_kafka.kafka_source.clients import LIBRDKAFKA_LOGGER
 
-__all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonFormatter", "RepeatFilter", "configure_logging", "quiet_clients"]
+__all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonFormatter", "RepeatFilter", "StderrHandler", "configure_logging", "quiet_clients"]
 
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
 LOG_FORMATS: tuple[str, ...] = ("text", "json")
@@ -77,6 +78,19 @@ class RepeatFilter(logging.Filter):
 
 
 
+class StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted, not the stream it was at set-up
+    (as :data:`logging.lastResort`): a caller that swaps stderr (a test capturing output, an embedding
+    host) never leaves this handler writing to a closed file."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+
 def configure_logging(level: str = "info", log_format: str = "text", log_file: str | None = None) -> None:
     """Route every logger to stderr (and ``log_file``) in ``log_format`` at ``level``. ``log_file`` is
     opened again when it was moved or deleted (logrotate's default ``create`` mode), so a rotated log
@@ -86,7 +100,7 @@ def configure_logging(level: str = "info", log_format: str = "text", log_file: s
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
     formatter: logging.Formatter = JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT)
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    handlers: list[logging.Handler] = [StderrHandler()]
     if log_file:
         handlers.append(logging.handlers.WatchedFileHandler(log_file))
     for handler in handlers:

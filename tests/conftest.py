@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import uuid
 from abc import ABC, abstractmethod
@@ -44,6 +45,7 @@ from laminar_kafka.devstack.jvm.artifacts import pinned_versions
 from laminar_kafka.devstack.jvm.kafka_cluster import KafkaCluster
 from laminar_kafka.devstack.jvm.servers import ZooKeeperEnsemble
 from laminar_kafka.devstack.jvm.versions import ServerVersions, UnsupportedVersionError, selected_versions
+from laminar_kafka.kafka_source.clients import LIBRDKAFKA_LOGGER
 from laminar_kafka.testing import servers as test_servers
 from laminar_kafka.testing.handles import KafkaTestCluster, ZooKeeperTestEnsemble
 from laminar_kafka.testing.options import Backend
@@ -135,6 +137,27 @@ class ZooKeeperHandle(_Controllable):
 
     def resume_server(self, index: int = 0) -> None:
         self._require_control().resume_server(index)
+
+
+def _pytests(handler: logging.Handler) -> bool:
+    return type(handler).__module__.startswith("_pytest")
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A command run in-process (``main([...])``) configures the root logger for a process; the next
+    test gets the handlers and levels it would have had without it."""
+    loggers = [logging.getLogger(), logging.getLogger("kazoo"), LIBRDKAFKA_LOGGER]
+    root = loggers[0]
+    handlers, levels = [h for h in root.handlers if not _pytests(h)], [lg.level for lg in loggers]
+    yield
+    for handler in [h for h in root.handlers if not _pytests(h) and h not in handlers]:
+        root.removeHandler(handler)
+        handler.close()
+    for handler in handlers:  # pytest's own capture handlers come and go with each phase
+        root.addHandler(handler)
+    for lg, level in zip(loggers, levels, strict=True):
+        lg.setLevel(level)
 
 
 def _containers(config: pytest.Config) -> bool:

@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import threading
+import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, TypeVar
 
@@ -296,8 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is None:
             raise
         if code != INTERRUPTED:
-            if debug:
-                logger.exception("failed")
+            if debug:  # on stderr itself: the error may come before logging is configured
+                traceback.print_exception(exc, file=sys.stderr)
             print(f"error: {exc}", file=sys.stderr)
         return code
 
