@@ -18,17 +18,20 @@ PYTEST_ARGS ?=
 SEEDS ?= 20
 CHAOS_ARGS ?=
 # the container pass of `make test`: Kafka and ZooKeeper as containers (LAMINAR_TEST_BACKEND=docker),
-# container faults, the compose cluster, `dev up --containers`; tests that start local JVMs whatever
-# the backend are left to the first pass
+# container faults, the compose clusters, `dev up --containers`, and of the suites the first pass runs
+# on local servers, the modules that use each fixture the containers backend serves (the session broker
+# and ZooKeeper, the restartable ones, ZooKeeper with ACLs): the rest of those suites would only repeat
+# the first pass. Tests that start local JVMs whatever the backend are left to the first pass.
 CONTAINER_TESTS ?= tests/integration/test_containers.py tests/integration/test_containers_compose.py \
   tests/integration/test_containers_production.py tests/integration/test_testing_doc.py \
-  tests/integration/test_smoke.py tests/integration/test_readme_example.py tests/integration/kafka_source \
-  tests/integration/coordinator tests/integration/cluster/test_cluster_e2e.py \
+  tests/integration/test_smoke.py tests/integration/test_readme_example.py \
+  tests/integration/kafka_source/test_source_basic.py tests/integration/kafka_source/test_source_semantics.py \
+  tests/integration/kafka_source/test_drain.py tests/integration/coordinator/test_zk_coordinator.py \
+  tests/integration/coordinator/test_zk_acks.py tests/integration/coordinator/test_zk_acl.py \
+  tests/integration/cluster/test_cluster_e2e.py \
   tests/integration/cluster/test_runtime_zookeeper.py tests/faults/test_container_faults.py \
   tests/faults/test_smoke_broker_restart.py \
-  tests/faults/coordinator/test_zk_faults.py::test_standalone_server_restart_members_reconnect_and_state_is_intact \
-  --ignore=tests/integration/kafka_source/test_kafka_conformance.py
-# (the conformance kit on KafkaSource runs in the first pass and in every matrix cell: not a third time here)
+  tests/faults/coordinator/test_zk_faults.py::test_standalone_server_restart_members_reconnect_and_state_is_intact
 
 # the unit suite's pytest-xdist workers (it starts no server and its tests are independent; each file runs
 # whole in one worker, in order); 0 runs it in this process

@@ -126,6 +126,25 @@ class KafkaTestCluster:
         """The names of the cluster's topics (internal ones included)."""
         return set(self.admin().list_topics(timeout=10).topics)
 
+    def wait_in_sync(self, topic: str, timeout: float = 60.0) -> None:
+        """Return once every partition of `topic` has all its replicas in sync, as the brokers'
+        metadata says: after a broker came back (`Broker.start`), the next fault then meets a full
+        ISR, not one still short of the returned broker. Raises TimeoutError naming the partitions
+        still short after `timeout` seconds."""
+        import time
+
+        admin, deadline = self.admin(), time.monotonic() + timeout
+        while True:
+            partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+            short = {p.id: (sorted(p.isrs), sorted(p.replicas)) for p in partitions.values()
+                     if sorted(p.isrs) != sorted(p.replicas)}
+            if partitions and not short:
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"topic {topic!r} not in sync after {timeout:g}s: "
+                                   + ", ".join(f"partition {i} in sync {isr} of {rep}" for i, (isr, rep) in sorted(short.items())))
+            time.sleep(0.2)
+
 
 @dataclass
 class ZooKeeperTestEnsemble:

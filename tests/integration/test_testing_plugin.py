@@ -34,6 +34,7 @@ def test_three_brokers_take_writes_with_one_killed_then_one_paused(
         assert produce_records(topic, [b"one killed"], partition=0, cluster=kafka_cluster_3) == 1
     finally:
         victim.start()
+    kafka_cluster_3.wait_in_sync(topic)  # else pausing another leaves one replica, under min.insync.replicas
     kafka_cluster_3.brokers[2].pause()
     try:
         assert produce_records(topic, [b"one paused"], partition=0, cluster=kafka_cluster_3) == 1
