@@ -386,12 +386,13 @@ def _iceberg_passes(args: argparse.Namespace, target: LakeTarget, settings: Comp
         raise UsageError(str(exc), cause=exc) from exc
 
     def one_pass() -> None:
-        results = [_compact_table(catalog, target, topic, args, settings) for topic in args.topic]
+        results = [_compact_table(catalog, target, topic, args, settings, fs, root) for topic in args.topic]
         if args.json:
             print(json.dumps(results if len(results) > 1 else results[0], indent=2), flush=True)
         else:
             for result in results:
-                print(f"{result['table']}: {result['compact']}; {result['expire']}", flush=True)
+                swept = f"; change files deleted: {result['change_files_deleted']}" if "change_files_deleted" in result else ""
+                print(f"{result['table']}: {result['compact']}; {result['expire']}{swept}", flush=True)
 
     return one_pass
 
@@ -411,9 +412,13 @@ def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
 
 
 def _compact_table(catalog: Any, target: LakeTarget, topic: str, args: argparse.Namespace,
-                   settings: CompactionSettings) -> dict[str, object]:
+                   settings: CompactionSettings, fs: Any, root: str) -> dict[str, object]:
+    """Compact, then expire, one topic's table; a keyed (upsert) table's change files left by its
+    committed epochs go too (:func:`~laminar_kafka.cluster.lake.iceberg.upsert_commit.sweep_change_files`)."""
+    from laminar_kafka.cluster.lake.iceberg.commit import committed_epoch
     from laminar_kafka.cluster.lake.iceberg.maintenance import compact, expire
     from laminar_kafka.cluster.lake.iceberg.tables import load_table_or_none
+    from laminar_kafka.cluster.lake.iceberg.upsert_commit import sweep_change_files
 
     assert target.iceberg is not None
     name = (target.iceberg.namespace, target.table_of(topic))
@@ -423,7 +428,11 @@ def _compact_table(catalog: Any, target: LakeTarget, topic: str, args: argparse.
     compacted = compact(table, target_file_bytes=settings.target_file_bytes, codec=settings.codec)
     expired = expire(catalog.load_table(name), older_than=timedelta(seconds=args.expire_after),
                      retain_last=args.retain_last)
-    return {"table": ".".join(name), "compact": _as_dict(compacted), "expire": _as_dict(expired)}
+    result: dict[str, object] = {"table": ".".join(name), "compact": _as_dict(compacted), "expire": _as_dict(expired)}
+    if table.schema().identifier_field_names():  # keyed: its published epoch files are change files, not data
+        through = committed_epoch(catalog.load_table(name), target.pipeline)
+        result["change_files_deleted"] = sweep_change_files(fs, root, topic, through)
+    return result
 
 
 def _as_dict(report: object) -> dict[str, object]:

@@ -42,10 +42,11 @@ from pyiceberg.table.metadata import TableMetadata
 
 from laminar_kafka.cluster.lake.iceberg.evolution import Step, apply_evolution
 from laminar_kafka.cluster.lake.iceberg.upsert import POSITION, plain, reduce_changes, row_numbers
+from laminar_kafka.cluster.lake.staged_names import OutputStream, parse_staged
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UpsertStats", "commit_upsert", "conform", "delete_change_files", "read_changes"]
+__all__ = ["UpsertStats", "commit_upsert", "conform", "delete_change_files", "read_changes", "sweep_change_files"]
 
 
 @dataclass(frozen=True)
@@ -230,4 +231,37 @@ def delete_change_files(fs: pafs.FileSystem, root: str, published: Sequence[str]
     if failed:
         logger.warning("could not delete %d change file(s) of a committed epoch (left in place), e.g. %s",
                        len(failed), failed[0])
+    return deleted
+
+
+#: directories of a table's location that hold the table's own files, never change files
+_TABLE_DIRS = ("data", "metadata")
+
+
+def sweep_change_files(fs: pafs.FileSystem, root: str, directory: str, through: int) -> int:
+    """Delete the change files left under ``directory`` (a keyed table's topic directory, relative to
+    ``root``) by epochs up to ``through`` (the table's committed epoch): a node killed between its
+    commit and :func:`delete_change_files` leaves its epoch's, never read again. Only published
+    change-file names (``epoch-<E>.node-...parquet``) outside the table's ``data/`` and ``metadata/``
+    are candidates; a later epoch's (not committed yet) is kept. Returns how many were deleted.
+    For keyed (upsert) tables only: a plain table's published files are its data files."""
+    base = f"{root}/{directory}" if root else directory
+    selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+    doomed = []
+    for info in fs.get_file_info(selector):
+        relative = info.path[len(base):].lstrip("/")
+        if info.type != pafs.FileType.File or relative.split("/", 1)[0] in _TABLE_DIRS:
+            continue
+        name = parse_staged(info.base_name)
+        if name is not None and name.stream is OutputStream.ROWS and 0 < name.epoch <= through:
+            doomed.append(info.path)
+    deleted = 0
+    for path in doomed:
+        try:
+            fs.delete_file(path)
+            deleted += 1
+        except FileNotFoundError:  # its committer's own delete came first
+            continue
+    if deleted:
+        logger.info("deleted %d change file(s) of committed epochs under %s", deleted, base)
     return deleted

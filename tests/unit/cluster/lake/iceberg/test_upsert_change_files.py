@@ -128,3 +128,42 @@ def test_recovery_skips_a_staged_file_another_node_published_meanwhile(tmp_path:
     (tmp_path / "orders" / "epoch-0000000002.node-1.boot-b.seq-00000003.parquet").mkdir()  # cannot be renamed
     with pytest.raises(SinkError, match="cannot publish"):
         publish_found(fs, root, [blocked])
+
+
+def test_compact_sweeps_the_change_files_a_killed_committer_left_and_keeps_a_later_epochs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from laminar_kafka.cli.main import main
+
+    lake = keyed_lake(tmp_path)
+    expected = three_epochs(lake)
+    output = lake.output()
+    monkeypatch.setattr(commit_module, "delete_change_files", lambda *args: 0)  # killed after each commit
+    assert lake.publish(output, 1) == 1 and lake.publish(output, 2) == 1
+    monkeypatch.undo()
+    left = change_files(tmp_path)
+    assert left and all(name.startswith(("epoch-0000000001", "epoch-0000000002")) for name in left)
+    layout_publish(lake.fs, lake.root, lake.manifests[3])  # epoch 3 published, not committed yet
+    later = [name for name in change_files(tmp_path) if name.startswith("epoch-0000000003")]
+    assert later
+    assert main(["compact", "--output", lake.root, "--pipeline", "pipe", "--topic", "orders", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["change_files_deleted"] == len(left)
+    assert change_files(tmp_path) == later  # a later epoch's are its commit's input: kept
+    assert lake.publish(lake.output(), 3) == 1 and change_files(tmp_path) == []
+    assert current(lake.output().table("orders")) == expected
+
+
+def test_compact_of_a_plain_table_never_sweeps_its_published_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from laminar_kafka.cli.main import main
+    from tests.unit.cluster.iceberg_fakes import rows
+
+    lake = Lake(tmp_path)  # not keyed: the published epoch files are the table's data files
+    lake.stage(1, rows("orders", 0, range(3)))
+    assert lake.publish(lake.output(), 1) == 1
+    assert main(["compact", "--output", lake.root, "--pipeline", "pipe", "--topic", "orders", "--json"]) == 0
+    assert "change_files_deleted" not in json.loads(capsys.readouterr().out)
+    assert lake.output().table("orders").scan().to_arrow().num_rows == 3
