@@ -10,6 +10,11 @@ offset), *duplicated* rows (a key in the table more than once: every row past th
 *unexpected* keys (in the table, never changed in the topic). And the producer's view: a key whose
 last *acknowledged* change is newer than the change the table shows is *acked_lost* (an
 acknowledged change lost in the lake).
+
+Written apart from :mod:`laminar_kafka.cluster.ops.verify_upsert` on purpose: ``verify`` reduces the
+topic with the product's own :func:`~laminar_kafka.cluster.lake.iceberg.upsert.reduce_changes`, the
+function the commit applies, so a fault of that reduction would pass both; this model, per key in
+plain Python, and its payload comparison (``seq``, ``val``) are the campaign's independent oracle.
 """
 from __future__ import annotations
 
