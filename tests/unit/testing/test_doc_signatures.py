@@ -42,6 +42,7 @@ def _documented(monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable[..., Any]
         "config": handles.KafkaTestCluster.config,
         "create_topic": handles.KafkaTestCluster.create_topic,
         "delete_topic": handles.KafkaTestCluster.delete_topic,
+        "wait_in_sync": handles.KafkaTestCluster.wait_in_sync,
         "client": handles.ZooKeeperTestEnsemble.client,
         "uri": handles.ObjectStore.uri,
         "create_bucket": handles.ObjectStore.create_bucket,
