@@ -135,14 +135,15 @@ class KafkaTestCluster:
 
         admin, deadline = self.admin(), time.monotonic() + timeout
         while True:
-            partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+            info = admin.list_topics(topic, timeout=10).topics.get(topic)
+            partitions = info.partitions if info is not None and info.error is None else {}
             short = {p.id: (sorted(p.isrs), sorted(p.replicas)) for p in partitions.values()
                      if sorted(p.isrs) != sorted(p.replicas)}
             if partitions and not short:
                 return
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"topic {topic!r} not in sync after {timeout:g}s: "
-                                   + ", ".join(f"partition {i} in sync {isr} of {rep}" for i, (isr, rep) in sorted(short.items())))
+                found = ", ".join(f"partition {i} in sync {isr} of {rep}" for i, (isr, rep) in sorted(short.items()))
+                raise TimeoutError(f"topic {topic!r} not in sync after {timeout:g}s: {found or 'no partitions known'}")
             time.sleep(0.2)
 
 

@@ -22,7 +22,7 @@ class FakeAdmin:
         isrs = self.states[min(self.calls, len(self.states) - 1)]
         self.calls += 1
         partitions = {p: SimpleNamespace(id=p, isrs=isr, replicas=[1, 2, 3]) for p, isr in isrs.items()}
-        return SimpleNamespace(topics={topic: SimpleNamespace(partitions=partitions)})
+        return SimpleNamespace(topics={topic: SimpleNamespace(partitions=partitions, error=None)} if isrs else {})
 
 
 def cluster_with(monkeypatch: pytest.MonkeyPatch, admin: FakeAdmin) -> KafkaTestCluster:
@@ -40,3 +40,8 @@ def test_it_names_the_partitions_still_short(monkeypatch: pytest.MonkeyPatch) ->
     admin = FakeAdmin([{0: [1, 2, 3], 1: [1, 3]}])
     with pytest.raises(TimeoutError, match=r"topic 't' not in sync after 0.3s: partition 1 in sync \[1, 3\] of \[1, 2, 3\]"):
         cluster_with(monkeypatch, admin).wait_in_sync("t", timeout=0.3)
+
+
+def test_a_topic_the_brokers_do_not_know_is_never_in_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(TimeoutError, match=r"topic 't' not in sync after 0.3s: no partitions known"):
+        cluster_with(monkeypatch, FakeAdmin([{}])).wait_in_sync("t", timeout=0.3)
