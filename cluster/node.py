@@ -65,6 +65,14 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["NodeInputs", "make_coordinator", "preflight", "run_node", "topic_partitions"]
 
+#: the longest one metadata request of the preflight waits before it is made again, so that a
+#: refusal (:data:`REFUSED`) met meanwhile ends the wait instead of the whole ``--connect-timeout``
+PROBE_S = 2.0
+#: librdkafka's errors that no wait cures: a broker refused the client's credentials, or the TLS
+#: handshake failed (an untrusted certificate, a key that does not match)
+REFUSED = (KafkaError._AUTHENTICATION, KafkaError._SSL)
+
+
 @dataclass(frozen=True)
 class NodeInputs:
     partitions: tuple[TopicPartitionId, ...]
@@ -82,10 +90,10 @@ def topic_partitions(kafka: KafkaTarget, topics: tuple[str, ...], timeout: float
     except ConfigurationError as exc:
         raise UsageError(f"invalid Kafka client settings: {exc}", cause=exc) from exc
     try:
-        reader = TopologyReader(kafka, selector, timeout_s=timeout)
+        reader = TopologyReader(kafka, selector, timeout_s=min(timeout, PROBE_S))
     except KafkaException as exc:  # raised when the client is built: a bad property or file
         raise UsageError(f"invalid Kafka client settings: {client_error_text(exc)}", cause=exc) from exc
-    return sorted(read_topology(reader, require_named=True).partitions())
+    return sorted(read_topology(reader, timeout, require_named=True).partitions())
 
 
 def client_error_text(exc: KafkaException) -> str:
@@ -95,19 +103,24 @@ def client_error_text(exc: KafkaException) -> str:
     return " ".join(str(text).split())
 
 
-def read_topology(reader: TopologyReader, *, require_named: bool = False) -> Topology:
+def read_topology(reader: TopologyReader, timeout: float, *, require_named: bool = False) -> Topology:
     """``reader.read()`` with one-line errors: :class:`UsageError` when Kafka does not answer within
-    the reader's timeout (a transient failure, such as a controller failover, is retried until
-    then) or (``require_named``) a named topic does not exist."""
-    deadline = time.monotonic() + reader.timeout_s
+    ``timeout`` (a transient failure, such as a controller failover, is retried until then; each
+    try takes up to the reader's own timeout), at once when a broker refused the client (its
+    credentials or its TLS handshake: no wait cures them), or (``require_named``) when a named
+    topic does not exist."""
+    deadline = time.monotonic() + timeout
     while True:
         try:
             topology = reader.read()
             break
         except MetadataUnavailable as exc:
+            refused = reader.errors.last
+            if refused is not None and refused.code() in REFUSED:
+                raise UsageError(f"Kafka at {reader.kafka.bootstrap} refused this client: {exc}", cause=exc) from exc
             if time.monotonic() >= deadline:
                 raise UsageError(
-                    f"cannot reach Kafka at {reader.kafka.bootstrap} within {reader.timeout_s:g}s: {exc}", cause=exc
+                    f"cannot reach Kafka at {reader.kafka.bootstrap} within {timeout:g}s: {exc}", cause=exc
                 ) from exc
             logger.info("topic metadata unavailable (%s); retrying", exc)
             time.sleep(0.5)
