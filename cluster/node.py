@@ -110,7 +110,9 @@ def read_topology(reader: TopologyReader, timeout: float, *, require_named: bool
     credentials or its TLS handshake: no wait cures them), or (``require_named``) when a named
     topic does not exist."""
     deadline = time.monotonic() + timeout
+    tries = 0
     while True:
+        tries += 1
         try:
             topology = reader.read()
             break
@@ -122,7 +124,8 @@ def read_topology(reader: TopologyReader, timeout: float, *, require_named: bool
                 raise UsageError(
                     f"cannot reach Kafka at {reader.kafka.bootstrap} within {timeout:g}s: {exc}", cause=exc
                 ) from exc
-            logger.info("topic metadata unavailable (%s); retrying", exc)
+            # one line for the wait, not one per try (a try takes up to PROBE_S)
+            logger.log(logging.INFO if tries == 1 else logging.DEBUG, "topic metadata unavailable (%s); retrying", exc)
             time.sleep(0.5)
     if require_named:
         for topic in reader.selector.names:

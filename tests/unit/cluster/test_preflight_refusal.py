@@ -3,6 +3,7 @@ its TLS handshake) ends the wait at once in one line; any other failure (refused
 timeout) is retried until the connect timeout, as a broker starting may answer later."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import cast
 
@@ -46,9 +47,11 @@ def test_a_refusal_ends_the_wait_at_once_naming_it(code: int, text: str) -> None
     assert text in str(raised.value)
 
 
-def test_another_failure_is_retried_until_the_timeout() -> None:
+def test_another_failure_is_retried_until_the_timeout_in_one_info_line(caplog: pytest.LogCaptureFixture) -> None:
     reader = FailingReader(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
     started = time.monotonic()
-    with pytest.raises(UsageError, match=r"^cannot reach Kafka at broker:9093 within 1.2s: .*Connection refused"):
+    with caplog.at_level(logging.INFO, logger="laminar_kafka.cluster.node"), \
+            pytest.raises(UsageError, match=r"^cannot reach Kafka at broker:9093 within 1.2s: .*Connection refused"):
         read_topology(cast(TopologyReader, reader), 1.2)
     assert time.monotonic() - started >= 1.2 and reader.reads >= 2
+    assert [r.levelno for r in caplog.records if "retrying" in r.getMessage()] == [logging.INFO]
