@@ -254,14 +254,8 @@ def sweep_change_files(fs: pafs.FileSystem, root: str, directory: str, through: 
             continue
         name = parse_staged(info.base_name)
         if name is not None and name.stream is OutputStream.ROWS and 0 < name.epoch <= through:
-            doomed.append(info.path)
-    deleted = 0
-    for path in doomed:
-        try:
-            fs.delete_file(path)
-            deleted += 1
-        except FileNotFoundError:  # its committer's own delete came first
-            continue
+            doomed.append(f"{directory}/{relative}")
+    deleted = delete_change_files(fs, root, doomed)  # one its committer deleted meanwhile is skipped
     if deleted:
         logger.info("deleted %d change file(s) of committed epochs under %s", deleted, base)
     return deleted
